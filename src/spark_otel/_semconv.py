@@ -1,0 +1,228 @@
+"""Every attribute name, metric name, unit and bucket boundary spark-otel emits.
+
+GenAI names follow the released OpenTelemetry semantic conventions v1.41 (Development status);
+spark-otel's own names live under the ``spark_otel.`` prefix. Dashboards and the collector
+config take their names from here, and a test fails if a panel queries a name not defined here.
+"""
+
+from __future__ import annotations
+
+SEMCONV_VERSION = "1.41.0"
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
+
+# --- GenAI span and metric attributes (semconv v1.41) -------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_SEED = "gen_ai.request.seed"
+GEN_AI_REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
+GEN_AI_REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+
+OPERATION_CHAT = "chat"
+OPERATION_TEXT_COMPLETION = "text_completion"
+TOKEN_TYPE_INPUT = "input"
+TOKEN_TYPE_OUTPUT = "output"
+# No well-known provider value exists for vLLM (semconv allows custom values). spark-otel
+# reports "vllm" for OpenAI-compatible local engines unless the user names another.
+PROVIDER_VLLM = "vllm"
+ERROR_TYPE_OTHER = "_OTHER"
+# error.type values spark-otel itself sets (low cardinality).
+ERROR_TYPE_DEADLINE = "deadline"
+ERROR_TYPE_STREAM_ABANDONED = "stream_abandoned"
+ERROR_TYPE_STREAM_CLOSED = "stream_closed"
+ERROR_TYPE_CANCELLED = "cancelled"
+FINISH_REASON_ERROR = "error"
+
+# --- GenAI client metrics (semconv v1.41) -------------------------------------------------------
+GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
+GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
+GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
+GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK = "gen_ai.client.operation.time_per_output_chunk"
+
+DURATION_BUCKETS_S: tuple[float, ...] = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+TOKEN_BUCKETS: tuple[float, ...] = (
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
+)
+
+# --- eval cells (spark-otel) --------------------------------------------------------------------
+SPAN_KIND_ATTR = "spark_otel.span.kind"  # "cell" | "load_window" on spark-otel's own spans
+SPAN_KIND_CELL = "cell"
+SPAN_KIND_LOAD_WINDOW = "load_window"
+
+EVAL_NAME = "spark_otel.eval"
+CELL_ID = "spark_otel.cell.id"
+ENGINE = "spark_otel.engine"
+CELL_DEADLINE_S = "spark_otel.cell.deadline_s"
+CELL_WORKERS = "spark_otel.cell.workers"
+CELL_STATUS = "spark_otel.cell.status"
+CELL_DEADLINE_HIT = "spark_otel.cell.deadline_hit"
+CELL_SALVAGED_FINDINGS = "spark_otel.cell.salvaged_findings"
+CELL_DEGRADED = "spark_otel.cell.degraded"
+CELL_PROMPT_TOKENS = "spark_otel.cell.prompt_tokens"
+CELL_COMPLETION_TOKENS = "spark_otel.cell.completion_tokens"
+CELL_ELAPSED_S = "spark_otel.cell.elapsed_s"
+CELL_DECODE_RATE = "spark_otel.cell.decode_rate"
+CELL_SOURCE = "spark_otel.cell.source"
+CELL_UID = "spark_otel.cell.uid"  # on request spans: the span id of the cell they ran in
+CELL_ATTRIBUTE_KEYS = frozenset(
+    {
+        SPAN_KIND_ATTR,
+        EVAL_NAME,
+        CELL_ID,
+        ENGINE,
+        CELL_DEADLINE_S,
+        CELL_WORKERS,
+        CELL_STATUS,
+        CELL_DEADLINE_HIT,
+        CELL_SALVAGED_FINDINGS,
+        CELL_DEGRADED,
+        CELL_PROMPT_TOKENS,
+        CELL_COMPLETION_TOKENS,
+        CELL_ELAPSED_S,
+        CELL_DECODE_RATE,
+        CELL_SOURCE,
+        CELL_UID,
+    }
+)
+
+# The deadline helper's cut-off, recorded on the request span.
+REQUEST_DEADLINE_STATUS = "spark_otel.request.deadline_status"
+REQUEST_SALVAGED_FINDINGS = "spark_otel.request.salvaged_findings"
+REQUEST_TOKENS_SOURCE = "spark_otel.request.tokens_source"  # "usage" | "streamed"
+
+CELL_DURATION = "spark_otel.cell.duration"
+CELL_TOKENS = "spark_otel.cell.tokens"
+CELL_DECODE_RATE_METRIC = "spark_otel.cell.decode_rate"
+CELL_COUNT = "spark_otel.cells"
+CELL_DEADLINE_HITS = "spark_otel.cell.deadline_hits"
+CELL_SALVAGED_FINDINGS_METRIC = "spark_otel.cell.salvaged_findings"
+CELLS_IN_FLIGHT = "spark_otel.cells.in_flight"
+
+# Cells run for seconds to hours (the article's ceiling is 30 minutes).
+CELL_DURATION_BUCKETS_S: tuple[float, ...] = (
+    1,
+    2,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1200,
+    1800,
+    2700,
+    3600,
+    7200,
+)
+DECODE_RATE_BUCKETS: tuple[float, ...] = (
+    1,
+    2,
+    4,
+    6,
+    8,
+    9,
+    10,
+    11,
+    12,
+    14,
+    16,
+    20,
+    30,
+    40,
+    60,
+    80,
+    100,
+    150,
+    200,
+)
+
+# --- load windows (probe levels, imposed loads) -------------------------------------------------
+LOAD_WINDOW_NAME = "spark_otel.load.name"
+LOAD_WINDOW_KIND = "spark_otel.load.kind"  # "probe" | "eval" | "load"
+LOAD_WINDOW_STREAMS = "spark_otel.load.streams"
+LOAD_STREAMS_METRIC = "spark_otel.load.streams"  # gauge: streams the probe holds open now
+
+# --- probe results ------------------------------------------------------------------------------
+PROBE_STREAM_RATE = "spark_otel.probe.stream_rate"  # gauge per level, {token}/s
+PROBE_AGGREGATE_RATE = "spark_otel.probe.aggregate_rate"
+PROBE_ENGINE_AGGREGATE_RATE = "spark_otel.probe.engine_aggregate_rate"
+
+# --- engine receiver (re-exported /metrics) -----------------------------------------------------
+ENGINE_GENERATION_TOKENS = "spark_otel.engine.generation_tokens"  # counter, {token}
+ENGINE_PROMPT_TOKENS = "spark_otel.engine.prompt_tokens"  # counter, {token}
+ENGINE_GENERATION_TOKEN_RATE = "spark_otel.engine.generation_token_rate"  # gauge, {token}/s
+ENGINE_PROMPT_TOKEN_RATE = "spark_otel.engine.prompt_token_rate"  # gauge, {token}/s
+ENGINE_REQUESTS_RUNNING = "spark_otel.engine.requests.running"  # gauge, {request}
+ENGINE_REQUESTS_WAITING = "spark_otel.engine.requests.waiting"  # gauge, {request}
+ENGINE_KV_CACHE_USAGE = "spark_otel.engine.kv_cache.usage"  # gauge, 1
+ENGINE_TIME_TO_FIRST_TOKEN = "spark_otel.engine.time_to_first_token"  # histogram, s
+ENGINE_INTER_TOKEN_LATENCY = "spark_otel.engine.inter_token_latency"  # histogram, s
+ENGINE_E2E_LATENCY = "spark_otel.engine.e2e_request_latency"  # histogram, s
+ENGINE_UP = "spark_otel.engine.up"  # gauge, 1 when the last scrape succeeded
+ENGINE_KIND = "spark_otel.engine.kind"  # attribute: vllm | sglang | llamacpp
+RECEIVER_ERRORS = "spark_otel.receiver.errors"  # counter
+
+# --- GPU (NVML / nvidia-smi / simulated readout) ------------------------------------------------
+GPU_UTILIZATION = "spark_otel.gpu.utilization"  # gauge, 1 (0..1), the resident-kernel flag
+GPU_POWER = "spark_otel.gpu.power"  # gauge, W
+GPU_ENERGY = "spark_otel.gpu.energy"  # counter, J
+GPU_CLOCK_SM = "spark_otel.gpu.clock.sm"  # gauge, MHz
+GPU_CLOCK_MEMORY = "spark_otel.gpu.clock.memory"  # gauge, MHz
+GPU_MEMORY_USED = "spark_otel.gpu.memory.used"  # gauge, By
+GPU_MEMORY_TOTAL = "spark_otel.gpu.memory.total"  # gauge, By
+GPU_ID = "spark_otel.gpu.id"  # attribute: index or uuid
+GPU_NAME = "spark_otel.gpu.name"
+
+# --- Nsight Systems GPU metrics -----------------------------------------------------------------
+NSIGHT_METRIC = "spark_otel.nsight.metric"  # gauge; the metric name is an attribute
+NSIGHT_METRIC_NAME = "spark_otel.nsight.metric_name"  # attribute: e.g. "SM Issue"
+NSIGHT_CAPTURE = "spark_otel.nsight.capture"  # attribute: capture file name
+
+# --- embedded store / receiver identity -------------------------------------------------------
+RECEIVER_NAME = "spark_otel.receiver"

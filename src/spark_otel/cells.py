@@ -1,0 +1,377 @@
+"""Eval cells: the parent span of one prompt and its answer, with the cell's own accounting.
+
+    with spark_otel.cell("golden-review", cell_id="B#265", engine="qwen", deadline_s=1800, workers=4):
+        client.chat.completions.create(...)      # request spans nest under the cell
+
+Requests made inside the cell (in this thread, in tasks it starts, or in threads started
+through `ContextThreadPoolExecutor`) add their server-reported tokens to the cell. On exit
+the cell records prompt and completion tokens, elapsed time, decode rate (completion tokens
+over elapsed), status, whether the deadline was hit, salvaged findings and the degraded flag,
+on its span and as metrics. The user's exceptions pass through untouched.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+
+from . import _semconv as sc
+from ._guard import guard
+from ._instruments import instruments
+from ._version import __version__
+from .model import AttributeValue, CellStatus
+
+__all__ = ["CellState", "ContextThreadPoolExecutor", "carry_context", "cell", "current_cell"]
+
+_logger = logging.getLogger(__name__)
+_current_cell: contextvars.ContextVar[CellState | None] = contextvars.ContextVar(
+    "spark_otel_cell", default=None
+)
+F = TypeVar("F", bound=Callable[..., Any])
+
+# A deadline result's status, as `spark_otel.stream_with_deadline` reports it.
+_DEADLINE_TO_CELL = {
+    "complete": CellStatus.OK,
+    "deadline": CellStatus.DEADLINE,
+    "length_cap": CellStatus.LENGTH_CAP,
+    "error": CellStatus.ERROR,
+}
+
+
+def current_cell() -> CellState | None:
+    """The cell running in this context, if any."""
+    return _current_cell.get()
+
+
+def _providers() -> tuple[TracerProvider | None, MeterProvider | None]:
+    from .telemetry import current_telemetry
+
+    telemetry = current_telemetry()
+    if telemetry is None:
+        return None, None
+    return telemetry.tracer_provider, telemetry.meter_provider
+
+
+class CellState:
+    """The live accounting of one running cell; requests and the deadline helper report here.
+
+    Methods are thread-safe: requests of one cell may finish on several worker threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        eval_name: str,
+        cell_id: str,
+        engine: str | None,
+        deadline_s: float | None,
+        workers: int | None,
+        span: Span,
+    ) -> None:
+        self.eval_name = eval_name
+        self.cell_id = cell_id
+        self.engine = engine
+        self.deadline_s = deadline_s
+        self.workers = workers
+        self.span = span
+        ctx = span.get_span_context()
+        self.uid = format(ctx.span_id, "016x") if ctx.is_valid else uuid.uuid4().hex[:16]
+        self.start_ns = time.perf_counter_ns()
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.requests = 0
+        self.failed_requests = 0
+        self.salvaged_findings = 0
+        self.deadline_hit = False
+        self.status: CellStatus | None = None
+        self._explicit_status: CellStatus | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def request_attributes(self) -> dict[str, AttributeValue]:
+        """What a request span inside this cell carries, so traces can be filtered by eval."""
+        attrs: dict[str, AttributeValue] = {
+            sc.EVAL_NAME: self.eval_name,
+            sc.CELL_ID: self.cell_id,
+            sc.CELL_UID: self.uid,
+        }
+        if self.engine is not None:
+            attrs[sc.ENGINE] = self.engine
+        return attrs
+
+    def add_tokens(self, *, prompt: int | None = None, completion: int | None = None) -> None:
+        """Add token counts by hand, for calls the instrumentation does not see."""
+        with self._lock:
+            if prompt is not None:
+                self.prompt_tokens = (self.prompt_tokens or 0) + prompt
+            if completion is not None:
+                self.completion_tokens = (self.completion_tokens or 0) + completion
+
+    def add_request(
+        self, *, input_tokens: int | None, output_tokens: int | None, error_type: str | None
+    ) -> None:
+        """Called by the instrumentation when a request inside this cell finalizes."""
+        self.add_tokens(prompt=input_tokens, completion=output_tokens)
+        with self._lock:
+            self.requests += 1
+            if error_type is not None:
+                self.failed_requests += 1
+
+    def add_findings(self, count: int) -> None:
+        with self._lock:
+            self.salvaged_findings += count
+
+    def record_deadline_result(self, status: str, salvaged_findings: int) -> None:
+        """Called by `stream_with_deadline` with its result's status and findings."""
+        with self._lock:
+            self.salvaged_findings += salvaged_findings
+            mapped = _DEADLINE_TO_CELL.get(status, CellStatus.ERROR)
+            if mapped is CellStatus.DEADLINE:
+                self.deadline_hit = True
+            # The worst outcome of the cell's streams decides: deadline > length cap > error > ok.
+            order = [CellStatus.OK, CellStatus.ERROR, CellStatus.LENGTH_CAP, CellStatus.DEADLINE]
+            if self.status is None or order.index(mapped) > order.index(self.status):
+                self.status = mapped
+
+    def set_status(self, status: CellStatus | str) -> None:
+        """Override the status the cell would derive (e.g. a judged timeout)."""
+        with self._lock:
+            self._explicit_status = CellStatus(status)
+            if self._explicit_status is CellStatus.DEADLINE:
+                self.deadline_hit = True
+
+    def _final_status(self, exc: BaseException | None) -> CellStatus:
+        if self._explicit_status is not None:
+            return self._explicit_status
+        if exc is not None:
+            if self.deadline_hit or (self.deadline_s is not None and "Timeout" in type(exc).__name__):
+                self.deadline_hit = True
+                return CellStatus.DEADLINE
+            return CellStatus.ERROR
+        return self.status or CellStatus.OK
+
+    @property
+    def degraded(self) -> bool:
+        """A cell cut off at its ceiling that still kept findings: degraded, not lost."""
+        return self.deadline_hit and self.salvaged_findings > 0
+
+
+class cell:
+    """Context manager (sync and async) and decorator for one eval cell.
+
+    As a decorator, ``cell_id`` may be omitted: the call's ``cell_id`` keyword is used if it
+    has one, else a fresh id.
+    """
+
+    def __init__(
+        self,
+        eval_name: str,
+        cell_id: str | None = None,
+        *,
+        engine: str | None = None,
+        deadline_s: float | None = None,
+        workers: int | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        **attributes: AttributeValue,
+    ) -> None:
+        self.eval_name = eval_name
+        self.cell_id = cell_id
+        self.engine = engine
+        self.deadline_s = deadline_s
+        self.workers = workers
+        self.attributes = attributes
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._state: CellState | None = None
+        self._token: contextvars.Token[CellState | None] | None = None
+        self._otel_token: object | None = None
+
+    # -- context manager -----------------------------------------------------------------------------
+    def __enter__(self) -> CellState:
+        tracer_provider, meter_provider = self._tracer_provider, self._meter_provider
+        if tracer_provider is None and meter_provider is None:
+            tracer_provider, meter_provider = _providers()
+        self._meter_provider = meter_provider
+        tracer = trace.get_tracer(
+            "spark_otel", __version__, tracer_provider=tracer_provider, schema_url=sc.SCHEMA_URL
+        )
+        cell_id = self.cell_id or uuid.uuid4().hex[:12]
+        attrs: dict[str, AttributeValue] = {
+            sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
+            sc.EVAL_NAME: self.eval_name,
+            sc.CELL_ID: cell_id,
+        }
+        if self.engine is not None:
+            attrs[sc.ENGINE] = self.engine
+        if self.deadline_s is not None:
+            attrs[sc.CELL_DEADLINE_S] = float(self.deadline_s)
+        if self.workers is not None:
+            attrs[sc.CELL_WORKERS] = int(self.workers)
+        attrs.update(self.attributes)
+        span = tracer.start_span(f"cell {self.eval_name}", kind=SpanKind.INTERNAL, attributes=attrs)
+        state = CellState(
+            eval_name=self.eval_name,
+            cell_id=cell_id,
+            engine=self.engine,
+            deadline_s=self.deadline_s,
+            workers=self.workers,
+            span=span,
+        )
+        self._state = state
+        self._otel_token = otel_context.attach(trace.set_span_in_context(span))
+        self._token = _current_cell.set(state)
+        with guard("cell start metrics"):
+            instruments(meter_provider).cells_in_flight.add(1, self._metric_attributes(state))
+        return state
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        state = self._state
+        if state is None:
+            return
+        self._state = None
+        try:
+            with guard("cell finish"):
+                self._finish(state, exc)
+        finally:
+            if self._token is not None:
+                _current_cell.reset(self._token)
+            if self._otel_token is not None:
+                otel_context.detach(self._otel_token)  # type: ignore[arg-type]
+            state.span.end()
+
+    async def __aenter__(self) -> CellState:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- decorator -----------------------------------------------------------------------------------
+    def _for_call(self, kwargs: dict[str, Any]) -> cell:
+        cell_id = self.cell_id or (str(kwargs["cell_id"]) if "cell_id" in kwargs else None)
+        return cell(
+            self.eval_name,
+            cell_id,
+            engine=self.engine,
+            deadline_s=self.deadline_s,
+            workers=self.workers,
+            tracer_provider=self._tracer_provider,
+            meter_provider=self._meter_provider,
+            **self.attributes,
+        )
+
+    def __call__(self, func: F) -> F:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with self._for_call(kwargs):
+                    return await func(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._for_call(kwargs):
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    # -- accounting ----------------------------------------------------------------------------------
+    def _metric_attributes(self, state: CellState) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {sc.EVAL_NAME: state.eval_name}
+        if state.engine is not None:
+            attrs[sc.ENGINE] = state.engine
+        return attrs
+
+    def _finish(self, state: CellState, exc: BaseException | None) -> None:
+        elapsed_s = (time.perf_counter_ns() - state.start_ns) / 1e9
+        status = state._final_status(exc)
+        span = state.span
+        attrs: dict[str, AttributeValue] = {
+            sc.CELL_STATUS: status.value,
+            sc.CELL_ELAPSED_S: elapsed_s,
+            sc.CELL_DEADLINE_HIT: state.deadline_hit,
+            sc.CELL_SALVAGED_FINDINGS: state.salvaged_findings,
+            sc.CELL_DEGRADED: state.degraded,
+        }
+        if state.prompt_tokens is not None:
+            attrs[sc.CELL_PROMPT_TOKENS] = state.prompt_tokens
+        rate = None
+        if state.completion_tokens is not None:
+            attrs[sc.CELL_COMPLETION_TOKENS] = state.completion_tokens
+            if elapsed_s > 0 and state.completion_tokens > 0:
+                rate = state.completion_tokens / elapsed_s
+                attrs[sc.CELL_DECODE_RATE] = rate
+        span.set_attributes(attrs)
+        if status is CellStatus.ERROR:
+            span.set_attribute(
+                sc.ERROR_TYPE, type(exc).__qualname__ if exc is not None else sc.ERROR_TYPE_OTHER
+            )
+            span.set_status(Status(StatusCode.ERROR, str(exc) if exc is not None else None))
+        elif status is CellStatus.DEADLINE:
+            span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_DEADLINE)
+            span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
+
+        inst = instruments(self._meter_provider)
+        base = self._metric_attributes(state)
+        inst.cells_in_flight.add(-1, base)
+        done = dict(base)
+        done[sc.CELL_STATUS] = status.value
+        if state.workers is not None:
+            done[sc.CELL_WORKERS] = state.workers
+        inst.cells.add(1, done)
+        inst.cell_duration.record(elapsed_s, done)
+        if state.prompt_tokens is not None:
+            inst.cell_tokens.record(state.prompt_tokens, {**done, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT})
+        if state.completion_tokens is not None:
+            inst.cell_tokens.record(
+                state.completion_tokens, {**done, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT}
+            )
+        if rate is not None:
+            inst.cell_decode_rate.record(rate, done)
+        if state.deadline_hit:
+            inst.cell_deadline_hits.add(1, done)
+        if state.salvaged_findings:
+            inst.cell_salvaged_findings.add(state.salvaged_findings, done)
+
+
+def carry_context(func: F) -> F:
+    """Wrap ``func`` so it runs in a copy of the caller's context (cell, span, baggage).
+
+    Use for threads you start yourself; asyncio tasks copy the context on their own.
+    """
+    ctx = contextvars.copy_context()
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return ctx.run(func, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
+class ContextThreadPoolExecutor(ThreadPoolExecutor):
+    """A `ThreadPoolExecutor` whose tasks run in the context of the code that submitted them,
+    so requests made by worker threads nest under the submitting cell."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        ctx = contextvars.copy_context()
+        return super().submit(ctx.run, fn, *args, **kwargs)

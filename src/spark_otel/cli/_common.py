@@ -1,0 +1,41 @@
+"""Options and output shared by several commands: the store, JSON output, tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..store import Store, default_store_path
+
+
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        default=None,
+        help=f"embedded store file (default: $SPARK_OTEL_STORE or {default_store_path()})",
+    )
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    return Store(args.store) if getattr(args, "store", None) else Store()
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    """A table in the article's style, on stdout; plain text when not a terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for column in columns:
+        table.add_column(column, justify="left" if column == columns[0] else "right")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    Console(width=max(120, Console().width)).print(table)

@@ -1,0 +1,142 @@
+"""The shared data model: a cell, a request, a load window, a metric sample.
+
+Every receiver produces these, every analysis consumes them and the store keeps them. Times
+are integer nanoseconds since the Unix epoch (``*_unix_ns``), so live spans, backfilled
+records, Nsight captures and engine scrapes line up on one clock. Rates are derived, not
+stored, so they cannot disagree with the counts they come from.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Cell", "CellStatus", "LoadWindow", "MetricSample", "Request"]
+
+AttributeValue = str | int | float | bool
+NS_PER_S = 1_000_000_000
+
+
+class CellStatus(StrEnum):
+    """How a cell ended. ``deadline`` covers the per-cell wall-clock ceiling (a timeout)."""
+
+    OK = "ok"
+    ERROR = "error"
+    DEADLINE = "deadline"
+    LENGTH_CAP = "length_cap"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Cell(_Record):
+    """One eval cell: one prompt, one model answer, under a wall-clock ceiling."""
+
+    uid: str = Field(description="Unique key in the store: the cell span's id, or a hash of its record")
+    eval_name: str
+    cell_id: str
+    engine: str | None = None
+    start_unix_ns: int
+    end_unix_ns: int
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    status: CellStatus = CellStatus.OK
+    deadline_s: float | None = None
+    deadline_hit: bool = False
+    workers: int | None = None
+    salvaged_findings: int = 0
+    degraded: bool = False
+    source: str = "live"
+    trace_id: str | None = None
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.end_unix_ns - self.start_unix_ns) / NS_PER_S
+
+    @property
+    def decode_rate(self) -> float | None:
+        """Completion tokens per second of the cell's wall clock; None where it has no tokens.
+
+        A cell cut off at its ceiling with nothing recorded has no rate: the article keeps such
+        timeouts out of rates but lists them.
+        """
+        if not self.completion_tokens or self.end_unix_ns <= self.start_unix_ns:
+            return None
+        return self.completion_tokens / self.elapsed_s
+
+    @property
+    def has_rate(self) -> bool:
+        return self.decode_rate is not None
+
+
+class Request(_Record):
+    """One call to an OpenAI-compatible endpoint, as its span recorded it."""
+
+    uid: str
+    trace_id: str | None = None
+    cell_uid: str | None = None
+    eval_name: str | None = None
+    engine: str | None = None
+    operation: str
+    request_model: str | None = None
+    response_model: str | None = None
+    server_address: str | None = None
+    server_port: int | None = None
+    start_unix_ns: int
+    end_unix_ns: int
+    streaming: bool = False
+    time_to_first_chunk_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reasons: list[str] = Field(default_factory=list)
+    error_type: str | None = None
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.end_unix_ns - self.start_unix_ns) / NS_PER_S
+
+
+class LoadWindow(_Record):
+    """A span of time during which some load ran on the box: a probe level, an eval, a job.
+
+    Neighbour-cost analysis compares a cell's rate with the windows it overlapped.
+    """
+
+    uid: str
+    name: str
+    kind: str = Field(description='"probe", "eval" or "load"')
+    engine: str | None = None
+    start_unix_ns: int
+    end_unix_ns: int
+    streams: int | None = None
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.end_unix_ns - self.start_unix_ns) / NS_PER_S
+
+
+class MetricSample(_Record):
+    """One value of one metric at one instant: an engine counter, a GPU gauge, an Nsight series."""
+
+    name: str
+    unix_ns: int
+    value: float
+    unit: str = ""
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    source: str = ""
+
+
+def attributes_json(attributes: dict[str, Any]) -> dict[str, AttributeValue]:
+    """Keep only attribute values the model can hold (OTel sequences become strings)."""
+    out: dict[str, AttributeValue] = {}
+    for key, value in attributes.items():
+        if isinstance(value, str | int | float | bool):
+            out[key] = value
+        elif isinstance(value, list | tuple):
+            out[key] = ",".join(str(v) for v in value)
+    return out

@@ -1,0 +1,202 @@
+"""Telemetry setup: where spans, metrics and cells go.
+
+`configure()` builds an OpenTelemetry tracer provider and meter provider from the standard
+``OTEL_*`` settings. With no OTLP endpoint configured, everything goes to the embedded store
+(a local SQLite file), so one machine needs no server. With ``OTEL_EXPORTER_OTLP_ENDPOINT``
+(or the per-signal variants) set, everything goes over OTLP to a collector; set
+``SPARK_OTEL_STORE`` or pass ``store=True`` as well to keep the local copy too.
+
+Settings honoured (all standard OpenTelemetry ones are read by the SDK and exporters):
+``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_EXPORTER_OTLP_ENDPOINT``,
+``OTEL_EXPORTER_OTLP_{TRACES,METRICS}_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL``
+(``http/protobuf`` default, or ``grpc`` with the ``grpc`` extra), ``OTEL_EXPORTER_OTLP_HEADERS``,
+``OTEL_EXPORTER_OTLP_TIMEOUT``, ``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE``,
+``OTEL_METRIC_EXPORT_INTERVAL``, ``OTEL_SDK_DISABLED``; and spark-otel's ``SPARK_OTEL_STORE``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from ._exceptions import ConfigError
+from .store import STORE_ENV, Store
+from .store_exporters import StoreMetricExporter, StoreSpanExporter
+
+__all__ = ["Telemetry", "configure", "current_telemetry", "otlp_configured", "shutdown"]
+
+_logger = logging.getLogger(__name__)
+DEFAULT_SERVICE_NAME = "spark-otel"
+# The store keeps every cell: a deep queue so a burst of short cells is never dropped.
+_STORE_QUEUE_SIZE = 65_536
+_STORE_METRIC_INTERVAL_MS = 10_000
+
+_lock = threading.Lock()
+_current: Telemetry | None = None
+
+
+@dataclass
+class Telemetry:
+    """The providers spark-otel set up, and the store they write to (None when off)."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    store: Store | None = None
+    otlp: bool = False
+    _readers: list[MetricReader] = field(default_factory=list)
+    _closed: bool = False
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        spans = self.tracer_provider.force_flush(timeout_millis)
+        return self.meter_provider.force_flush(timeout_millis) and spans
+
+    def shutdown(self) -> None:
+        """Flush and stop exporting; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.tracer_provider.shutdown()
+            self.meter_provider.shutdown()
+        finally:
+            if self.store is not None:
+                self.store.close()
+
+
+def otlp_configured(signal: str = "traces") -> bool:
+    """True when the standard variables name an OTLP endpoint for ``signal``."""
+    return bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+    )
+
+
+def _protocol(signal: str) -> str:
+    return (
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+
+
+def _otlp_exporters() -> tuple[object, object]:
+    span_proto, metric_proto = _protocol("traces"), _protocol("metrics")
+    for proto in (span_proto, metric_proto):
+        if proto not in ("http/protobuf", "grpc"):
+            raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={proto!r}: use 'http/protobuf' or 'grpc'")
+    try:
+        if span_proto == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
+        if metric_proto == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
+                OTLPMetricExporter,
+            )
+    except ImportError as exc:
+        raise ConfigError("OTLP over gRPC needs the grpc extra: pip install 'spark-otel[grpc]'") from exc
+    return OTLPSpanExporter(), OTLPMetricExporter()
+
+
+def configure(
+    *,
+    service_name: str | None = None,
+    store: bool | str | os.PathLike[str] | Store | None = None,
+    otlp: bool | None = None,
+    metric_export_interval_ms: int | None = None,
+    set_global: bool = True,
+) -> Telemetry:
+    """Set up tracing and metrics; returns the `Telemetry` in force.
+
+    ``store``: None decides from the environment (on unless an OTLP endpoint is set and
+    ``SPARK_OTEL_STORE`` is not), True uses the default path, a path or `Store` picks the file,
+    False turns it off. ``otlp``: None follows the ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variables.
+    Calling again replaces the previous setup (which is flushed and shut down).
+    """
+    global _current
+    use_otlp = otlp_configured() or otlp_configured("metrics") if otlp is None else otlp
+    if store is None:
+        store = (not use_otlp) or bool(os.environ.get(STORE_ENV))
+    the_store: Store | None
+    if store is False:
+        the_store = None
+    elif isinstance(store, Store):
+        the_store = store
+    elif store is True:
+        the_store = Store()
+    else:
+        the_store = Store(Path(store))
+
+    attrs = (
+        {}
+        if os.environ.get("OTEL_SERVICE_NAME") and not service_name
+        else {SERVICE_NAME: service_name or DEFAULT_SERVICE_NAME}
+    )
+    resource = Resource.create(attrs)
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    readers: list[MetricReader] = []
+    if the_store is not None:
+        tracer_provider.add_span_processor(
+            BatchSpanProcessor(
+                StoreSpanExporter(the_store), max_queue_size=_STORE_QUEUE_SIZE, schedule_delay_millis=500
+            )
+        )
+        readers.append(
+            PeriodicExportingMetricReader(
+                StoreMetricExporter(the_store),
+                export_interval_millis=metric_export_interval_ms or _STORE_METRIC_INTERVAL_MS,
+            )
+        )
+    if use_otlp:
+        span_exporter, metric_exporter = _otlp_exporters()
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))  # type: ignore[arg-type]
+        readers.append(
+            PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_export_interval_ms)  # type: ignore[arg-type]
+        )
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    telemetry = Telemetry(tracer_provider, meter_provider, the_store, bool(use_otlp), readers)
+
+    with _lock:
+        previous, _current = _current, telemetry
+    if previous is not None:
+        previous.shutdown()
+    if set_global:
+        _set_global(tracer_provider, meter_provider)
+    return telemetry
+
+
+def _set_global(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> None:
+    """Install as the global providers where the user has not installed their own."""
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        trace.set_tracer_provider(tracer_provider)
+    if type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider":
+        metrics.set_meter_provider(meter_provider)
+
+
+def current_telemetry() -> Telemetry | None:
+    return _current
+
+
+def shutdown() -> None:
+    """Flush and shut down what `configure()` set up."""
+    global _current
+    with _lock:
+        telemetry, _current = _current, None
+    if telemetry is not None:
+        telemetry.shutdown()
+
+
+atexit.register(shutdown)
