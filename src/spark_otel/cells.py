@@ -17,7 +17,6 @@ import functools
 import inspect
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
+from . import _clock
 from . import _semconv as sc
 from ._guard import guard
 from ._instruments import instruments
@@ -90,7 +90,7 @@ class CellState:
         self.span = span
         ctx = span.get_span_context()
         self.uid = format(ctx.span_id, "016x") if ctx.is_valid else uuid.uuid4().hex[:16]
-        self.start_ns = time.perf_counter_ns()
+        self.start_ns = _clock.perf_ns()
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.requests = 0
@@ -223,7 +223,9 @@ class cell:
         if self.workers is not None:
             attrs[sc.CELL_WORKERS] = int(self.workers)
         attrs.update(self.attributes)
-        span = tracer.start_span(f"cell {self.eval_name}", kind=SpanKind.INTERNAL, attributes=attrs)
+        span = tracer.start_span(
+            f"cell {self.eval_name}", kind=SpanKind.INTERNAL, attributes=attrs, start_time=_clock.wall_ns()
+        )
         state = CellState(
             eval_name=self.eval_name,
             cell_id=cell_id,
@@ -254,7 +256,7 @@ class cell:
                 _current_cell.reset(self._token)
             if self._otel_token is not None:
                 otel_context.detach(self._otel_token)  # type: ignore[arg-type]
-            state.span.end()
+            state.span.end(end_time=_clock.wall_ns())
 
     async def __aenter__(self) -> CellState:
         return self.__enter__()
@@ -303,7 +305,7 @@ class cell:
         return attrs
 
     def _finish(self, state: CellState, exc: BaseException | None) -> None:
-        elapsed_s = (time.perf_counter_ns() - state.start_ns) / 1e9
+        elapsed_s = (_clock.perf_ns() - state.start_ns) / 1e9
         status = state._final_status(exc)
         span = state.span
         attrs: dict[str, AttributeValue] = {
