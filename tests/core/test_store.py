@@ -1,0 +1,105 @@
+"""The embedded store: round trips, idempotent rewrites, several writer processes, bad files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spark_otel import Cell, CellStatus, LoadWindow, MetricSample, Request
+from spark_otel._exceptions import StoreError
+from spark_otel.store import Store, default_store_path
+
+T0 = 1_790_000_000_000_000_000
+
+
+def make_cell(i: int, **over: object) -> Cell:
+    fields: dict[str, object] = {
+        "uid": f"c{i}", "eval_name": "golden", "cell_id": f"B#{i}", "engine": "qwen",
+        "start_unix_ns": T0 + i * 10**9, "end_unix_ns": T0 + (i + 100) * 10**9,
+        "prompt_tokens": 1000 + i, "completion_tokens": 500 + i, "workers": 1,
+        "attributes": {"pr": f"B#{i}", "angle": "tests"},
+    }
+    fields.update(over)
+    return Cell(**fields)  # type: ignore[arg-type]
+
+
+def test_cells_round_trip_every_field(store: Store) -> None:
+    cells = [make_cell(1), make_cell(2, status=CellStatus.DEADLINE, completion_tokens=None, deadline_hit=True,
+                                     deadline_s=1800.0, salvaged_findings=3, degraded=True, trace_id="ab" * 16)]
+    store.write_cells(cells)
+    assert store.cells() == cells
+    assert store.cells(eval_name="nope") == []
+    assert [c.uid for c in store.cells(newest_first=True, limit=1)] == ["c2"]
+
+
+def test_rewriting_a_cell_replaces_it_instead_of_duplicating(store: Store) -> None:
+    store.write_cells([make_cell(1)])
+    store.write_cells([make_cell(1, completion_tokens=7)])
+    (only,) = store.cells()
+    assert only.completion_tokens == 7
+
+
+def test_requests_windows_samples_and_documents_round_trip(store: Store) -> None:
+    request = Request(
+        uid="r1", trace_id="t", cell_uid="c1", eval_name="golden", engine="qwen", operation="chat",
+        request_model="m", response_model="m", server_address="127.0.0.1", server_port=8011,
+        start_unix_ns=T0, end_unix_ns=T0 + 5, streaming=True, time_to_first_chunk_s=0.25,
+        input_tokens=10, output_tokens=20, finish_reasons=["stop"], error_type=None,
+    )
+    window = LoadWindow(uid="w1", name="probe 8 streams", kind="probe", engine="qwen",
+                        start_unix_ns=T0, end_unix_ns=T0 + 10, streams=8, attributes={"repeat": 1})
+    samples = [MetricSample(name="spark_otel.gpu.power", unix_ns=T0 + i, value=36.5 + i, unit="W",
+                            attributes={"spark_otel.gpu.id": "0"}, source="nvml") for i in range(3)]
+    store.write_requests([request])
+    store.write_windows([window])
+    store.write_samples(samples)
+    uid = store.put_document("probe", "qwen", {"levels": [1, 2]})
+    assert store.requests() == [request]
+    assert store.requests(cell_uid="other") == []
+    assert store.windows(kind="probe") == [window]
+    assert store.samples("spark_otel.gpu.power", since_unix_ns=T0 + 1) == samples[1:]
+    assert store.sample_names() == ["spark_otel.gpu.power"]
+    (doc,) = store.documents("probe")
+    assert doc["uid"] == uid and doc["body"] == {"levels": [1, 2]}
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    Store(path).close()
+    writer = textwrap.dedent(
+        """
+        import sys
+        from spark_otel import Cell
+        from spark_otel.store import Store
+        tag = sys.argv[2]
+        with Store(sys.argv[1]) as store:
+            for i in range(200):
+                store.write_cells([Cell(uid=f"{tag}{i}", eval_name=tag, cell_id=str(i),
+                                        start_unix_ns=i, end_unix_ns=i + 1)])
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", writer, str(path), tag]) for tag in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with Store(path) as store:
+        assert len(store.cells(eval_name="a")) == 200
+        assert len(store.cells(eval_name="b")) == 200
+
+
+def test_a_file_that_is_not_sqlite_gets_a_clear_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("this is not a database\n" * 100)
+    with pytest.raises(StoreError, match=r"notes\.txt: cannot open the spark-otel store"):
+        Store(bogus)
+    assert bogus.read_text().startswith("this is not a database")
+
+
+def test_default_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(tmp_path / "x.sqlite"))
+    assert default_store_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv("SPARK_OTEL_STORE")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_store_path() == tmp_path / "spark-otel" / "store.sqlite"

@@ -1,0 +1,90 @@
+"""`configure()`: the embedded store by default, OTLP from the standard variables, both at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import spark_otel
+from spark_otel._exceptions import ConfigError
+from spark_otel.store import Store
+from spark_otel.telemetry import configure, otlp_configured
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch):
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                 "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "SPARK_OTEL_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    spark_otel.shutdown()
+
+
+def test_without_an_endpoint_cells_go_to_the_store(tmp_path: Path) -> None:
+    telemetry = configure(store=tmp_path / "s.sqlite", set_global=False)
+    assert telemetry.store is not None and not telemetry.otlp
+    with spark_otel.cell("golden", "B#1", engine="qwen") as c:
+        c.add_tokens(prompt=10, completion=20)
+    telemetry.force_flush()
+    (stored,) = Store(tmp_path / "s.sqlite").cells()
+    assert (stored.eval_name, stored.cell_id, stored.completion_tokens) == ("golden", "B#1", 20)
+    assert "spark_otel.cells" in Store(tmp_path / "s.sqlite").sample_names()
+
+
+def test_an_endpoint_turns_on_otlp_and_off_the_store_unless_asked(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    assert otlp_configured()
+    telemetry = configure(set_global=False)
+    assert telemetry.otlp and telemetry.store is None
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(tmp_path / "both.sqlite"))
+    both = configure(set_global=False)
+    assert both.otlp and both.store is not None and both.store.path == tmp_path / "both.sqlite"
+
+
+def test_an_unknown_protocol_is_a_config_error(monkeypatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
+    with pytest.raises(ConfigError, match="carrier-pigeon"):
+        configure(set_global=False)
+
+
+def test_cells_recorded_in_one_process_are_listed_by_the_cli_in_another(tmp_path: Path) -> None:
+    path = tmp_path / "round.sqlite"
+    recorder = textwrap.dedent(
+        f"""
+        import spark_otel
+        spark_otel.configure(store={str(path)!r})
+        for i in range(3):
+            with spark_otel.cell("golden", f"B#{{i}}", engine="qwen", workers=1) as c:
+                c.add_tokens(prompt=100, completion=10 * (i + 1))
+        """
+    )
+    subprocess.run([sys.executable, "-c", recorder], check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "spark_otel", "cells", "--store", str(path), "--json"],
+        check=True, capture_output=True, text=True, timeout=60,
+    )
+    cells = json.loads(out.stdout)
+    assert sorted(c["cell_id"] for c in cells) == ["B#0", "B#1", "B#2"]
+    assert sorted(c["completion_tokens"] for c in cells) == [10, 20, 30]
+    table = subprocess.run(
+        [sys.executable, "-m", "spark_otel", "cells", "--store", str(path)],
+        check=True, capture_output=True, text=True, timeout=60,
+    )
+    assert "B#2" in table.stdout and "golden" in table.stdout
+
+
+def test_cli_reports_a_broken_store_in_one_line(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.sqlite"
+    bogus.write_bytes(b"\x00garbage" * 512)
+    out = subprocess.run(
+        [sys.executable, "-m", "spark_otel", "cells", "--store", str(bogus)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1
+    assert out.stderr.startswith("spark-otel: error: ") and "bogus.sqlite" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
