@@ -226,3 +226,52 @@ NSIGHT_CAPTURE = "spark_otel.nsight.capture"  # attribute: capture file name
 
 # --- embedded store / receiver identity -------------------------------------------------------
 RECEIVER_NAME = "spark_otel.receiver"
+
+# --- instrumentation (requests) ----------------------------------------------------------------
+REQUEST_CHUNKS = "spark_otel.request.chunks"  # on stream spans: chunks received (cut-off streams too)
+REQUEST_LAYER = "spark_otel.request.layer"  # "openai" | "httpx": which patch made the span
+
+# --- collector span metrics (collector/otelcol.yaml, span_metrics connector; issue 7) -----------
+SPAN_METRICS_NAMESPACE = "traces.span.metrics"
+SPAN_METRICS_CALLS = "traces.span.metrics.calls"  # counter per span name and dimensions
+SPAN_METRICS_DURATION = "traces.span.metrics.duration"  # histogram, s
+
+# --- simulated engine (issue 3): the vLLM V1 /metrics names spark_otel.sim exposes ------------------
+# Wire names as a scrape shows them (prometheus_client adds the counters' ``_total``).
+VLLM_PROMPT_TOKENS_TOTAL = "vllm:prompt_tokens_total"  # counter, {token}
+VLLM_GENERATION_TOKENS_TOTAL = "vllm:generation_tokens_total"  # counter, {token}
+VLLM_REQUEST_SUCCESS_TOTAL = "vllm:request_success_total"  # counter, label finished_reason
+VLLM_NUM_REQUESTS_RUNNING = "vllm:num_requests_running"  # gauge
+VLLM_NUM_REQUESTS_WAITING = "vllm:num_requests_waiting"  # gauge
+VLLM_KV_CACHE_USAGE_PERC = "vllm:kv_cache_usage_perc"  # gauge, 0..1
+VLLM_TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"  # histogram, s
+VLLM_INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"  # histogram, s
+VLLM_E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"  # histogram, s
+VLLM_REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"  # histogram, {token}
+VLLM_REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"  # histogram, {token}
+VLLM_LABEL_ENGINE = "engine"
+VLLM_LABEL_MODEL_NAME = "model_name"
+VLLM_LABEL_FINISHED_REASON = "finished_reason"
+# vLLM's own bucket bounds (vllm/v1/metrics/loggers.py, 0.12 era).
+VLLM_TTFT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+VLLM_ITL_BUCKETS_S: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+)  # fmt: skip
+VLLM_E2E_BUCKETS_S: tuple[float, ...] = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+
+# --- receivers: Nsight attributes (issue 5) -----------------------------------------------------
+NSIGHT_METRIC_UNIT = "spark_otel.nsight.unit"  # attribute: "%", "MHz", "{warp}", ... from the [bracket]
+NSIGHT_METRIC_FULL_NAME = "spark_otel.nsight.metric_full_name"  # attribute: "SM Issue [Throughput %]"
+
+# --- probe load windows (issue 6: probe) --------------------------------------------------------
+PROBE_RUN = "spark_otel.probe.run"  # attribute on a probe level's load window: the run's name
+PROBE_REPEAT = "spark_otel.probe.repeat"  # attribute: the round (0-based) of that level
+PROBE_TOKENS = "spark_otel.probe.tokens"  # attribute: output tokens pinned per stream
+PROBE_MODE = "spark_otel.probe.mode"  # attribute: "stream" | "plain"

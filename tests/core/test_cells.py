@@ -8,11 +8,11 @@ import threading
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
+from tests.conftest import metric_points
 
 from spark_otel import ContextThreadPoolExecutor, carry_context, cell, current_cell
 from spark_otel import _semconv as sc
 from spark_otel.store_exporters import cell_from_span
-from tests.conftest import metric_points
 
 
 @pytest.fixture
@@ -21,13 +21,19 @@ def providers(tracer_provider, meter_provider):
 
 
 def only_cell_span(span_exporter):
-    spans = [s for s in span_exporter.get_finished_spans() if s.attributes.get(sc.SPAN_KIND_ATTR) == sc.SPAN_KIND_CELL]
+    spans = [
+        s
+        for s in span_exporter.get_finished_spans()
+        if s.attributes.get(sc.SPAN_KIND_ATTR) == sc.SPAN_KIND_CELL
+    ]
     assert len(spans) == 1
     return spans[0]
 
 
 def test_cell_span_carries_identity_tokens_rate_and_free_attributes(providers, span_exporter) -> None:
-    with cell("golden", "B#265", engine="qwen", deadline_s=1800, workers=8, angle="correctness", **providers) as c:
+    with cell(
+        "golden", "B#265", engine="qwen", deadline_s=1800, workers=8, angle="correctness", **providers
+    ) as c:
         c.add_request(input_tokens=9857, output_tokens=5885, error_type=None)
         c.add_request(input_tokens=3, output_tokens=5, error_type=None)
     span = only_cell_span(span_exporter)
@@ -36,10 +42,12 @@ def test_cell_span_carries_identity_tokens_rate_and_free_attributes(providers, s
     assert (a[sc.EVAL_NAME], a[sc.CELL_ID], a[sc.ENGINE]) == ("golden", "B#265", "qwen")
     assert (a[sc.CELL_DEADLINE_S], a[sc.CELL_WORKERS], a["angle"]) == (1800.0, 8, "correctness")
     assert (a[sc.CELL_PROMPT_TOKENS], a[sc.CELL_COMPLETION_TOKENS]) == (9860, 5890)
-    assert a[sc.CELL_STATUS] == "ok" and a[sc.CELL_DEADLINE_HIT] is False
+    assert a[sc.CELL_STATUS] == "ok"
+    assert a[sc.CELL_DEADLINE_HIT] is False
     assert a[sc.CELL_DECODE_RATE] == pytest.approx(5890 / a[sc.CELL_ELAPSED_S])
     stored = cell_from_span(span)
-    assert stored.completion_tokens == 5890 and stored.attributes == {"angle": "correctness"}
+    assert stored.completion_tokens == 5890
+    assert stored.attributes == {"angle": "correctness"}
 
 
 def test_user_exception_passes_through_and_marks_the_cell_error(providers, span_exporter) -> None:
@@ -50,7 +58,10 @@ def test_user_exception_passes_through_and_marks_the_cell_error(providers, span_
         raise Boom("judge crashed")
     span = only_cell_span(span_exporter)
     assert span.attributes[sc.CELL_STATUS] == "error"
-    assert span.attributes[sc.ERROR_TYPE] == "test_user_exception_passes_through_and_marks_the_cell_error.<locals>.Boom"
+    assert (
+        span.attributes[sc.ERROR_TYPE]
+        == "test_user_exception_passes_through_and_marks_the_cell_error.<locals>.Boom"
+    )
     assert span.status.status_code is StatusCode.ERROR
 
 
@@ -93,12 +104,14 @@ def test_cell_metrics_and_in_flight_counter(providers, metric_reader) -> None:
     assert [p.value for p in metric_points(metric_reader, sc.CELLS_IN_FLIGHT)] == [0]
     (duration,) = metric_points(metric_reader, sc.CELL_DURATION)
     assert duration.count == 1
-    assert duration.attributes[sc.CELL_STATUS] == "ok" and duration.attributes[sc.CELL_WORKERS] == 2
+    assert duration.attributes[sc.CELL_STATUS] == "ok"
+    assert duration.attributes[sc.CELL_WORKERS] == 2
     assert list(duration.explicit_bounds) == list(sc.CELL_DURATION_BUCKETS_S)
     tokens = {p.attributes[sc.GEN_AI_TOKEN_TYPE]: p.sum for p in metric_points(metric_reader, sc.CELL_TOKENS)}
     assert tokens == {"input": 100, "output": 40}
     (rate,) = metric_points(metric_reader, sc.CELL_DECODE_RATE_METRIC)
-    assert rate.count == 1 and rate.sum > 0
+    assert rate.count == 1
+    assert rate.sum > 0
 
 
 def test_context_reaches_worker_threads_and_tasks(providers, span_exporter) -> None:
@@ -156,7 +169,10 @@ async def test_concurrent_async_cells_keep_their_own_accounting(providers, span_
             assert current_cell() is c
 
     await asyncio.gather(*(one(i) for i in range(5)))
-    tokens = {s.attributes[sc.CELL_ID]: s.attributes[sc.CELL_COMPLETION_TOKENS] for s in span_exporter.get_finished_spans()}
+    tokens = {
+        s.attributes[sc.CELL_ID]: s.attributes[sc.CELL_COMPLETION_TOKENS]
+        for s in span_exporter.get_finished_spans()
+    }
     assert tokens == {f"c{i}": i + 1 for i in range(5)}
 
 

@@ -18,9 +18,15 @@ T0 = 1_790_000_000_000_000_000
 
 def make_cell(i: int, **over: object) -> Cell:
     fields: dict[str, object] = {
-        "uid": f"c{i}", "eval_name": "golden", "cell_id": f"B#{i}", "engine": "qwen",
-        "start_unix_ns": T0 + i * 10**9, "end_unix_ns": T0 + (i + 100) * 10**9,
-        "prompt_tokens": 1000 + i, "completion_tokens": 500 + i, "workers": 1,
+        "uid": f"c{i}",
+        "eval_name": "golden",
+        "cell_id": f"B#{i}",
+        "engine": "qwen",
+        "start_unix_ns": T0 + i * 10**9,
+        "end_unix_ns": T0 + (i + 100) * 10**9,
+        "prompt_tokens": 1000 + i,
+        "completion_tokens": 500 + i,
+        "workers": 1,
         "attributes": {"pr": f"B#{i}", "angle": "tests"},
     }
     fields.update(over)
@@ -28,8 +34,19 @@ def make_cell(i: int, **over: object) -> Cell:
 
 
 def test_cells_round_trip_every_field(store: Store) -> None:
-    cells = [make_cell(1), make_cell(2, status=CellStatus.DEADLINE, completion_tokens=None, deadline_hit=True,
-                                     deadline_s=1800.0, salvaged_findings=3, degraded=True, trace_id="ab" * 16)]
+    cells = [
+        make_cell(1),
+        make_cell(
+            2,
+            status=CellStatus.DEADLINE,
+            completion_tokens=None,
+            deadline_hit=True,
+            deadline_s=1800.0,
+            salvaged_findings=3,
+            degraded=True,
+            trace_id="ab" * 16,
+        ),
+    ]
     store.write_cells(cells)
     assert store.cells() == cells
     assert store.cells(eval_name="nope") == []
@@ -45,15 +62,46 @@ def test_rewriting_a_cell_replaces_it_instead_of_duplicating(store: Store) -> No
 
 def test_requests_windows_samples_and_documents_round_trip(store: Store) -> None:
     request = Request(
-        uid="r1", trace_id="t", cell_uid="c1", eval_name="golden", engine="qwen", operation="chat",
-        request_model="m", response_model="m", server_address="127.0.0.1", server_port=8011,
-        start_unix_ns=T0, end_unix_ns=T0 + 5, streaming=True, time_to_first_chunk_s=0.25,
-        input_tokens=10, output_tokens=20, finish_reasons=["stop"], error_type=None,
+        uid="r1",
+        trace_id="t",
+        cell_uid="c1",
+        eval_name="golden",
+        engine="qwen",
+        operation="chat",
+        request_model="m",
+        response_model="m",
+        server_address="127.0.0.1",
+        server_port=8011,
+        start_unix_ns=T0,
+        end_unix_ns=T0 + 5,
+        streaming=True,
+        time_to_first_chunk_s=0.25,
+        input_tokens=10,
+        output_tokens=20,
+        finish_reasons=["stop"],
+        error_type=None,
     )
-    window = LoadWindow(uid="w1", name="probe 8 streams", kind="probe", engine="qwen",
-                        start_unix_ns=T0, end_unix_ns=T0 + 10, streams=8, attributes={"repeat": 1})
-    samples = [MetricSample(name="spark_otel.gpu.power", unix_ns=T0 + i, value=36.5 + i, unit="W",
-                            attributes={"spark_otel.gpu.id": "0"}, source="nvml") for i in range(3)]
+    window = LoadWindow(
+        uid="w1",
+        name="probe 8 streams",
+        kind="probe",
+        engine="qwen",
+        start_unix_ns=T0,
+        end_unix_ns=T0 + 10,
+        streams=8,
+        attributes={"repeat": 1},
+    )
+    samples = [
+        MetricSample(
+            name="spark_otel.gpu.power",
+            unix_ns=T0 + i,
+            value=36.5 + i,
+            unit="W",
+            attributes={"spark_otel.gpu.id": "0"},
+            source="nvml",
+        )
+        for i in range(3)
+    ]
     store.write_requests([request])
     store.write_windows([window])
     store.write_samples(samples)
@@ -64,7 +112,8 @@ def test_requests_windows_samples_and_documents_round_trip(store: Store) -> None
     assert store.samples("spark_otel.gpu.power", since_unix_ns=T0 + 1) == samples[1:]
     assert store.sample_names() == ["spark_otel.gpu.power"]
     (doc,) = store.documents("probe")
-    assert doc["uid"] == uid and doc["body"] == {"levels": [1, 2]}
+    assert doc["uid"] == uid
+    assert doc["body"] == {"levels": [1, 2]}
 
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:

@@ -18,8 +18,13 @@ from spark_otel.telemetry import configure, otlp_configured
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch):
-    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                 "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "SPARK_OTEL_STORE"):
+    for name in (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "SPARK_OTEL_STORE",
+    ):
         monkeypatch.delenv(name, raising=False)
     yield
     spark_otel.shutdown()
@@ -27,7 +32,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch):
 
 def test_without_an_endpoint_cells_go_to_the_store(tmp_path: Path) -> None:
     telemetry = configure(store=tmp_path / "s.sqlite", set_global=False)
-    assert telemetry.store is not None and not telemetry.otlp
+    assert telemetry.store is not None
+    assert not telemetry.otlp
     with spark_otel.cell("golden", "B#1", engine="qwen") as c:
         c.add_tokens(prompt=10, completion=20)
     telemetry.force_flush()
@@ -40,10 +46,13 @@ def test_an_endpoint_turns_on_otlp_and_off_the_store_unless_asked(monkeypatch, t
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     assert otlp_configured()
     telemetry = configure(set_global=False)
-    assert telemetry.otlp and telemetry.store is None
+    assert telemetry.otlp
+    assert telemetry.store is None
     monkeypatch.setenv("SPARK_OTEL_STORE", str(tmp_path / "both.sqlite"))
     both = configure(set_global=False)
-    assert both.otlp and both.store is not None and both.store.path == tmp_path / "both.sqlite"
+    assert both.otlp
+    assert both.store is not None
+    assert both.store.path == tmp_path / "both.sqlite"
 
 
 def test_an_unknown_protocol_is_a_config_error(monkeypatch) -> None:
@@ -67,24 +76,36 @@ def test_cells_recorded_in_one_process_are_listed_by_the_cli_in_another(tmp_path
     subprocess.run([sys.executable, "-c", recorder], check=True, timeout=60)
     out = subprocess.run(
         [sys.executable, "-m", "spark_otel", "cells", "--store", str(path), "--json"],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     cells = json.loads(out.stdout)
     assert sorted(c["cell_id"] for c in cells) == ["B#0", "B#1", "B#2"]
     assert sorted(c["completion_tokens"] for c in cells) == [10, 20, 30]
     table = subprocess.run(
         [sys.executable, "-m", "spark_otel", "cells", "--store", str(path)],
-        check=True, capture_output=True, text=True, timeout=60,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert "B#2" in table.stdout and "golden" in table.stdout
+    assert "B#2" in table.stdout
+    assert "golden" in table.stdout
 
 
 def test_cli_reports_a_broken_store_in_one_line(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.sqlite"
     bogus.write_bytes(b"\x00garbage" * 512)
     out = subprocess.run(
-        [sys.executable, "-m", "spark_otel", "cells", "--store", str(bogus)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "spark_otel", "cells", "--store", str(bogus)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 1
-    assert out.stderr.startswith("spark-otel: error: ") and "bogus.sqlite" in out.stderr
+    assert out.stderr.startswith("spark-otel: error: ")
+    assert "bogus.sqlite" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
