@@ -1,0 +1,333 @@
+"""Overhead of `spark_otel.instrument()` against the bare client and the contrib instrumentation.
+
+    .venv/bin/python benchmarks/bench_instrumentation.py [--rounds 15] [--calls 150] [--streams 2]
+
+Every variant talks to the same in-process `httpx2.MockTransport`, so the server costs nothing
+and what differs is the client side. Variants run in short interleaved phases in one process
+(instrument, measure, uninstrument; each phase checks the previous one left no patch behind),
+so the load other processes put on a shared machine falls on all of them alike. Both
+instrumentations export through a `BatchSpanProcessor` to a null exporter and an in-memory
+metric reader. Measured:
+
+* a non-streamed ``chat.completions.create``: median µs per call;
+* a 512-chunk ``chat.completions.create(stream=True)`` consumed to the end: median µs per chunk;
+* the same 512-chunk SSE body read with raw ``httpx2`` ``iter_lines`` (spark-otel's raw layer;
+  contrib has none).
+
+``spark-no-tpoc`` is a diagnostic: spark-otel with the per-chunk
+``gen_ai.client.operation.time_per_output_chunk`` records replaced by a no-op, to separate
+spark-otel's own per-chunk bookkeeping from the OpenTelemetry SDK's cost of one histogram
+record (which both instrumentations pay once per chunk). The "SDK floor" line times the
+OpenTelemetry SDK alone: one span with our attributes, one histogram record.
+
+Targets (issue 2): at most 40 µs added per non-streamed call, at most 2 µs per streamed chunk,
+and no worse than the contrib instrumentation (``opentelemetry-instrumentation-genai-openai``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+CHUNKS = 512
+MODEL = "bench-model"
+VARIANTS = ("bare", "spark-otel", "spark-no-tpoc", "contrib")
+
+
+# -- the in-process engine -----------------------------------------------------------------------
+def _sse(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _bodies() -> tuple[bytes, list[bytes]]:
+    whole = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1,
+        "model": MODEL,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok " * 64}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 32, "completion_tokens": 64, "total_tokens": 96},
+    }
+    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1, "model": MODEL}
+    blocks = []
+    for i in range(CHUNKS):
+        reason = "length" if i == CHUNKS - 1 else None
+        choice = {"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": reason}
+        blocks.append(_sse({**head, "choices": [choice], "usage": None}))
+    usage = {"prompt_tokens": 32, "completion_tokens": CHUNKS, "total_tokens": CHUNKS + 32}
+    blocks.append(_sse({**head, "choices": [], "usage": usage}))
+    blocks.append(b"data: [DONE]\n\n")
+    return json.dumps(whole).encode(), blocks
+
+
+def _transport() -> Any:
+    import httpx2
+
+    whole, blocks = _bodies()
+
+    class Body(httpx2.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            yield from blocks
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if b'"stream":true' in request.content or b'"stream": true' in request.content:
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
+        return httpx2.Response(200, headers={"content-type": "application/json"}, content=whole)
+
+    return httpx2.MockTransport(handler)
+
+
+# -- one variant, in its own process ---------------------------------------------------------------
+def _providers() -> tuple[Any, Any, Any]:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class NullExporter(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(NullExporter()))
+    reader = InMemoryMetricReader()
+    return tracer_provider, MeterProvider(metric_readers=[reader]), reader
+
+
+def _drop_chunk_histogram(meter_provider: Any) -> None:
+    from spark_otel._instruments import instruments
+
+    class NoOp:
+        def record(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    object.__setattr__(instruments(meter_provider), "time_per_output_chunk", NoOp())
+
+
+def _sdk_floor(tracer_provider: Any, meter_provider: Any) -> dict[str, float]:
+    """What the OpenTelemetry SDK itself costs here: one span like ours, one histogram record."""
+    tracer = tracer_provider.get_tracer("floor")
+    histogram = meter_provider.get_meter("floor").create_histogram("floor", unit="s")
+    metric_attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "vllm",
+        "gen_ai.request.model": MODEL,
+        "gen_ai.response.model": MODEL,
+        "server.address": "engine.local",
+        "server.port": 8000,
+    }
+    end_attrs = {
+        "gen_ai.response.id": "x",
+        "gen_ai.response.finish_reasons": ["stop"],
+        "gen_ai.usage.input_tokens": 32,
+        "gen_ai.usage.output_tokens": 64,
+    }
+
+    def spans() -> None:
+        for _ in range(100):
+            span = tracer.start_span("chat m", attributes=metric_attrs)
+            span.set_attributes(end_attrs)
+            span.end()
+
+    def records() -> None:
+        for _ in range(100):
+            histogram.record(0.5, metric_attrs)
+
+    spans()
+    records()
+    return {"span_us": _median_ns(spans, 20) / 1e5, "record_us": _median_ns(records, 20) / 1e5}
+
+
+def _median_ns(run: Callable[[], object], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        run()
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples)
+
+
+class _Variant:
+    """One way of running the client; `on` / `off` switch its instrumentation for one phase."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.providers = _providers() if name != "bare" else None
+        self.samples: dict[str, list[float]] = {"call_us": [], "chunk_us": [], "raw_chunk_us": []}
+        self._contrib: Any = None
+        if name == "spark-no-tpoc":
+            _drop_chunk_histogram(self.providers[1])  # type: ignore[index]
+
+    def on(self) -> None:
+        if self.providers is None:
+            return
+        tracer_provider, meter_provider, _ = self.providers
+        if self.name == "contrib":
+            from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+
+            self._contrib = OpenAIInstrumentor()
+            self._contrib.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        else:
+            import spark_otel
+
+            spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+    def off(self) -> None:
+        if self._contrib is not None:
+            self._contrib.uninstrument()
+            self._contrib = None
+        elif self.providers is not None:
+            import spark_otel
+
+            spark_otel.uninstrument()
+        _assert_unpatched()
+
+
+def _assert_unpatched() -> None:
+    """Phases must not leak: after `off`, the SDK's create is the original function again."""
+    import wrapt
+    from openai.resources.chat.completions.completions import Completions
+
+    assert not isinstance(Completions.__dict__["create"], wrapt.ObjectProxy), "a phase leaked its patch"
+
+
+def run(rounds: int, calls: int, streams: int) -> dict[str, dict[str, float]]:
+    """Alternate short phases of every variant, so load on a shared machine hits them all alike."""
+    import httpx2
+    import openai
+
+    transport = _transport()
+    client = openai.OpenAI(
+        base_url="http://engine.local:8000/v1",
+        api_key="sk-bench",
+        http_client=httpx2.Client(transport=transport),
+    )
+    raw = httpx2.Client(transport=transport)
+    messages = [{"role": "user", "content": "benchmark"}]
+    raw_body = {"model": MODEL, "messages": messages, "max_tokens": CHUNKS, "stream": True}
+
+    def call() -> object:
+        return client.chat.completions.create(model=MODEL, messages=messages, max_tokens=64)  # type: ignore[arg-type]
+
+    def stream() -> int:
+        s = client.chat.completions.create(
+            model=MODEL,
+            messages=messages,  # type: ignore[arg-type]
+            max_tokens=CHUNKS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        return sum(1 for _ in s)
+
+    def raw_stream() -> int:
+        with raw.stream("POST", "http://engine.local:8000/v1/chat/completions", json=raw_body) as r:
+            return sum(1 for _ in r.iter_lines())
+
+    variants = [_Variant(name) for name in VARIANTS]
+    for variant in variants:  # warm every code path once
+        variant.on()
+        for _ in range(20):
+            call()
+        stream()
+        raw_stream()
+        variant.off()
+    for round_ in range(rounds):
+        order = variants[round_ % len(variants) :] + variants[: round_ % len(variants)]
+        for variant in order:
+            variant.on()
+            variant.samples["call_us"] += _samples_ns(call, calls, 1e3)
+            variant.samples["chunk_us"] += _samples_ns(stream, streams, 1e3 * CHUNKS)
+            variant.samples["raw_chunk_us"] += _samples_ns(raw_stream, streams, 1e3 * CHUNKS)
+            variant.off()
+    results = {v.name: {k: statistics.median(xs) for k, xs in v.samples.items()} for v in variants}
+    for variant in variants:
+        if variant.providers is not None:
+            tracer_provider, _, reader = variant.providers
+            tracer_provider.force_flush()
+            assert reader.get_metrics_data() is not None, f"{variant.name} recorded no metrics"
+    tracer_provider, meter_provider, _ = _providers()
+    results["bare"].update(_sdk_floor(tracer_provider, meter_provider))
+    return results
+
+
+def _samples_ns(run: Callable[[], object], repeats: int, per: float) -> list[float]:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        run()
+        samples.append((time.perf_counter_ns() - start) / per)
+    return samples
+
+
+# -- the side-by-side table --------------------------------------------------------------------------
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved phases of every variant")
+    parser.add_argument("--calls", type=int, default=150, help="non-streamed calls per variant per round")
+    parser.add_argument("--streams", type=int, default=2, help="512-chunk streams per variant per round")
+    args = parser.parse_args()
+    results = run(args.rounds, args.calls, args.streams)
+    bare = results["bare"]
+    print(
+        f"openai {_version('openai')}, httpx2 {_version('httpx2')}, {CHUNKS}-chunk streams, MockTransport; "
+        f"{args.rounds} interleaved rounds x ({args.calls} calls, {args.streams} streams) "
+        "per variant; medians"
+    )
+    columns = ("µs/call", "added", "µs/chunk", "added", "raw µs/chunk", "added")
+    print(f"{'variant':<14}" + "".join(f"{c:>14}" for c in columns))
+    for variant in VARIANTS:
+        r = results[variant]
+        cells = (
+            f"{r['call_us']:.1f}",
+            f"{r['call_us'] - bare['call_us']:+.1f}",
+            f"{r['chunk_us']:.2f}",
+            f"{r['chunk_us'] - bare['chunk_us']:+.2f}",
+            f"{r['raw_chunk_us']:.2f}",
+            f"{r['raw_chunk_us'] - bare['raw_chunk_us']:+.2f}",
+        )
+        print(f"{variant:<14}" + "".join(f"{c:>14}" for c in cells))
+    ours, contrib, own = results["spark-otel"], results["contrib"], results["spark-no-tpoc"]
+    added = {k: ours[k] - bare[k] for k in ours}
+    contrib_added = {k: contrib[k] - bare[k] for k in contrib}
+    own_added = {k: own[k] - bare[k] for k in own}
+    print()
+    print(
+        f"added per call:  spark-otel {added['call_us']:+.1f} µs, "
+        f"contrib {contrib_added['call_us']:+.1f} µs (target <= 40 µs)"
+    )
+    print(
+        f"added per chunk: spark-otel {added['chunk_us']:+.2f} µs, "
+        f"contrib {contrib_added['chunk_us']:+.2f} µs (target <= 2 µs)"
+    )
+    print(
+        "spark-otel's own per-chunk work (no per-chunk histogram record): "
+        f"openai {own_added['chunk_us']:+.2f} µs, raw {own_added['raw_chunk_us']:+.2f} µs"
+    )
+    floor_call = bare["span_us"] + 3 * bare["record_us"]
+    print(
+        f"OpenTelemetry SDK floor on this machine: one span {bare['span_us']:.1f} µs, one histogram "
+        f"record {bare['record_us']:.1f} µs; a call's span + 3 records = {floor_call:.1f} µs, "
+        f"a chunk's record = {bare['record_us']:.1f} µs"
+    )
+    call_ratio = ours["call_us"] / contrib["call_us"]
+    stream_ratio = ours["chunk_us"] / contrib["chunk_us"]
+    print(f"time ratio spark-otel / contrib: call {call_ratio:.3f}, stream {stream_ratio:.3f}")
+    return 0
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import version
+
+    return version(dist)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,190 @@
+"""`spark_otel.instrument()`: one line makes every call an eval runner makes to an engine observable.
+
+    import spark_otel
+    spark_otel.instrument()          # openai (sync/async, streamed or not) and raw httpx2/httpx
+    ...
+    spark_otel.uninstrument()        # every wrapper becomes a pass-through
+
+What is patched (with `wrapt`): the openai SDK's ``chat.completions.create`` and
+``completions.create`` on the sync and async clients (``with_raw_response`` and
+``with_streaming_response`` included), and ``Client.send`` / ``AsyncClient.send`` of ``httpx2``
+and ``httpx`` for POSTs to ``/v1/chat/completions`` and ``/v1/completions``. A call the SDK
+makes through httpx2 gets one span, from the SDK layer.
+
+Each call gets a CLIENT span ``{operation} {model}`` and the GenAI client metrics (semconv
+v1.41); a stream's span and duration end when the stream ends, however it ends. Inside a
+`spark_otel.cell`, the span carries the cell's attributes and the server-reported tokens add
+up in the cell. Settings are read once, here: content capture
+(``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), usage on streams
+(``SPARK_OTEL_INCLUDE_USAGE``) and W3C ``traceparent`` injection (``SPARK_OTEL_TRACEPARENT``).
+See docs/instrumentation.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import wrapt
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
+
+from .._semconv import PROVIDER_VLLM
+from ._config import InstrumentationConfig
+from ._httpx_patch import async_httpx_send, httpx_send
+from ._openai_patch import (
+    async_chat_completions_create,
+    async_completions_create,
+    chat_completions_create,
+    completions_create,
+)
+from ._request import Runtime
+
+__all__ = ["InstrumentationConfig", "SparkOtelInstrumentor", "instrument", "uninstrument"]
+
+_logger = logging.getLogger(__name__)
+
+_OPENAI_TARGETS = (
+    ("openai.resources.chat.completions.completions", "Completions", chat_completions_create),
+    ("openai.resources.chat.completions.completions", "AsyncCompletions", async_chat_completions_create),
+    ("openai.resources.completions", "Completions", completions_create),
+    ("openai.resources.completions", "AsyncCompletions", async_completions_create),
+)
+_HTTPX_MODULES = ("httpx2", "httpx")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class SparkOtelInstrumentor:
+    """Patches the openai SDK and raw httpx2/httpx once; `uninstrument` undoes it.
+
+    Both calls are idempotent: a second `instrument` (or an `uninstrument` with nothing
+    instrumented) logs a warning and does nothing. Also registered as an
+    ``opentelemetry_instrumentor`` entry point for ``opentelemetry-instrument``.
+    """
+
+    _lock = threading.Lock()
+    _runtime: Runtime | None = None
+    _patches: list[tuple[type, str, Any, Any]] = []  # noqa: RUF012 - class-wide on purpose
+
+    @property
+    def is_instrumented(self) -> bool:
+        return SparkOtelInstrumentor._runtime is not None
+
+    @property
+    def config(self) -> InstrumentationConfig | None:
+        runtime = SparkOtelInstrumentor._runtime
+        return None if runtime is None else runtime.config
+
+    def instrument(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool | None = None,
+        include_usage: bool | None = None,
+        inject_traceparent: bool | None = None,
+        provider_name: str = PROVIDER_VLLM,
+        **_: Any,
+    ) -> None:
+        """Patch; a missing provider comes from `spark_otel.configure()` (the embedded store by default)."""
+        config = InstrumentationConfig.resolve(
+            capture_content=capture_content,
+            include_usage=include_usage,
+            inject_traceparent=inject_traceparent,
+            provider_name=provider_name,
+        )
+        with SparkOtelInstrumentor._lock:
+            if SparkOtelInstrumentor._runtime is not None:
+                _logger.warning("spark_otel.instrument() called twice; the first call's settings stay")
+                return
+            if tracer_provider is None or meter_provider is None:
+                from ..telemetry import configure, current_telemetry
+
+                telemetry = current_telemetry() or configure()
+                tracer_provider = tracer_provider or telemetry.tracer_provider
+                meter_provider = meter_provider or telemetry.meter_provider
+            runtime = Runtime(config, tracer_provider, meter_provider)
+            self._patch_all(runtime)
+            SparkOtelInstrumentor._runtime = runtime
+
+    def uninstrument(self, **_: Any) -> None:
+        """Restore the originals; wrappers still held elsewhere become pass-throughs."""
+        with SparkOtelInstrumentor._lock:
+            runtime = SparkOtelInstrumentor._runtime
+            if runtime is None:
+                _logger.warning("spark_otel.uninstrument() called while not instrumented")
+                return
+            runtime.active = False
+            for owner, name, original, wrapper in reversed(SparkOtelInstrumentor._patches):
+                if owner.__dict__.get(name) is wrapper:
+                    setattr(owner, name, original)
+                else:
+                    _logger.debug("%s.%s was re-patched by someone else; left in place", owner, name)
+            SparkOtelInstrumentor._patches = []
+            SparkOtelInstrumentor._runtime = None
+
+    def _patch_all(self, runtime: Runtime) -> None:
+        if _installed("openai"):
+            for module_name, class_name, factory in _OPENAI_TARGETS:
+                owner = getattr(importlib.import_module(module_name), class_name, None)
+                if owner is not None:
+                    self._patch(owner, "create", factory(runtime))
+        for module_name in _HTTPX_MODULES:
+            if not _installed(module_name):
+                continue
+            module = importlib.import_module(module_name)
+            self._patch(module.Client, "send", httpx_send(module, runtime))
+            self._patch(module.AsyncClient, "send", async_httpx_send(module, runtime))
+
+    @staticmethod
+    def _patch(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
+        original = owner.__dict__.get(name)
+        if original is None:
+            _logger.debug("%s has no %s to patch", owner, name)
+            return
+        patched = wrapt.FunctionWrapper(original, wrapper)
+        setattr(owner, name, patched)
+        SparkOtelInstrumentor._patches.append((owner, name, original, patched))
+
+
+def instrument(
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    capture_content: bool | None = None,
+    include_usage: bool | None = None,
+    inject_traceparent: bool | None = None,
+    provider_name: str = PROVIDER_VLLM,
+) -> None:
+    """Make every openai / raw-HTTP call to an engine produce a span and GenAI metrics.
+
+    ``capture_content`` records prompts and completions (off unless set here or by
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``); ``include_usage`` asks streaming
+    openai calls for a usage chunk (``SPARK_OTEL_INCLUDE_USAGE``; a call that passes its own
+    ``stream_options`` keeps them); ``inject_traceparent`` sends W3C ``traceparent`` so vLLM's
+    server spans join the trace (``SPARK_OTEL_TRACEPARENT``); ``provider_name`` is the
+    ``gen_ai.provider.name`` reported (``vllm``: semconv has no value for local engines).
+    """
+    SparkOtelInstrumentor().instrument(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        capture_content=capture_content,
+        include_usage=include_usage,
+        inject_traceparent=inject_traceparent,
+        provider_name=provider_name,
+    )
+
+
+def uninstrument() -> None:
+    """Undo `instrument()`; calls made afterwards produce no spans."""
+    SparkOtelInstrumentor().uninstrument()

@@ -1,0 +1,187 @@
+"""Wrapper factories for the openai SDK's ``chat.completions.create`` and ``completions.create``.
+
+Each factory returns ``traced(wrapped, instance, args, kwargs)`` for `wrapt`. The wrapper opens
+one span per call (covering the SDK's retries), marks the context so the raw httpx layer below
+stays quiet, and wraps a returned stream in a proxy that finalizes when the stream ends.
+
+``with_raw_response`` and ``with_streaming_response`` call the same ``create`` with an
+``X-Stainless-Raw-Response`` header and hand back the HTTP response object instead of a parsed
+model. Rather than proxy those response objects (the contrib instrumentation's recurring bug,
+contrib#4032/#4113), the wrapper steps aside for them and the raw httpx layer, which sees the
+same bytes, makes the one span.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import _semconv as sc
+from .._guard import guard
+from ._request import RequestTelemetry, Runtime
+from ._stream import AsyncStreamProxy, StreamState, SyncStreamProxy
+
+__all__ = [
+    "IN_OPENAI_CALL",
+    "async_chat_completions_create",
+    "async_completions_create",
+    "chat_completions_create",
+    "completions_create",
+]
+
+# Set while an instrumented openai call runs: the raw httpx layer then makes no span of its own.
+IN_OPENAI_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "spark_otel_in_openai_call", default=False
+)
+_RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def _server(instance: Any) -> tuple[str | None, int | None]:
+    """Host and port of the client's base URL (never the URL itself: it may carry a path or secrets)."""
+    url = instance._client.base_url
+    return url.host or None, url.port or _DEFAULT_PORTS.get(url.scheme)
+
+
+def _is_raw_response_call(kwargs: Mapping[str, Any]) -> bool:
+    headers = kwargs.get("extra_headers")
+    return bool(headers) and _RAW_RESPONSE_HEADER in headers  # type: ignore[operator]
+
+
+def _start(
+    rt: Runtime, operation: str, instance: Any, kwargs: dict[str, Any]
+) -> tuple[RequestTelemetry | None, dict[str, Any]]:
+    """Open the request's span and decide the kwargs to send; on any failure, the user's kwargs."""
+    request = None
+    with guard("openai request start"):
+        streaming = kwargs.get("stream") is True
+        host, port = _server(instance)
+        request = RequestTelemetry(rt, operation, kwargs, host, port, streaming=streaming, layer="openai")
+        config = rt.config
+        if (streaming and config.include_usage) or config.inject_traceparent:
+            sent = dict(kwargs)
+            if streaming and config.include_usage:
+                _include_usage(sent)
+            if config.inject_traceparent:
+                headers = kwargs.get("extra_headers") or {}
+                sent["extra_headers"] = {**request.traceparent_headers(), **headers}
+            return request, sent
+    return request, kwargs
+
+
+def _include_usage(kwargs: dict[str, Any]) -> None:
+    """``stream_options.include_usage = True`` unless the caller set ``include_usage`` (setdefault)."""
+    extra_body = kwargs.get("extra_body")
+    if isinstance(extra_body, Mapping) and "stream_options" in extra_body:
+        return
+    options = kwargs.get("stream_options")
+    if options is None or not isinstance(options, Mapping):
+        kwargs["stream_options"] = {"include_usage": True}
+    elif "include_usage" not in options:
+        kwargs["stream_options"] = {**options, "include_usage": True}
+
+
+def _raw_response_kwargs(rt: Runtime, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A raw-response call gets its span from the httpx layer; only usage injection happens here."""
+    if not (rt.config.include_usage and kwargs.get("stream") is True):
+        return kwargs
+    with guard("openai include_usage"):
+        sent = dict(kwargs)
+        _include_usage(sent)
+        return sent
+    return kwargs
+
+
+def _wrap_stream(request: RequestTelemetry, result: Any, proxy: type[Any]) -> Any:
+    wrapped = None
+    with guard("openai stream wrap"):
+        wrapped = proxy(result, StreamState(request))
+    if wrapped is None:
+        request.finish(error_type=None)
+        return result
+    return wrapped
+
+
+def _finish(request: RequestTelemetry, result: Any) -> Any:
+    if request.streaming:
+        return _wrap_stream(request, result, SyncStreamProxy)
+    with guard("openai response"):
+        request.finish_response(result)
+    request.finish()
+    return result
+
+
+def _make_sync(operation: str, rt: Runtime) -> Wrapper:
+    def traced(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if not rt.active:
+            return wrapped(*args, **kwargs)
+        if _is_raw_response_call(kwargs):
+            return wrapped(*args, **_raw_response_kwargs(rt, kwargs))
+        request, sent = _start(rt, operation, instance, kwargs)
+        if request is None:
+            return wrapped(*args, **kwargs)
+        token = IN_OPENAI_CALL.set(True)
+        request.attach()
+        try:
+            result = wrapped(*args, **sent)
+        except BaseException as exc:
+            request.fail(exc)
+            raise
+        finally:
+            request.detach()
+            IN_OPENAI_CALL.reset(token)
+        return _finish(request, result)
+
+    return traced
+
+
+def _make_async(operation: str, rt: Runtime) -> Wrapper:
+    async def traced(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if not rt.active:
+            return await wrapped(*args, **kwargs)
+        if _is_raw_response_call(kwargs):
+            return await wrapped(*args, **_raw_response_kwargs(rt, kwargs))
+        request, sent = _start(rt, operation, instance, kwargs)
+        if request is None:
+            return await wrapped(*args, **kwargs)
+        token = IN_OPENAI_CALL.set(True)
+        request.attach()
+        try:
+            result = await wrapped(*args, **sent)
+        except BaseException as exc:
+            request.fail(exc)
+            raise
+        finally:
+            request.detach()
+            IN_OPENAI_CALL.reset(token)
+        if request.streaming:
+            return _wrap_stream(request, result, AsyncStreamProxy)
+        with guard("openai response"):
+            request.finish_response(result)
+        request.finish()
+        return result
+
+    return traced
+
+
+def chat_completions_create(rt: Runtime) -> Wrapper:
+    return _make_sync(sc.OPERATION_CHAT, rt)
+
+
+def async_chat_completions_create(rt: Runtime) -> Wrapper:
+    return _make_async(sc.OPERATION_CHAT, rt)
+
+
+def completions_create(rt: Runtime) -> Wrapper:
+    return _make_sync(sc.OPERATION_TEXT_COMPLETION, rt)
+
+
+def async_completions_create(rt: Runtime) -> Wrapper:
+    return _make_async(sc.OPERATION_TEXT_COMPLETION, rt)

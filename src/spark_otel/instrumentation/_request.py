@@ -1,0 +1,402 @@
+"""One request's span and metrics: opened when the call starts, finalized exactly once.
+
+Both patch layers (openai and raw httpx) describe a call the same way: the request parameters
+at start, then an outcome (a response, a stream's totals, or an error) at the end. Everything
+that costs (attribute dicts, histogram records, message JSON) happens here, once per request,
+never per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from array import array
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
+
+from .. import _clock
+from .. import _semconv as sc
+from .._guard import guard
+from .._instruments import Instruments, instruments
+from .._request_notes import RequestNotes, current_request_notes
+from .._version import __version__
+from ..cells import CellState, current_cell
+from ._config import InstrumentationConfig
+
+__all__ = ["RequestTelemetry", "Runtime", "error_type_of", "report_failure", "request_content_messages"]
+
+_logger = logging.getLogger(__name__)
+_PROPAGATOR = TraceContextTextMapPropagator()
+_NS_PER_S = 1e9
+_reported: set[str] = set()
+
+
+def report_failure(what: str, exc: Exception) -> None:
+    """Per-chunk twin of `guard`: log the first failure of each kind at WARNING, the rest at DEBUG.
+
+    A ``with guard()`` block per chunk would cost a generator per chunk; hot loops use a bare
+    ``try``/``except Exception`` and report here.
+    """
+    if what in _reported:
+        _logger.debug("spark_otel: %s failed", what, exc_info=exc)
+    else:
+        _reported.add(what)
+        _logger.warning("spark_otel: %s failed; the call goes on untouched", what, exc_info=exc)
+
+
+class Runtime:
+    """What one `instrument()` call set up; `active` is the gate every wrapper checks first.
+
+    Wrappers outlive `uninstrument()` in bound methods the SDK caches (``with_raw_response``),
+    so turning `active` off is what makes them pass-throughs.
+    """
+
+    __slots__ = ("active", "config", "instruments", "tracer")
+
+    def __init__(
+        self,
+        config: InstrumentationConfig,
+        tracer_provider: TracerProvider | None,
+        meter_provider: MeterProvider | None,
+    ) -> None:
+        self.config = config
+        self.tracer: Tracer = trace.get_tracer(
+            "spark_otel.instrumentation",
+            __version__,
+            tracer_provider=tracer_provider,
+            schema_url=sc.SCHEMA_URL,
+        )
+        self.instruments: Instruments = instruments(meter_provider)
+        self.active = True
+
+
+def error_type_of(exc: BaseException) -> str:
+    """Low-cardinality ``error.type``: the HTTP status for API errors, else the exception's name."""
+    if isinstance(exc, asyncio.CancelledError):
+        return sc.ERROR_TYPE_CANCELLED
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        return str(status)
+    return type(exc).__qualname__ or sc.ERROR_TYPE_OTHER
+
+
+def _get(obj: Any, key: str) -> Any:
+    """Read ``key`` from an SDK model or a decoded JSON dict alike."""
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _text_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    if isinstance(content, Sequence):
+        parts: list[dict[str, Any]] = []
+        for part in content:
+            if _get(part, "type") == "text":
+                parts.append({"type": "text", "content": _get(part, "text")})
+            else:
+                parts.append({"type": str(_get(part, "type") or "unknown")})
+        return parts
+    return []
+
+
+def request_content_messages(operation: str, params: Mapping[str, Any]) -> str | None:
+    """``gen_ai.input.messages`` JSON (semconv message shape) from the request parameters."""
+    if operation == sc.OPERATION_CHAT:
+        messages = params.get("messages")
+        if not isinstance(messages, Sequence):
+            return None
+        shaped = [{"role": _get(m, "role"), "parts": _text_parts(_get(m, "content"))} for m in messages]
+    else:
+        prompt = params.get("prompt")
+        if prompt is None:
+            return None
+        shaped = [{"role": "user", "parts": _text_parts(prompt if isinstance(prompt, str) else str(prompt))}]
+    return json.dumps(shaped, default=str)
+
+
+def _finish_reasons(reasons: Mapping[int, str] | None, expected: int) -> list[str]:
+    """One reason per choice position; a position with none received reports ``error``."""
+    count = expected
+    if reasons:
+        count = max(count, max(reasons) + 1)
+    if not reasons:
+        return [sc.FINISH_REASON_ERROR] * count
+    return [str(reasons.get(i) or sc.FINISH_REASON_ERROR) for i in range(count)]
+
+
+class RequestTelemetry:
+    """The span and metric attributes of one request, and its exactly-once finalization."""
+
+    __slots__ = (
+        "_once",
+        "_otel_token",
+        "cell",
+        "choice_count",
+        "input_messages",
+        "metric_attributes",
+        "notes",
+        "operation",
+        "rt",
+        "span",
+        "start_ns",
+        "streaming",
+    )
+
+    def __init__(
+        self,
+        rt: Runtime,
+        operation: str,
+        params: Mapping[str, Any],
+        host: str | None,
+        port: int | None,
+        *,
+        streaming: bool,
+        layer: str,
+    ) -> None:
+        self.rt = rt
+        self.operation = operation
+        self.streaming = streaming
+        # A lock as a test-and-set flag: a deadline watchdog may close a stream from another
+        # thread while the consumer's iteration fails, and only one of them may finalize.
+        self._once = threading.Lock()
+        self._otel_token: object | None = None
+        model = params.get("model")
+        metric_attrs: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_PROVIDER_NAME: rt.config.provider_name,
+        }
+        if isinstance(model, str):
+            metric_attrs[sc.GEN_AI_REQUEST_MODEL] = model
+        if host:
+            metric_attrs[sc.SERVER_ADDRESS] = host
+            if port is not None:
+                metric_attrs[sc.SERVER_PORT] = port
+        self.metric_attributes = metric_attrs
+        attrs = dict(metric_attrs)
+        attrs[sc.REQUEST_LAYER] = layer
+        if streaming:
+            attrs[sc.GEN_AI_REQUEST_STREAM] = True
+        max_tokens = params.get("max_tokens")
+        if max_tokens is None:
+            max_tokens = params.get("max_completion_tokens")
+        if isinstance(max_tokens, int):
+            attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
+        for key, name in _NUMERIC_PARAMS:
+            value = params.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                attrs[name] = value
+        n = params.get("n")
+        self.choice_count = n if isinstance(n, int) and n > 0 else 1
+        if self.choice_count != 1:
+            attrs[sc.GEN_AI_REQUEST_CHOICE_COUNT] = self.choice_count
+        stop = params.get("stop")
+        if isinstance(stop, str):
+            attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
+        elif isinstance(stop, list | tuple) and all(isinstance(s, str) for s in stop):
+            attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = list(stop)
+        self.cell: CellState | None = current_cell()
+        if self.cell is not None:
+            attrs.update(self.cell.request_attributes)
+        self.notes: RequestNotes | None = current_request_notes()
+        self.input_messages = (
+            request_content_messages(operation, params) if rt.config.capture_content else None
+        )
+        name = f"{operation} {model}" if isinstance(model, str) else operation
+        self.span: Span = rt.tracer.start_span(
+            name, kind=SpanKind.CLIENT, attributes=attrs, start_time=_clock.wall_ns()
+        )
+        self.start_ns = time.perf_counter_ns()
+
+    # -- during the call ---------------------------------------------------------------------------
+    def traceparent_headers(self) -> dict[str, str]:
+        """The W3C headers that make the engine's server span a child of this request's span."""
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(self.span))
+        return carrier
+
+    def attach(self) -> None:
+        """Make the span current while the SDK sends, so HTTP-level spans nest under it."""
+        self._otel_token = otel_context.attach(trace.set_span_in_context(self.span))
+
+    def detach(self) -> None:
+        token, self._otel_token = self._otel_token, None
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+
+    # -- outcomes ----------------------------------------------------------------------------------
+    def fail(self, exc: BaseException) -> None:
+        """The call raised before a response (or stream) came back."""
+        self.finish(error_type=error_type_of(exc))
+
+    def finish_response(self, response: Any, *, error_type: str | None = None) -> None:
+        """A complete (non-streamed) response: an SDK model or the decoded JSON body."""
+        reasons: dict[int, str] = {}
+        texts: dict[int, list[str]] | None = {} if self.rt.config.capture_content else None
+        for position, choice in enumerate(_get(response, "choices") or ()):
+            index = _get(choice, "index")
+            index = index if isinstance(index, int) else position
+            reason = _get(choice, "finish_reason")
+            if reason is not None:
+                reasons[index] = str(reason)
+            if texts is not None:
+                if self.operation == sc.OPERATION_CHAT:
+                    text = _get(_get(choice, "message"), "content")
+                else:
+                    text = _get(choice, "text")
+                texts[index] = [text] if isinstance(text, str) else []
+        usage = _get(response, "usage")
+        self.finish(
+            error_type=error_type,
+            response_id=_get(response, "id"),
+            response_model=_get(response, "model"),
+            reasons=reasons,
+            input_tokens=_get(usage, "prompt_tokens"),
+            output_tokens=_get(usage, "completion_tokens"),
+            texts=texts,
+        )
+
+    def finish(
+        self,
+        *,
+        error_type: str | None = None,
+        response_id: Any = None,
+        response_model: Any = None,
+        reasons: Mapping[int, str] | None = None,
+        input_tokens: Any = None,
+        output_tokens: Any = None,
+        first_ns: int = 0,
+        intervals: array[int] | None = None,
+        chunks: int | None = None,
+        texts: Mapping[int, list[str]] | None = None,
+    ) -> None:
+        """Record everything once; later calls (close after exhaustion, GC) do nothing."""
+        if not self._once.acquire(blocking=False):
+            return
+        end_ns = time.perf_counter_ns()
+        span = self.span
+        try:
+            with guard("request finalize"):
+                self._record(
+                    end_ns=end_ns,
+                    error_type=error_type,
+                    response_id=response_id,
+                    response_model=response_model,
+                    reasons=reasons,
+                    input_tokens=input_tokens if isinstance(input_tokens, int) else None,
+                    output_tokens=output_tokens if isinstance(output_tokens, int) else None,
+                    first_ns=first_ns,
+                    intervals=intervals,
+                    chunks=chunks,
+                    texts=texts,
+                )
+        finally:
+            span.end(end_time=_clock.wall_ns())
+
+    def _record(
+        self,
+        *,
+        end_ns: int,
+        error_type: str | None,
+        response_id: Any,
+        response_model: Any,
+        reasons: Mapping[int, str] | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        first_ns: int,
+        intervals: array[int] | None,
+        chunks: int | None,
+        texts: Mapping[int, list[str]] | None,
+    ) -> None:
+        notes = self.notes
+        if notes is not None and notes.error_type is not None:
+            error_type = notes.error_type
+        span = self.span
+        metric_attrs = self.metric_attributes
+        if isinstance(response_model, str):
+            metric_attrs = {**metric_attrs, sc.GEN_AI_RESPONSE_MODEL: response_model}
+        if span.is_recording():
+            attrs: dict[str, AttributeValue] = {
+                sc.GEN_AI_RESPONSE_FINISH_REASONS: _finish_reasons(reasons, self.choice_count),
+            }
+            if isinstance(response_id, str):
+                attrs[sc.GEN_AI_RESPONSE_ID] = response_id
+            if isinstance(response_model, str):
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
+            if input_tokens is not None:
+                attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+            if output_tokens is not None:
+                attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+            if self.streaming:
+                if first_ns:
+                    attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+                        _clock.to_model_ns(first_ns - self.start_ns) / _NS_PER_S
+                    )
+                if chunks is not None:
+                    attrs[sc.REQUEST_CHUNKS] = chunks
+            if self.input_messages is not None:
+                attrs[sc.GEN_AI_INPUT_MESSAGES] = self.input_messages
+            if texts is not None:
+                attrs[sc.GEN_AI_OUTPUT_MESSAGES] = self._output_messages(texts, reasons)
+            if notes is not None and notes.attributes:
+                attrs.update(notes.attributes)
+            if error_type is not None:
+                attrs[sc.ERROR_TYPE] = error_type
+            span.set_attributes(attrs)
+            if error_type is not None:
+                span.set_status(Status(StatusCode.ERROR, error_type))
+
+        inst = self.rt.instruments
+        duration_attrs = metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
+        inst.operation_duration.record(_clock.to_model_ns(end_ns - self.start_ns) / _NS_PER_S, duration_attrs)
+        usage = inst.token_usage
+        if input_tokens is not None:
+            usage.record(input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT})
+        if output_tokens is not None:
+            usage.record(output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT})
+        if self.streaming and first_ns:
+            inst.time_to_first_chunk.record(
+                _clock.to_model_ns(first_ns - self.start_ns) / _NS_PER_S, metric_attrs
+            )
+            if intervals:
+                record = inst.time_per_output_chunk.record
+                scale = _clock.time_scale() / _NS_PER_S
+                for interval in intervals:
+                    record(interval * scale, metric_attrs)
+        if self.cell is not None:
+            self.cell.add_request(
+                input_tokens=input_tokens, output_tokens=output_tokens, error_type=error_type
+            )
+
+    def _output_messages(self, texts: Mapping[int, list[str]], reasons: Mapping[int, str] | None) -> str:
+        reasons = reasons or {}
+        shaped = [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": "".join(texts[index])}],
+                "finish_reason": reasons.get(index, sc.FINISH_REASON_ERROR),
+            }
+            for index in sorted(texts)
+        ]
+        return json.dumps(shaped)
+
+
+_NUMERIC_PARAMS = (
+    ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE),
+    ("top_p", sc.GEN_AI_REQUEST_TOP_P),
+    ("seed", sc.GEN_AI_REQUEST_SEED),
+)

@@ -1,0 +1,50 @@
+"""Fixtures: the test server (session-wide), and instrumentation that never leaks between tests."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+from tests.instrumentation.support import LocalServer, ServerLog
+
+import spark_otel
+from spark_otel.instrumentation import SparkOtelInstrumentor
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[LocalServer]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    with LocalServer(port) as srv:
+        yield srv
+
+
+@pytest.fixture
+def base_url(server: LocalServer) -> str:
+    return f"http://127.0.0.1:{server.port}/v1"
+
+
+@pytest.fixture
+def server_log(server: LocalServer) -> ServerLog:
+    server.log.headers.clear()
+    server.log.bodies.clear()
+    return server.log
+
+
+@pytest.fixture(autouse=True)
+def _always_uninstrument() -> Iterator[None]:
+    """No test leaks its patches into the next."""
+    yield
+    if SparkOtelInstrumentor().is_instrumented:
+        spark_otel.uninstrument()
+
+
+@pytest.fixture
+def instrumented(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> Iterator[None]:
+    spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    yield
+    spark_otel.uninstrument()
