@@ -1,0 +1,72 @@
+"""Serve simulated vLLM-compatible engines on 127.0.0.1, calibrated to the article's DGX Spark.
+
+Each --engine NAME=PORT:PROFILE starts one OpenAI-compatible server (port 0 picks a free port);
+all of them share one simulated GPU, so load on one engine slows the others. Profiles: dense
+(Qwen3.8-27B: 11.1 tok/s alone, 10.1 per stream at 8) and moe (Nemotron-3.5-30B-A3B: 82 tok/s
+alone, collapsing past 8 streams). --speed 100 runs the box 100 times faster than real time;
+every figure it reports (/metrics histograms, /sim/gpu energy, timestamps) stays in model time.
+
+    spark-otel sim --engine qwen=8011:dense --engine nemotron=8012:moe --speed 100
+
+Runs until Ctrl-C. Each engine serves /v1/completions, /v1/chat/completions, /v1/models,
+/health, /metrics (vLLM V1 names), /sim/info and /sim/gpu (the box's GPU readout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+import threading
+
+DEFAULT_ENGINES = ("qwen=8011:dense", "nemotron=8012:moe")
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive (or inf), got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        action="append",
+        metavar="NAME=PORT:PROFILE",
+        help=f"an engine to serve; repeat for several (default: {' '.join(DEFAULT_ENGINES)})",
+    )
+    parser.add_argument(
+        "--speed", type=_speed, default=1.0, help="times faster than real time (default 1; inf)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for unpinned output lengths (default 0)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--contention",
+        type=float,
+        default=1.0,
+        help="scale of the cross-engine memory contention; 0 turns it off (default 1)",
+    )
+    parser.add_argument(
+        "--duration", type=float, default=None, metavar="SECONDS", help="stop after this many real seconds"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sim import parse_engine_spec, run_box
+
+    specs = [parse_engine_spec(text) for text in (args.engine or DEFAULT_ENGINES)]
+    with run_box(specs, speed=args.speed, seed=args.seed, host=args.host, contention=args.contention) as box:
+        speed = "as fast as possible" if math.isinf(box.speed) else f"{box.speed:g}x real time"
+        print(f"spark-otel sim: {len(box.engines)} engine(s) on one simulated box, {speed}", flush=True)
+        for name in box.engines:
+            profile = box.profile(name)
+            print(f"  {name:<12} {profile.name:<6} {profile.model_id:<24} {box.url(name)}/v1", flush=True)
+        print("Ctrl-C to stop.", file=sys.stderr, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait(args.duration)
+    return 0

@@ -1,0 +1,94 @@
+"""`spark-otel sim` as a user runs it: a real process, real ports, Ctrl-C to stop."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from spark_otel.cli import main
+
+
+def test_sim_serves_until_interrupted_and_prints_urls() -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "spark_otel",
+            "sim",
+            "--engine",
+            "qwen=0:dense",
+            "--engine",
+            "nem=moe",
+            "--speed",
+            "100",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        urls = {}
+        for line in proc.stdout:
+            found = re.match(r"\s+(\S+)\s+(dense|moe)\s+(\S+)\s+(http://127\.0\.0\.1:\d+)/v1$", line)
+            if found:
+                urls[found.group(1)] = found.group(4)
+            if len(urls) == 2:
+                break
+        assert set(urls) == {"qwen", "nem"}
+        info = httpx.get(urls["nem"] + "/sim/info", timeout=10).json()
+        assert info == {**info, "engine": "nem", "profile": "moe", "speed": 100.0}
+        body = {"model": "qwen", "prompt": "x", "max_tokens": 5, "min_tokens": 5}
+        response = httpx.post(urls["qwen"] + "/v1/completions", json=body, timeout=10).json()
+        assert response["usage"]["completion_tokens"] == 5
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_duration_stops_the_server_by_itself() -> None:
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_otel", "sim", "--engine", "q=0:dense", "--duration", "0.2"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0
+    assert "http://127.0.0.1:" in result.stdout
+    assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--engine", "qwen=notaport:dense"], "port 'notaport' is not a number"),
+        (["--engine", "qwen=0:sparse"], "unknown engine profile 'sparse'"),
+        (["--engine", "a=0:dense", "--engine", "a=0:moe"], "unique"),
+        (["--engine", "a=0:dense", "--contention", "-2"], "contention"),
+    ],
+)
+def test_bad_options_are_one_line_errors_with_exit_2(argv: list[str], message: str, capsys) -> None:
+    assert main(["sim", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spark-otel: error: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_a_busy_port_is_an_error_naming_the_engine(capsys) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["sim", "--engine", f"qwen={port}:dense"]) == 2
+    assert f"engine 'qwen': cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
