@@ -1,0 +1,16 @@
+"""Fixtures for the deadline tests: one misbehaving OpenAI-compatible server per session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.deadline.deadline_server import MisbehavingServer
+
+
+@pytest.fixture(scope="session")
+def test_server() -> Iterator[MisbehavingServer]:
+    server = MisbehavingServer()
+    server.start()
+    yield server
+    server.stop()

@@ -1,0 +1,546 @@
+"""stream_with_deadline / astream_with_deadline against a real misbehaving server on 127.0.0.1.
+
+Every client kind (openai SDK, raw httpx2, raw httpx; sync and async) meets the same scenarios:
+a normal stream, a server that stalls before the first byte or mid-body, a slow drip, an error
+mid-stream, a dropped connection and an HTTP error. A cut-off must end within 100 ms of the
+deadline, close its connection (the server sees the disconnect) and leave no thread, task or
+pooled connection behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import openai
+import pytest
+from tests.deadline.deadline_server import FINDINGS, MisbehavingServer, findings_document, pieces
+
+from spark_otel import _clock
+from spark_otel._exceptions import ConfigError
+from spark_otel._request_notes import RequestNotes, current_request_notes
+from spark_otel._semconv import (
+    ERROR_TYPE_DEADLINE,
+    REQUEST_DEADLINE_STATUS,
+    REQUEST_SALVAGED_FINDINGS,
+    REQUEST_TOKENS_SOURCE,
+)
+from spark_otel.deadline import DeadlineResult, DeadlineStatus, astream_with_deadline, stream_with_deadline
+from spark_otel.salvage import json_findings
+
+# The contract: a cut-off request is closed within this long of its deadline.
+PROMPTNESS_S = 0.1
+KINDS = ["openai", "httpx2", "httpx"]
+DOC = findings_document()
+# Two whole findings, then half of the third: what a seed cut off mid-answer has sent.
+HALF = DOC[: DOC.index('"id": 3') + 20]
+
+
+def make_client(kind: str, url: str, *, is_async: bool, **kwargs: Any) -> Any:
+    if kind == "openai":
+        cls = openai.AsyncOpenAI if is_async else openai.OpenAI
+        return cls(base_url=url + "/v1", api_key="test-key", **kwargs)
+    module = httpx2 if kind == "httpx2" else httpx
+    return (module.AsyncClient if is_async else module.Client)(base_url=url, **kwargs)
+
+
+def request_kwargs(kind: str, scenario: str, params: dict[str, Any], *, chat: bool = True) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"model": scenario}
+    if chat:
+        kwargs["messages"] = [{"role": "user", "content": "find the bugs"}]
+    else:
+        kwargs["prompt"] = "find the bugs"
+    if kind == "openai":
+        kwargs["extra_body"] = {"test": params}
+    else:
+        kwargs["test"] = params
+    return kwargs
+
+
+def busy_connections(client: Any) -> list[Any]:
+    """Connections the client's pool holds that are not idle: a leak after a cut-off."""
+    inner = client._client if isinstance(client, openai.OpenAI | openai.AsyncOpenAI) else client
+    return [conn for conn in inner._transport._pool.connections if not conn.is_idle()]
+
+
+@pytest.fixture
+def tag() -> str:
+    return uuid.uuid4().hex
+
+
+@pytest.fixture
+def no_leaked_threads() -> Iterator[None]:
+    before = {t.ident for t in threading.enumerate()}
+    yield
+    after = {t.ident for t in threading.enumerate()}
+    assert after <= before, f"threads left running: {after - before}"
+
+
+@pytest.fixture
+def restore_time_scale() -> Iterator[None]:
+    anchor = _clock._Anchor
+    saved = (
+        anchor.scale,
+        anchor.model_wall_ns,
+        anchor.model_perf_ns,
+        anchor.real_wall_ns,
+        anchor.real_perf_ns,
+    )
+    yield
+    (anchor.scale, anchor.model_wall_ns, anchor.model_perf_ns, anchor.real_wall_ns, anchor.real_perf_ns) = (
+        saved
+    )
+
+
+def run_sync(kind: str, server: MisbehavingServer, scenario: str, params: dict[str, Any], **kw: Any) -> Any:
+    chat = kw.pop("chat", True)
+    with make_client(kind, server.url, is_async=False) as client:
+        started = time.perf_counter()
+        result = stream_with_deadline(client, **kw, **request_kwargs(kind, scenario, params, chat=chat))
+        took = time.perf_counter() - started
+        assert busy_connections(client) == []
+    return result, took
+
+
+async def run_async(
+    kind: str, server: MisbehavingServer, scenario: str, params: dict[str, Any], **kw: Any
+) -> Any:
+    chat = kw.pop("chat", True)
+    client = make_client(kind, server.url, is_async=True)
+    try:
+        started = time.perf_counter()
+        result = await astream_with_deadline(
+            client, **kw, **request_kwargs(kind, scenario, params, chat=chat)
+        )
+        took = time.perf_counter() - started
+        assert busy_connections(client) == []
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+    finally:
+        await (client.close() if kind == "openai" else client.aclose())
+    return result, took
+
+
+def assert_complete(result: DeadlineResult, text: str = DOC) -> None:
+    assert result.status is DeadlineStatus.COMPLETE
+    assert result.text == text
+    assert result.findings == FINDINGS
+    assert result.findings_count == len(FINDINGS)
+    assert result.usage.source == "usage"
+    assert result.usage.prompt_tokens == 7
+    assert result.usage.completion_tokens == len(pieces(text, 8))
+    assert result.finish_reason == "stop"
+    assert result.error is None
+    assert result.timings.time_to_first_token_s is not None
+    assert 0 < result.timings.time_to_first_token_s <= result.timings.elapsed_s
+    assert result.timings.decode_rate == pytest.approx(
+        result.usage.completion_tokens / result.timings.elapsed_s
+    )
+    assert not result.degraded
+
+
+# --- a stream that finishes -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chat", [True, False], ids=["chat", "completion"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_stream_that_finishes_keeps_text_usage_and_every_finding(
+    test_server: MisbehavingServer, kind: str, chat: bool, no_leaked_threads: None
+) -> None:
+    result, _ = run_sync(kind, test_server, "findings", {}, deadline_s=30, chat=chat)
+    assert_complete(result)
+
+
+@pytest.mark.parametrize("chat", [True, False], ids=["chat", "completion"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_async_stream_that_finishes_keeps_text_usage_and_every_finding(
+    test_server: MisbehavingServer, kind: str, chat: bool
+) -> None:
+    result, _ = await run_async(kind, test_server, "findings", {}, deadline_s=30, chat=chat)
+    assert_complete(result)
+
+
+def test_stream_without_usage_counts_streamed_chunks(test_server: MisbehavingServer) -> None:
+    result, _ = run_sync("httpx2", test_server, "findings", {"usage": False}, deadline_s=30)
+    assert result.status is DeadlineStatus.COMPLETE
+    assert result.usage.source == "streamed"
+    assert result.tokens_source == "streamed"
+    assert result.usage.prompt_tokens is None
+    assert result.usage.completion_tokens == len(pieces(DOC, 8))
+
+
+# --- stalls: the deadline holds when nothing arrives ----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_deadline_before_the_first_byte_closes_within_100ms(
+    test_server: MisbehavingServer, kind: str, tag: str, no_leaked_threads: None
+) -> None:
+    deadline = 0.3
+    result, took = run_sync(kind, test_server, "stall_headers", {"tag": tag}, deadline_s=deadline)
+    assert result.status is DeadlineStatus.DEADLINE
+    assert result.text == ""
+    assert result.findings == []
+    assert result.usage.completion_tokens == 0
+    assert result.usage.source == "streamed"
+    assert result.timings.time_to_first_token_s is None
+    assert result.timings.decode_rate is None
+    assert deadline <= took < deadline + PROMPTNESS_S
+    assert test_server.wait_disconnect(tag)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_async_deadline_before_the_first_byte_closes_within_100ms(
+    test_server: MisbehavingServer, kind: str, tag: str
+) -> None:
+    deadline = 0.3
+    result, took = await run_async(kind, test_server, "stall_headers", {"tag": tag}, deadline_s=deadline)
+    assert result.status is DeadlineStatus.DEADLINE
+    assert result.text == ""
+    assert result.usage.completion_tokens == 0
+    assert deadline <= took < deadline + PROMPTNESS_S
+    assert await asyncio.to_thread(test_server.wait_disconnect, tag)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_stall_mid_answer_keeps_the_complete_findings_and_closes_within_100ms(
+    test_server: MisbehavingServer, kind: str, tag: str, no_leaked_threads: None
+) -> None:
+    # The stall begins after a drip, so the request's own read timeout (set at the start) would
+    # end it well past the deadline: only the watchdog can meet the 100 ms.
+    deadline = 0.5
+    params = {"tag": tag, "text": HALF, "delay_s": 0.005}
+    result, took = run_sync(kind, test_server, "stall_body", params, deadline_s=deadline)
+    assert result.status is DeadlineStatus.DEADLINE
+    assert result.text == HALF
+    assert result.findings == FINDINGS[:2]
+    assert result.degraded
+    assert result.usage.source == "streamed"
+    assert result.usage.completion_tokens == len(pieces(HALF, 8))
+    assert result.timings.elapsed_s == pytest.approx(deadline, abs=PROMPTNESS_S)
+    assert deadline <= took < deadline + PROMPTNESS_S
+    assert test_server.wait_disconnect(tag)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_async_stall_mid_answer_keeps_the_complete_findings_and_closes_within_100ms(
+    test_server: MisbehavingServer, kind: str, tag: str
+) -> None:
+    deadline = 0.4
+    result, took = await run_async(
+        kind, test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=deadline
+    )
+    assert result.status is DeadlineStatus.DEADLINE
+    assert result.text == HALF
+    assert result.findings == FINDINGS[:2]
+    assert result.degraded
+    assert deadline <= took < deadline + PROMPTNESS_S
+    assert await asyncio.to_thread(test_server.wait_disconnect, tag)
+
+
+# --- a slow drip ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_slow_drip_keeps_exactly_the_findings_complete_at_the_deadline(
+    test_server: MisbehavingServer, tag: str, is_async: bool
+) -> None:
+    params = {"tag": tag, "delay_s": 0.02, "piece_chars": 8}  # the whole answer needs ~1.3 s
+    if is_async:
+        result, _ = await run_async("openai", test_server, "findings", params, deadline_s=0.6)
+    else:
+        result, _ = await asyncio.to_thread(
+            run_sync, "openai", test_server, "findings", params, deadline_s=0.6
+        )
+    assert result.status is DeadlineStatus.DEADLINE
+    assert DOC.startswith(result.text)
+    assert 0 < len(result.text) < len(DOC)
+    assert result.findings == json_findings(result.text)
+    assert result.usage.completion_tokens == len(pieces(result.text, 8))
+    assert result.timings.time_to_first_token_s is not None
+    assert result.timings.decode_rate == pytest.approx(
+        result.usage.completion_tokens / result.timings.elapsed_s
+    )
+    assert await asyncio.to_thread(test_server.wait_disconnect, tag)
+
+
+# --- server failures never raise ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_error_mid_stream_returns_status_error_with_what_arrived(
+    test_server: MisbehavingServer, kind: str
+) -> None:
+    result, _ = run_sync(kind, test_server, "error_mid", {"text": HALF}, deadline_s=30)
+    assert result.status is DeadlineStatus.ERROR
+    assert "CUDA out of memory" in (result.error or "")
+    assert result.text == HALF
+    assert result.findings == FINDINGS[:2]
+    assert not result.degraded
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_async_error_mid_stream_returns_status_error_with_what_arrived(
+    test_server: MisbehavingServer, kind: str
+) -> None:
+    result, _ = await run_async(kind, test_server, "error_mid", {"text": HALF}, deadline_s=30)
+    assert result.status is DeadlineStatus.ERROR
+    assert "CUDA out of memory" in (result.error or "")
+    assert result.findings == FINDINGS[:2]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dropped_connection_returns_status_error(test_server: MisbehavingServer, kind: str) -> None:
+    result, _ = run_sync(kind, test_server, "drop", {"text": HALF}, deadline_s=30)
+    assert result.status is DeadlineStatus.ERROR
+    assert result.error
+    assert result.text == HALF
+    assert result.findings == FINDINGS[:2]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_http_error_returns_status_error_naming_the_status(test_server: MisbehavingServer, kind: str) -> None:
+    result, _ = run_sync(kind, test_server, "http_error", {}, deadline_s=30)
+    assert result.status is DeadlineStatus.ERROR
+    assert "500" in (result.error or "") or "overloaded" in (result.error or "")
+    assert result.text == ""
+
+
+# --- output caps ----------------------------------------------------------------------------------
+
+
+def test_server_length_finish_is_length_cap(test_server: MisbehavingServer) -> None:
+    result, _ = run_sync("openai", test_server, "findings", {"finish": "length"}, deadline_s=30)
+    assert result.status is DeadlineStatus.LENGTH_CAP
+    assert result.finish_reason == "length"
+
+
+@pytest.mark.parametrize("kind", ["openai", "httpx2"])
+def test_client_cap_stops_the_stream_and_closes_it(
+    test_server: MisbehavingServer, kind: str, tag: str
+) -> None:
+    params = {"tag": tag, "delay_s": 0.01}
+    result, _ = run_sync(kind, test_server, "findings", params, max_output_tokens=5)
+    assert result.status is DeadlineStatus.LENGTH_CAP
+    assert result.usage.completion_tokens == 5
+    assert result.text == DOC[:40]
+    assert result.deadline_s is None
+    assert test_server.wait_disconnect(tag)
+
+
+async def test_async_client_cap_stops_the_stream(test_server: MisbehavingServer, tag: str) -> None:
+    params = {"tag": tag, "delay_s": 0.01}
+    result, _ = await run_async("httpx2", test_server, "findings", params, max_output_tokens=3)
+    assert result.status is DeadlineStatus.LENGTH_CAP
+    assert result.usage.completion_tokens == 3
+    assert await asyncio.to_thread(test_server.wait_disconnect, tag)
+
+
+# --- deadlines: absolute, past, model time --------------------------------------------------------
+
+
+def test_deadline_already_past_returns_at_once_without_a_request(
+    test_server: MisbehavingServer, tag: str
+) -> None:
+    result, took = run_sync("httpx2", test_server, "stall_headers", {"tag": tag}, deadline_s=0)
+    assert result.status is DeadlineStatus.DEADLINE
+    assert took < PROMPTNESS_S
+    assert not test_server.wait_disconnect(tag, timeout=0.2)  # the server never saw it
+
+
+@pytest.mark.parametrize("as_datetime", [False, True], ids=["unix-seconds", "datetime"])
+def test_absolute_deadline_cuts_off_at_that_time(
+    test_server: MisbehavingServer, tag: str, as_datetime: bool
+) -> None:
+    at = time.time() + 0.3
+    deadline_at: float | datetime = datetime.fromtimestamp(at, tz=UTC) if as_datetime else at
+    result, took = run_sync("httpx2", test_server, "stall_headers", {"tag": tag}, deadline_at=deadline_at)
+    assert result.status is DeadlineStatus.DEADLINE
+    assert took < 0.3 + PROMPTNESS_S
+    assert time.time() >= at
+
+
+def test_deadline_and_timings_are_in_model_time(
+    test_server: MisbehavingServer, tag: str, restore_time_scale: None
+) -> None:
+    _clock.set_time_scale(10.0)
+    result, took = run_sync("httpx2", test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=3.0)
+    assert result.status is DeadlineStatus.DEADLINE
+    assert 0.3 <= took < 0.3 + PROMPTNESS_S  # 3 model seconds are 0.3 real ones
+    assert result.timings.elapsed_s == pytest.approx(3.0, abs=10 * PROMPTNESS_S)
+    assert result.deadline_s == 3.0
+
+
+# --- cancellation ---------------------------------------------------------------------------------
+
+
+async def test_cancelling_the_caller_cancels_the_stream_and_propagates(
+    test_server: MisbehavingServer, tag: str
+) -> None:
+    client = httpx2.AsyncClient(base_url=test_server.url)
+    async with client:
+        call = asyncio.ensure_future(
+            astream_with_deadline(
+                client, deadline_s=30, **request_kwargs("httpx2", "stall_body", {"tag": tag})
+            )
+        )
+        await asyncio.sleep(0.2)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert busy_connections(client) == []
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert await asyncio.to_thread(test_server.wait_disconnect, tag)
+
+
+# --- the request span's notes ---------------------------------------------------------------------
+
+
+def _capturing_hook(captured: list[RequestNotes]) -> Any:
+    def hook(request: Any) -> None:
+        notes = current_request_notes()
+        if notes is not None:
+            captured.append(notes)
+
+    return hook
+
+
+def test_cut_off_stream_leaves_deadline_notes_for_the_request_span(test_server: MisbehavingServer) -> None:
+    captured: list[RequestNotes] = []
+    http = httpx2.Client(event_hooks={"request": [_capturing_hook(captured)]})
+    with openai.OpenAI(base_url=test_server.url + "/v1", api_key="k", http_client=http) as client:
+        result = stream_with_deadline(
+            client, deadline_s=0.3, **request_kwargs("openai", "stall_body", {"text": HALF})
+        )
+    assert result.status is DeadlineStatus.DEADLINE
+    (notes,) = captured
+    assert notes.error_type == ERROR_TYPE_DEADLINE
+    assert notes.attributes == {
+        REQUEST_DEADLINE_STATUS: "deadline",
+        REQUEST_SALVAGED_FINDINGS: 2,
+        REQUEST_TOKENS_SOURCE: "streamed",
+    }
+
+
+async def test_complete_async_stream_leaves_complete_notes(test_server: MisbehavingServer) -> None:
+    captured: list[RequestNotes] = []
+
+    async def hook(request: Any) -> None:
+        _capturing_hook(captured)(request)
+
+    async with httpx2.AsyncClient(base_url=test_server.url, event_hooks={"request": [hook]}) as client:
+        result = await astream_with_deadline(
+            client, deadline_s=30, **request_kwargs("httpx2", "findings", {})
+        )
+    assert result.status is DeadlineStatus.COMPLETE
+    (notes,) = captured
+    assert notes.error_type is None
+    assert notes.attributes == {
+        REQUEST_DEADLINE_STATUS: "complete",
+        REQUEST_SALVAGED_FINDINGS: len(FINDINGS),
+        REQUEST_TOKENS_SOURCE: "usage",
+    }
+
+
+# --- bad arguments --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"messages": []}, "deadline_s, deadline_at or max_output_tokens"),
+        ({"messages": [], "deadline_s": 1, "deadline_at": 2}, "not both"),
+        ({"messages": [], "deadline_s": -1}, "deadline_s must be a finite number"),
+        ({"messages": [], "deadline_s": float("nan")}, "deadline_s must be a finite number"),
+        ({"messages": [], "deadline_s": "10"}, "deadline_s must be a number"),
+        ({"messages": [], "deadline_at": "tomorrow"}, "deadline_at must be Unix seconds or a datetime"),
+        ({"messages": [], "max_output_tokens": 0}, "max_output_tokens must be a positive integer"),
+        ({"deadline_s": 1}, "messages .* or prompt"),
+        ({"messages": [], "prompt": "x", "deadline_s": 1}, "exactly one"),
+        ({"messages": [], "deadline_s": 1, "stream": False}, "stream=False"),
+        ({"messages": [], "deadline_s": 1, "n": 2}, "one choice"),
+        ({"messages": [], "deadline_s": 1, "model": ""}, "model is required"),
+        ({"messages": [], "deadline_s": 1, "extractor": "yaml"}, "unknown extractor"),
+    ],
+)
+def test_bad_arguments_raise_config_error_naming_the_problem(kwargs: dict[str, Any], message: str) -> None:
+    kwargs = {"model": "m", **kwargs}
+    with httpx2.Client(base_url="http://127.0.0.1:9") as client, pytest.raises(ConfigError, match=message):
+        stream_with_deadline(client, **kwargs)
+
+
+async def test_wrong_client_kinds_raise_config_error() -> None:
+    kwargs: dict[str, Any] = {"model": "m", "messages": [], "deadline_s": 1}
+    with pytest.raises(ConfigError, match="needs astream_with_deadline"):
+        stream_with_deadline(openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k"), **kwargs)
+    with pytest.raises(ConfigError, match="needs stream_with_deadline"):
+        await astream_with_deadline(httpx2.Client(base_url="http://127.0.0.1:9"), **kwargs)
+    with pytest.raises(ConfigError, match="no base_url"):
+        stream_with_deadline(httpx.Client(), **kwargs)
+    with pytest.raises(ConfigError, match="got str"):
+        stream_with_deadline("http://127.0.0.1:9", **kwargs)
+
+
+# --- extractors through the helper ----------------------------------------------------------------
+
+
+def test_jsonl_and_pattern_extractors_salvage_through_the_helper(test_server: MisbehavingServer) -> None:
+    lines = '{"id": 1}\n{"id": 2}\n{"id": 3, "cut'
+    result, _ = run_sync(
+        "httpx2", test_server, "stall_body", {"text": lines}, deadline_s=0.3, extractor="jsonl"
+    )
+    assert result.findings == [{"id": 1}, {"id": 2}]
+    text = "BUG a.py: leak\nBUG b.py: race\nBUG c.py: ha"
+    pattern = re.compile(r"BUG (?P<file>\S+): (?P<what>[^\n]+)\n")
+    result, _ = run_sync(
+        "httpx2", test_server, "stall_body", {"text": text}, deadline_s=0.3, extractor=pattern
+    )
+    assert result.findings == [{"file": "a.py", "what": "leak"}, {"file": "b.py", "what": "race"}]
+
+
+def test_a_failing_user_extractor_never_breaks_the_call(test_server: MisbehavingServer) -> None:
+    def broken(text: str) -> list[Any]:
+        raise RuntimeError("user bug")
+
+    result, _ = run_sync("httpx2", test_server, "findings", {}, deadline_s=30, extractor=broken)
+    assert result.status is DeadlineStatus.COMPLETE
+    assert result.text == DOC
+    assert result.findings == []
+    assert "user bug" in (result.error or "")
+
+
+def test_the_finder_example_keeps_a_cut_off_seed_as_degraded() -> None:
+    example = Path(__file__).parents[2] / "examples" / "finder_deadline.py"
+    args = ["--ceiling-s", "200", "--speed", "100", "--seed-tokens", "300,600,4000"]
+    command = [sys.executable, str(example), *args]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line[:1].isdigit() and " seeds " not in line]
+    assert [row[1] for row in rows] == ["complete", "complete", "deadline"]
+    assert int(rows[0][2]) >= 300  # min_tokens; the engine may draw more
+    assert int(rows[1][2]) >= 600
+    assert [row[3] for row in rows] == ["usage", "usage", "streamed"]
+    assert 600 < int(rows[2][2]) < 4000  # about 10.5 tok/s x 200 s fit before the ceiling
+    assert rows[2][-1] == "degraded"
+    # Cut within 100 ms (10 model seconds at speed 100) of the ceiling, in a fresh process.
+    assert 200 <= int(rows[2][4]) <= 210
+
+
+@pytest.mark.parametrize("kind", ["openai", "httpx2"])
+def test_reasoning_deltas_are_kept_apart_from_the_answer(test_server: MisbehavingServer, kind: str) -> None:
+    thinking = "Check {every} [bracket] first."
+    result, _ = run_sync(kind, test_server, "findings", {"reasoning": thinking}, deadline_s=30)
+    assert result.status is DeadlineStatus.COMPLETE
+    assert result.reasoning == thinking
+    assert result.text == DOC
+    assert result.findings == FINDINGS
