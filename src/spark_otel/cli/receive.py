@@ -1,0 +1,186 @@
+"""Scrape inference engines' /metrics on an interval and re-export them as OpenTelemetry metrics.
+
+Each --engine NAME=URL is a vLLM (V1 names, and the V0 names that were renamed), SGLang or
+llama.cpp server; the kind is detected from its metrics. Generation and prompt token
+counters, running and waiting requests and KV-cache fill become spark_otel.engine.* metrics
+with a spark_otel.engine attribute, plus generation and prompt token rates derived from
+consecutive scrapes (the mapping table is in docs/receivers.md). With --gpu, the GPU's
+utilization, power, energy, clocks and memory are sampled beside them.
+
+Where it goes: every scrape is written to the embedded store (the default, or --store
+PATH); with OTEL_EXPORTER_OTLP_ENDPOINT set, the metrics are exported over OTLP as well (and
+the store is kept only with --store or SPARK_OTEL_STORE). An engine that is down is logged,
+counted (spark_otel.receiver.errors), reported as spark_otel.engine.up = 0 and retried with
+backoff while the others are served. Ctrl-C stops cleanly.
+
+  spark-otel receive --engine qwen=http://127.0.0.1:8011 --engine nemotron=http://127.0.0.1:8012
+  spark-otel receive --engine qwen=http://127.0.0.1:8011 --once     # one scrape, as a table
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from typing import Any
+
+from ._common import add_store_argument, print_json, print_table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="an engine to scrape, e.g. qwen=http://127.0.0.1:8011 (repeatable)",
+    )
+    parser.add_argument(
+        "--interval", type=float, default=5.0, metavar="S", help="seconds between scrapes (5)"
+    )
+    parser.add_argument(
+        "--gpu",
+        choices=["auto", "nvml", "smi", "sim"],
+        default=None,
+        help="also sample the GPU from this source",
+    )
+    parser.add_argument(
+        "--sim-url", metavar="URL", help="with --gpu sim: the simulated engine to read /sim/gpu from"
+    )
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per-scrape timeout (5)")
+    parser.add_argument("--once", action="store_true", help="scrape once, print a table, and exit")
+    parser.add_argument("--json", action="store_true", help="with --once: print JSON instead of a table")
+    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    add_store_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .._exceptions import ConfigError, SparkOtelError
+    from ..receivers.gpu import open_gpu_source
+    from ..receivers.receiver import Receiver, parse_engine_spec
+    from ..telemetry import configure
+
+    targets = [parse_engine_spec(spec) for spec in args.engine]
+    if not targets and args.gpu is None:
+        raise ConfigError("nothing to receive: give --engine NAME=URL (repeatable) and/or --gpu SOURCE")
+    if args.interval <= 0:
+        raise ConfigError(f"--interval must be positive, got {args.interval}")
+    gpu_url = args.sim_url or (targets[0].url if args.gpu == "sim" and targets else None)
+    gpu = open_gpu_source(args.gpu, sim_url=gpu_url) if args.gpu else None
+
+    store_choice: Any = args.store if args.store else None
+    telemetry = configure(
+        service_name=os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-receiver",
+        store=store_choice,
+        metric_export_interval_ms=max(1000, int(args.interval * 1000)),
+        set_global=False,
+    )
+    receiver = Receiver(
+        targets,
+        interval_s=args.interval,
+        meter_provider=telemetry.meter_provider,
+        store=telemetry.store,
+        gpu=gpu,
+        timeout_s=args.timeout,
+        close_gpu=True,
+    )
+    try:
+        if args.once:
+            results = receiver.scrape_once()
+            return _print_once(targets, results, receiver, args.json, SparkOtelError)
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        receiver.start()
+        try:
+            stop.wait(args.duration)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        return 0
+    finally:
+        receiver.stop()
+        telemetry.shutdown()
+
+
+def _print_once(targets: list, results: dict, receiver: Any, as_json: bool, error_type: type) -> int:
+    failed = {name: str(value) for name, value in results.items() if isinstance(value, error_type)}
+    if as_json:
+        print_json(
+            {
+                "engines": {
+                    t.name: (
+                        results[t.name].model_dump() if t.name not in failed else {"error": failed[t.name]}
+                    )
+                    for t in targets
+                },
+                "gpu": [r.model_dump() for r in receiver.gpu_readings()],
+                "errors": failed,
+            }
+        )
+    else:
+        rows = []
+        for t in targets:
+            snap = results[t.name]
+            if t.name in failed:
+                rows.append([t.name, "-", t.url, "down", "", "", "", "", ""])
+                continue
+            rows.append(
+                [
+                    t.name,
+                    snap.kind,
+                    t.url,
+                    "up",
+                    _num(snap.generation_tokens),
+                    _num(snap.prompt_tokens),
+                    _num(snap.requests_running),
+                    _num(snap.requests_waiting),
+                    f"{snap.kv_cache_usage:.1%}" if snap.kv_cache_usage is not None else "-",
+                ]
+            )
+        if rows:
+            print_table(
+                "engines",
+                [
+                    "engine",
+                    "kind",
+                    "url",
+                    "state",
+                    "generation tok",
+                    "prompt tok",
+                    "running",
+                    "waiting",
+                    "KV cache",
+                ],
+                rows,
+            )
+        readings = receiver.gpu_readings()
+        if readings:
+            print_table(
+                "GPU",
+                ["gpu", "name", "util", "power W", "energy J", "SM MHz", "memory used"],
+                [
+                    [
+                        r.gpu_id,
+                        r.name,
+                        f"{r.utilization:.0%}" if r.utilization is not None else "-",
+                        _num(r.power_w, 1),
+                        _num(r.energy_j, 1),
+                        _num(r.sm_clock_mhz),
+                        _num(r.memory_used_bytes),
+                    ]
+                    for r in readings
+                ],
+            )
+    if failed:
+        import sys
+
+        for name, message in failed.items():
+            print(f"spark-otel: error: {name}: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"

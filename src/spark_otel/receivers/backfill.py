@@ -1,0 +1,480 @@
+"""Backfill: eval records that already exist (JSON, JSON Lines, CSV) as cells with their real times.
+
+The article's neighbour-cost numbers came from the eval's own records: per cell,
+``usage.completion_tokens / elapsed_s``, with the cell's start reconstructed from the record
+file's mtime minus its elapsed time (Appendix D). A `FieldMapping` says declaratively where
+each cell field lives in a record: dotted paths (``usage.completion_tokens``), templates that
+join several fields (``"{pr} {angle} run{run}"``), how status strings map to cell statuses,
+and where the time comes from, in this order: start and end fields; start plus elapsed; end
+minus elapsed; the file's mtime minus elapsed (meant for one-record-per-file layouts).
+
+A timeout (a true ``timeout_flag`` or a status that maps to ``deadline``) becomes a
+``deadline`` cell; without tokens it stays a timeout with no rate, listed but never averaged.
+Each cell's uid is a hash of (file, record position), so backfilling the same files again
+replaces those cells instead of duplicating them. A record that does not fit is reported
+with its file and line and skipped; the others still load.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .. import _semconv as sc
+from .._exceptions import ConfigError, InputError
+from ..model import Cell, CellStatus
+
+__all__ = [
+    "BackfillResult",
+    "FieldMapping",
+    "RecordError",
+    "backfill_files",
+    "cell_from_record",
+    "cell_span_attributes",
+    "export_cells_as_spans",
+    "load_mapping",
+    "read_records",
+]
+
+_NS_PER_S = 1_000_000_000
+_TEMPLATE = re.compile(r"\{([^{}]+)\}")
+DEFAULT_STATUS_VALUES: dict[str, CellStatus] = {
+    **dict.fromkeys(
+        ("ok", "complete", "completed", "success", "succeeded", "done", "pass", "fail"), CellStatus.OK
+    ),
+    **dict.fromkeys(
+        ("timeout", "timed_out", "timedout", "deadline", "cutoff", "cut_off"), CellStatus.DEADLINE
+    ),
+    **dict.fromkeys(("length", "length_cap", "max_tokens", "truncated"), CellStatus.LENGTH_CAP),
+    **dict.fromkeys(("error", "failed", "failure", "exception", "crashed"), CellStatus.ERROR),
+}
+
+
+class FieldMapping(BaseModel):
+    """Where a record keeps each cell field. Paths are dotted (``usage.completion_tokens``);
+    a value with ``{...}`` is a template over paths (``"{pr} {angle} run{run}"``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="the mapping's name, recorded on every cell it makes")
+    description: str = ""
+    cell_id: str = Field(description="path or template giving the cell's id; 'a || b' tries each in turn")
+    eval_name: str | None = Field(default=None, description="path to the eval name; else --eval")
+    engine: str | None = Field(default=None, description="path to the engine name; else --engine")
+    prompt_tokens: str | None = None
+    completion_tokens: str | None = None
+    elapsed: str | None = Field(default=None, description="path to the cell's elapsed time")
+    elapsed_unit: str = Field(default="s", pattern="^(s|ms|ns)$")
+    start: str | None = Field(default=None, description="path to the start time: ISO 8601, or Unix s/ms/ns")
+    end: str | None = Field(default=None, description="path to the end time: ISO 8601, or Unix s/ms/ns")
+    mtime_is_end: bool = Field(
+        default=True, description="without start/end fields, the file's mtime is the end"
+    )
+    status: str | None = Field(default=None, description="path to a status string")
+    status_values: dict[str, CellStatus] = Field(
+        default_factory=dict, description="extra status strings (lower case) and the cell status each means"
+    )
+    timeout_flag: str | None = Field(default=None, description="path to a boolean that is true for a timeout")
+    deadline_s: str | float | None = Field(
+        default=None, description="path to the per-cell ceiling, or a number"
+    )
+    workers: str | None = None
+    attributes: dict[str, str] = Field(default_factory=dict, description="attribute name -> path")
+
+
+@dataclass(frozen=True)
+class RecordError:
+    file: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class BackfillResult:
+    cells: list[Cell] = field(default_factory=list)
+    errors: list[RecordError] = field(default_factory=list)
+    records: int = 0
+
+
+# -- mappings ------------------------------------------------------------------------------------------
+def load_mapping(name_or_path: str) -> FieldMapping:
+    """A built-in mapping by name, or a JSON file holding one."""
+    from .mappings import BUILTIN_MAPPINGS
+
+    if name_or_path in BUILTIN_MAPPINGS:
+        return BUILTIN_MAPPINGS[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ConfigError(
+            f"--mapping {name_or_path!r}: neither a built-in mapping ({', '.join(sorted(BUILTIN_MAPPINGS))}) "
+            "nor a JSON file"
+        )
+    try:
+        return FieldMapping.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError, OSError) as exc:
+        raise ConfigError(f"{path}: not a valid field mapping: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or 'mapping'}: {err['msg']}"
+    return str(exc)
+
+
+# -- reading records -----------------------------------------------------------------------------------
+def read_records(path: Path) -> Iterator[tuple[int | None, Any]]:
+    """(line or position, record) for each record; a record that cannot be parsed yields
+    ``(line, InputError)`` so the caller reports it and goes on. A JSON array's records are
+    numbered from 1 by position."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            with path.open(encoding="utf-8-sig") as handle:
+                for lineno, line in enumerate(handle, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        yield lineno, json.loads(line)
+                    except ValueError as exc:
+                        yield lineno, InputError(f"not valid JSON: {exc}")
+        elif suffix == ".csv":
+            with path.open(encoding="utf-8-sig", newline="") as handle:
+                reader = csv.DictReader(handle)
+                for row in reader:
+                    if None in row:
+                        yield reader.line_num, InputError(f"{len(row[None])} more fields than the header has")
+                    else:
+                        yield reader.line_num, row
+        else:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8-sig"))
+            except ValueError as exc:
+                raise InputError(f"{path}: not valid JSON ({exc}); use .jsonl for JSON Lines") from exc
+            if isinstance(data, list):
+                yield from enumerate(data, start=1)
+            else:
+                yield None, data
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text: {exc}") from exc
+
+
+# -- one record ------------------------------------------------------------------------------------------
+_MISSING = object()
+
+
+def _lookup(record: Any, path: str) -> Any:
+    value = record
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return _MISSING
+    return value
+
+
+def _text(record: Any, spec: str) -> str | object:
+    """A path or template; ``a || b`` tries each alternative in turn."""
+    if "||" in spec:
+        for alternative in spec.split("||"):
+            found = _text(record, alternative.strip())
+            if found is not _MISSING:
+                return found
+        return _MISSING
+    if "{" not in spec:
+        value = _lookup(record, spec)
+        return value if value is _MISSING else str(value)
+    missing = [p for p in _TEMPLATE.findall(spec) if _lookup(record, p) is _MISSING]
+    if missing:
+        return _MISSING
+    return _TEMPLATE.sub(lambda m: str(_lookup(record, m.group(1))), spec)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} is a boolean, not a number")
+    if isinstance(value, int | float):
+        number = float(value)
+    else:
+        try:
+            number = float(str(value).replace(",", "").strip())
+        except ValueError:
+            raise ValueError(f"{what} is {value!r}, not a number") from None
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{what} is {value!r}; expected a non-negative number")
+    return number
+
+
+def _int(value: Any, what: str) -> int:
+    number = _number(value, what)
+    if number != int(number):
+        raise ValueError(f"{what} is {value!r}, not a whole number")
+    return int(number)
+
+
+def _time_ns(value: Any, what: str) -> int:
+    """ISO 8601 (naive means UTC) or a Unix time in s, ms or ns (told apart by magnitude)."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number: float | None = float(text)
+        except ValueError:
+            number = None
+        if number is None:
+            try:
+                moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"{what} is {value!r}, neither ISO 8601 nor a Unix time") from None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            return round(moment.timestamp() * 1_000_000) * 1000
+        value = number
+    number = _number(value, what)
+    if number >= 1e17:
+        return int(number)
+    if number >= 1e11:
+        return round(number * 1_000_000)
+    return round(number * _NS_PER_S)
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "y", "t")
+    return bool(value)
+
+
+def record_uid(path: Path, position: int | None) -> str:
+    """16 hex digits: usable as an OTel span id, so store and OTLP paths agree on it."""
+    digest = hashlib.sha256(f"{path.resolve()}|{position}".encode()).hexdigest()
+    uid = digest[:16]
+    return uid if uid != "0" * 16 else "0" * 15 + "1"
+
+
+def cell_from_record(
+    record: Any,
+    mapping: FieldMapping,
+    *,
+    uid: str,
+    eval_name: str | None,
+    engine: str | None = None,
+    file_mtime_ns: int | None = None,
+) -> Cell:
+    """One record to one cell (pure). Raises ValueError saying which field does not fit."""
+    if not isinstance(record, dict):
+        raise ValueError(f"a record must be an object, got {type(record).__name__}")
+    cell_id = _text(record, mapping.cell_id)
+    if cell_id is _MISSING:
+        raise ValueError(f"no cell id at {mapping.cell_id!r}")
+    name = eval_name
+    if mapping.eval_name:
+        found = _text(record, mapping.eval_name)
+        name = str(found) if found is not _MISSING else eval_name
+    if not name:
+        raise ValueError(f"no eval name at {mapping.eval_name!r}; give --eval NAME")
+    record_engine = _text(record, mapping.engine) if mapping.engine else _MISSING
+
+    def optional(path: str | None, convert: Any, what: str) -> Any:
+        if not path:
+            return None
+        raw = _lookup(record, path)
+        return None if raw is _MISSING else convert(raw, f"{what} ({path})")
+
+    prompt = optional(mapping.prompt_tokens, _int, "prompt tokens")
+    completion = optional(mapping.completion_tokens, _int, "completion tokens")
+    scale = {"s": 1.0, "ms": 1e-3, "ns": 1e-9}[mapping.elapsed_unit]
+    elapsed_raw = optional(mapping.elapsed, _number, "elapsed")
+    elapsed_ns = round(elapsed_raw * scale * _NS_PER_S) if elapsed_raw is not None else None
+    start = optional(mapping.start, _time_ns, "start")
+    end = optional(mapping.end, _time_ns, "end")
+    if start is not None and end is None and elapsed_ns is not None:
+        end = start + elapsed_ns
+    elif end is not None and start is None and elapsed_ns is not None:
+        start = end - elapsed_ns
+    elif start is None and end is None and elapsed_ns is not None and mapping.mtime_is_end and file_mtime_ns:
+        end, start = file_mtime_ns, file_mtime_ns - elapsed_ns
+    if start is None or end is None:
+        raise ValueError(
+            "cannot place the cell in time: need start and end, or one of them and elapsed"
+            + (
+                f" (elapsed at {mapping.elapsed!r} is missing)"
+                if mapping.elapsed and elapsed_ns is None
+                else ""
+            )
+        )
+    if end < start:
+        raise ValueError(f"ends before it starts ({(end - start) / 1e9:.3f} s)")
+
+    status = CellStatus.OK
+    if mapping.status:
+        raw_status = _lookup(record, mapping.status)
+        if raw_status is not _MISSING:
+            key = str(raw_status).strip().lower()
+            known = {**DEFAULT_STATUS_VALUES, **mapping.status_values}
+            if key not in known:
+                raise ValueError(
+                    f"status {raw_status!r} at {mapping.status!r} is not one this mapping knows "
+                    "(add it to status_values)"
+                )
+            status = known[key]
+    if mapping.timeout_flag:
+        raw_flag = _lookup(record, mapping.timeout_flag)
+        if raw_flag is not _MISSING and _flag(raw_flag):
+            status = CellStatus.DEADLINE
+    deadline: float | None
+    if isinstance(mapping.deadline_s, int | float):
+        deadline = float(mapping.deadline_s)
+    else:
+        deadline = optional(mapping.deadline_s, _number, "deadline")
+    workers = optional(mapping.workers, _int, "workers")
+    attributes: dict[str, str | int | float | bool] = {"spark_otel.backfill.mapping": mapping.name}
+    for attr, path in mapping.attributes.items():
+        value = _lookup(record, path)
+        if isinstance(value, str | int | float | bool):
+            attributes[attr] = value
+    return Cell(
+        uid=uid,
+        eval_name=str(name),
+        cell_id=str(cell_id),
+        engine=str(record_engine) if record_engine is not _MISSING else engine,
+        start_unix_ns=start,
+        end_unix_ns=end,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        status=status,
+        deadline_s=deadline,
+        deadline_hit=status is CellStatus.DEADLINE,
+        workers=workers,
+        source="backfill",
+        attributes=attributes,
+    )
+
+
+def backfill_files(
+    paths: Iterable[str | os.PathLike[str]],
+    mapping: FieldMapping,
+    *,
+    eval_name: str | None,
+    engine: str | None = None,
+) -> BackfillResult:
+    """Every record of every file as a cell; records (and files) that do not fit become errors."""
+    result = BackfillResult()
+    for raw_path in paths:
+        path = Path(raw_path)
+        try:
+            mtime_ns = path.stat().st_mtime_ns
+            for position, record in read_records(path):
+                result.records += 1
+                if isinstance(record, InputError):
+                    result.errors.append(RecordError(str(path), position, str(record)))
+                    continue
+                try:
+                    result.cells.append(
+                        cell_from_record(
+                            record,
+                            mapping,
+                            uid=record_uid(path, position),
+                            eval_name=eval_name,
+                            engine=engine,
+                            file_mtime_ns=mtime_ns,
+                        )
+                    )
+                except ValueError as exc:  # pydantic's ValidationError is a ValueError too
+                    result.errors.append(RecordError(str(path), position, str(exc).splitlines()[0]))
+        except InputError as exc:
+            result.errors.append(RecordError(str(path), None, str(exc).removeprefix(f"{path}: ")))
+        except OSError as exc:
+            result.errors.append(RecordError(str(path), None, f"cannot read: {exc.strerror or exc}"))
+    return result
+
+
+# -- as spans ------------------------------------------------------------------------------------------
+def cell_span_attributes(cell: Cell) -> dict[str, Any]:
+    """The attributes a live cell span carries, so collectors and the store see the same cell."""
+    attrs: dict[str, Any] = {
+        sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
+        sc.EVAL_NAME: cell.eval_name,
+        sc.CELL_ID: cell.cell_id,
+        sc.CELL_STATUS: cell.status.value,
+        sc.CELL_DEADLINE_HIT: cell.deadline_hit,
+        sc.CELL_ELAPSED_S: cell.elapsed_s,
+        sc.CELL_SOURCE: cell.source,
+    }
+    optional = {
+        sc.ENGINE: cell.engine,
+        sc.CELL_PROMPT_TOKENS: cell.prompt_tokens,
+        sc.CELL_COMPLETION_TOKENS: cell.completion_tokens,
+        sc.CELL_DEADLINE_S: cell.deadline_s,
+        sc.CELL_WORKERS: cell.workers,
+        sc.CELL_DECODE_RATE: cell.decode_rate,
+    }
+    attrs.update({k: v for k, v in optional.items() if v is not None})
+    attrs.update(cell.attributes)
+    return attrs
+
+
+def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
+    """Emit each cell as a span with its historical start and end (span id = the cell's uid).
+
+    ``tracer_provider`` should be one made for the backfill with `FixedIdGenerator`, so the
+    span ids (and so the uids the store exporter or collector derive) are the cells' uids.
+    """
+    from opentelemetry.trace import Status, StatusCode
+
+    tracer = tracer_provider.get_tracer("spark_otel.receivers.backfill", schema_url=sc.SCHEMA_URL)
+    ids = getattr(tracer_provider, "id_generator", None)
+    count = 0
+    for cell in cells:
+        if isinstance(ids, FixedIdGenerator):
+            ids.next_uid(cell.uid)
+        span = tracer.start_span(
+            f"cell {cell.cell_id}", start_time=cell.start_unix_ns, attributes=cell_span_attributes(cell)
+        )
+        if cell.status is CellStatus.ERROR:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(end_time=cell.end_unix_ns)
+        count += 1
+    return count
+
+
+class FixedIdGenerator(IdGenerator):
+    """Span and trace ids derived from the next cell's uid; random once none is queued."""
+
+    def __init__(self) -> None:
+        self._random = RandomIdGenerator()
+        self._uid: str | None = None
+
+    def next_uid(self, uid: str) -> None:
+        self._uid = uid
+
+    def generate_span_id(self) -> int:
+        if self._uid is None:
+            return self._random.generate_span_id()
+        uid, self._uid = self._uid, None
+        return int(uid[:16], 16) or 1
+
+    def generate_trace_id(self) -> int:
+        if self._uid is None:
+            return self._random.generate_trace_id()
+        return int(hashlib.sha256(self._uid.encode()).hexdigest()[:32], 16) or 1

@@ -1,0 +1,369 @@
+"""Read an inference engine's own counters from its Prometheus ``/metrics`` endpoint.
+
+The article's throughput truths came from ``vllm:generation_tokens_total`` read before and
+after a window, not from the GPU's busy gauge. `scrape_engine` reads one snapshot of the
+counters and gauges that matter (generation and prompt tokens, running and waiting requests,
+KV-cache fill) from vLLM (V1 names, and the V0 names that were renamed), SGLang or llama.cpp;
+`counter_delta` turns two snapshots into token counts and rates over the window between them.
+
+Parsing is `prometheus_client`'s exposition parser, keyed on ``# TYPE`` (never on a name's
+suffix: ``vllm:iteration_tokens_total`` is a histogram). ``*_created`` families are dropped
+except to notice a counter restart. Data-parallel vLLM reports one series per ``engine``
+label; the snapshot sums them (the KV-cache fraction is averaged), and keeps only the series
+of ``model_name`` when one is given.
+
+    >>> before = scrape_engine("http://127.0.0.1:8011")
+    >>> ...                                           # run the load
+    >>> counter_delta(before, scrape_engine("http://127.0.0.1:8011")).generation_rate
+    80.5
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx2
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, ConfigDict
+
+from .. import _clock
+from .._exceptions import EngineError
+
+__all__ = [
+    "CONCEPTS",
+    "CounterDelta",
+    "EngineKind",
+    "EngineSnapshot",
+    "ascrape_engine",
+    "counter_delta",
+    "metrics_url",
+    "parse_metrics",
+    "scrape_engine",
+]
+
+_logger = logging.getLogger(__name__)
+
+EngineKind = Literal["vllm", "sglang", "llamacpp"]
+_NS_PER_S = 1_000_000_000
+_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Concept:
+    """One quantity the snapshot reports, and the exposed sample names that carry it per engine.
+
+    Names are listed newest first: when a scrape exposes both (vLLM 0.10 still printed the
+    deprecated ``gpu_cache_usage_perc`` beside ``kv_cache_usage_perc``), only the first present
+    is read, so nothing is counted twice.
+    """
+
+    field: str
+    kind: Literal["counter", "gauge"]
+    combine: Literal["sum", "mean"]
+    names: Mapping[str, tuple[str, ...]]
+
+
+CONCEPTS: tuple[_Concept, ...] = (
+    _Concept(
+        "generation_tokens",
+        "counter",
+        "sum",
+        {
+            "vllm": ("vllm:generation_tokens_total",),
+            "sglang": ("sglang:generation_tokens_total",),
+            "llamacpp": ("llamacpp:tokens_predicted_total",),
+        },
+    ),
+    _Concept(
+        "prompt_tokens",
+        "counter",
+        "sum",
+        {
+            "vllm": ("vllm:prompt_tokens_total",),
+            "sglang": ("sglang:prompt_tokens_total",),
+            "llamacpp": ("llamacpp:prompt_tokens_total",),
+        },
+    ),
+    _Concept(
+        "requests_running",
+        "gauge",
+        "sum",
+        {
+            "vllm": ("vllm:num_requests_running",),
+            "sglang": ("sglang:num_running_reqs",),
+            "llamacpp": ("llamacpp:requests_processing",),
+        },
+    ),
+    _Concept(
+        "requests_waiting",
+        "gauge",
+        "sum",
+        {
+            "vllm": ("vllm:num_requests_waiting",),
+            "sglang": ("sglang:num_queue_reqs",),
+            "llamacpp": ("llamacpp:requests_deferred",),
+        },
+    ),
+    _Concept(
+        "kv_cache_usage",
+        "gauge",
+        "mean",
+        {
+            "vllm": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+            "sglang": ("sglang:token_usage",),
+            "llamacpp": ("llamacpp:kv_cache_usage_ratio",),
+        },
+    ),
+)
+_PREFIXES: tuple[tuple[str, EngineKind], ...] = (
+    ("vllm:", "vllm"),
+    ("sglang:", "sglang"),
+    ("llamacpp:", "llamacpp"),
+)
+
+
+class EngineSnapshot(BaseModel):
+    """One scrape of one engine: cumulative token counters and the gauges at ``unix_ns``.
+
+    A field is None when this engine (or this build of it) does not expose that quantity,
+    e.g. ``kv_cache_usage`` on current llama.cpp builds.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    kind: EngineKind
+    unix_ns: int
+    model_name: str | None = None
+    generation_tokens: float | None = None
+    prompt_tokens: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None
+    counters_created_unix_s: float | None = None
+    model_names: tuple[str, ...] = ()
+
+
+class CounterDelta(BaseModel):
+    """What an engine produced between two snapshots; elapsed and rates are in model time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    start_unix_ns: int
+    end_unix_ns: int
+    elapsed_s: float
+    generation_tokens: float | None
+    prompt_tokens: float | None
+    generation_rate: float | None
+    prompt_rate: float | None
+    reset: bool = False
+
+
+def metrics_url(url: str) -> str:
+    """The ``/metrics`` address for an engine given as a base URL, an OpenAI ``/v1`` URL or itself."""
+    base = url.strip().rstrip("/")
+    if base.endswith("/metrics"):
+        return base
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return base + "/metrics"
+
+
+def _families(text: str, url: str) -> list[Any]:
+    text = text.lstrip("\ufeff")
+    if not text.endswith("\n"):
+        text += "\n"
+    try:
+        return list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise EngineError(f"{url}: /metrics is not valid Prometheus text: {exc}") from exc
+
+
+def parse_metrics(
+    text: str, *, url: str, unix_ns: int, model_name: str | None = None, kind: EngineKind | None = None
+) -> EngineSnapshot:
+    """Build a snapshot from exposition text (pure; `scrape_engine` does the HTTP).
+
+    Raises `EngineError` when the text does not parse, carries no metrics of a known engine,
+    or has no series for ``model_name``.
+    """
+    families = _families(text, url)
+    typed: dict[str, tuple[str, list[Any]]] = {}
+    for family in families:
+        if family.name.endswith("_created"):
+            continue
+        for sample in family.samples:
+            typed.setdefault(sample.name, (family.type, []))[1].append(sample)
+    engine_kind = kind or _detect_kind(typed)
+    if engine_kind is None:
+        raise EngineError(f"{url}: /metrics has no vLLM, SGLang or llama.cpp metrics (is this an engine?)")
+    created_names = {n.removesuffix("_total") + "_created" for n in CONCEPTS[0].names[engine_kind]}
+    created = [
+        s
+        for family in families
+        if family.name in created_names
+        for s in family.samples
+        if s.name in created_names
+    ]
+
+    served = sorted(
+        {
+            s.labels["model_name"]
+            for name, (_, samples) in typed.items()
+            if name.startswith(f"{engine_kind}:")
+            for s in samples
+            if "model_name" in s.labels
+        }
+    )
+    if model_name is not None and served and model_name not in served:
+        raise EngineError(f"{url}: no series for model {model_name!r}; the engine serves {', '.join(served)}")
+
+    def keep(samples: Iterable[Any]) -> list[float]:
+        return [
+            float(s.value)
+            for s in samples
+            if model_name is None or s.labels.get("model_name", model_name) == model_name
+        ]
+
+    values: dict[str, float | None] = {}
+    for concept in CONCEPTS:
+        values[concept.field] = None
+        for name in concept.names[engine_kind]:
+            entry = typed.get(name)
+            if entry is None or entry[0] not in (concept.kind, "unknown", "untyped"):
+                continue
+            numbers = keep(entry[1])
+            if not numbers:
+                continue
+            total = sum(numbers)
+            values[concept.field] = total / len(numbers) if concept.combine == "mean" else total
+            break
+    created_values = keep(created)
+    return EngineSnapshot(
+        url=url,
+        kind=engine_kind,
+        unix_ns=unix_ns,
+        model_name=model_name,
+        counters_created_unix_s=max(created_values) if created_values else None,
+        model_names=tuple(served),
+        **values,
+    )
+
+
+def _detect_kind(typed: Mapping[str, Any]) -> EngineKind | None:
+    counts = {kind: 0 for _, kind in _PREFIXES}
+    for name in typed:
+        for prefix, kind in _PREFIXES:
+            if name.startswith(prefix):
+                counts[kind] += 1
+    best = max(counts, key=lambda k: counts[k])
+    return best if counts[best] else None
+
+
+def _check_response(url: str, status_code: int, body: bytes) -> str:
+    if status_code != 200:
+        raise EngineError(f"{url}: /metrics answered HTTP {status_code}")
+    if len(body) > _MAX_BODY_BYTES:
+        raise EngineError(f"{url}: /metrics answer is larger than {_MAX_BODY_BYTES} bytes")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EngineError(f"{url}: /metrics answer is not UTF-8 text: {exc}") from exc
+
+
+def scrape_engine(
+    url: str,
+    *,
+    client: Any | None = None,
+    timeout_s: float = 5.0,
+    model_name: str | None = None,
+    kind: EngineKind | None = None,
+) -> EngineSnapshot:
+    """Scrape ``url``'s ``/metrics`` once; ``client`` may be an httpx2 or httpx ``Client``.
+
+    Raises `EngineError` naming the URL when it is unreachable, answers non-200, or answers
+    something that is not an engine's metrics.
+    """
+    target = metrics_url(url)
+    try:
+        if client is None:
+            with httpx2.Client(timeout=timeout_s) as own:
+                response = own.get(target)
+        else:
+            response = client.get(target, timeout=timeout_s)
+        body = response.content
+    except Exception as exc:  # httpx2 and httpx raise unrelated exception trees
+        raise EngineError(f"{target}: cannot read engine metrics: {type(exc).__name__}: {exc}") from exc
+    text = _check_response(target, response.status_code, body)
+    return parse_metrics(text, url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
+
+
+async def ascrape_engine(
+    url: str,
+    *,
+    client: Any | None = None,
+    timeout_s: float = 5.0,
+    model_name: str | None = None,
+    kind: EngineKind | None = None,
+) -> EngineSnapshot:
+    """Async twin of `scrape_engine`; ``client`` may be an httpx2 or httpx ``AsyncClient``."""
+    target = metrics_url(url)
+    try:
+        if client is None:
+            async with httpx2.AsyncClient(timeout=timeout_s) as own:
+                response = await own.get(target)
+        else:
+            response = await client.get(target, timeout=timeout_s)
+        body = response.content
+    except Exception as exc:
+        raise EngineError(f"{target}: cannot read engine metrics: {type(exc).__name__}: {exc}") from exc
+    text = _check_response(target, response.status_code, body)
+    return parse_metrics(text, url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
+
+
+def _counter_step(before: float | None, after: float | None, restarted: bool) -> tuple[float | None, bool]:
+    """Increase of a cumulative counter; after a restart the counter began again at zero."""
+    if before is None or after is None:
+        return None, False
+    if restarted or after < before:
+        return after, True
+    return after - before, False
+
+
+def counter_delta(before: EngineSnapshot, after: EngineSnapshot) -> CounterDelta:
+    """Tokens an engine produced between two snapshots, and the rates over the window.
+
+    A counter that went down, or whose ``_created`` time moved, was reset (the engine
+    restarted): the delta is then the new value, counted from zero, and ``reset`` is True.
+    """
+    if after.unix_ns < before.unix_ns:
+        before, after = after, before
+    restarted = (
+        before.counters_created_unix_s is not None
+        and after.counters_created_unix_s is not None
+        and after.counters_created_unix_s > before.counters_created_unix_s + 1e-6
+    )
+    generation, gen_reset = _counter_step(before.generation_tokens, after.generation_tokens, restarted)
+    prompt, prompt_reset = _counter_step(before.prompt_tokens, after.prompt_tokens, restarted)
+    elapsed_s = (after.unix_ns - before.unix_ns) / _NS_PER_S
+
+    def rate(tokens: float | None) -> float | None:
+        return tokens / elapsed_s if tokens is not None and elapsed_s > 0 else None
+
+    if gen_reset or prompt_reset:
+        _logger.info("engine %s counters were reset between scrapes (engine restart)", after.url)
+    return CounterDelta(
+        url=after.url,
+        start_unix_ns=before.unix_ns,
+        end_unix_ns=after.unix_ns,
+        elapsed_s=elapsed_s,
+        generation_tokens=generation,
+        prompt_tokens=prompt,
+        generation_rate=rate(generation),
+        prompt_rate=rate(prompt),
+        reset=gen_reset or prompt_reset,
+    )

@@ -1,0 +1,275 @@
+"""Backfill: eval records to cells with historical times; Appendix D figures; bad rows; the CLI; spans."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.receivers.metrics_server import DATA, OtlpSink
+
+from spark_otel._exceptions import ConfigError
+from spark_otel.cli import main
+from spark_otel.model import CellStatus
+from spark_otel.receivers.backfill import (
+    FieldMapping,
+    FixedIdGenerator,
+    backfill_files,
+    export_cells_as_spans,
+    load_mapping,
+)
+from spark_otel.store import Store
+from spark_otel.store_exporters import StoreSpanExporter
+
+BACKFILL = DATA / "backfill"
+SERIAL = BACKFILL / "serial-arm-2026-09-17.jsonl"
+CSV = BACKFILL / "cells-with-bad-rows.csv"
+OPENAI = BACKFILL / "requests-openai-usage.jsonl"
+
+# Appendix D: tok/s per cell as published (elapsed there is rounded to whole seconds).
+APPENDIX_D_RATES = {
+    "B #454 tests run2": 9.53,
+    "B #454 tests run3": 8.39,
+    "B #454 quality run3": 9.01,
+    "B #454 security run3": 5.25,
+    "F #11 correctness run3": 10.97,
+    "F #11 tests run1": 10.14,
+    "F #11 tests run2": 10.14,
+    "F #11 tests run3": 10.01,
+    "F #11 quality run1": 10.47,
+    "F #11 quality run2": 10.92,
+}
+
+
+def _ns(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()) * 1_000_000_000
+
+
+def test_appendix_d_records_reproduce_the_published_rates_and_keep_timeouts() -> None:
+    result = backfill_files([SERIAL], load_mapping("spark-bench"), eval_name=None)
+    assert result.errors == []
+    cells = {c.cell_id: c for c in result.cells}
+    assert len(cells) == 13
+    for cell_id, rate in APPENDIX_D_RATES.items():
+        assert cells[cell_id].decode_rate == pytest.approx(rate, abs=0.03)
+    timeouts = [c for c in result.cells if c.status is CellStatus.DEADLINE]
+    assert sorted(c.cell_id for c in timeouts) == [
+        "B #454 security run2",
+        "F #11 correctness run1",
+        "F #11 correctness run2",
+    ]
+    assert all(c.decode_rate is None and c.completion_tokens is None and c.deadline_hit for c in timeouts)
+    run2 = cells["B #454 tests run2"]
+    assert run2.start_unix_ns == _ns("2026-09-17T06:39:00")
+    assert run2.elapsed_s == 740
+    assert (run2.eval_name, run2.engine, run2.workers, run2.deadline_s) == (
+        "golden-review-serial",
+        "qwen",
+        1,
+        1800,
+    )
+    assert run2.source == "backfill"
+    assert run2.attributes["spark_otel.backfill.pr"] == "B #454"
+
+
+def test_start_from_mtime_minus_elapsed_as_in_appendix_d(tmp_path: Path) -> None:
+    end = _ns("2026-09-17T08:24:03")
+    record = {
+        "pr": "B #454",
+        "angle": "security",
+        "run": 3,
+        "elapsed_s": 1083,
+        "usage": {"completion_tokens": 5690},
+    }
+    path = tmp_path / "B-454-security-run3.json"
+    path.write_text(json.dumps(record))
+    os.utime(path, ns=(end, end))
+    [cell] = backfill_files([path], load_mapping("spark-bench"), eval_name="serial", engine="qwen").cells
+    assert cell.end_unix_ns == end
+    assert cell.start_unix_ns == end - 1083 * 1_000_000_000
+    assert cell.cell_id == "B #454 security run3"
+    assert cell.engine == "qwen"
+    assert cell.decode_rate == pytest.approx(5.25, abs=0.01)
+
+
+def test_bad_csv_rows_are_reported_with_file_and_line_and_the_rest_load(tmp_path: Path) -> None:
+    result = backfill_files([CSV], load_mapping("generic-csv"), eval_name="cells-q38")
+    errors = {e.line: str(e) for e in result.errors}
+    assert sorted(errors) == [6, 7, 9]
+    assert errors[6] == f"{CSV}:6: completion tokens (completion_tokens) is 'lots', not a number"
+    assert "status 'exploded' at 'status' is not one this mapping knows" in errors[7]
+    assert "more fields than the header has" in errors[9]
+    cells = {c.cell_id: c for c in result.cells}
+    assert len(cells) == 5
+    assert cells["C #23 correctness"].decode_rate == pytest.approx(11.44, abs=0.01)  # Appendix C
+    assert cells["C #294 correctness"].start_unix_ns == 1789786000 * 1_000_000_000
+    assert cells["E #84 correctness"].status is CellStatus.DEADLINE
+    assert cells["B #266 correctness"].completion_tokens is None
+    assert cells["B #266 correctness"].prompt_tokens == 5449
+    # no start column value: the file's mtime is the end
+    assert cells["F #18 correctness"].end_unix_ns == CSV.stat().st_mtime_ns
+
+
+def test_openai_usage_logs_with_a_truncated_line_and_a_record_without_end() -> None:
+    result = backfill_files([OPENAI], load_mapping("openai-usage"), eval_name="cards")
+    assert [e.line for e in result.errors] == [3, 4]
+    assert "cannot place the cell in time" in result.errors[0].message
+    assert "not valid JSON" in result.errors[1].message
+    first, second = result.cells
+    assert first.engine == "nemotron-3.5-30b-a3b"
+    assert first.elapsed_s == pytest.approx(10.1)
+    assert first.decode_rate == pytest.approx(178 / 10.1)
+    assert second.start_unix_ns == _ns("2026-09-17T07:00:11")
+    assert second.elapsed_s == pytest.approx(17.8)
+
+
+def test_rerunning_gives_the_same_uids_so_the_store_replaces(tmp_path: Path) -> None:
+    a = backfill_files([SERIAL], load_mapping("spark-bench"), eval_name=None).cells
+    b = backfill_files([SERIAL], load_mapping("spark-bench"), eval_name=None).cells
+    assert [c.uid for c in a] == [c.uid for c in b]
+    assert len({c.uid for c in a}) == 13
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_cells(a)
+        store.write_cells(b)
+        assert len(store.cells()) == 13
+
+
+def test_a_custom_mapping_file_and_bad_mappings(tmp_path: Path) -> None:
+    mapping = {
+        "name": "my-runner",
+        "cell_id": "{task.name}#{task.seed}",
+        "completion_tokens": "result.tokens.out",
+        "elapsed": "timing.ms",
+        "elapsed_unit": "ms",
+        "end": "timing.finished",
+        "status": "outcome",
+        "status_values": {"wall_clock_exceeded": "deadline"},
+    }
+    mapping_path = tmp_path / "mapping.json"
+    mapping_path.write_text(json.dumps(mapping))
+    records = tmp_path / "runs.json"
+    records.write_text(
+        json.dumps(
+            [
+                {
+                    "task": {"name": "a", "seed": 1},
+                    "result": {"tokens": {"out": 900}},
+                    "timing": {"ms": 90000, "finished": "2026-09-19T10:00:00+02:00"},
+                    "outcome": "ok",
+                },
+                {
+                    "task": {"name": "b", "seed": 1},
+                    "timing": {"ms": 1800000, "finished": "2026-09-19T10:30:00Z"},
+                    "outcome": "wall_clock_exceeded",
+                },
+                ["not", "an", "object"],
+            ]
+        )
+    )
+    result = backfill_files([records], load_mapping(str(mapping_path)), eval_name="e")
+    assert [str(e) for e in result.errors] == [f"{records}:3: a record must be an object, got list"]
+    a, b = result.cells
+    assert a.cell_id == "a#1"
+    assert a.end_unix_ns == _ns("2026-09-19T08:00:00")
+    assert a.decode_rate == pytest.approx(10.0)
+    assert b.status is CellStatus.DEADLINE
+    assert b.decode_rate is None
+    (tmp_path / "bad.json").write_text(json.dumps({"name": "x", "cell_id": "id", "tokens": "usage"}))
+    with pytest.raises(ConfigError, match=r"bad.json: not a valid field mapping: tokens: Extra inputs"):
+        load_mapping(str(tmp_path / "bad.json"))
+    with pytest.raises(ConfigError, match="neither a built-in mapping"):
+        load_mapping("no-such-mapping")
+
+
+def test_cells_as_spans_round_trip_through_the_store_exporter(tmp_path: Path) -> None:
+    cells = backfill_files([SERIAL], load_mapping("spark-bench"), eval_name=None).cells
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(id_generator=FixedIdGenerator())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    assert export_cells_as_spans(cells, provider) == 13
+    spans = exporter.get_finished_spans()
+    assert [s.start_time for s in spans] == [c.start_unix_ns for c in cells]
+    assert [s.end_time for s in spans] == [c.end_unix_ns for c in cells]
+    with Store(tmp_path / "s.sqlite") as store:
+        StoreSpanExporter(store).export(spans)
+        stored = {c.uid: c for c in store.cells()}
+    for cell in cells:
+        back = stored[cell.uid]  # the span id is the cell's uid
+        assert back.model_dump(exclude={"trace_id"}) == cell.model_dump(exclude={"trace_id"})
+
+
+def test_backfill_cli_writes_cells_reports_bad_rows_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path = tmp_path / "s.sqlite"
+    code = main(
+        [
+            "backfill",
+            str(SERIAL),
+            str(CSV),
+            "--mapping",
+            "generic-csv",
+            "--eval",
+            "x",
+            "--store",
+            str(store_path),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 1
+    # the serial records have no cell_id column: each is reported, with its line
+    assert f"spark-otel: error: {SERIAL}:1: no cell id at 'cell_id'" in captured.err
+    assert f"spark-otel: error: {CSV}:6: " in captured.err
+    with Store(store_path) as store:
+        assert len(store.cells(eval_name="x")) == 5
+    assert main(["backfill", str(SERIAL), "--mapping", "spark-bench", "--store", str(store_path)]) == 0
+    out = capsys.readouterr().out
+    assert "13" in out
+    with Store(store_path) as store:
+        assert len(store.cells(eval_name="golden-review-serial")) == 13
+
+
+def test_backfill_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["backfill", str(SERIAL), "--mapping", "nope"]) == 2
+    assert "spark-otel: error: --mapping 'nope'" in capsys.readouterr().err
+    missing = tmp_path / "missing.jsonl"
+    assert (
+        main(["backfill", str(missing), "--mapping", "spark-bench", "--store", str(tmp_path / "s.sqlite")])
+        == 1
+    )
+    assert f"spark-otel: error: {missing}: cannot read" in capsys.readouterr().err
+
+
+def test_field_mapping_rejects_unknown_elapsed_units() -> None:
+    with pytest.raises(ValueError, match="elapsed_unit"):
+        FieldMapping(name="x", cell_id="id", elapsed_unit="minutes")
+
+
+def test_backfill_cli_otlp_sends_cell_spans_with_historical_times(
+    otlp_sink: OtlpSink, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    port = otlp_sink.server.server_address[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    assert main(["backfill", str(SERIAL), "--mapping", "spark-bench", "--otlp", "--no-store"]) == 0
+    capsys.readouterr()
+    spans = []
+    for body in otlp_sink.bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        spans += [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert len(spans) == 13
+    first = min(spans, key=lambda s: s.start_time_unix_nano)
+    assert first.start_time_unix_nano == _ns("2026-09-17T06:39:00")
+    assert first.end_time_unix_nano - first.start_time_unix_nano == 740 * 1_000_000_000
+    attrs = {a.key: a.value for a in first.attributes}
+    assert attrs["spark_otel.span.kind"].string_value == "cell"
+    assert attrs["spark_otel.cell.completion_tokens"].int_value == 7056
+    expected_uid = backfill_files([SERIAL], load_mapping("spark-bench"), eval_name=None).cells[0].uid
+    assert first.span_id.hex() == expected_uid

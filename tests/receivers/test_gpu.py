@@ -1,0 +1,246 @@
+"""GPU readouts: a fake NVML module, a fake nvidia-smi on PATH, the simulated /sim/gpu, and no GPU."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from tests.conftest import metric_points
+from tests.receivers.metrics_server import MetricsServer
+
+from spark_otel import _semconv as sc
+from spark_otel._exceptions import ConfigError, EngineError, NoGpuError
+from spark_otel.cli import main
+from spark_otel.receivers.gpu import (
+    NvmlSource,
+    SimGpuSource,
+    SmiSource,
+    gpu_samples,
+    open_gpu_source,
+    parse_smi_csv,
+)
+from spark_otel.receivers.receiver import Receiver
+from spark_otel.store import Store
+
+SIM_GPU = {
+    "utilization_gpu_pct": 96.0,
+    "power_w": 37.2,
+    "energy_j": 1234.5,
+    "sm_clock_mhz": 2418.0,
+    "memory_used_bytes": 80 * 2**30,
+    "memory_total_bytes": 128 * 2**30,
+    "unix_ns": 1_790_000_000_000_000_000,
+}
+
+
+class _NVMLError(Exception):
+    pass
+
+
+def _fake_pynvml(*, energy_supported: bool = True, init_fails: bool = False) -> types.ModuleType:
+    """A stand-in for nvidia-ml-py with one GB10-like device (no GPU can be produced on demand)."""
+    mod = types.ModuleType("pynvml")
+    mod.NVMLError = _NVMLError  # type: ignore[attr-defined]
+    mod.NVML_CLOCK_SM = 1  # type: ignore[attr-defined]
+    mod.NVML_CLOCK_MEM = 2  # type: ignore[attr-defined]
+    calls: list[str] = []
+    mod.calls = calls  # type: ignore[attr-defined]
+
+    def init() -> None:
+        calls.append("init")
+        if init_fails:
+            raise _NVMLError("Driver Not Loaded")
+
+    def energy(handle: object) -> int:
+        if not energy_supported:
+            raise _NVMLError("Not Supported")
+        return 5_000_000  # mJ
+
+    def memory(handle: object) -> object:
+        raise _NVMLError("Not Supported")  # unified memory: no dedicated framebuffer
+
+    mod.nvmlInit = init  # type: ignore[attr-defined]
+    mod.nvmlShutdown = lambda: calls.append("shutdown")  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetCount = lambda: 1  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetName = lambda h: b"NVIDIA GB10"  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=96, memory=0)  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetPowerUsage = lambda h: 37_250  # type: ignore[attr-defined]  # mW
+    mod.nvmlDeviceGetTotalEnergyConsumption = energy  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetClockInfo = lambda h, kind: {1: 2418, 2: 4266}[kind]  # type: ignore[attr-defined]
+    mod.nvmlDeviceGetMemoryInfo = memory  # type: ignore[attr-defined]
+    return mod
+
+
+def _fake_smi(tmp_path: Path, body: str, exit_code: int = 0) -> Path:
+    """An executable named nvidia-smi that prints ``body`` (real-format CSV or an error)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    script = bindir / "nvidia-smi"
+    stream = ">&2" if exit_code else ""
+    script.write_text(
+        f"#!/bin/sh\n"
+        f'case "$*" in *--query-gpu=index,name,uuid,utilization.gpu,power.draw,clocks.sm,clocks.mem,'
+        f"memory.used,memory.total*--format=csv,noheader,nounits*) ;; *) echo bad args >&2; exit 2;; esac\n"
+        f"cat <<'EOF' {stream}\n{body}EOF\nexit {exit_code}\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bindir
+
+
+SMI_CSV = (
+    "0, NVIDIA H100 80GB HBM3, GPU-2c3f7a0e-1111-2222-3333-444455556666, "
+    "96, 312.45, 1980, 2619, 40536, 81559\n"
+    "1, NVIDIA GB10, GPU-aaaa, 95, 37.10, 2418, [N/A], [N/A], [N/A]\n"
+)
+
+
+def test_nvml_readout_converts_units_and_keeps_unsupported_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    source = NvmlSource()
+    [reading] = source.read()
+    source.close()
+    assert reading.name == "NVIDIA GB10"
+    assert reading.utilization == 0.96
+    assert reading.power_w == 37.25
+    assert reading.energy_j == 5000.0
+    assert (reading.sm_clock_mhz, reading.memory_clock_mhz) == (2418, 4266)
+    assert reading.memory_used_bytes is None
+    assert fake.calls == ["init", "shutdown"]
+    names = {s.name: s for s in gpu_samples([reading])}
+    assert sc.GPU_MEMORY_USED not in names
+    assert names[sc.GPU_POWER].unit == "W"
+    assert names[sc.GPU_UTILIZATION].attributes == {sc.GPU_ID: "0", sc.GPU_NAME: "NVIDIA GB10"}
+
+
+def test_nvml_without_energy_counter_reports_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(energy_supported=False))
+    [reading] = NvmlSource().read()
+    assert reading.energy_j is None
+    assert reading.power_w == 37.25
+
+
+def test_auto_falls_back_to_nvidia_smi_when_nvml_cannot_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(init_fails=True))
+    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, SMI_CSV)) + os.pathsep + os.environ["PATH"])
+    source = open_gpu_source("auto")
+    assert source.kind == "smi"
+    h100, gb10 = source.read()
+    assert h100.gpu_id == "0"
+    assert h100.utilization == 0.96
+    assert h100.power_w == 312.45
+    assert h100.memory_used_bytes == 40536 * 2**20
+    assert h100.energy_j is None
+    assert gb10.memory_used_bytes is None
+    assert gb10.memory_clock_mhz is None
+    assert gb10.sm_clock_mhz == 2418
+
+
+def test_nvidia_smi_failure_is_a_no_gpu_error_with_its_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    msg = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, msg, exit_code=9)) + os.pathsep + "/usr/bin:/bin")
+    with pytest.raises(NoGpuError, match="nvidia-smi exited 9: NVIDIA-SMI has failed because"):
+        SmiSource()
+
+
+def test_smi_csv_with_the_wrong_shape_names_the_line() -> None:
+    with pytest.raises(NoGpuError, match="nvidia-smi line 2: expected 9 fields, got 3"):
+        parse_smi_csv(SMI_CSV.splitlines()[0] + "\n0, x, y\n", unix_ns=1)
+
+
+def test_no_gpu_here_gives_a_clear_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # this machine has no GPU: the real nvidia-ml-py cannot find libnvidia-ml, and no nvidia-smi on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(NoGpuError) as info:
+        open_gpu_source("auto")
+    message = str(info.value)
+    assert message.startswith("no NVIDIA GPU found: NVML cannot start")
+    assert "nvidia-smi is not on PATH" in message
+    assert "--source sim" in message
+
+
+def test_gpu_sample_cli_without_gpu_exits_1_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["gpu-sample", "--once", "--store", str(tmp_path / "s.sqlite")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("spark-otel: error: no NVIDIA GPU found:")
+    assert err.count("\n") == 1
+
+
+def test_sim_source_reads_the_simulated_box(metrics_server: MetricsServer) -> None:
+    metrics_server.json_body = SIM_GPU
+    source = SimGpuSource(metrics_server.url + "/v1")
+    [reading] = source.read()
+    source.close()
+    assert reading.utilization == 0.96
+    assert reading.energy_j == 1234.5
+    assert reading.unix_ns == SIM_GPU["unix_ns"]
+    assert reading.memory_total_bytes == 128 * 2**30
+
+
+def test_sim_source_against_something_else_is_an_engine_error(
+    metrics_server: MetricsServer, free_port: int
+) -> None:
+    with pytest.raises(EngineError, match="answered HTTP 404"):
+        SimGpuSource(metrics_server.url)
+    with pytest.raises(EngineError, match="cannot read the simulated GPU"):
+        SimGpuSource(f"http://127.0.0.1:{free_port}")
+    with pytest.raises(ConfigError, match="needs --sim-url"):
+        open_gpu_source("sim")
+
+
+def test_receiver_exports_gpu_gauges_and_energy_counter(
+    metrics_server: MetricsServer,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
+    store: Store,
+) -> None:
+    metrics_server.json_body = SIM_GPU
+    with Receiver(
+        [],
+        gpu=SimGpuSource(metrics_server.url),
+        interval_s=0.05,
+        meter_provider=meter_provider,
+        store=store,
+        close_gpu=True,
+    ) as receiver:
+        deadline = time.monotonic() + 20
+        while not receiver.gpu_readings() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        [util] = metric_points(metric_reader, sc.GPU_UTILIZATION)
+        [energy] = metric_points(metric_reader, sc.GPU_ENERGY)
+    assert util.value == 0.96
+    assert energy.value == 1234.5
+    assert util.attributes[sc.GPU_ID] == "0"
+    stored = store.samples(sc.GPU_POWER)
+    assert stored
+    assert stored[0].value == 37.2
+    assert stored[0].unix_ns == SIM_GPU["unix_ns"]
+
+
+def test_gpu_sample_cli_once_with_fake_smi_prints_the_table_and_stores(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(init_fails=True))
+    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, SMI_CSV)) + os.pathsep + os.environ["PATH"])
+    store_path = tmp_path / "s.sqlite"
+    assert main(["gpu-sample", "--once", "--store", str(store_path)]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H100 80GB HBM3" in out
+    assert "312.4" in out
+    with Store(store_path) as store:
+        assert sorted(s.value for s in store.samples(sc.GPU_UTILIZATION)) == [0.95, 0.96]

@@ -1,0 +1,166 @@
+"""The receivers against the live simulated two-engine box: real HTTP, the real openai client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from tests.conftest import metric_points
+
+from spark_otel import _semconv as sc
+from spark_otel.cli import main
+from spark_otel.receivers import counter_delta, scrape_engine
+from spark_otel.receivers.gpu import SimGpuSource
+from spark_otel.receivers.receiver import Receiver
+from spark_otel.sim import run_box
+from spark_otel.store import Store
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Any]:
+    with run_box({"qwen": "dense", "nemotron": "moe"}, speed=100.0, seed=0) as running:
+        yield running
+
+
+def _complete(box: Any, engine: str, tokens: int) -> Any:
+    client = openai.OpenAI(base_url=box.url(engine) + "/v1", api_key="unused")
+    model = client.models.list().data[0].id
+    return client.completions.create(
+        model=model,
+        prompt="Review this diff for correctness.",
+        max_tokens=tokens,
+        extra_body={"min_tokens": tokens, "ignore_eos": True},
+    )
+
+
+def test_counter_delta_counts_exactly_the_tokens_a_completion_produced(box: Any) -> None:
+    qwen_before = scrape_engine(box.url("qwen"))
+    nemo_before = scrape_engine(box.url("nemotron") + "/v1")
+    result = _complete(box, "qwen", 48)
+    qwen_after = scrape_engine(box.url("qwen"))
+    nemo_after = scrape_engine(box.url("nemotron"))
+    assert qwen_after.kind == "vllm"
+    assert qwen_after.model_names == ("qwen3.8-27b",)
+    delta = counter_delta(qwen_before, qwen_after)
+    assert result.usage.completion_tokens == 48
+    assert delta.generation_tokens == 48
+    assert delta.prompt_tokens == result.usage.prompt_tokens
+    assert not delta.reset
+    assert delta.generation_rate is not None
+    assert delta.generation_rate > 0
+    assert counter_delta(nemo_before, nemo_after).generation_tokens == 0
+
+
+def test_receiver_serves_both_engines_and_the_simulated_gpu(
+    box: Any, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader, store: Store
+) -> None:
+    gpu = SimGpuSource(box.url("qwen"))
+    with Receiver(
+        {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
+        interval_s=0.05,
+        meter_provider=meter_provider,
+        store=store,
+        gpu=gpu,
+        close_gpu=True,
+    ) as receiver:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            receiver.rate("qwen") and receiver.rate("nemotron") and receiver.gpu_readings()
+        ):
+            time.sleep(0.02)
+        _complete(box, "nemotron", 32)
+        before = receiver.latest("nemotron")
+        while time.monotonic() < deadline:
+            latest = receiver.latest("nemotron")
+            if latest and before and latest.generation_tokens == before.generation_tokens + 32:  # type: ignore[operator]
+                break
+            time.sleep(0.02)
+        points = metric_points(metric_reader, sc.ENGINE_GENERATION_TOKENS)
+    assert {p.attributes[sc.ENGINE] for p in points} == {"qwen", "nemotron"}
+    by_engine = {p.attributes[sc.ENGINE]: p.value for p in points}
+    assert by_engine["nemotron"] >= 32
+    util = metric_points(metric_reader, sc.GPU_UTILIZATION)
+    assert len(util) == 1
+    assert 0.0 <= util[0].value <= 1.0
+    stored = store.samples(sc.ENGINE_GENERATION_TOKENS)
+    assert {s.attributes[sc.ENGINE] for s in stored} == {"qwen", "nemotron"}
+    assert store.samples(sc.GPU_POWER)
+
+
+def test_receive_once_cli_prints_both_engines(
+    box: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "receive",
+            "--engine",
+            f"qwen={box.url('qwen')}",
+            "--engine",
+            f"nemotron={box.url('nemotron')}",
+            "--gpu",
+            "sim",
+            "--once",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "qwen" in out
+    assert "nemotron" in out
+    assert "simulated" in out
+    with Store(tmp_path / "s.sqlite") as store:
+        engines = {s.attributes[sc.ENGINE] for s in store.samples(sc.ENGINE_UP)}
+    assert engines == {"qwen", "nemotron"}
+
+
+def test_receive_once_cli_with_a_dead_engine_exits_1(
+    box: Any, tmp_path: Path, free_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "receive",
+            "--engine",
+            f"qwen={box.url('qwen')}",
+            "--engine",
+            f"gone=http://127.0.0.1:{free_port}",
+            "--once",
+            "--timeout",
+            "2",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "down" in captured.out
+    assert (
+        f"spark-otel: error: gone: http://127.0.0.1:{free_port}/metrics: cannot read engine metrics"
+        in captured.err
+    )
+
+
+def test_receive_cli_runs_for_a_duration_and_stores_samples(box: Any, tmp_path: Path) -> None:
+    store_path = tmp_path / "s.sqlite"
+    code = main(
+        [
+            "receive",
+            "--engine",
+            f"qwen={box.url('qwen')}",
+            "--interval",
+            "0.1",
+            "--duration",
+            "1",
+            "--store",
+            str(store_path),
+        ]
+    )
+    assert code == 0
+    with Store(store_path) as store:
+        assert len(store.samples(sc.ENGINE_UP)) >= 2

@@ -1,0 +1,186 @@
+"""The long-running receiver: OTel metrics per engine, store samples, backoff, clean stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from tests.conftest import metric_points
+from tests.receivers.metrics_server import MetricsServer, OtlpSink
+
+from spark_otel import _semconv as sc
+from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel.cli import main
+from spark_otel.receivers.receiver import Receiver, parse_engine_spec
+from spark_otel.store import Store
+
+
+def _counting_text(hits: int) -> str:
+    """A vLLM engine that generated 100 tokens more at every scrape."""
+    return (
+        "# TYPE vllm:generation_tokens_total counter\n"
+        f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {100.0 * hits}\n'
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        f'vllm:prompt_tokens_total{{engine="0",model_name="m"}} {10.0 * hits}\n'
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 3\n'
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5\n'
+    )
+
+
+def _wait_for(predicate, what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _points_by_engine(reader: InMemoryMetricReader, name: str) -> dict[str, float]:
+    return {p.attributes[sc.ENGINE]: p.value for p in metric_points(reader, name)}
+
+
+def test_a_dead_engine_is_reported_and_retried_while_the_live_one_is_served(
+    metrics_server: MetricsServer,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
+    store: Store,
+    free_port: int,
+) -> None:
+    metrics_server.text_fn = _counting_text
+    dead = f"http://127.0.0.1:{free_port}"
+    receiver = Receiver(
+        {"live": metrics_server.url, "dead": dead},
+        interval_s=0.05,
+        max_backoff_s=0.2,
+        timeout_s=1.0,
+        meter_provider=meter_provider,
+        store=store,
+    )
+    with receiver:
+        _wait_for(lambda: receiver.rate("live") is not None, "two scrapes of the live engine")
+        _wait_for(lambda: receiver.failures("dead") >= 2, "the dead engine to be retried")
+        assert receiver.is_up("live") is True
+        assert receiver.is_up("dead") is False
+        up = _points_by_engine(metric_reader, sc.ENGINE_UP)
+        assert up == {"live": 1, "dead": 0}
+        gen = metric_points(metric_reader, sc.ENGINE_GENERATION_TOKENS)
+        assert [p.attributes for p in gen] == [{sc.ENGINE: "live", sc.ENGINE_KIND: "vllm"}]
+        assert gen[0].value >= 200
+        assert _points_by_engine(metric_reader, sc.ENGINE_KV_CACHE_USAGE) == {"live": 0.5}
+        rates = _points_by_engine(metric_reader, sc.ENGINE_GENERATION_TOKEN_RATE)
+        assert rates["live"] > 0
+        errors = metric_points(metric_reader, sc.RECEIVER_ERRORS)
+        assert sum(p.value for p in errors if p.attributes.get(sc.ENGINE) == "dead") >= 2
+        assert not any(p.attributes.get(sc.ENGINE) == "live" for p in errors)
+    # the rate is 100 tokens per scrape over the model time between the two scrapes
+    delta = receiver.rate("live")
+    assert delta is not None
+    assert delta.generation_tokens == 100.0
+    assert delta.generation_rate == pytest.approx(100.0 / delta.elapsed_s)
+
+    gen_samples = store.samples(sc.ENGINE_GENERATION_TOKENS)
+    assert len(gen_samples) >= 2
+    assert {s.attributes[sc.ENGINE] for s in gen_samples} == {"live"}
+    assert [s.value for s in gen_samples] == sorted(s.value for s in gen_samples)
+    down = [s for s in store.samples(sc.ENGINE_UP) if s.attributes[sc.ENGINE] == "dead"]
+    assert down
+    assert {s.value for s in down} == {0.0}
+
+
+def test_an_engine_that_recovers_is_marked_up_again(
+    metrics_server: MetricsServer, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
+) -> None:
+    metrics_server.text_fn = _counting_text
+    metrics_server.status = 500
+    with Receiver(
+        {"flaky": metrics_server.url}, interval_s=0.05, max_backoff_s=0.1, meter_provider=meter_provider
+    ) as receiver:
+        _wait_for(lambda: receiver.failures("flaky") >= 1, "a failed scrape")
+        assert _points_by_engine(metric_reader, sc.ENGINE_UP) == {"flaky": 0}
+        metrics_server.status = 200
+        _wait_for(lambda: receiver.is_up("flaky") is True, "recovery")
+        assert receiver.failures("flaky") == 0
+        assert _points_by_engine(metric_reader, sc.ENGINE_UP) == {"flaky": 1}
+
+
+def test_stop_interrupts_a_long_sleep_and_ends_every_thread(
+    metrics_server: MetricsServer, meter_provider: MeterProvider
+) -> None:
+    metrics_server.text_fn = _counting_text
+    receiver = Receiver({"a": metrics_server.url}, interval_s=3600, meter_provider=meter_provider).start()
+    _wait_for(lambda: receiver.latest("a") is not None, "the first scrape")
+    receiver.stop(timeout_s=10)
+    assert not any(t.name.startswith("spark-otel-receiver") for t in threading.enumerate())
+    receiver.stop()  # idempotent
+
+
+def test_scrape_once_returns_failures_instead_of_raising(
+    metrics_server: MetricsServer, meter_provider: MeterProvider, free_port: int
+) -> None:
+    metrics_server.text_fn = _counting_text
+    receiver = Receiver(
+        {"ok": metrics_server.url, "gone": f"http://127.0.0.1:{free_port}"},
+        meter_provider=meter_provider,
+        timeout_s=1,
+    )
+    try:
+        results = receiver.scrape_once()
+    finally:
+        receiver.stop()
+    assert results["ok"].generation_tokens == 100.0  # type: ignore[union-attr]
+    assert isinstance(results["gone"], EngineError)
+
+
+@pytest.mark.parametrize("spec", ["qwen", "=http://x", "qwen=ftp://x", "qwen="])
+def test_bad_engine_spec_is_a_config_error(spec: str) -> None:
+    with pytest.raises(ConfigError, match="expected NAME=URL"):
+        parse_engine_spec(spec)
+
+
+def test_engine_spec_and_constructor_checks() -> None:
+    assert parse_engine_spec("qwen=http://127.0.0.1:8011").url == "http://127.0.0.1:8011"
+    with pytest.raises(ConfigError, match="unique"):
+        Receiver([parse_engine_spec("a=http://x"), parse_engine_spec("a=http://y")])
+    with pytest.raises(ConfigError, match="nothing to receive"):
+        Receiver({})
+    with pytest.raises(ConfigError, match="interval must be positive"):
+        Receiver({"a": "http://x"}, interval_s=0)
+
+
+def test_receive_cli_exports_engine_metrics_over_otlp(
+    metrics_server: MetricsServer, otlp_sink: OtlpSink, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    metrics_server.text_fn = _counting_text
+    port = otlp_sink.server.server_address[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("SPARK_OTEL_STORE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the store is off with OTLP on; prove nothing lands in ~
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert (
+        main(["receive", "--engine", f"qwen={metrics_server.url}", "--interval", "0.2", "--duration", "1.5"])
+        == 0
+    )
+    names: dict[str, list] = {}
+    for body in otlp_sink.bodies:
+        request = ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        for rm in request.resource_metrics:
+            for sm in rm.scope_metrics:
+                assert sm.scope.name == "spark_otel.receivers"
+                for metric in sm.metrics:
+                    names.setdefault(metric.name, []).append(metric)
+    assert sc.ENGINE_GENERATION_TOKENS in names
+    assert sc.ENGINE_UP in names
+    point = names[sc.ENGINE_GENERATION_TOKENS][-1].sum.data_points[0]
+    attrs = {a.key: a.value.string_value for a in point.attributes}
+    assert attrs == {sc.ENGINE: "qwen", sc.ENGINE_KIND: "vllm"}
+    assert point.as_double >= 100
+    assert not (tmp_path / "data").exists()
