@@ -1,0 +1,107 @@
+"""Load windows: which intervals overlap which, and windows derived from other evals' cells.
+
+Intervals are half-open ``[start_unix_ns, end_unix_ns)``: two that merely touch (one cell ends
+as the next starts) do not overlap, and a zero-length interval overlaps nothing. Overlaps are
+found by one sweep over the sorted endpoints, so the cost is O((n + m) log(n + m) + pairs),
+never n x m.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .. import _semconv as sc
+from ..model import NS_PER_S, Cell, LoadWindow
+from ._rows import rows
+
+__all__ = ["overlapping_pairs", "peak_concurrency", "windows_from_cells"]
+
+Interval = tuple[int, int]
+
+
+def overlapping_pairs(left: Sequence[Interval], right: Sequence[Interval]) -> list[tuple[int, int, int]]:
+    """Every ``(i, j, overlap_ns)`` where ``left[i]`` and ``right[j]`` share time.
+
+    At equal timestamps ends sort before starts, which is what makes touching intervals not
+    overlap. Each pair is emitted once, by whichever interval starts later.
+    """
+    events: list[tuple[int, int, int, int]] = []
+    for side, intervals in enumerate((left, right)):
+        for idx, (start, end) in enumerate(intervals):
+            if end > start:
+                events.append((start, 1, side, idx))
+                events.append((end, 0, side, idx))
+    events.sort()
+    active: tuple[dict[int, int], dict[int, int]] = ({}, {})  # idx -> end
+    pairs: list[tuple[int, int, int]] = []
+    for t, is_start, side, idx in events:
+        if not is_start:
+            del active[side][idx]
+            continue
+        end = (left if side == 0 else right)[idx][1]
+        for other, other_end in active[1 - side].items():
+            overlap = min(end, other_end) - t
+            pairs.append((idx, other, overlap) if side == 0 else (other, idx, overlap))
+        active[side][idx] = end
+    return pairs
+
+
+def peak_concurrency(intervals: Iterable[Interval]) -> int:
+    """The most intervals open at one instant."""
+    events = sorted((t, kind) for s, e in intervals if e > s for t, kind in ((s, 1), (e, -1)))
+    peak = count = 0
+    for _, kind in events:
+        count += kind
+        peak = max(peak, count)
+    return peak
+
+
+def windows_from_cells(
+    cells: Iterable[Cell], *, exclude_eval: str | None = None, merge_gap_s: float = 60.0
+) -> list[LoadWindow]:
+    """Merge each eval's cells into load windows, per engine and ``workers`` value.
+
+    Cells of one eval at one worker count on one engine become one window while they overlap
+    or follow each other within ``merge_gap_s`` (a serial eval's runner pauses between cells
+    without the load going away). A window's ``streams`` is the cells' ``workers`` value, or
+    the peak number in flight when they carry none.
+    """
+    groups: dict[tuple[str, str | None, int | None], list[Cell]] = defaultdict(list)
+    for cell in cells:
+        if cell.eval_name != exclude_eval and cell.end_unix_ns > cell.start_unix_ns:
+            groups[(cell.eval_name, cell.engine, cell.workers)].append(cell)
+    gap_ns = int(merge_gap_s * NS_PER_S)
+    values: list[dict[str, Any]] = []
+    for (eval_name, engine, workers), group in groups.items():
+        group.sort(key=lambda c: c.start_unix_ns)
+        runs: list[list[Cell]] = []
+        run_end = 0
+        for cell in group:
+            if runs and cell.start_unix_ns <= run_end + gap_ns:
+                runs[-1].append(cell)
+                run_end = max(run_end, cell.end_unix_ns)
+            else:
+                runs.append([cell])
+                run_end = cell.end_unix_ns
+        label = f"{eval_name} eval" + (f", {workers} worker{'s' if workers > 1 else ''}" if workers else "")
+        label += f" on {engine}" if engine else ""
+        for run in runs:
+            start = run[0].start_unix_ns
+            values.append(
+                {
+                    "uid": f"eval:{eval_name}:{engine}:{workers}:{start}",
+                    "name": label,
+                    "kind": "eval",
+                    "engine": engine,
+                    "start_unix_ns": start,
+                    "end_unix_ns": max(c.end_unix_ns for c in run),
+                    "streams": workers or peak_concurrency((c.start_unix_ns, c.end_unix_ns) for c in run),
+                    "attributes": {sc.EVAL_NAME: eval_name, "cells": len(run)},
+                }
+            )
+    # Every value comes from validated cells, so the windows skip re-validation.
+    windows = rows(LoadWindow, values)
+    windows.sort(key=lambda w: (w.start_unix_ns, w.name))
+    return windows

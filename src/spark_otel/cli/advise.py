@@ -1,0 +1,132 @@
+"""Recommend a worker count per cell class, and flag neighbours not to batch beside an eval.
+
+Computes the article's queue-rules table from measurements instead of writing it by hand. The
+rate curve per engine is the newest `spark-otel probe` run in the store, or, for an engine
+never probed, the curve its recorded cells trace out. Cells are classed by their token counts
+(long-context: prompt of 24K tokens or more; prompt-heavy: prompt 90% or more of the tokens;
+generation-heavy: the rest), per engine and eval. For each measured stream count the advisor
+predicts every historical cell's time under the per-cell --ceiling (prompt time slowed by
+prefill contention, output tokens at the curve's per-stream rate), the fraction that would time
+out and the wall-clock speedup over serial, and recommends the best speedup that adds no
+timeouts. It caps each engine where its aggregate throughput peaks, flags loads on another
+engine whose measured neighbour cost exceeds --threshold, and, when GPU utilization samples sit
+pinned while token rates vary, adds the rule to read load from token counts.
+
+Each rule is printed with the numbers behind it; --json prints the whole analysis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from ._common import add_store_argument, open_store, print_json, print_table
+
+_logger = logging.getLogger(__name__)
+_MIN_CELLS_FOR_NEIGHBOUR = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
+    parser.add_argument(
+        "--ceiling", type=float, default=1800.0, metavar="SECONDS", help="per-cell ceiling (default 1800)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.2,
+        metavar="FRACTION",
+        help="neighbour cost that flags a cross-engine load (default 0.2)",
+    )
+    parser.add_argument("--engine", metavar="E", help="only advise on this engine")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import _semconv as sc
+    from .._exceptions import InputError
+    from ..analysis import (
+        AdvisorConfig,
+        RateCurve,
+        advise,
+        concurrency,
+        curve_from_concurrency,
+        neighbour_cost,
+    )
+
+    config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
+    with open_store(args) as store:
+        cells = store.cells()
+        windows = store.windows()
+        probes = store.documents("probe")
+        utilization = [s.value for s in store.samples(sc.GPU_UTILIZATION)]
+        token_rates = [s.value for s in store.samples(sc.ENGINE_GENERATION_TOKEN_RATE)]
+        path = store.path
+    if not cells:
+        raise InputError(f"{path}: no cells recorded; instrument an eval or run `spark-otel backfill` first")
+
+    curves: dict[str, RateCurve] = {}
+    for doc in probes:  # oldest first, so the newest probe of an engine wins
+        try:
+            curve = RateCurve.model_validate(doc["body"]["curve"])
+        except (KeyError, TypeError, ValueError) as exc:
+            _logger.warning("advise: skipping probe document %r: %s", doc["name"], exc)
+            continue
+        curves[curve.engine] = curve
+    conc = concurrency(cells)
+    for engine in conc.engines:
+        if engine.engine not in curves:
+            try:
+                curves[engine.engine] = curve_from_concurrency(conc, engine.engine)
+            except InputError as exc:
+                _logger.info("advise: %s", exc)
+    neighbours = []
+    for name in sorted({c.eval_name for c in cells}):
+        if sum(c.eval_name == name for c in cells) >= _MIN_CELLS_FOR_NEIGHBOUR:
+            neighbours.append(neighbour_cost(name, cells, windows))
+    advised_cells = [c for c in cells if args.engine is None or c.engine == args.engine]
+    advice = advise(
+        advised_cells,
+        [c for c in curves.values() if args.engine is None or c.engine == args.engine],
+        neighbour=neighbours,
+        config=config,
+        gpu_utilization=utilization,
+        token_rates=token_rates or None,
+    )
+    if args.json:
+        print_json(advice.model_dump(mode="json"))
+        return 0
+    print_table(
+        f"queue rules under a {args.ceiling:,.0f} s per-cell ceiling",
+        ["queue rule", "evidence"],
+        [[r.rule, r.evidence] for r in advice.rules],
+    )
+    print_table(
+        "worker count per cell class",
+        [
+            "engine",
+            "eval",
+            "class",
+            "cells",
+            "ceiling-bound",
+            "workers",
+            "timeouts (serial)",
+            "wall speedup",
+            "prefill contention",
+        ],
+        [
+            [
+                a.engine,
+                a.eval_name,
+                a.cell_class.value,
+                a.n_cells,
+                "yes" if a.ceiling_bound else "no",
+                a.recommended_workers,
+                f"{a.timeout_fraction:.0%} ({a.serial_timeout_fraction:.0%})",
+                f"{a.speedup:.1f}x",
+                f"{a.prefill_contention:.2f}" + (" fitted" if a.prefill_contention_fitted else ""),
+            ]
+            for a in advice.classes
+        ],
+    )
+    return 0

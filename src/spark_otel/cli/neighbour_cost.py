@@ -1,0 +1,145 @@
+"""What every other load on the box cost an eval, read from the eval's own cells.
+
+The eval is its own instrument: each cell's decode rate is completion tokens over elapsed. Its
+baseline is the cells that overlapped no other load (median, p10, p90). Every other load is a
+window: other evals' cells (merged per engine and worker count), probe levels and loads
+recorded in the store, work on the other engine. For each window: the rates of the eval's cells
+that spent at least --min-overlap of their time inside it, and the cost against the baseline,
+1 - median / baseline median, printed like the article's Act 4 table (load | eval decode tok/s |
+cost). Costs past --threshold are marked. Timeouts are listed and counted per window but kept
+out of every rate. The per-cell listing follows (cell | window | elapsed | output tokens | tok/s
+| overlapped); --all-cells includes the baseline cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from ._common import add_store_argument, open_store, print_json, print_table
+
+if TYPE_CHECKING:
+    from ..analysis.neighbour import NeighbourReport, WindowCost
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
+    parser.add_argument("--eval", dest="eval_name", metavar="NAME", required=True, help="the eval to price")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.2,
+        metavar="FRACTION",
+        help="mark loads that cost the eval more than this (default 0.2, i.e. 20%%)",
+    )
+    parser.add_argument(
+        "--min-overlap",
+        type=float,
+        default=0.25,
+        metavar="FRACTION",
+        help="share of a cell's time inside a window for the cell to count for it (default 0.25)",
+    )
+    parser.add_argument(
+        "--merge-gap",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="other evals' cells this close together form one window (default 60)",
+    )
+    parser.add_argument("--all-cells", action="store_true", help="list baseline cells too")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def _hhmm(unix_ns: int) -> str:
+    return datetime.fromtimestamp(unix_ns / 1e9, UTC).strftime("%H:%M")
+
+
+def _rates(w: WindowCost) -> str:
+    if w.rate.median is None:
+        return "-"
+    if w.rate.n == 1 or w.min_rate is None or w.max_rate is None:
+        return f"{w.rate.median:.2f}"
+    return f"{w.rate.median:.2f} ({w.min_rate:.2f} to {w.max_rate:.2f})"
+
+
+def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> None:
+    b = report.baseline
+    if b.median is None:
+        baseline = "no cells overlapping no other load: costs cannot be computed"
+    else:
+        baseline = f"median {b.median:.2f} tok/s, p10 {b.p10:.2f}, p90 {b.p90:.2f}"
+    print_table(
+        f"{report.eval_name} on {report.engine or 'unknown engine'}: baseline over {b.n} cells "
+        f"overlapping no other load: {baseline}",
+        [
+            "load elsewhere on the box",
+            "kind",
+            "engine",
+            "streams",
+            "window (UTC)",
+            "cells",
+            "timeouts",
+            f"{report.eval_name} decode tok/s",
+            "cost",
+        ],
+        [
+            [
+                w.name,
+                w.kind,
+                (w.engine or "-") + (" (same)" if w.same_engine else ""),
+                w.streams,
+                f"{_hhmm(w.start_unix_ns)} to {_hhmm(w.end_unix_ns)}",
+                w.n_cells,
+                w.timeouts,
+                _rates(w),
+                "-" if w.cost is None else f"{w.cost:.0%}" + (" !" if w.cost > threshold else ""),
+            ]
+            for w in report.windows
+            if w.n_cells
+        ],
+    )
+    print_table(
+        f"{report.eval_name}: cells ({report.timeouts} timeouts, kept out of rates)",
+        ["cell", "window (UTC)", "elapsed s", "output tokens", "tok/s", "overlapped"],
+        [
+            [
+                c.cell_id,
+                f"{_hhmm(c.start_unix_ns)} to {_hhmm(c.end_unix_ns)}",
+                f"{c.elapsed_s:,.0f}",
+                "timeout" if c.timed_out else f"{c.completion_tokens:,}",
+                "-" if c.decode_rate is None else f"{c.decode_rate:.2f}",
+                ", ".join(c.windows)
+                or ("baseline" if c.baseline else "(brushed: " + ", ".join(c.overlapped) + ")"),
+            ]
+            for c in report.cells
+            if all_cells or not c.baseline
+        ],
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from .._exceptions import ConfigError, InputError
+    from ..analysis.neighbour import neighbour_cost
+
+    if not 0 <= args.threshold <= 1:
+        raise ConfigError(f"--threshold {args.threshold} must be a fraction between 0 and 1")
+    if args.merge_gap < 0:
+        raise ConfigError(f"--merge-gap {args.merge_gap} must not be negative")
+    with open_store(args) as store:
+        evals = store.eval_names()
+        if args.eval_name not in evals:
+            raise InputError(
+                f"{store.path}: no cells recorded for eval {args.eval_name!r} "
+                f"(evals: {', '.join(evals) or 'none'})"
+            )
+        cells = store.cells()
+        windows = store.windows()
+    report = neighbour_cost(
+        args.eval_name, cells, windows, min_overlap_fraction=args.min_overlap, merge_gap_s=args.merge_gap
+    )
+    if args.json:
+        print_json(report.model_dump(mode="json") | {"threshold": args.threshold})
+        return 0
+    _print(report, threshold=args.threshold, all_cells=args.all_cells)
+    return 0
