@@ -1,0 +1,22 @@
+# spark-otel developer targets. The CI entry point is .ci/run; these are the same steps by hand.
+PYTHON ?= .venv/bin/python
+
+.PHONY: collector dashboards dashboards-check test
+
+# Build the OpenTelemetry Collector (otelcol-spark) with the official builder (OCB) from
+# collector/builder-config.yaml; cached outside the repo, the binary's path is printed last.
+collector:
+	bash scripts/build-collector.sh
+
+# Regenerate dashboards/json/*.json and collector/rules.yml from dashboards/*.py.
+dashboards:
+	$(PYTHON) -m dashboards.build
+
+# Fail if the committed dashboards or rules are stale.
+dashboards-check:
+	$(PYTHON) -m dashboards.build --check
+
+# Lint and the whole test suite, with the built collector (Prometheus comes from PATH).
+test:
+	.venv/bin/ruff check .
+	SPARK_OTEL_OTELCOL="$$(bash scripts/build-collector.sh | tail -n 1)" $(PYTHON) -m pytest -q

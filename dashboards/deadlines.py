@@ -1,0 +1,107 @@
+"""Deadlines: what the per-cell ceiling does at each concurrency (the article's Appendix E).
+
+Ceiling hits, salvaged findings and degraded cells (cut off but kept findings), by eval and
+worker count; cell durations against the ceiling.
+"""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as gd
+
+from . import series as s
+from ._grafana import ENGINE_SEL, EVAL_SEL, Query, legend, new_dashboard, stat, timeseries
+
+UID = "spark-otel-deadlines"
+
+_BY = f"{s.EVAL}, {s.WORKERS}"
+_SEL = f"{EVAL_SEL}, {ENGINE_SEL}"
+DEADLINE_HITS = Query(
+    f"sum by ({_BY}) (increase({s.CELL_DEADLINE_HITS}{{{_SEL}}}[$__range]))",
+    legend("{0} at {1} workers", s.EVAL, s.WORKERS),
+)
+CELLS_BY_STATUS = Query(
+    f"sum by ({_BY}, {s.STATUS}) (increase({s.CELLS}{{{_SEL}}}[$__range]))",
+    legend("{0} at {1} workers: {2}", s.EVAL, s.WORKERS, s.STATUS),
+)
+SALVAGED = Query(
+    f"sum by ({_BY}) (increase({s.CELL_SALVAGED}{{{_SEL}}}[$__range]))",
+    legend("{0} at {1} workers", s.EVAL, s.WORKERS),
+)
+DEGRADED = Query(
+    f'sum by ({s.EVAL}) (increase({s.SPAN_CALLS}{{{s.DEGRADED}="true", {_SEL}}}[$__range]))',
+    legend("{0} degraded", s.EVAL),
+)
+DEADLINE_HIT_RATE = Query(
+    f"sum by ({_BY}) (rate({s.CELL_DEADLINE_HITS}{{{_SEL}}}[$__rate_interval]))"
+    f" / sum by ({_BY}) (rate({s.CELLS}{{{_SEL}}}[$__rate_interval]))",
+    legend("{0} at {1} workers", s.EVAL, s.WORKERS),
+)
+DURATION_P95 = Query(
+    f"spark_otel:cell_duration_seconds:p95_rate5m{{{_SEL}}}",
+    legend("{0} at {1} workers, p95", s.EVAL, s.WORKERS),
+)
+
+
+def build() -> gd.Dashboard:
+    return (
+        new_dashboard(
+            UID,
+            "spark-otel / Deadlines",
+            "What the per-cell wall-clock ceiling does at each concurrency: ceiling hits, "
+            "salvaged findings and degraded cells by eval and worker count.",
+        )
+        .with_panel(
+            stat(
+                "Ceiling hits",
+                "Cells cut off at their wall-clock ceiling over the time range, by eval and "
+                "worker count (spark_otel.cell.deadline_hits).",
+                "short",
+                [DEADLINE_HITS],
+            )
+        )
+        .with_panel(
+            stat(
+                "Salvaged findings",
+                "Complete findings kept from cut-off streams over the time range: what "
+                "streaming against a deadline saved.",
+                "short",
+                [SALVAGED],
+            )
+        )
+        .with_panel(
+            stat(
+                "Degraded cells",
+                "Cells cut off at the ceiling that still kept findings: degraded, not lost "
+                "(span metrics of cell spans with spark_otel.cell.degraded=true).",
+                "short",
+                [DEGRADED],
+            )
+        )
+        .with_panel(
+            stat(
+                "Cells by status",
+                "Finished cells over the time range by eval, worker count and status "
+                "(ok, deadline, length_cap, error).",
+                "short",
+                [CELLS_BY_STATUS],
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Share of cells hitting the ceiling",
+                "Ceiling hits over cells finished, per interval, by eval and worker count: the "
+                "article's cut-offs at 8 streams against 4.",
+                "percentunit",
+                [DEADLINE_HIT_RATE],
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Cell duration p95 against the ceiling",
+                "95th percentile of cell wall clock (5-minute recording rule), by eval and worker "
+                "count; a p95 at the ceiling means cells are being cut off.",
+                "s",
+                [DURATION_P95],
+            )
+        )
+    )

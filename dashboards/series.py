@@ -1,0 +1,76 @@
+"""Every Prometheus series and label the dashboards query, derived from ``_semconv.py``.
+
+Units and kinds are the ones the emitters declare (``_instruments.py`` for cells, the
+receivers for engines and GPUs); `prometheus_name` turns them into the stored names.
+"""
+
+from __future__ import annotations
+
+from spark_otel import _semconv as sc
+
+from .prometheus_names import Kind, prometheus_name
+
+
+def label(attribute: str) -> str:
+    """The Prometheus label an OpenTelemetry attribute becomes."""
+    return attribute.replace(".", "_")
+
+
+# Labels
+ENGINE = label(sc.ENGINE)
+EVAL = label(sc.EVAL_NAME)
+WORKERS = label(sc.CELL_WORKERS)
+STATUS = label(sc.CELL_STATUS)
+DEGRADED = label(sc.CELL_DEGRADED)
+TOKEN_TYPE = label(sc.GEN_AI_TOKEN_TYPE)
+NSIGHT_NAME = label(sc.NSIGHT_METRIC_NAME)
+OPERATION = label(sc.GEN_AI_OPERATION_NAME)
+MODEL = label(sc.GEN_AI_REQUEST_MODEL)
+SPAN_KIND_LABEL = label(sc.SPAN_KIND_ATTR)
+GPU_ID = label(sc.GPU_ID)
+NSIGHT_CAPTURE = label(sc.NSIGHT_CAPTURE)
+
+# Cells (spark_otel._instruments)
+CELL_DECODE_RATE = prometheus_name(sc.CELL_DECODE_RATE_METRIC, "{token}/s", Kind.HISTOGRAM)
+CELL_DURATION = prometheus_name(sc.CELL_DURATION, "s", Kind.HISTOGRAM)
+CELL_TOKENS = prometheus_name(sc.CELL_TOKENS, "{token}", Kind.HISTOGRAM)
+CELLS = prometheus_name(sc.CELL_COUNT, "{cell}", Kind.COUNTER)
+CELL_DEADLINE_HITS = prometheus_name(sc.CELL_DEADLINE_HITS, "{cell}", Kind.COUNTER)
+CELL_SALVAGED = prometheus_name(sc.CELL_SALVAGED_FINDINGS_METRIC, "{finding}", Kind.COUNTER)
+CELLS_IN_FLIGHT = prometheus_name(sc.CELLS_IN_FLIGHT, "{cell}", Kind.UP_DOWN)
+
+# Requests (GenAI semconv)
+REQUEST_DURATION = prometheus_name(sc.GEN_AI_CLIENT_OPERATION_DURATION, "s", Kind.HISTOGRAM)
+
+# Engines (spark_otel.receivers, or Prometheus scraping /metrics with collector/prometheus.yml)
+ENGINE_GENERATION_TOKENS = prometheus_name(sc.ENGINE_GENERATION_TOKENS, "{token}", Kind.COUNTER)
+ENGINE_REQUESTS_RUNNING = prometheus_name(sc.ENGINE_REQUESTS_RUNNING, "{request}", Kind.GAUGE)
+ENGINE_REQUESTS_WAITING = prometheus_name(sc.ENGINE_REQUESTS_WAITING, "{request}", Kind.GAUGE)
+
+# GPU and Nsight
+GPU_UTILIZATION = prometheus_name(sc.GPU_UTILIZATION, "1", Kind.GAUGE)
+GPU_POWER = prometheus_name(sc.GPU_POWER, "W", Kind.GAUGE)
+NSIGHT_METRIC = prometheus_name(sc.NSIGHT_METRIC, "", Kind.GAUGE)  # unit is an attribute
+
+# Span metrics (the collector's span_metrics connector)
+SPAN_CALLS = prometheus_name(sc.SPAN_METRICS_CALLS, "1", Kind.COUNTER)
+SPAN_DURATION = prometheus_name(sc.SPAN_METRICS_DURATION, "s", Kind.HISTOGRAM)
+
+# Recording rules (collector/rules.yml): name -> expression
+RULES: dict[str, str] = {
+    "spark_otel:engine_generation_tokens:rate1m": (
+        f"sum by ({ENGINE}) (rate({ENGINE_GENERATION_TOKENS}[1m]))"
+    ),
+    "spark_otel:engine_per_stream_rate:rate1m": (
+        f"spark_otel:engine_generation_tokens:rate1m"
+        f" / on ({ENGINE}) (sum by ({ENGINE}) ({ENGINE_REQUESTS_RUNNING}) > 0)"
+    ),
+    "spark_otel:cell_decode_rate:mean_rate1m": (
+        f"sum by ({EVAL}, {ENGINE}, {WORKERS}) (rate({CELL_DECODE_RATE}_sum[1m]))"
+        f" / sum by ({EVAL}, {ENGINE}, {WORKERS}) (rate({CELL_DECODE_RATE}_count[1m]))"
+    ),
+    "spark_otel:cell_duration_seconds:p95_rate5m": (
+        f"histogram_quantile(0.95, sum by (le, {EVAL}, {ENGINE}, {WORKERS})"
+        f" (rate({CELL_DURATION}_bucket[5m])))"
+    ),
+}

@@ -1,0 +1,295 @@
+"""Every shipped collector, Prometheus, Tempo, Grafana and compose config, checked by the real
+tools where they can run here (otelcol validate, promtool, a live Prometheus scrape) and
+statically where they cannot (Tempo, Grafana and Docker are not installable here)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from collector_stack import COLLECTOR_DIR, ROOT, Prometheus, Service, free_ports, prometheus_config
+
+from spark_otel import _semconv as sc
+
+DATA = Path(__file__).parent / "data"
+STANDIN_ENV = {"SPARK_OTEL_TEMPO_STANDIN_FILE": "/tmp/spark-otel-validate-traces.jsonl"}
+
+# Each shipped collector config, as it is meant to be started (overlays after the base).
+COLLECTOR_CONFIGS = {
+    "otelcol.yaml": (["otelcol.yaml"], {}),
+    "otelcol.yaml + otelcol-prometheus-otlp.yaml": (["otelcol.yaml", "otelcol-prometheus-otlp.yaml"], {}),
+    "tempo-standin.yaml": (["tempo-standin.yaml"], STANDIN_ENV),
+}
+
+
+def _validate(otelcol: Path, files: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    argv = [str(otelcol), "validate"]
+    for name in files:
+        argv += ["--config", str(COLLECTOR_DIR / name)]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("name", list(COLLECTOR_CONFIGS))
+def test_every_shipped_collector_config_passes_otelcol_validate(otelcol_bin: Path, name: str) -> None:
+    files, extra = COLLECTOR_CONFIGS[name]
+    proc = _validate(otelcol_bin, files, {"PATH": "/usr/bin:/bin", **extra})
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_validate_rejects_a_config_with_an_unknown_component(otelcol_bin: Path, tmp_path: Path) -> None:
+    broken = (COLLECTOR_DIR / "otelcol.yaml").read_text().replace("span_metrics:", "spanmetricz:", 1)
+    (tmp_path / "broken.yaml").write_text(broken)
+    proc = subprocess.run(
+        [str(otelcol_bin), "validate", "--config", str(tmp_path / "broken.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "spanmetricz" in proc.stderr
+
+
+def test_tempo_standin_needs_its_output_file(otelcol_bin: Path) -> None:
+    proc = _validate(otelcol_bin, ["tempo-standin.yaml"], {"PATH": "/usr/bin:/bin"})
+    assert proc.returncode != 0
+    assert "path must be non-empty" in proc.stderr
+
+
+def _used_types(config: dict) -> set[str]:
+    used = set()
+    for section in ("receivers", "processors", "exporters", "connectors", "extensions"):
+        for key in config.get(section) or {}:
+            used.add(key.split("/")[0])
+    return used
+
+
+def test_the_binary_holds_exactly_the_components_the_configs_use(otelcol_bin: Path) -> None:
+    proc = subprocess.run(
+        [str(otelcol_bin), "components"], capture_output=True, text=True, timeout=60, check=True
+    )
+    components = yaml.safe_load(proc.stdout)
+    built = {
+        entry["name"]
+        for section in ("receivers", "processors", "exporters", "connectors", "extensions")
+        for entry in components.get(section) or []
+    }
+    used: set[str] = set()
+    for name in ("otelcol.yaml", "otelcol-prometheus-otlp.yaml", "tempo-standin.yaml"):
+        used |= _used_types(yaml.safe_load((COLLECTOR_DIR / name).read_text()))
+    assert used == built
+
+
+def test_collector_listeners_bind_loopback_by_default() -> None:
+    text = (COLLECTOR_DIR / "otelcol.yaml").read_text() + (COLLECTOR_DIR / "tempo-standin.yaml").read_text()
+    defaults = re.findall(r"endpoint: \$\{env:[A-Z_]+:-([^}]+)\}", text)
+    listen = [d for d in defaults if not d.startswith("http")]
+    assert listen, "no listener defaults found"
+    assert all(d.startswith("127.0.0.1:") for d in listen), listen
+    config = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
+    reader = config["service"]["telemetry"]["metrics"]["readers"][0]
+    assert reader["pull"]["exporter"]["prometheus"]["host"] == "127.0.0.1"
+
+
+def test_span_metrics_dimensions_are_semconv_attributes() -> None:
+    config = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
+    connector = config["connectors"]["span_metrics"]
+    dims = [d["name"] for d in connector["dimensions"]]
+    expected = {sc.EVAL_NAME, sc.ENGINE, sc.CELL_STATUS, sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_REQUEST_MODEL}
+    assert expected <= set(dims)
+    assert set(dims) <= {v for k, v in vars(sc).items() if k.isupper() and isinstance(v, str)}
+    assert connector["namespace"] == sc.SPAN_METRICS_NAMESPACE
+    buckets = connector["histogram"]["explicit"]["buckets"]
+    assert buckets[0] == "1s"
+    assert buckets[-1] == "1h"
+
+
+def test_metrics_pipeline_guards_delta_before_remote_write() -> None:
+    config = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
+    metrics = config["service"]["pipelines"]["metrics"]
+    assert metrics["processors"][0] == "memory_limiter"
+    assert "delta_to_cumulative" in metrics["processors"]
+    assert metrics["processors"].index("delta_to_cumulative") < metrics["processors"].index("batch")
+    assert "prometheus_remote_write" in metrics["exporters"]
+    assert "span_metrics" in metrics["receivers"]
+    assert "span_metrics" in config["service"]["pipelines"]["traces"]["exporters"]
+
+
+def test_prometheus_config_and_rules_pass_promtool(promtool_bin: Path) -> None:
+    proc = subprocess.run(
+        [str(promtool_bin), "check", "config", str(COLLECTOR_DIR / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rules found" in proc.stdout
+    rules = subprocess.run(
+        [str(promtool_bin), "check", "rules", str(COLLECTOR_DIR / "rules.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert rules.returncode == 0, rules.stdout + rules.stderr
+
+
+def test_promtool_rejects_a_broken_rule(promtool_bin: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "rules.yml"
+    bad.write_text("groups:\n  - name: x\n    rules:\n      - record: a:b\n        expr: sum(rate(x[1m])\n")
+    proc = subprocess.run(
+        [str(promtool_bin), "check", "rules", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0
+
+
+class _Exposition(BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def vllm_endpoint() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 serving a real vLLM /metrics capture."""
+    handler = type("Handler", (_Exposition,), {"body": (DATA / "vllm-metrics.txt").read_bytes()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_prometheus_scrape_path_renames_vllm_series_for_the_dashboards(
+    prometheus_bin: Path, tmp_path: Path, vllm_endpoint: str
+) -> None:
+    config = prometheus_config(tmp_path, engine_targets={"qwen": vllm_endpoint})
+    (port,) = free_ports(1)
+    prom = Service(
+        "prometheus",
+        [
+            str(prometheus_bin),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        {"PATH": "/usr/bin:/bin"},
+        tmp_path / "prometheus.log",
+        f"http://127.0.0.1:{port}/-/ready",
+    )
+    api = Prometheus(prom, f"http://127.0.0.1:{port}", config)
+    try:
+        prom.start()
+        result = api.wait_for('spark_otel_engine_generation_tokens_total{spark_otel_engine="qwen"}', 30)
+        assert [float(r["value"][1]) for r in result] == [1739.0]
+        assert r"engine_index" in result[0]["metric"]
+        running = api.query('spark_otel_engine_requests_running{spark_otel_engine="qwen"}')
+        assert len(running) == 1
+        waiting = api.query("spark_otel_engine_requests_waiting")
+        assert len(waiting) == 1
+        assert api.query("spark_otel_engine_prompt_tokens_total")[0]["value"][1] == "246"
+        assert not api.query('{__name__=~"vllm:(generation_tokens_total|num_requests_running)"}')
+    finally:
+        prom.stop()
+
+
+def test_tempo_config_is_monolithic_3x_with_generator_writing_to_prometheus() -> None:
+    config = yaml.safe_load((COLLECTOR_DIR / "tempo.yaml").read_text())
+    # Tempo 3 monolithic: these blocks were removed (migrate-to-3.md) and load strictly.
+    assert not {"ingester", "ingester_client", "compactor", "metrics_generator_client"} & set(config)
+    assert config["storage"]["trace"]["backend"] == "local"
+    grpc = config["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
+    collector = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
+    tempo_exporter = collector["exporters"]["otlp_grpc/tempo"]["endpoint"]
+    assert grpc.rsplit(":", 1)[1] == tempo_exporter.rstrip("}").rsplit(":", 1)[1]
+    remote = config["metrics_generator"]["storage"]["remote_write"][0]["url"]
+    assert remote.endswith("/api/v1/write")
+    assert config["overrides"]["defaults"]["metrics_generator"]["processors"] == [
+        "service-graphs",
+        "span-metrics",
+    ]
+
+
+def _provisioned_datasources() -> list[dict]:
+    path = COLLECTOR_DIR / "grafana" / "provisioning" / "datasources" / "spark_otel.yaml"
+    return yaml.safe_load(path.read_text())["datasources"]
+
+
+def test_grafana_datasources_link_traces_to_metrics() -> None:
+    sources = {d["uid"]: d for d in _provisioned_datasources()}
+    assert set(sources) == {"prometheus", "tempo"}
+    assert sources["prometheus"]["type"] == "prometheus"
+    assert sources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"][0]["datasourceUid"] == "tempo"
+    t2m = sources["tempo"]["jsonData"]["tracesToMetrics"]
+    assert t2m["datasourceUid"] == "prometheus"
+    assert {tag["key"] for tag in t2m["tags"]} >= {sc.EVAL_NAME, sc.ENGINE}
+    # Grafana expands $VAR in provisioning files: the query macro must be escaped as $$.
+    for query in t2m["queries"]:
+        assert "$$__tags" in query["query"]
+        assert re.search(r"(?<!\$)\$__tags", query["query"]) is None
+
+
+def test_grafana_dashboard_provider_points_at_the_mounted_json() -> None:
+    path = COLLECTOR_DIR / "grafana" / "provisioning" / "dashboards" / "spark_otel.yaml"
+    provider = yaml.safe_load(path.read_text())["providers"][0]
+    assert provider["type"] == "file"
+    compose = yaml.safe_load((COLLECTOR_DIR / "compose.yaml").read_text())
+    mounts = compose["services"]["grafana"]["volumes"]
+    mounted = {m.split(":")[1]: m.split(":")[0] for m in mounts}
+    source = mounted[provider["options"]["path"]]
+    assert (COLLECTOR_DIR / source).resolve() == (ROOT / "dashboards" / "json").resolve()
+
+
+def test_compose_cross_references_hold() -> None:
+    compose = yaml.safe_load((COLLECTOR_DIR / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"collector", "prometheus", "tempo", "grafana"}
+    declared_volumes = set(compose.get("volumes") or {})
+    for name, service in services.items():
+        for dep in service.get("depends_on", []):
+            assert dep in services, f"{name} depends on unknown {dep}"
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (COLLECTOR_DIR / source).exists(), f"{name} mounts missing {source}"
+            elif not source.startswith("${"):
+                assert source in declared_volumes, f"{name} uses undeclared volume {source}"
+    env = services["collector"]["environment"]
+    assert env["SPARK_OTEL_TEMPO_ENDPOINT"].split(":")[0] == "tempo"
+    assert env["SPARK_OTEL_PROMETHEUS_URL"].startswith("http://prometheus:9090/")
+    prom_cmd = services["prometheus"]["command"]
+    assert "--web.enable-remote-write-receiver" in prom_cmd
+    # Every file Prometheus' config names is mounted beside it.
+    prom_config = yaml.safe_load((COLLECTOR_DIR / "prometheus.yml").read_text())
+    mounted = {m.split(":")[1] for m in services["prometheus"]["volumes"]}
+    for rule_file in prom_config["rule_files"]:
+        assert f"/etc/prometheus/{rule_file}" in mounted
+    grafana_env = services["grafana"]["environment"]
+    datasource_urls = {d["uid"]: d["url"] for d in _provisioned_datasources()}
+    assert "PROMETHEUS_URL" in datasource_urls["prometheus"]
+    assert grafana_env["PROMETHEUS_URL"] == "http://prometheus:9090"
+    assert grafana_env["TEMPO_URL"].startswith("http://tempo:3200")

@@ -1,0 +1,422 @@
+"""End to end: an instrumented eval on the simulated two-engine box, with the receivers, sends
+OTLP to the real collector, which feeds the real Prometheus and the trace stand-in for Tempo.
+
+Then: (a) cell and request spans with their attributes reached the stand-in; (b) every dashboard
+panel's query returns data from Prometheus; (c) the concurrency and neighbour-cost panels give
+the values the CLI computes from the embedded store of the same run; and a collector stopped
+and restarted mid-run neither slows the eval by more than the export timeout nor loses a cell
+from the embedded store. Never skipped where real components are required (CI).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_stack import ROOT, Stack, grafana_expr
+from dashboards import build, concurrency, lint, neighbour_cost
+
+from spark_otel import _clock
+from spark_otel import _semconv as sc
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(400)]
+
+SPEED = 50.0  # model seconds per real second
+EXPORT_TIMEOUT_S = 2.0  # OTEL_EXPORTER_OTLP_TIMEOUT: the Python SDK reads seconds
+SERIAL_TOKENS = 200  # ~18 model s per serial cell on the dense engine alone
+LOAD_TOKENS = 300
+LOAD_WORKERS = 4
+BASELINE_REAL_S = 12.0
+LOAD_REAL_S = 10.0
+OUTAGE_REAL_S = 2.5
+RATE_INTERVAL = "5s"
+
+
+def _import_pieces() -> dict[str, Any]:
+    """The pieces built by the other issues; a missing one fails here with its name."""
+    missing = []
+    pieces: dict[str, Any] = {}
+    for name, module, attr in (
+        ("simulated engines", "spark_otel.sim", "run_box"),
+        ("instrumentation", "spark_otel.instrumentation", "instrument"),
+        ("receiver", "spark_otel.receivers.receiver", "Receiver"),
+        ("simulated GPU source", "spark_otel.receivers.gpu", "SimGpuSource"),
+        ("deadline helper", "spark_otel.deadline", "stream_with_deadline"),
+        ("openai client", "openai", "OpenAI"),
+    ):
+        try:
+            mod = __import__(module, fromlist=[attr])
+            pieces[attr] = getattr(mod, attr)
+        except (ImportError, AttributeError) as exc:
+            missing.append(f"{name} ({module}.{attr}): {exc}")
+    if missing:
+        pytest.fail("the end-to-end test needs: " + "; ".join(missing))
+    return pieces
+
+
+@pytest.fixture
+def model_clock() -> Iterator[None]:
+    """Model time for this test only: the clock's anchor is restored afterwards."""
+    saved = {k: getattr(_clock._Anchor, k) for k in vars(_clock._Anchor) if not k.startswith("__")}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(_clock._Anchor, key, value)
+
+
+@dataclass
+class Lane:
+    """One eval's cells on one engine, run back to back until stopped."""
+
+    client: Any
+    model: str
+    eval_name: str
+    engine: str
+    workers: int
+    tokens: int
+    cells: list[tuple[str, float, float]] = field(default_factory=list)  # (cell id, real start, real end)
+    errors: list[BaseException] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, stop: threading.Event, worker: int) -> None:
+        import spark_otel
+
+        count = 0
+        while not stop.is_set():
+            cell_id = f"{self.engine}-w{worker}-{count:04d}"
+            start = time.perf_counter()
+            try:
+                with spark_otel.cell(
+                    self.eval_name, cell_id, engine=self.engine, deadline_s=1800, workers=self.workers
+                ):
+                    self.client.chat.completions.create(
+                        model=self.model,
+                        messages=[{"role": "user", "content": f"review change {count} of lane {worker}"}],
+                        max_tokens=self.tokens,
+                        extra_body={"min_tokens": self.tokens, "ignore_eos": True},
+                    )
+            except Exception as exc:  # recorded on the cell; the test reports it below
+                self.errors.append(exc)
+            with self._lock:
+                self.cells.append((cell_id, start, time.perf_counter()))
+            count += 1
+
+
+def _cli(store: Path, *args: str) -> Any:
+    proc = subprocess.run(
+        [sys.executable, "-m", "spark_otel", *args, "--store", str(store), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+    )
+    assert proc.returncode == 0, f"spark-otel {' '.join(args)} failed:\n{proc.stderr}"
+    return json.loads(proc.stdout)
+
+
+def _nsight_capture(path: Path) -> None:
+    """A synthetic Nsight GPU-metrics export (tests/receivers' builder) captured just now."""
+    spec = importlib.util.spec_from_file_location(
+        "nsight_capture", ROOT / "tests" / "receivers" / "nsight_capture.py"
+    )
+    if spec is None or spec.loader is None:
+        pytest.fail("tests/receivers/nsight_capture.py is missing")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build_capture(path, seconds=1.0, hz=1000)
+    with sqlite3.connect(path) as conn:  # Prometheus accepts recent samples only
+        conn.execute(
+            "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = ?", (time.time_ns() - 5_000_000_000,)
+        )
+
+
+def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
+    stack_factory: Callable[..., Stack], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_clock: None
+) -> None:
+    pieces = _import_pieces()
+    import spark_otel
+
+    stack = stack_factory()
+    store_path = tmp_path / "store.sqlite"
+    for key, value in {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": stack.otlp_http,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": str(EXPORT_TIMEOUT_S),
+        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "cumulative",
+        "OTEL_RESOURCE_ATTRIBUTES": "service.instance.id=e2e-1,deployment.environment.name=ci",
+        "OTEL_SERVICE_NAME": "spark-otel-e2e",
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+    }.items():
+        monkeypatch.setenv(key, value)
+
+    run_tag = f"{int(time.time())}"
+    serial_eval, load_eval, deadline_eval = (
+        f"e2e-serial-{run_tag}",
+        f"e2e-load-{run_tag}",
+        f"e2e-ceiling-{run_tag}",
+    )
+    run_start = time.time()
+    with pieces["run_box"]({"qwen": "dense", "nemotron": "moe"}, speed=SPEED, seed=0) as box:
+        _clock.set_time_scale(SPEED)
+        telemetry = spark_otel.configure(
+            otlp=True, store=store_path, metric_export_interval_ms=1000, set_global=False
+        )
+        spark_otel.instrument()
+        receiver = pieces["Receiver"](
+            {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
+            interval_s=SPEED * 1.0,
+            meter_provider=telemetry.meter_provider,
+            gpu=pieces["SimGpuSource"](box.url("qwen")),
+            close_gpu=True,
+        )
+        OpenAI = pieces["OpenAI"]
+        qwen = OpenAI(base_url=box.url("qwen") + "/v1", api_key="sim", max_retries=0, timeout=60)
+        nemo = OpenAI(base_url=box.url("nemotron") + "/v1", api_key="sim", max_retries=0, timeout=60)
+        qwen_model, nemo_model = qwen.models.list().data[0].id, nemo.models.list().data[0].id
+        serial = Lane(qwen, qwen_model, serial_eval, "qwen", 1, SERIAL_TOKENS)
+        load = Lane(nemo, nemo_model, load_eval, "nemotron", LOAD_WORKERS, LOAD_TOKENS)
+        stop_serial, stop_load = threading.Event(), threading.Event()
+        marks: dict[str, float] = {}
+        try:
+            receiver.start()
+            with ThreadPoolExecutor(1 + LOAD_WORKERS) as pool:
+                serial_future = pool.submit(serial.run, stop_serial, 0)
+                time.sleep(BASELINE_REAL_S)
+                marks["load_start"] = time.time()
+                load_futures = [pool.submit(load.run, stop_load, w) for w in range(LOAD_WORKERS)]
+                time.sleep(LOAD_REAL_S)
+                stop_load.set()
+                for f in load_futures:
+                    f.result()
+                marks["load_end"] = time.time()
+                time.sleep(2.0)
+                # The collector goes away mid-run and comes back.
+                marks["outage_start_perf"] = time.perf_counter()
+                stack.collector.stop()
+                time.sleep(OUTAGE_REAL_S)
+                stack.collector.start()
+                marks["outage_end_perf"], marks["outage_end"] = time.perf_counter(), time.time()
+                time.sleep(2.0)
+                # One cell cut off at its ceiling that keeps what it streamed: a degraded cell.
+                with spark_otel.cell(deadline_eval, "ceiling-1", engine="nemotron", deadline_s=20, workers=1):
+                    result = pieces["stream_with_deadline"](
+                        nemo,
+                        deadline_s=20,
+                        model=nemo_model,
+                        messages=[{"role": "user", "content": "find every bug"}],
+                        max_tokens=20_000,
+                        extra_body={"min_tokens": 20_000, "ignore_eos": True},
+                        extractor=re.compile(r"\w+ "),
+                    )
+                assert result.status == "deadline", result
+                assert result.findings, "the cut-off stream salvaged nothing"
+                nsight = tmp_path / "capture.sqlite"
+                _nsight_capture(nsight)
+                ingest = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "spark_otel",
+                        "ingest-nsight",
+                        "--otlp",
+                        "--no-store",
+                        str(nsight),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                    # Historical points travel as their own instance, so they never collide with
+                    # the live process's target_info (Prometheus 2.x rejects a whole remote write
+                    # for one out-of-order sample).
+                    env={**os.environ, "OTEL_RESOURCE_ATTRIBUTES": "service.instance.id=e2e-nsight"},
+                )
+                assert ingest.returncode == 0, ingest.stderr
+                time.sleep(4.0)  # a few export and flush intervals, with the serial eval still running
+                panel_time = time.time()
+                panel_results = _query_every_panel(stack, run_start)
+                stop_serial.set()
+                serial_future.result()
+        finally:
+            stop_serial.set()
+            stop_load.set()
+            receiver.stop()
+            spark_otel.uninstrument()
+            telemetry.force_flush(10_000)
+            spark_otel.shutdown()  # flushes, stops and clears the current telemetry
+
+    assert not serial.errors, serial.errors[:3]
+    assert not load.errors, load.errors[:3]
+
+    # (b) every panel's query returns data.
+    empty = [title for title, result in panel_results.items() if not result]
+    assert empty == [], f"panels without data: {empty}"
+
+    # The name translation the dashboards assume is the one Prometheus holds.
+    stored = set(stack.prometheus.metric_names())
+    for model in build.dashboards().values():
+        for _, target in lint.targets(model):
+            for name in lint.metric_names(target["expr"]):
+                assert name in stored, f"{name} is not in Prometheus"
+
+    # (a) cell and request spans with their attributes reached the trace stand-in.
+    spans = _wait_for_spans(stack)
+    cells = [s for s in spans if s["attributes"].get(sc.SPAN_KIND_ATTR) == sc.SPAN_KIND_CELL]
+    requests = [s for s in spans if sc.GEN_AI_OPERATION_NAME in s["attributes"]]
+    serial_cells = [c for c in cells if c["attributes"].get(sc.EVAL_NAME) == serial_eval]
+    assert serial_cells, "no serial cell span reached the stand-in"
+    sample = serial_cells[0]["attributes"]
+    assert sample[sc.ENGINE] == "qwen"
+    assert sample[sc.CELL_STATUS] == "ok"
+    assert sample[sc.CELL_COMPLETION_TOKENS] == SERIAL_TOKENS
+    assert sample[sc.CELL_DECODE_RATE] > 0
+    assert serial_cells[0]["resource"]["service.instance.id"] == "e2e-1"
+    assert serial_cells[0]["resource"]["host.name"] == "e2e-box"  # the collector's resource processor
+    ceiling = [c for c in cells if c["attributes"].get(sc.EVAL_NAME) == deadline_eval]
+    assert ceiling
+    assert ceiling[0]["attributes"][sc.CELL_DEGRADED] is True
+    assert ceiling[0]["attributes"][sc.CELL_STATUS] == "deadline"
+    by_span_id = {c["spanId"]: c for c in cells}
+    nested = [r for r in requests if r["parentSpanId"] in by_span_id]
+    assert nested, "no request span nests under a cell span"
+    req = nested[0]["attributes"]
+    assert req[sc.GEN_AI_REQUEST_MODEL] in (qwen_model, nemo_model)
+    assert req[sc.EVAL_NAME] == by_span_id[nested[0]["parentSpanId"]]["attributes"][sc.EVAL_NAME]
+    assert req[sc.GEN_AI_USAGE_OUTPUT_TOKENS] in (SERIAL_TOKENS, LOAD_TOKENS)
+
+    # The collector outage: the eval was not slowed by more than the export timeout ...
+    baseline_real = [end - start for _, start, end in serial.cells if end < marks["outage_start_perf"] - 5]
+    during = [
+        end - start
+        for _, start, end in serial.cells
+        if end > marks["outage_start_perf"] and start < marks["outage_end_perf"]
+    ]
+    assert during, "no serial cell ran during the collector outage"
+    assert max(during) <= statistics.median(baseline_real) + EXPORT_TIMEOUT_S
+    # ... no cell is missing from the embedded store ...
+    from spark_otel.store import Store
+
+    with Store(store_path) as store:
+        stored_ids = {c.cell_id for c in store.cells(eval_name=serial_eval)}
+        stored_load = {c.cell_id for c in store.cells(eval_name=load_eval)}
+    assert stored_ids == {cid for cid, _, _ in serial.cells}
+    assert stored_load == {cid for cid, _, _ in load.cells}
+    # ... and Prometheus has data again after the restart.
+    after = stack.prometheus.query(
+        f'max(timestamp(spark_otel_cells_total{{spark_otel_eval="{serial_eval}"}}))', at=panel_time
+    )
+    assert after
+    assert float(after[0]["value"][1]) > marks["outage_end"]
+
+    # (c) the concurrency and neighbour-cost panels give the values the CLI computes.
+    _compare_concurrency(stack, store_path, serial_eval, load_eval, run_start, panel_time)
+    _compare_neighbour_cost(stack, store_path, serial_eval, load_eval, marks, run_start)
+
+
+def _query_every_panel(stack: Stack, run_start: float) -> dict[str, list[dict[str, Any]]]:
+    """Each panel query with Grafana's macros substituted, evaluated now."""
+    range_ = f"{int(time.time() - run_start) + 30}s"
+    results: dict[str, list[dict[str, Any]]] = {}
+    for model in build.dashboards().values():
+        for panel, target in lint.targets(model):
+            expr = grafana_expr(target, rate_interval=RATE_INTERVAL, range_=range_, interval="1s")
+            key = f"{model['title']} / {panel['title']} / {target['refId']}"
+            deadline = time.monotonic() + 20
+            while True:
+                results[key] = stack.prometheus.query(expr)
+                if results[key] or time.monotonic() > deadline:
+                    break
+                time.sleep(1.0)
+    return results
+
+
+def _wait_for_spans(stack: Stack, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        spans = stack.spans()
+        kinds = {s["attributes"].get(sc.SPAN_KIND_ATTR) for s in spans}
+        if sc.SPAN_KIND_CELL in kinds or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.5)
+
+
+def _panel_series(
+    stack: Stack, expr: str, start: float, end: float, range_: str = "120s"
+) -> dict[tuple[str, ...], list[float]]:
+    expr = grafana_expr({"expr": expr}, rate_interval=RATE_INTERVAL, range_=range_, interval="1s")
+    result = stack.prometheus.query_range(expr, start, end, 1.0)
+    out = {}
+    for series in result:
+        values = [float(v) for _, v in series["values"]]
+        out[tuple(sorted(series["metric"].items()))] = [v for v in values if v == v]  # drop NaN
+    return out
+
+
+def _compare_concurrency(
+    stack: Stack, store: Path, serial_eval: str, load_eval: str, start: float, end: float
+) -> None:
+    """Per-cell decode rate by engine and workers: the panel's median against the CLI's median."""
+    panel = _panel_series(stack, concurrency.CELL_DECODE_RATE_BY_WORKERS.expr, start, end)
+    for eval_name, engine, workers in ((serial_eval, "qwen", 1), (load_eval, "nemotron", LOAD_WORKERS)):
+        report = _cli(store, "concurrency", "--eval", eval_name)
+        engine_report = next(e for e in report["engines"] if e["engine"] == engine)
+        group = next(g for g in engine_report["by_workers"] if g["level"] == workers)
+        cli_median = group["rate"]["median"]
+        key = next(
+            k
+            for k in panel
+            if dict(k).get("spark_otel_engine") == engine
+            and dict(k).get("spark_otel_cell_workers") == str(workers)
+        )
+        panel_median = statistics.median(panel[key])
+        assert panel_median == pytest.approx(cli_median, rel=0.05), (
+            engine,
+            workers,
+            panel_median,
+            cli_median,
+        )
+
+
+def _compare_neighbour_cost(
+    stack: Stack, store: Path, serial_eval: str, load_eval: str, marks: dict[str, float], run_start: float
+) -> None:
+    """The cost panel inside the other-engine load against the CLI's cost for that window."""
+    report = _cli(store, "neighbour-cost", "--eval", serial_eval)
+    windows = [w for w in report["windows"] if load_eval in w["name"] or w.get("engine") == "nemotron"]
+    assert windows, f"the CLI found no window for {load_eval}: {[w['name'] for w in report['windows']]}"
+    window = max(windows, key=lambda w: w["n_cells"])
+    cli_cost = window["cost"] * 100
+    # Inside the load window, away from its edges by the rate interval.
+    inside_start, inside_end = marks["load_start"] + 6, marks["load_end"] - 1
+    range_ = f"{int(inside_end - run_start) + 5}s"
+    expr = neighbour_cost.COST_PERCENT.expr.replace('=~"$eval"', f'="{serial_eval}"')
+    series = _panel_series(stack, expr, inside_start, inside_end, range_=range_)
+    assert len(series) == 1, series
+    panel_cost = statistics.mean(next(iter(series.values())))
+    # A run here gave 45.7% on the panel against 46.2% from the CLI.
+    assert panel_cost == pytest.approx(cli_cost, abs=5.0), (panel_cost, cli_cost, window)
+    baseline = _panel_series(
+        stack,
+        neighbour_cost.BASELINE_P50.expr.replace('=~"$eval"', f'="{serial_eval}"'),
+        inside_end,
+        inside_end,
+        range_=range_,
+    )
+    baseline_value = next(iter(baseline.values()))[0]
+    assert baseline_value == pytest.approx(report["baseline"]["median"], rel=0.05)
