@@ -43,11 +43,17 @@ def time_scale() -> float:
     return _Anchor.scale
 
 
-def set_time_scale(scale: float) -> None:
-    """Make model time run ``scale`` times faster than wall time from now on."""
+def set_time_scale(scale: float, *, model_unix_ns: int | None = None) -> None:
+    """Make model time run ``scale`` times faster than wall time from now on.
+
+    ``model_unix_ns`` anchors model time to another process's model clock (a simulated box
+    reports its own in ``/sim/info``), so records from both processes line up.
+    """
     if not scale > 0:
         raise ValueError(f"time scale must be positive, got {scale!r}")
     model_wall, model_perf = wall_ns(), perf_ns()
+    if model_unix_ns is not None:
+        model_wall = int(model_unix_ns)
     _Anchor.real_wall_ns, _Anchor.real_perf_ns = time.time_ns(), time.perf_counter_ns()
     _Anchor.model_wall_ns, _Anchor.model_perf_ns = model_wall, model_perf
     _Anchor.scale = float(scale)

@@ -25,16 +25,24 @@ from pathlib import Path
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ._exceptions import ConfigError
 from .store import STORE_ENV, Store
 from .store_exporters import StoreMetricExporter, StoreSpanExporter
 
-__all__ = ["Telemetry", "configure", "current_telemetry", "otlp_configured", "shutdown"]
+__all__ = [
+    "Telemetry",
+    "configure",
+    "current_telemetry",
+    "otlp_configured",
+    "otlp_metric_exporter",
+    "otlp_span_exporter",
+    "shutdown",
+]
 
 _logger = logging.getLogger(__name__)
 DEFAULT_SERVICE_NAME = "spark-otel"
@@ -90,25 +98,41 @@ def _protocol(signal: str) -> str:
     ).strip()
 
 
-def _otlp_exporters() -> tuple[object, object]:
-    span_proto, metric_proto = _protocol("traces"), _protocol("metrics")
-    for proto in (span_proto, metric_proto):
-        if proto not in ("http/protobuf", "grpc"):
-            raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={proto!r}: use 'http/protobuf' or 'grpc'")
+def _checked_protocol(signal: str) -> str:
+    proto = _protocol(signal)
+    if proto not in ("http/protobuf", "grpc"):
+        raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={proto!r}: use 'http/protobuf' or 'grpc'")
+    return proto
+
+
+def otlp_span_exporter() -> SpanExporter:
+    """An OTLP span exporter configured by the standard variables (protocol, endpoint, headers)."""
     try:
-        if span_proto == "grpc":
+        if _checked_protocol("traces") == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
-        if metric_proto == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
-                OTLPMetricExporter,
-            )
+
+            return OTLPSpanExporter()
     except ImportError as exc:
         raise ConfigError("OTLP over gRPC needs the grpc extra: pip install 'spark-otel[grpc]'") from exc
-    return OTLPSpanExporter(), OTLPMetricExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+    return HttpSpanExporter()
+
+
+def otlp_metric_exporter() -> MetricExporter:
+    """An OTLP metric exporter configured by the standard variables (temporality included)."""
+    try:
+        if _checked_protocol("metrics") == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+            return OTLPMetricExporter()
+    except ImportError as exc:
+        raise ConfigError("OTLP over gRPC needs the grpc extra: pip install 'spark-otel[grpc]'") from exc
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter()
 
 
 def configure(
@@ -161,10 +185,10 @@ def configure(
             )
         )
     if use_otlp:
-        span_exporter, metric_exporter = _otlp_exporters()
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))  # type: ignore[arg-type]
+        span_exporter, metric_exporter = otlp_span_exporter(), otlp_metric_exporter()
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
         readers.append(
-            PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_export_interval_ms)  # type: ignore[arg-type]
+            PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_export_interval_ms)
         )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     telemetry = Telemetry(tracer_provider, meter_provider, the_store, bool(use_otlp), readers)

@@ -90,13 +90,12 @@ def _export_otlp(cells: list) -> None:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     from ..receivers.backfill import FixedIdGenerator, export_cells_as_spans
-    from ..telemetry import _otlp_exporters
+    from ..telemetry import otlp_span_exporter
 
-    span_exporter, metric_exporter = _otlp_exporters()
-    metric_exporter.shutdown()  # type: ignore[attr-defined]
+    span_exporter = otlp_span_exporter()
     resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-backfill"})
     provider = TracerProvider(resource=resource, id_generator=FixedIdGenerator(), shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(span_exporter, max_queue_size=max(2048, len(cells))))  # type: ignore[arg-type]
+    provider.add_span_processor(BatchSpanProcessor(span_exporter, max_queue_size=max(2048, len(cells))))
     try:
         export_cells_as_spans(cells, provider)
     finally:

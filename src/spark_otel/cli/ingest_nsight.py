@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from .. import _semconv as sc
     from .._exceptions import ConfigError, SparkOtelError
     from ..receivers.nsight import metrics_data, read_capture, samples_for_store
-    from ..telemetry import otlp_configured
+    from ..telemetry import otlp_configured, otlp_metric_exporter
 
     if args.interval_ms <= 0:
         raise ConfigError(f"--interval-ms must be positive, got {args.interval_ms}")
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         from ._common import open_store
 
         store = open_store(args)
-    exporter = _otlp_exporter() if use_otlp else None
+    exporter = otlp_metric_exporter() if use_otlp else None
     summaries: list[dict[str, Any]] = []
     failed = 0
     try:
@@ -103,18 +103,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summaries)
     return 1 if failed else 0
-
-
-def _otlp_exporter() -> Any:
-    from ..telemetry import _protocol
-
-    if _protocol("metrics") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
-            OTLPMetricExporter,
-        )
-    return OTLPMetricExporter()
 
 
 def _print_summary(summary: Any) -> None:
