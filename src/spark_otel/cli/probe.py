@@ -1,0 +1,157 @@
+"""Measure what concurrent streams buy on one engine: the article's Appendix A.
+
+For each level N, fires N identical /v1/completions with min_tokens = max_tokens and ignore_eos,
+so every stream produces exactly --tokens tokens (checked against usage). Reads the engine's
+generation counter before and after each level, at quiescent points, and prints per level:
+per-stream tok/s (median, p10, p90), the probe's aggregate, the engine's aggregate and their
+ratio (above 1: another tenant decoded at the same time), mean GPU power where a power source
+is available, time to first token (streaming mode) and the client's own CPU per token.
+
+Each level is recorded in the embedded store as a load window ("probe N streams"), and the whole
+run as a probe document, so `spark-otel neighbour-cost` and `spark-otel advise` see it.
+Against the simulated box, times read in model time (the engine's /sim/info speed).
+
+    spark-otel probe --engine http://127.0.0.1:8011 --streams 1,2,4,8,16,32 --tokens 512
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .._exceptions import ConfigError
+from ._common import add_store_argument, print_table
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from exc
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive stream counts, e.g. 1,2,4,8")
+    return levels
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", required=True, metavar="URL", help="engine base URL (http://host:port)")
+    parser.add_argument(
+        "--streams", type=_levels, default=[1, 2, 4, 8, 16, 32], help="levels (default 1,2,4,8,16,32)"
+    )
+    parser.add_argument("--tokens", type=int, default=512, help="output tokens per stream (default 512)")
+    parser.add_argument("--model", help="model id (default: the engine's first listed model)")
+    parser.add_argument("--engine-name", help="engine label for load windows (default: /sim/info or model)")
+    parser.add_argument("--prompt-chars", type=int, default=200, help="prompt length (default 200)")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds per level (default 1)")
+    parser.add_argument(
+        "--warmup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="send one untimed request first (default on)",
+    )
+    parser.add_argument("--mode", choices=["stream", "plain"], default="stream", help="SSE or one JSON body")
+    parser.add_argument("--name", help="run name for the stored probe document")
+    parser.add_argument("--gpu", choices=["auto", "sim", "nvml", "smi", "none"], default="auto")
+    parser.add_argument("--time-scale", type=float, help="model-time scale (default: the engine's /sim/info)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="per-request ceiling, model seconds")
+    add_store_argument(parser)
+    parser.add_argument("--no-store", action="store_true", help="do not record in the store")
+    parser.add_argument("--json", metavar="FILE", help="write the versioned JSON report here")
+    parser.add_argument("--plot", metavar="FILE.png", help="plot per-stream and aggregate tok/s")
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
+    """The Appendix A table of a `ProbeReport`."""
+    from ..probe_results import ProbeReport
+
+    assert isinstance(report, ProbeReport)
+    columns = [
+        "streams",
+        "wall s",
+        "per-stream",
+        "p10..p90",
+        "probe agg",
+        "engine agg",
+        "ratio",
+        "power W",
+        "TTFT s",
+        "us/tok",
+        "exact",
+    ]
+    rows = [
+        [
+            str(lv.streams) + (f" #{lv.repeat + 1}" if report.settings.repeats > 1 else ""),
+            _fmt(lv.wall_s, 1),
+            _fmt(lv.per_stream_median),
+            f"{_fmt(lv.per_stream_p10)}..{_fmt(lv.per_stream_p90)}",
+            _fmt(lv.probe_aggregate_rate, 1),
+            _fmt(lv.engine_aggregate_rate, 1),
+            _fmt(lv.engine_probe_ratio, 2),
+            _fmt(lv.power_w, 1),
+            _fmt(lv.ttft_s_median, 2),
+            _fmt(lv.client_cpu_us_per_token, 1) + (" !" if lv.client_cpu_over_budget else ""),
+            "yes" if not lv.token_mismatches and not lv.errors else f"{lv.token_mismatches + lv.errors} off",
+        ]
+        for lv in report.levels
+    ]
+    return columns, rows
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from ..probe import ProbeSettings, run_probe
+    from ..store import Store
+    from ..telemetry import configure, otlp_configured
+
+    if args.tokens < 1 or args.repeats < 1 or args.prompt_chars < 1:
+        raise ConfigError("--tokens, --repeats and --prompt-chars must be positive")
+    settings = ProbeSettings(
+        streams=args.streams,
+        tokens=args.tokens,
+        model=args.model,
+        prompt_chars=args.prompt_chars,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        mode=args.mode,
+        name=args.name,
+        engine=args.engine_name,
+        gpu=args.gpu,
+        time_scale=args.time_scale,
+        request_timeout_s=args.timeout,
+    )
+    store = None if args.no_store else (Store(args.store) if args.store else Store())
+    total = len(settings.streams) * settings.repeats
+    telemetry = None
+    if otlp_configured():  # levels go to the collector as load-window spans as well
+        telemetry = configure(service_name="spark-otel-probe", store=False)
+    try:
+        with Progress(transient=True) as progress:
+            task = progress.add_task(f"probing {args.engine}", total=total)
+            report = run_probe(
+                args.engine, settings, store=store, on_level=lambda _lv: progress.advance(task)
+            )
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
+        if store is not None:
+            store.close()
+    columns, rows = level_rows(report)
+    print_table(
+        f"{report.metadata.engine} ({report.metadata.model}), {settings.tokens} tokens", columns, rows
+    )
+    for warning in report.warnings:
+        print(f"warning: {warning}")
+    if args.json:
+        report.save_file(args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        from ..report import plot_probe
+
+        plot_probe(report, Path(args.plot))
+        print(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,82 @@
+"""Write a self-contained HTML report: concurrency curves, neighbour cost, deadline outcomes and
+the advisor's queue rules, with every plot embedded (and also written as PNG files).
+
+Reads the embedded store (default), an OTLP JSON trace export written by the collector's file
+exporter (--otlp-json), or eval records backfilled on the fly (--records with --mapping, into a
+temporary store that is thrown away). --eval narrows the report to one eval.
+
+    spark-otel report --out report/
+    spark-otel report --otlp-json /var/lib/otelcol/traces.jsonl --eval golden-review
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._exceptions import ConfigError, InputError
+from ._common import add_store_argument
+
+if TYPE_CHECKING:
+    from ..report import ReportInputs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
+    parser.add_argument("--otlp-json", nargs="+", metavar="FILE", help="OTLP JSON trace export(s) to read")
+    parser.add_argument("--records", nargs="+", metavar="FILE", help="eval records to backfill and report")
+    parser.add_argument(
+        "--mapping", metavar="M", help="backfill mapping for --records (see spark-otel backfill)"
+    )
+    parser.add_argument("--engine", help="engine of --records that do not name one")
+    parser.add_argument(
+        "--eval", dest="eval_name", help="report on this eval only (and name --records' eval)"
+    )
+    parser.add_argument("--out", default="spark-otel-report", metavar="DIR", help="output directory")
+
+
+def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
+    """Backfill ``--records`` into a temporary store and read it back, as any store is read."""
+    from ..receivers.backfill import backfill_files, load_mapping
+    from ..report import inputs_from_store
+    from ..store import Store
+
+    if not args.mapping:
+        raise ConfigError("--records needs --mapping (the record layout; see spark-otel backfill --help)")
+    result = backfill_files(
+        args.records, load_mapping(args.mapping), eval_name=args.eval_name, engine=args.engine
+    )
+    for error in result.errors[:5]:
+        print(f"spark-otel: warning: skipped {error}", file=sys.stderr)
+    if not result.cells:
+        first = f": {result.errors[0]}" if result.errors else ""
+        raise InputError(f"{', '.join(args.records)}: no record could be read as a cell{first}")
+    with Store(tmp / "backfill.sqlite") as store:
+        store.write_cells(result.cells)
+        return inputs_from_store(store, source=", ".join(args.records))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import build_report, inputs_from_otlp_json, inputs_from_store, write_report
+    from ._common import open_store
+
+    chosen = sum(bool(x) for x in (args.store, args.otlp_json, args.records))
+    if chosen > 1:
+        raise ConfigError("choose one input: --store, --otlp-json or --records")
+    with tempfile.TemporaryDirectory(prefix="spark-otel-report-") as tmp:
+        if args.otlp_json:
+            inputs = inputs_from_otlp_json(args.otlp_json)
+        elif args.records:
+            inputs = _backfilled(args, Path(tmp))
+        else:
+            if args.store and not Path(args.store).expanduser().exists():
+                raise InputError(f"{args.store}: no such store file")
+            with open_store(args) as store:
+                inputs = inputs_from_store(store)
+    content = build_report(inputs, eval_name=args.eval_name)
+    page = write_report(content, args.out)
+    print(f"wrote {page}")
+    return 0

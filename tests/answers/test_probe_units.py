@@ -1,0 +1,193 @@
+"""The probe's pure parts: usage parsing, level figures, the versioned report, CLI errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_otel import _clock
+from spark_otel._exceptions import InputError
+from spark_otel.cli import main
+from spark_otel.probe import (
+    LevelMeasurement,
+    _Stream,
+    _usage_from_tail,
+    level_warnings,
+    probe_prompt,
+    summarize_level,
+)
+from spark_otel.probe_results import ProbeMetadata, ProbeReport, ProbeSettings, curve_of, load_probe_report
+from spark_otel.receivers.prometheus import EngineSnapshot
+
+S = 1_000_000_000
+
+
+def _snap(tokens: float, running: float = 0.0, t: int = 0) -> EngineSnapshot:
+    return EngineSnapshot(url="u", kind="vllm", unix_ns=t, generation_tokens=tokens, requests_running=running)
+
+
+def _measure(
+    streams: list[_Stream],
+    *,
+    n: int | None = None,
+    before: float = 1000,
+    after: float | None = None,
+    cpu_s: float = 0.0,
+) -> LevelMeasurement:
+    produced = sum(s.completion_tokens or 0 for s in streams)
+    return LevelMeasurement(
+        streams=n or len(streams), repeat=0, tokens=512, streaming=True, results=streams,
+        before=_snap(before, t=0), after=_snap(after if after is not None else before + produced, t=S),
+        quiescent=True, start_unix_ns=0, end_unix_ns=S, cpu_s=cpu_s,
+    )  # fmt: skip
+
+
+def test_usage_is_read_from_the_final_usage_chunk_even_when_split_across_chunks() -> None:
+    tail = (
+        b'data: {"choices":[{"text":"x"}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":512,"total_tokens":562}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    assert _usage_from_tail(tail)["completion_tokens"] == 512
+    assert _usage_from_tail(b'data: {"choices":[{"text":"x"}],"usage":null}\n\ndata: [DONE]\n\n') is None
+    assert _usage_from_tail(b"data: [DONE]\n\n") is None
+
+
+def test_level_figures_follow_appendix_a_definitions() -> None:
+    # Four streams of 512 tokens: two take 50 s, one 40 s, one 64 s; started together at t=0.
+    walls = [50, 50, 40, 64]
+    streams = [_Stream(start_ns=0, first_ns=S // 4, end_ns=w * S, completion_tokens=512) for w in walls]
+    level = summarize_level(_measure(streams, after=1000 + 4 * 512 + 640))  # another tenant added 640
+    assert level.stream_rates == sorted(512 / w for w in walls)
+    assert level.per_stream_median == pytest.approx(512 / 50)
+    assert level.wall_s == pytest.approx(64)
+    assert level.probe_aggregate_rate == pytest.approx(2048 / 64)
+    assert level.engine_aggregate_rate == pytest.approx((2048 + 640) / 64)
+    assert level.engine_probe_ratio == pytest.approx((2048 + 640) / 2048)
+    assert level.ttft_s_median == pytest.approx(0.25)
+    assert level.token_mismatches == 0
+    assert level.errors == 0
+
+
+def test_level_figures_read_in_model_time_under_a_time_scale() -> None:
+    _clock.set_time_scale(100.0)
+    try:
+        streams = [_Stream(start_ns=0, end_ns=S // 2, completion_tokens=512)]  # half a real second
+        level = summarize_level(_measure(streams))
+    finally:
+        _clock.set_time_scale(1.0)
+    assert level.wall_s == pytest.approx(50.0)
+    assert level.per_stream_median == pytest.approx(512 / 50)
+
+
+def test_level_reports_mismatched_tokens_errors_and_client_cpu_past_budget() -> None:
+    streams = [
+        _Stream(start_ns=0, end_ns=10 * S, completion_tokens=512),
+        _Stream(start_ns=0, end_ns=10 * S, completion_tokens=300),
+        _Stream(start_ns=0, error="HTTP 500: boom"),
+    ]
+    level = summarize_level(_measure(streams, cpu_s=5.0))  # half a core over the 10 s level
+    assert level.token_mismatches == 1
+    assert level.mismatched_counts == [300]
+    assert level.errors == 1
+    assert level.error_messages == ["HTTP 500: boom"]
+    assert level.client_cpu_us_per_token == pytest.approx(5e6 / 812)
+    assert level.client_cpu_core_fraction == pytest.approx(0.5)
+    assert level.client_cpu_over_budget
+    warnings = " | ".join(level_warnings(level))
+    assert "did not produce exactly 512 tokens (got [300])" in warnings
+    assert "1 of 3 streams failed: HTTP 500: boom" in warnings
+    assert "past its CPU budget" in warnings
+
+
+def test_client_budget_counts_one_decode_step_of_all_streams() -> None:
+    # 32 streams at 10 tok/s: an inter-token interval is 100 ms; 400 us/token x 32 = 12.8 ms = 13%.
+    streams = [_Stream(start_ns=0, end_ns=int(51.2 * S), completion_tokens=512) for _ in range(32)]
+    level = summarize_level(_measure(streams, cpu_s=32 * 512 * 400e-6))
+    assert level.client_cpu_step_fraction == pytest.approx(0.128)
+    assert level.client_cpu_core_fraction == pytest.approx(6.5536 / 51.2)
+    assert level.client_cpu_over_budget
+    calm = summarize_level(_measure(streams, cpu_s=32 * 512 * 100e-6))
+    assert calm.client_cpu_step_fraction == pytest.approx(0.032)
+    assert not calm.client_cpu_over_budget
+
+
+def test_probe_report_round_trips_through_json_and_refuses_other_versions(tmp_path: Path) -> None:
+    levels = [
+        summarize_level(
+            _measure([_Stream(start_ns=0, end_ns=int(512 / r * S), completion_tokens=512) for _ in range(n)])
+        )
+        for n, r in ((1, 11.1), (8, 10.06))
+    ]
+    report = ProbeReport(
+        metadata=ProbeMetadata(created_unix_ns=1, engine_url="http://127.0.0.1:1", engine="qwen", model="m"),
+        settings=ProbeSettings(streams=[1, 8]),
+        levels=levels,
+        curve=curve_of("qwen", levels),
+    )
+    assert [p.per_stream_rate for p in report.curve.points] == pytest.approx([11.1, 10.06])
+    assert report.curve.points[1].aggregate_rate == pytest.approx(8 * 10.06)
+    path = report.save_file(tmp_path / "probe.json")
+    assert ProbeReport.load_file(path) == report
+    body = json.loads(path.read_text())
+    body["metadata"]["version"] = 2
+    with pytest.raises(InputError, match="probe report version 2"):
+        load_probe_report(body)
+    body["metadata"]["version"] = 1
+    body["levels"][0]["streams"] = "many"
+    with pytest.raises(InputError, match=r"levels\.0\.streams"):
+        load_probe_report(body)
+
+
+def test_probe_prompt_has_the_requested_length() -> None:
+    assert len(probe_prompt(200)) == 200
+    assert len(probe_prompt(5)) == 5
+
+
+def test_probe_cli_on_an_unreachable_engine_exits_1_with_one_line(
+    free_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "probe",
+            "--engine",
+            f"http://127.0.0.1:{free_port}",
+            "--streams",
+            "1",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"spark-otel: error: http://127.0.0.1:{free_port}: cannot reach the engine")
+    assert err.count("\n") == 1
+
+
+def test_probe_cli_rejects_bad_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["probe", "--engine", "http://127.0.0.1:1", "--streams", "1,x"])
+    assert exc.value.code == 2
+    assert "not a comma-separated list of integers" in capsys.readouterr().err
+
+
+def test_mean_power_uses_the_energy_counter_on_the_right_clock() -> None:
+    from spark_otel.probe import mean_power
+
+    # 100 model seconds at 100x is one real second: a real GPU's 300 J over it is 300 W ...
+    _clock.set_time_scale(100.0)
+    try:
+        assert mean_power((0, 280.0, 1000.0), (100 * S, 320.0, 1300.0), [], real_time=True) == pytest.approx(
+            300.0
+        )
+    finally:
+        _clock.set_time_scale(1.0)
+    # ... while the simulated box keeps its energy in model time: 3,700 J over 100 s is 37 W.
+    assert mean_power((0, 36.0, 0.0), (100 * S, 38.0, 3700.0), [], real_time=False) == pytest.approx(37.0)
+    # Without an energy counter (nvidia-smi), the mean of every power reading of the window.
+    assert mean_power((0, 34.0, None), (10 * S, 40.0, None), [36.0, 38.0], real_time=True) == pytest.approx(
+        37.0
+    )
+    assert mean_power(None, (S, 1.0, 1.0), [], real_time=True) is None

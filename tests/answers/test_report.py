@@ -1,0 +1,279 @@
+"""The HTML report from hand-built records with known answers: sections, embedded plots, errors."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+
+from spark_otel._exceptions import InputError
+from spark_otel.cli import main
+from spark_otel.model import Cell, CellStatus, LoadWindow
+from spark_otel.probe import LevelMeasurement, summarize_level
+from spark_otel.probe_results import ProbeMetadata, ProbeReport, ProbeSettings, curve_of
+from spark_otel.report import build_report, deadline_outcomes, inputs_from_store, write_report
+from spark_otel.store import Store
+
+S = 1_000_000_000
+T0 = 1_790_000_000 * S
+
+
+def _serial_cell(i: int, start_s: float, elapsed_s: float, tokens: int | None, **kw: object) -> Cell:
+    return Cell(
+        uid=f"serial-{i}",
+        eval_name="serial-review",
+        cell_id=f"c{i}",
+        engine="qwen",
+        start_unix_ns=T0 + int(start_s * S),
+        end_unix_ns=T0 + int((start_s + elapsed_s) * S),
+        prompt_tokens=5000,
+        completion_tokens=tokens,
+        workers=1,
+        deadline_s=1800,
+        **kw,
+    )
+
+
+def _records() -> tuple[list[Cell], list[LoadWindow]]:
+    """Six baseline cells at 11.5 tok/s, then three inside a nemotron window at 5.25, one timeout."""
+    cells = [_serial_cell(i, i * 1000.0, 1000.0, 11_500) for i in range(6)]
+    cells += [_serial_cell(6 + i, 6000.0 + i * 1000.0, 1000.0, 5_250) for i in range(3)]
+    cells.append(
+        _serial_cell(
+            9,
+            9000.0,
+            1800.0,
+            None,
+            status=CellStatus.DEADLINE,
+            deadline_hit=True,
+            salvaged_findings=2,
+            degraded=True,
+        )
+    )
+    cells += [
+        Cell(
+            uid=f"nemo-{i}",
+            eval_name="nemotron-cards",
+            cell_id=f"n{i}",
+            engine="nemotron",
+            start_unix_ns=T0 + int((6000 + i * 900) * S),
+            end_unix_ns=T0 + int((6000 + i * 900 + 880) * S),
+            prompt_tokens=12_000,
+            completion_tokens=300,
+            workers=4,
+        )
+        for i in range(4)
+    ]
+    windows = [
+        LoadWindow(
+            uid="probe-8",
+            name="probe 8 streams",
+            kind="probe",
+            engine="qwen",
+            start_unix_ns=T0 + 20_000 * S,
+            end_unix_ns=T0 + 20_050 * S,
+            streams=8,
+        )
+    ]
+    return cells, windows
+
+
+def _probe_report() -> ProbeReport:
+    from spark_otel.probe import _Stream
+
+    levels = []
+    for n, rate in ((1, 11.1), (8, 10.1), (32, 5.8)):
+        streams = [
+            _Stream(start_ns=0, first_ns=int(0.2 * S), end_ns=int(512 / rate * S), completion_tokens=512)
+            for _ in range(n)
+        ]
+        m = LevelMeasurement(
+            streams=n, repeat=0, tokens=512, streaming=True, results=streams, before=None, after=None,
+            quiescent=True, start_unix_ns=T0, end_unix_ns=T0 + S, cpu_s=0.001, power_w=36.0,
+        )  # fmt: skip
+        levels.append(summarize_level(m))
+    return ProbeReport(
+        metadata=ProbeMetadata(
+            created_unix_ns=T0, engine_url="http://127.0.0.1:8011", engine="qwen", model="qwen3.8-27b"
+        ),
+        settings=ProbeSettings(streams=[1, 8, 32]),
+        levels=levels,
+        curve=curve_of("qwen", levels),
+    )
+
+
+def test_deadline_outcomes_count_statuses_hits_findings_and_degraded_cells_per_eval_and_workers() -> None:
+    cells, _ = _records()
+    outcomes = {(o.eval_name, o.workers): o for o in deadline_outcomes(cells)}
+    serial = outcomes[("serial-review", 1)]
+    assert serial.cells == 10
+    assert serial.statuses == {"ok": 9, "error": 0, "deadline": 1, "length_cap": 0}
+    assert (serial.ceiling_hits, serial.salvaged_findings, serial.degraded) == (1, 2, 1)
+    assert outcomes[("nemotron-cards", 4)].statuses["ok"] == 4
+
+
+def test_report_from_the_store_has_every_section_and_embeds_its_plots(tmp_path: Path) -> None:
+    cells, windows = _records()
+    probe = _probe_report()
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_cells(cells)
+        store.write_windows(windows)
+        store.put_document("probe", "qwen sweep", probe.model_dump(mode="json"))
+        inputs = inputs_from_store(store)
+    content = build_report(inputs)
+
+    [serial] = [n for n in content.neighbours if n.eval_name == "serial-review"]
+    assert serial.baseline.median == pytest.approx(11.5)
+    nemo = next(w for w in serial.windows if w.engine == "nemotron")
+    assert nemo.cost == pytest.approx(1 - 5.25 / 11.5)
+    assert content.advice is not None
+    assert content.advice.rules
+
+    page = write_report(content, tmp_path / "out")
+    text = page.read_text()
+    for heading in (
+        "Concurrency: what more streams buy",
+        "Neighbour cost",
+        "Deadline outcomes",
+        "Queue rules",
+    ):
+        assert heading in text
+    assert "Probe of qwen (qwen3.8-27b)" in text
+    assert "54%" in text  # 1 - 5.25/11.5 = 54%
+    assert "11.10" in text  # the probe's single-stream median
+    images = re.findall(
+        r'src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="[^"]*" data-file="([^"]+)"', text
+    )
+    assert {name for _, name in images} >= {
+        "curve-1-qwen.png",
+        "neighbour-serial-review.png",
+        "concurrency.png",
+    }
+    for data, name in images:
+        png = base64.b64decode(data)
+        assert png.startswith(b"\x89PNG")
+        assert (tmp_path / "out" / name).read_bytes() == png
+    assert "<script" not in text
+    assert 'href="http' not in text
+
+
+def test_report_for_one_eval_names_an_unknown_eval(tmp_path: Path) -> None:
+    cells, _windows = _records()
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_cells(cells)
+        inputs = inputs_from_store(store)
+    with pytest.raises(InputError, match=r"no cells recorded for eval 'nope'.*serial-review"):
+        build_report(inputs, eval_name="nope")
+
+
+def test_report_cli_on_an_empty_store_exits_1_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Store(tmp_path / "empty.sqlite").close()
+    code = main(["report", "--store", str(tmp_path / "empty.sqlite"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("spark-otel: error: ")
+    assert "no cells, load windows or probe runs" in err
+    assert err.count("\n") == 1
+
+
+def test_report_cli_on_a_missing_store_or_two_inputs_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "--store", str(tmp_path / "none.sqlite")]) == 1
+    assert "none.sqlite: no such store file" in capsys.readouterr().err
+    assert not (tmp_path / "none.sqlite").exists()
+    assert main(["report", "--store", "x", "--otlp-json", "y"]) == 2
+    assert "choose one input" in capsys.readouterr().err
+
+
+def test_report_cli_writes_the_page_for_one_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cells, windows = _records()
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_cells(cells)
+        store.write_windows(windows)
+    out = tmp_path / "r"
+    assert (
+        main(["report", "--store", str(tmp_path / "s.sqlite"), "--eval", "serial-review", "--out", str(out)])
+        == 0
+    )
+    assert "wrote" in capsys.readouterr().out
+    text = (out / "report.html").read_text()
+    assert "spark-otel report: serial-review" in text
+    assert (out / "neighbour-serial-review.png").read_bytes().startswith(b"\x89PNG")
+
+
+def _record(
+    eval_name: str, engine: str, i: int, start_s: float, elapsed_s: float, tokens: int | None, workers: int
+) -> dict:
+    started = (T0 + int(start_s * S)) / S
+    record = {"eval": eval_name, "engine": engine, "cell_id": f"{eval_name}-{i}", "started_at": started,
+              "elapsed_s": elapsed_s, "workers": workers, "deadline_s": 1800, "status": "ok"}  # fmt: skip
+    if tokens is None:
+        record |= {"status": "timeout", "timeout": True}
+    else:
+        record["usage"] = {"completion_tokens": tokens, "prompt_tokens": 4000}
+    return record
+
+
+def test_report_cli_from_backfilled_records_reads_the_eval_as_the_store_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    records = [_record("serial", "qwen", i, i * 1000.0, 1000.0, 11_500, 1) for i in range(6)]
+    records += [_record("serial", "qwen", 6 + i, 6000.0 + i * 1000.0, 1000.0, 5_250, 1) for i in range(3)]
+    records.append(_record("serial", "qwen", 9, 9000.0, 1800.0, None, 1))
+    records += [_record("cards", "nemotron", i, 6000.0 + i * 900, 880.0, 300, 4) for i in range(4)]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n{broken\n")
+    out = tmp_path / "r"
+
+    code = main(["report", "--records", str(path), "--mapping", "spark-bench", "--out", str(out)])
+
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "warning: skipped" in captured.err  # the broken line, named, and the rest still loads
+    text = (out / "report.html").read_text()
+    assert "Baseline over 6 cells overlapping no other load: median 11.50 tok/s" in text
+    assert "54%" in text
+    assert (out / "neighbour-serial.png").exists()
+
+
+def test_report_cli_from_backfilled_records_needs_a_mapping_and_readable_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text("{broken\n")
+    assert main(["report", "--records", str(path)]) == 2
+    assert "--records needs --mapping" in capsys.readouterr().err
+    assert (
+        main(["report", "--records", str(path), "--mapping", "spark-bench", "--out", str(tmp_path / "o")])
+        == 1
+    )
+    assert "no record could be read as a cell" in capsys.readouterr().err
+
+
+def test_report_cli_from_an_otlp_json_export(
+    tmp_path: Path, span_exporter, tracer_provider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from spark_otel.cells import cell
+
+    for i in range(4):
+        with cell("exported", f"c{i}", engine="qwen", workers=1, tracer_provider=tracer_provider) as state:
+            state.add_tokens(prompt=100, completion=50)
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(MessageToDict(encode_spans(span_exporter.get_finished_spans()))) + "\n")
+    out = tmp_path / "r"
+    assert main(["report", "--otlp-json", str(path), "--out", str(out)]) == 0
+    text = (out / "report.html").read_text()
+    assert f"From {path}: 4 cells" in text
+    assert "<td>exported</td><td>1</td><td>4</td><td>4</td>" in text  # outcomes: 4 cells, 4 ok
