@@ -51,11 +51,13 @@ def set_time_scale(scale: float, *, model_unix_ns: int | None = None) -> None:
     """
     if not scale > 0:
         raise ValueError(f"time scale must be positive, got {scale!r}")
-    model_wall, model_perf = wall_ns(), perf_ns()
-    if model_unix_ns is not None:
-        model_wall = int(model_unix_ns)
-    _Anchor.real_wall_ns, _Anchor.real_perf_ns = time.time_ns(), time.perf_counter_ns()
-    _Anchor.model_wall_ns, _Anchor.model_perf_ns = model_wall, model_perf
+    # The monotonic clock stays continuous (durations never run backwards); Unix time restarts
+    # from the real clock, or from the given anchor.
+    model_perf = perf_ns()
+    real_wall, real_perf = time.time_ns(), time.perf_counter_ns()
+    _Anchor.real_wall_ns, _Anchor.real_perf_ns = real_wall, real_perf
+    _Anchor.model_wall_ns = real_wall if model_unix_ns is None else int(model_unix_ns)
+    _Anchor.model_perf_ns = model_perf
     _Anchor.scale = float(scale)
 
 
