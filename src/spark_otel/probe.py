@@ -396,8 +396,10 @@ class _Prober:
             speed = self.sim_info.get("speed")
             if isinstance(speed, int | float) and math.isfinite(speed) and speed > 0:
                 scale = float(speed)
-        if scale is not None:
-            _clock.set_time_scale(scale)
+        if scale is not None and scale != _clock.time_scale():
+            # Line our model clock up with the box's, so load windows meet its other clients' cells.
+            anchor = self.sim_info.get("unix_ns") if self.sim_info is not None else None
+            _clock.set_time_scale(scale, model_unix_ns=anchor if isinstance(anchor, int) else None)
         self.time_scale = _clock.time_scale()
         if not self.model:
             try:
@@ -594,7 +596,8 @@ async def arun_probe(
                         on_level(level)
     finally:
         # The scale holds for this run only; figures already read in model time.
-        _clock.set_time_scale(previous_scale)
+        if _clock.time_scale() != previous_scale:
+            _clock.set_time_scale(previous_scale)
         otel_context.detach(token)
         await prober.control.aclose()
         if meter is not None:
