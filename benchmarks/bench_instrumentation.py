@@ -14,11 +14,16 @@ metric reader. Measured:
 * the same 512-chunk SSE body read with raw ``httpx2`` ``iter_lines`` (spark-otel's raw layer;
   contrib has none).
 
-``spark-no-tpoc`` is a diagnostic: spark-otel with the per-chunk
-``gen_ai.client.operation.time_per_output_chunk`` records replaced by a no-op, to separate
-spark-otel's own per-chunk bookkeeping from the OpenTelemetry SDK's cost of one histogram
-record (which both instrumentations pay once per chunk). The "SDK floor" line times the
-OpenTelemetry SDK alone: one span with our attributes, one histogram record.
+``spark-chunk-off`` is spark-otel with ``instrument(chunk_metrics=False)``: no per-chunk
+``gen_ai.client.operation.time_per_output_chunk`` records (both instrumentations otherwise pay
+one OpenTelemetry SDK histogram record per chunk), everything else the same.
+``spark-noop-sdk`` (a diagnostic) is spark-otel given OpenTelemetry's no-op tracer and meter
+providers: only spark-otel's own code runs, in place, so spark-otel minus spark-noop-sdk is
+what the SDK costs inside a real call.
+The "SDK floor" line times the OpenTelemetry SDK alone in a tight loop: one span with our
+attributes, one histogram record.
+The spread printed after the table is over rounds: each round's added cost is that round's
+variant median minus that round's bare median, so slow and fast rounds pair up.
 
 Targets (issue 2): at most 40 µs added per non-streamed call, at most 2 µs per streamed chunk,
 and no worse than the contrib instrumentation (``opentelemetry-instrumentation-genai-openai``).
@@ -35,7 +40,8 @@ from typing import Any
 
 CHUNKS = 512
 MODEL = "bench-model"
-VARIANTS = ("bare", "spark-otel", "spark-no-tpoc", "contrib")
+VARIANTS = ("bare", "spark-otel", "spark-chunk-off", "spark-noop-sdk", "contrib")
+KEYS = ("call_us", "chunk_us", "raw_chunk_us")
 
 
 # -- the in-process engine -----------------------------------------------------------------------
@@ -83,7 +89,14 @@ def _transport() -> Any:
     return httpx2.MockTransport(handler)
 
 
-# -- one variant, in its own process ---------------------------------------------------------------
+# -- providers, the SDK floor, one variant ------------------------------------------------------------
+def _noop_providers() -> tuple[Any, Any, None]:
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    return NoOpTracerProvider(), NoOpMeterProvider(), None
+
+
 def _providers() -> tuple[Any, Any, Any]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -98,16 +111,6 @@ def _providers() -> tuple[Any, Any, Any]:
     tracer_provider.add_span_processor(BatchSpanProcessor(NullExporter()))
     reader = InMemoryMetricReader()
     return tracer_provider, MeterProvider(metric_readers=[reader]), reader
-
-
-def _drop_chunk_histogram(meter_provider: Any) -> None:
-    from spark_otel._instruments import instruments
-
-    class NoOp:
-        def record(self, *args: object, **kwargs: object) -> None:
-            return None
-
-    object.__setattr__(instruments(meter_provider), "time_per_output_chunk", NoOp())
 
 
 def _sdk_floor(tracer_provider: Any, meter_provider: Any) -> dict[str, float]:
@@ -158,11 +161,14 @@ class _Variant:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.providers = _providers() if name != "bare" else None
-        self.samples: dict[str, list[float]] = {"call_us": [], "chunk_us": [], "raw_chunk_us": []}
+        self.providers: tuple[Any, Any, Any] | None = None
+        if name == "spark-noop-sdk":
+            self.providers = _noop_providers()
+        elif name != "bare":
+            self.providers = _providers()
+        self.samples: dict[str, list[float]] = {k: [] for k in KEYS}
+        self.rounds: dict[str, list[float]] = {k: [] for k in KEYS}  # one median per round
         self._contrib: Any = None
-        if name == "spark-no-tpoc":
-            _drop_chunk_histogram(self.providers[1])  # type: ignore[index]
 
     def on(self) -> None:
         if self.providers is None:
@@ -176,7 +182,11 @@ class _Variant:
         else:
             import spark_otel
 
-            spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+            spark_otel.instrument(
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                chunk_metrics=self.name != "spark-chunk-off",
+            )
 
     def off(self) -> None:
         if self._contrib is not None:
@@ -188,6 +198,10 @@ class _Variant:
             spark_otel.uninstrument()
         _assert_unpatched()
 
+    def add(self, key: str, samples: list[float]) -> None:
+        self.samples[key] += samples
+        self.rounds[key].append(statistics.median(samples))
+
 
 def _assert_unpatched() -> None:
     """Phases must not leak: after `off`, the SDK's create is the original function again."""
@@ -197,7 +211,7 @@ def _assert_unpatched() -> None:
     assert not isinstance(Completions.__dict__["create"], wrapt.ObjectProxy), "a phase leaked its patch"
 
 
-def run(rounds: int, calls: int, streams: int) -> dict[str, dict[str, float]]:
+def run(rounds: int, calls: int, streams: int) -> dict[str, dict[str, Any]]:
     """Alternate short phases of every variant, so load on a shared machine hits them all alike."""
     import httpx2
     import openai
@@ -216,9 +230,9 @@ def run(rounds: int, calls: int, streams: int) -> dict[str, dict[str, float]]:
         return client.chat.completions.create(model=MODEL, messages=messages, max_tokens=64)  # type: ignore[arg-type]
 
     def stream() -> int:
-        s = client.chat.completions.create(
+        s = client.chat.completions.create(  # type: ignore[call-overload]
             model=MODEL,
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             max_tokens=CHUNKS,
             stream=True,
             stream_options={"include_usage": True},
@@ -241,13 +255,20 @@ def run(rounds: int, calls: int, streams: int) -> dict[str, dict[str, float]]:
         order = variants[round_ % len(variants) :] + variants[: round_ % len(variants)]
         for variant in order:
             variant.on()
-            variant.samples["call_us"] += _samples_ns(call, calls, 1e3)
-            variant.samples["chunk_us"] += _samples_ns(stream, streams, 1e3 * CHUNKS)
-            variant.samples["raw_chunk_us"] += _samples_ns(raw_stream, streams, 1e3 * CHUNKS)
+            variant.add("call_us", _samples_ns(call, calls, 1e3))
+            variant.add("chunk_us", _samples_ns(stream, streams, 1e3 * CHUNKS))
+            variant.add("raw_chunk_us", _samples_ns(raw_stream, streams, 1e3 * CHUNKS))
             variant.off()
-    results = {v.name: {k: statistics.median(xs) for k, xs in v.samples.items()} for v in variants}
+    results: dict[str, dict[str, Any]] = {
+        v.name: {k: statistics.median(xs) for k, xs in v.samples.items()} for v in variants
+    }
+    bare_rounds = variants[0].rounds
+    for variant in variants[1:]:
+        results[variant.name]["added_rounds"] = {
+            k: [x - b for x, b in zip(variant.rounds[k], bare_rounds[k], strict=True)] for k in KEYS
+        }
     for variant in variants:
-        if variant.providers is not None:
+        if variant.providers is not None and variant.providers[2] is not None:
             tracer_provider, _, reader = variant.providers
             tracer_provider.force_flush()
             assert reader.get_metrics_data() is not None, f"{variant.name} recorded no metrics"
@@ -282,7 +303,7 @@ def main() -> int:
         "per variant; medians"
     )
     columns = ("µs/call", "added", "µs/chunk", "added", "raw µs/chunk", "added")
-    print(f"{'variant':<14}" + "".join(f"{c:>14}" for c in columns))
+    print(f"{'variant':<16}" + "".join(f"{c:>13}" for c in columns))
     for variant in VARIANTS:
         r = results[variant]
         cells = (
@@ -293,23 +314,37 @@ def main() -> int:
             f"{r['raw_chunk_us']:.2f}",
             f"{r['raw_chunk_us'] - bare['raw_chunk_us']:+.2f}",
         )
-        print(f"{variant:<14}" + "".join(f"{c:>14}" for c in cells))
-    ours, contrib, own = results["spark-otel"], results["contrib"], results["spark-no-tpoc"]
-    added = {k: ours[k] - bare[k] for k in ours}
-    contrib_added = {k: contrib[k] - bare[k] for k in contrib}
-    own_added = {k: own[k] - bare[k] for k in own}
+        print(f"{variant:<16}" + "".join(f"{c:>13}" for c in cells))
+    print()
+    print("added over bare, per round (median [25th-75th percentile] of the rounds):")
+    for variant in VARIANTS[1:]:
+        spread = results[variant]["added_rounds"]
+        print(
+            f"  {variant:<16} call {_spread(spread['call_us'], 1)} µs, "
+            f"chunk {_spread(spread['chunk_us'], 2)} µs, raw chunk {_spread(spread['raw_chunk_us'], 2)} µs"
+        )
+    ours, off, contrib = results["spark-otel"], results["spark-chunk-off"], results["contrib"]
+    added = {k: ours[k] - bare[k] for k in KEYS}
+    off_added = {k: off[k] - bare[k] for k in KEYS}
+    contrib_added = {k: contrib[k] - bare[k] for k in KEYS}
     print()
     print(
         f"added per call:  spark-otel {added['call_us']:+.1f} µs, "
         f"contrib {contrib_added['call_us']:+.1f} µs (target <= 40 µs)"
     )
     print(
-        f"added per chunk: spark-otel {added['chunk_us']:+.2f} µs, "
-        f"contrib {contrib_added['chunk_us']:+.2f} µs (target <= 2 µs)"
+        f"added per chunk: spark-otel {added['chunk_us']:+.2f} µs (chunk metrics off "
+        f"{off_added['chunk_us']:+.2f} µs), contrib {contrib_added['chunk_us']:+.2f} µs (target <= 2 µs)"
     )
     print(
-        "spark-otel's own per-chunk work (no per-chunk histogram record): "
-        f"openai {own_added['chunk_us']:+.2f} µs, raw {own_added['raw_chunk_us']:+.2f} µs"
+        f"raw added per chunk: spark-otel {added['raw_chunk_us']:+.2f} µs "
+        f"(chunk metrics off {off_added['raw_chunk_us']:+.2f} µs)"
+    )
+    own = {k: results["spark-noop-sdk"][k] - bare[k] for k in KEYS}
+    print(
+        f"spark-otel's own code in place (no-op SDK): call {own['call_us']:+.1f} µs, "
+        f"chunk {own['chunk_us']:+.2f} µs, raw chunk {own['raw_chunk_us']:+.2f} µs; "
+        f"so the SDK's share of a call here is {added['call_us'] - own['call_us']:.1f} µs"
     )
     floor_call = bare["span_us"] + 3 * bare["record_us"]
     print(
@@ -319,8 +354,21 @@ def main() -> int:
     )
     call_ratio = ours["call_us"] / contrib["call_us"]
     stream_ratio = ours["chunk_us"] / contrib["chunk_us"]
-    print(f"time ratio spark-otel / contrib: call {call_ratio:.3f}, stream {stream_ratio:.3f}")
+    print(
+        f"time ratio spark-otel / contrib: call {call_ratio:.3f}, stream {stream_ratio:.3f} "
+        f"(chunk metrics off: stream {off['chunk_us'] / contrib['chunk_us']:.3f}); "
+        "added-cost ratio: "
+        f"call {added['call_us'] / contrib_added['call_us']:.2f}, "
+        f"stream {added['chunk_us'] / contrib_added['chunk_us']:.2f}"
+    )
     return 0
+
+
+def _spread(xs: list[float], digits: int) -> str:
+    if len(xs) < 2:
+        return f"{xs[0]:+.{digits}f}" if xs else "n/a"
+    q1, median, q3 = statistics.quantiles(xs, n=4)
+    return f"{median:+.{digits}f} [{q1:+.{digits}f}..{q3:+.{digits}f}]"
 
 
 def _version(dist: str) -> str:

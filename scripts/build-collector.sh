@@ -3,6 +3,7 @@
 # The binary is cached outside the repo, keyed by the manifest's hash, so later runs reuse it.
 # Prints the binary's path on the last line of stdout.
 set -euo pipefail
+command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 manifest="$here/collector/builder-config.yaml"
 builder_version="v0.161.0"

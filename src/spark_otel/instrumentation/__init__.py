@@ -16,7 +16,8 @@ v1.41); a stream's span and duration end when the stream ends, however it ends. 
 `spark_otel.cell`, the span carries the cell's attributes and the server-reported tokens add
 up in the cell. Settings are read once, here: content capture
 (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), usage on streams
-(``SPARK_OTEL_INCLUDE_USAGE``) and W3C ``traceparent`` injection (``SPARK_OTEL_TRACEPARENT``).
+(``SPARK_OTEL_INCLUDE_USAGE``), W3C ``traceparent`` injection (``SPARK_OTEL_TRACEPARENT``) and
+the per-chunk ``time_per_output_chunk`` histogram (``SPARK_OTEL_CHUNK_METRICS``, on by default).
 See docs/instrumentation.md.
 """
 
@@ -94,6 +95,7 @@ class SparkOtelInstrumentor:
         include_usage: bool | None = None,
         inject_traceparent: bool | None = None,
         provider_name: str = PROVIDER_VLLM,
+        chunk_metrics: bool | None = None,
         **_: Any,
     ) -> None:
         """Patch; a missing provider comes from `spark_otel.configure()` (the embedded store by default)."""
@@ -102,6 +104,7 @@ class SparkOtelInstrumentor:
             include_usage=include_usage,
             inject_traceparent=inject_traceparent,
             provider_name=provider_name,
+            chunk_metrics=chunk_metrics,
         )
         with SparkOtelInstrumentor._lock:
             if SparkOtelInstrumentor._runtime is not None:
@@ -165,6 +168,7 @@ def instrument(
     include_usage: bool | None = None,
     inject_traceparent: bool | None = None,
     provider_name: str = PROVIDER_VLLM,
+    chunk_metrics: bool | None = None,
 ) -> None:
     """Make every openai / raw-HTTP call to an engine produce a span and GenAI metrics.
 
@@ -173,7 +177,10 @@ def instrument(
     openai calls for a usage chunk (``SPARK_OTEL_INCLUDE_USAGE``; a call that passes its own
     ``stream_options`` keeps them); ``inject_traceparent`` sends W3C ``traceparent`` so vLLM's
     server spans join the trace (``SPARK_OTEL_TRACEPARENT``); ``provider_name`` is the
-    ``gen_ai.provider.name`` reported (``vllm``: semconv has no value for local engines).
+    ``gen_ai.provider.name`` reported (``vllm``: semconv has no value for local engines);
+    ``chunk_metrics=False`` (or ``SPARK_OTEL_CHUNK_METRICS=0``) drops the one per-chunk metric,
+    ``gen_ai.client.operation.time_per_output_chunk``, whose SDK record per streamed chunk is
+    most of a stream's overhead (on by default, as semconv recommends).
     """
     SparkOtelInstrumentor().instrument(
         tracer_provider=tracer_provider,
@@ -182,6 +189,7 @@ def instrument(
         include_usage=include_usage,
         inject_traceparent=inject_traceparent,
         provider_name=provider_name,
+        chunk_metrics=chunk_metrics,
     )
 
 

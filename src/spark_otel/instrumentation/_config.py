@@ -15,6 +15,7 @@ from .._semconv import PROVIDER_VLLM
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
+    "CHUNK_METRICS_ENV",
     "INCLUDE_USAGE_ENV",
     "TRACEPARENT_ENV",
     "InstrumentationConfig",
@@ -25,6 +26,7 @@ _logger = logging.getLogger(__name__)
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 INCLUDE_USAGE_ENV = "SPARK_OTEL_INCLUDE_USAGE"
 TRACEPARENT_ENV = "SPARK_OTEL_TRACEPARENT"
+CHUNK_METRICS_ENV = "SPARK_OTEL_CHUNK_METRICS"
 
 # Newer util-genai releases accept capture modes instead of a boolean; any mode that puts
 # content on spans counts as on.
@@ -32,21 +34,24 @@ _TRUE = frozenset({"1", "true", "yes", "on", "span_only", "span_and_event"})
 _FALSE = frozenset({"", "0", "false", "no", "off", "no_content", "event_only"})
 
 
-def _env_flag(name: str) -> bool:
+def _env_flag(name: str, default: bool = False) -> bool:
     raw = os.environ.get(name)
     if raw is None:
-        return False
+        return default
     value = raw.strip().lower()
+    if not value:
+        return default
     if value in _TRUE:
         return True
     if value not in _FALSE:
-        _logger.warning("%s=%r is not a boolean; treating it as false", name, raw)
+        _logger.warning("%s=%r is not a boolean; treating it as %s", name, raw, str(default).lower())
+        return default
     return False
 
 
-def _flag(name: str, value: bool | None, env: str) -> bool:
+def _flag(name: str, value: bool | None, env: str, default: bool = False) -> bool:
     if value is None:
-        return _env_flag(env)
+        return _env_flag(env, default)
     if not isinstance(value, bool):
         raise ConfigError(f"instrument({name}={value!r}): expected True, False or None")
     return value
@@ -63,6 +68,12 @@ class InstrumentationConfig:
     inject_traceparent: bool = False
     """Send a W3C ``traceparent`` header so the engine's own spans join the trace."""
     provider_name: str = PROVIDER_VLLM
+    chunk_metrics: bool = True
+    """Record ``gen_ai.client.operation.time_per_output_chunk`` once per chunk after the first.
+
+    On by default (semconv-complete). Off saves one SDK histogram record per streamed chunk
+    (about 9 µs each on a loaded 2-core box); every other span attribute and metric stays.
+    """
 
     @classmethod
     def resolve(
@@ -72,6 +83,7 @@ class InstrumentationConfig:
         include_usage: bool | None,
         inject_traceparent: bool | None,
         provider_name: str,
+        chunk_metrics: bool | None = None,
     ) -> InstrumentationConfig:
         """Arguments win over the environment; a bad argument raises `ConfigError`."""
         if not isinstance(provider_name, str) or not provider_name.strip():
@@ -81,4 +93,5 @@ class InstrumentationConfig:
             include_usage=_flag("include_usage", include_usage, INCLUDE_USAGE_ENV),
             inject_traceparent=_flag("inject_traceparent", inject_traceparent, TRACEPARENT_ENV),
             provider_name=provider_name.strip(),
+            chunk_metrics=_flag("chunk_metrics", chunk_metrics, CHUNK_METRICS_ENV, default=True),
         )

@@ -21,7 +21,6 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from .. import _semconv as sc
-from .._guard import guard
 from ._openai_patch import IN_OPENAI_CALL
 from ._request import RequestTelemetry, Runtime, error_type_of, report_failure
 from ._sse import SseScanner
@@ -55,9 +54,9 @@ def _operation(request: Any) -> str | None:
 
 
 def _suppressed() -> bool:
-    if IN_OPENAI_CALL.get():
-        return True
-    return any(otel_context.get_value(key) for key in _SUPPRESS_KEYS)
+    """OpenTelemetry's ``suppress_instrumentation`` keys (`IN_OPENAI_CALL` is checked before)."""
+    get_value = otel_context.get_value
+    return any(get_value(key) for key in _SUPPRESS_KEYS)
 
 
 def _request_params(request: Any) -> dict[str, Any]:
@@ -71,7 +70,7 @@ def _request_params(request: Any) -> dict[str, Any]:
 
 def _start(rt: Runtime, request: Any) -> RequestTelemetry | None:
     telemetry = None
-    with guard("httpx request start"):
+    try:  # the `guard` contract, without a generator per request
         operation = _operation(request)
         if operation is None:
             return None
@@ -82,8 +81,10 @@ def _start(rt: Runtime, request: Any) -> RequestTelemetry | None:
         telemetry = RequestTelemetry(
             rt, operation, params, url.host or None, port, streaming=streaming, layer="httpx"
         )
-        if rt.config.inject_traceparent and "traceparent" not in request.headers:
+        if rt.inject_traceparent and "traceparent" not in request.headers:
             request.headers.update(telemetry.traceparent_headers())
+    except Exception as exc:
+        report_failure("httpx request start", exc)
     return telemetry
 
 
@@ -97,9 +98,15 @@ class _Observer:
         headers = response.headers
         self.encoded = headers.get("content-encoding", "identity").lower() not in ("identity", "")
         is_sse = headers.get("content-type", "").startswith("text/event-stream")
-        self.scanner = SseScanner(capture=request.rt.config.capture_content) if is_sse else None
+        self.scanner = SseScanner(capture=request.rt.capture_content) if is_sse else None
         self.body: list[bytes] | None = None if is_sse else []
         self.size = 0
+
+    def block_hook(self) -> Callable[[bytes], None]:
+        """What to call per block: the scanner's own `feed` for an SSE body (one call, not two)."""
+        if self.scanner is not None and not self.encoded:
+            return self.scanner.feed
+        return self.on_block
 
     def on_block(self, block: bytes) -> None:
         if self.encoded:
@@ -113,16 +120,15 @@ class _Observer:
                 self.body = None
 
     def finish(self, error_type: str | None) -> None:
-        finished = False
-        with guard("httpx response finalize"):
+        try:  # the `guard` contract, without a generator per request
             if self.scanner is not None:
                 _finish_sse(self.request, self.scanner, error_type)
             elif self.body is not None and not self.encoded:
                 _finish_json(self.request, b"".join(self.body), error_type)
             else:
                 self.request.finish(error_type=error_type)
-            finished = True
-        if not finished:
+        except Exception as exc:
+            report_failure("httpx response finalize", exc)
             self.request.finish(error_type=error_type)
 
     def fail(self, exc: BaseException) -> None:
@@ -162,14 +168,16 @@ def _finish_read(request: RequestTelemetry, response: Any) -> None:
     if response.status_code >= 400:
         request.finish(error_type=str(response.status_code))
         return
-    with guard("httpx response"):
+    try:  # the `guard` contract, without a generator per request
         content = response.content
         if response.headers.get("content-type", "").startswith("text/event-stream"):
-            scanner = SseScanner(capture=request.rt.config.capture_content)
+            scanner = SseScanner(capture=request.rt.capture_content)
             scanner.feed(content)
             _finish_sse(request, scanner, None)
         else:
             _finish_json(request, content, None)
+    except Exception as exc:
+        report_failure("httpx response", exc)
     request.finish()
 
 
@@ -185,9 +193,10 @@ def _stream_classes(sync_base: type, async_base: type) -> tuple[type, type]:
         def __iter__(self) -> Iterator[bytes]:
             observer = self._observer
             try:
+                on_block = observer.block_hook()
                 for block in self._inner:
                     try:
-                        observer.on_block(block)
+                        on_block(block)
                     except Exception as exc:
                         report_failure("raw stream bookkeeping", exc)
                     yield block
@@ -218,9 +227,10 @@ def _stream_classes(sync_base: type, async_base: type) -> tuple[type, type]:
         async def __aiter__(self) -> AsyncIterator[bytes]:
             observer = self._observer
             try:
+                on_block = observer.block_hook()
                 async for block in self._inner:
                     try:
-                        observer.on_block(block)
+                        on_block(block)
                     except Exception as exc:
                         report_failure("raw stream bookkeeping", exc)
                     yield block
@@ -248,22 +258,21 @@ def _stream_classes(sync_base: type, async_base: type) -> tuple[type, type]:
 
 def _observe_stream(request: RequestTelemetry, response: Any, module: Any, *, is_async: bool) -> None:
     """Swap the unread body for an observing stream; finalize now if that is not possible."""
-    swapped = False
-    with guard("httpx stream wrap"):
+    try:  # the `guard` contract, without a generator per request
         if response.status_code >= 400:
             request.finish(error_type=str(response.status_code))
             return
         sync_cls, async_cls = _stream_classes(module.SyncByteStream, module.AsyncByteStream)
         cls = async_cls if is_async else sync_cls
         response.stream = cls(response.stream, _Observer(request, response))
-        swapped = True
-    if not swapped:
+    except Exception as exc:
+        report_failure("httpx stream wrap", exc)
         request.finish()
 
 
 def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
     def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[RequestTelemetry | None, bool]:
-        if not rt.active or _suppressed():
+        if _suppressed():
             return None, False
         request = args[0] if args else kwargs.get("request")
         if request is None:
@@ -275,6 +284,8 @@ def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
         async def traced_async(
             wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
+            if not rt.active or IN_OPENAI_CALL.get():  # the openai layer already has the span
+                return await wrapped(*args, **kwargs)
             telemetry, stream = prepare(args, kwargs)
             if telemetry is None:
                 return await wrapped(*args, **kwargs)
@@ -294,6 +305,8 @@ def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
     def traced(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        if not rt.active or IN_OPENAI_CALL.get():  # the openai layer already has the span
+            return wrapped(*args, **kwargs)
         telemetry, stream = prepare(args, kwargs)
         if telemetry is None:
             return wrapped(*args, **kwargs)

@@ -17,9 +17,12 @@ import contextvars
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry.trace import set_span_in_context
+
 from .. import _semconv as sc
 from .._guard import guard
-from ._request import RequestTelemetry, Runtime
+from ._request import RequestTelemetry, Runtime, report_failure
 from ._stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
 __all__ = [
@@ -40,10 +43,25 @@ _DEFAULT_PORTS = {"https": 443, "http": 80}
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
+_servers: dict[int, tuple[Any, str | None, int | None]] = {}
+_MAX_SERVERS = 256
+
+
 def _server(instance: Any) -> tuple[str | None, int | None]:
-    """Host and port of the client's base URL (never the URL itself: it may carry a path or secrets)."""
-    url = instance._client.base_url
-    return url.host or None, url.port or _DEFAULT_PORTS.get(url.scheme)
+    """Host and port of the client's base URL (never the URL itself: it may carry a path or secrets).
+
+    Parsed once per URL object: the cache holds the URL itself, so its id cannot be reused while
+    cached, and a client whose ``base_url`` is reassigned gets a new entry.
+    """
+    url = instance._client.base_url  # a property: the module-level client computes it per read
+    found = _servers.get(id(url))
+    if found is not None and found[0] is url:
+        return found[1], found[2]
+    host, port = url.host or None, url.port or _DEFAULT_PORTS.get(url.scheme)
+    if len(_servers) >= _MAX_SERVERS:
+        _servers.clear()
+    _servers[id(url)] = (url, host, port)
+    return host, port
 
 
 def _is_raw_response_call(kwargs: Mapping[str, Any]) -> bool:
@@ -56,19 +74,20 @@ def _start(
 ) -> tuple[RequestTelemetry | None, dict[str, Any]]:
     """Open the request's span and decide the kwargs to send; on any failure, the user's kwargs."""
     request = None
-    with guard("openai request start"):
+    try:  # the `guard` contract, without a generator per call
         streaming = kwargs.get("stream") is True
         host, port = _server(instance)
         request = RequestTelemetry(rt, operation, kwargs, host, port, streaming=streaming, layer="openai")
-        config = rt.config
-        if (streaming and config.include_usage) or config.inject_traceparent:
+        if (streaming and rt.include_usage) or rt.inject_traceparent:
             sent = dict(kwargs)
-            if streaming and config.include_usage:
+            if streaming and rt.include_usage:
                 _include_usage(sent)
-            if config.inject_traceparent:
+            if rt.inject_traceparent:
                 headers = kwargs.get("extra_headers") or {}
                 sent["extra_headers"] = {**request.traceparent_headers(), **headers}
             return request, sent
+    except Exception as exc:
+        report_failure("openai request start", exc)
     return request, kwargs
 
 
@@ -86,7 +105,7 @@ def _include_usage(kwargs: dict[str, Any]) -> None:
 
 def _raw_response_kwargs(rt: Runtime, kwargs: dict[str, Any]) -> dict[str, Any]:
     """A raw-response call gets its span from the httpx layer; only usage injection happens here."""
-    if not (rt.config.include_usage and kwargs.get("stream") is True):
+    if not (rt.include_usage and kwargs.get("stream") is True):
         return kwargs
     with guard("openai include_usage"):
         sent = dict(kwargs)
@@ -96,21 +115,22 @@ def _raw_response_kwargs(rt: Runtime, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _wrap_stream(request: RequestTelemetry, result: Any, proxy: type[Any]) -> Any:
-    wrapped = None
-    with guard("openai stream wrap"):
-        wrapped = proxy(result, StreamState(request))
-    if wrapped is None:
-        request.finish(error_type=None)
-        return result
-    return wrapped
+    try:
+        return proxy(result, StreamState(request))
+    except Exception as exc:
+        report_failure("openai stream wrap", exc)
+    request.finish(error_type=None)
+    return result
 
 
-def _finish(request: RequestTelemetry, result: Any) -> Any:
+def _finish(request: RequestTelemetry, result: Any, proxy: type[Any]) -> Any:
     if request.streaming:
-        return _wrap_stream(request, result, SyncStreamProxy)
-    with guard("openai response"):
-        request.finish_response(result)
-    request.finish()
+        return _wrap_stream(request, result, proxy)
+    try:
+        request.finish_response(result)  # finalizes the request
+    except Exception as exc:
+        report_failure("openai response", exc)
+        request.finish()
     return result
 
 
@@ -120,22 +140,23 @@ def _make_sync(operation: str, rt: Runtime) -> Wrapper:
     ) -> Any:
         if not rt.active:
             return wrapped(*args, **kwargs)
-        if _is_raw_response_call(kwargs):
+        headers = kwargs.get("extra_headers")
+        if headers and _RAW_RESPONSE_HEADER in headers:  # `_is_raw_response_call`, inlined
             return wrapped(*args, **_raw_response_kwargs(rt, kwargs))
         request, sent = _start(rt, operation, instance, kwargs)
         if request is None:
             return wrapped(*args, **kwargs)
         token = IN_OPENAI_CALL.set(True)
-        request.attach()
+        otel_token = otel_context.attach(set_span_in_context(request.span))  # `request.attach()`, inlined
         try:
             result = wrapped(*args, **sent)
         except BaseException as exc:
             request.fail(exc)
             raise
         finally:
-            request.detach()
+            otel_context.detach(otel_token)
             IN_OPENAI_CALL.reset(token)
-        return _finish(request, result)
+        return _finish(request, result, SyncStreamProxy)
 
     return traced
 
@@ -146,27 +167,23 @@ def _make_async(operation: str, rt: Runtime) -> Wrapper:
     ) -> Any:
         if not rt.active:
             return await wrapped(*args, **kwargs)
-        if _is_raw_response_call(kwargs):
+        headers = kwargs.get("extra_headers")
+        if headers and _RAW_RESPONSE_HEADER in headers:  # `_is_raw_response_call`, inlined
             return await wrapped(*args, **_raw_response_kwargs(rt, kwargs))
         request, sent = _start(rt, operation, instance, kwargs)
         if request is None:
             return await wrapped(*args, **kwargs)
         token = IN_OPENAI_CALL.set(True)
-        request.attach()
+        otel_token = otel_context.attach(set_span_in_context(request.span))  # `request.attach()`, inlined
         try:
             result = await wrapped(*args, **sent)
         except BaseException as exc:
             request.fail(exc)
             raise
         finally:
-            request.detach()
+            otel_context.detach(otel_token)
             IN_OPENAI_CALL.reset(token)
-        if request.streaming:
-            return _wrap_stream(request, result, AsyncStreamProxy)
-        with guard("openai response"):
-            request.finish_response(result)
-        request.finish()
-        return result
+        return _finish(request, result, AsyncStreamProxy)
 
     return traced
 

@@ -26,7 +26,6 @@ from opentelemetry.util.types import AttributeValue
 
 from .. import _clock
 from .. import _semconv as sc
-from .._guard import guard
 from .._instruments import Instruments, instruments
 from .._request_notes import RequestNotes, current_request_notes
 from .._version import __version__
@@ -39,13 +38,16 @@ _logger = logging.getLogger(__name__)
 _PROPAGATOR = TraceContextTextMapPropagator()
 _NS_PER_S = 1e9
 _reported: set[str] = set()
+_MAX_SHAPES = 1024
+ShapeKey = tuple[str, str | None, str | None, int | None, str, bool]
+"""Operation, request model, server host and port, layer, streaming: what `RequestShape` keys on."""
 
 
 def report_failure(what: str, exc: Exception) -> None:
-    """Per-chunk twin of `guard`: log the first failure of each kind at WARNING, the rest at DEBUG.
+    """Hot-path twin of `guard`: log the first failure of each kind at WARNING, the rest at DEBUG.
 
-    A ``with guard()`` block per chunk would cost a generator per chunk; hot loops use a bare
-    ``try``/``except Exception`` and report here.
+    A ``with guard()`` block costs a generator each time it is entered; the per-chunk loops and
+    the per-request start and finalize use a bare ``try``/``except Exception`` and report here.
     """
     if what in _reported:
         _logger.debug("spark_otel: %s failed", what, exc_info=exc)
@@ -58,10 +60,23 @@ class Runtime:
     """What one `instrument()` call set up; `active` is the gate every wrapper checks first.
 
     Wrappers outlive `uninstrument()` in bound methods the SDK caches (``with_raw_response``),
-    so turning `active` off is what makes them pass-throughs.
+    so turning `active` off is what makes them pass-throughs. The switches of `config` are
+    copied to plain slots, and the attribute sets requests share are built once and kept in
+    `shapes` (see `RequestShape`), so a request reads no setting and rebuilds no common dict.
     """
 
-    __slots__ = ("active", "config", "instruments", "tracer")
+    __slots__ = (
+        "active",
+        "capture_content",
+        "chunk_metrics",
+        "config",
+        "include_usage",
+        "inject_traceparent",
+        "instruments",
+        "provider_name",
+        "shapes",
+        "tracer",
+    )
 
     def __init__(
         self,
@@ -70,6 +85,11 @@ class Runtime:
         meter_provider: MeterProvider | None,
     ) -> None:
         self.config = config
+        self.capture_content = config.capture_content
+        self.include_usage = config.include_usage
+        self.inject_traceparent = config.inject_traceparent
+        self.chunk_metrics = config.chunk_metrics
+        self.provider_name = config.provider_name
         self.tracer: Tracer = trace.get_tracer(
             "spark_otel.instrumentation",
             __version__,
@@ -77,7 +97,69 @@ class Runtime:
             schema_url=sc.SCHEMA_URL,
         )
         self.instruments: Instruments = instruments(meter_provider)
+        self.shapes: dict[ShapeKey, RequestShape] = {}
         self.active = True
+
+    def shape(self, key: ShapeKey) -> RequestShape:
+        """The shared attributes of requests like this one, built on first use."""
+        found = self.shapes.get(key)
+        if found is None:
+            found = RequestShape(self.provider_name, key)
+            if len(self.shapes) < _MAX_SHAPES:  # a runner with unbounded models or hosts: no cache
+                self.shapes[key] = found
+        return found
+
+
+class RequestShape:
+    """Span name and attribute dicts every request to one model, server and layer shares.
+
+    Built once (`Runtime.shape`) and never mutated afterwards: the SDK copies the dicts it is
+    given, so the same objects are handed to every span start and histogram record.
+    """
+
+    __slots__ = ("metric", "name", "outcomes", "span")
+
+    def __init__(self, provider_name: str, key: ShapeKey) -> None:
+        operation, model, host, port, layer, streaming = key
+        metric: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_PROVIDER_NAME: provider_name,
+        }
+        if model is not None:
+            metric[sc.GEN_AI_REQUEST_MODEL] = model
+        if host:
+            metric[sc.SERVER_ADDRESS] = host
+            if port is not None:
+                metric[sc.SERVER_PORT] = port
+        self.metric = metric
+        span = dict(metric)
+        span[sc.REQUEST_LAYER] = layer
+        if streaming:
+            span[sc.GEN_AI_REQUEST_STREAM] = True
+        self.span = span
+        self.name = f"{operation} {model}" if model is not None else operation
+        self.outcomes: dict[str | None, MetricSets] = {}
+
+    def outcome(self, response_model: str | None) -> MetricSets:
+        """The metric attribute sets for answers from ``response_model`` (None: no model known)."""
+        found = self.outcomes.get(response_model)
+        if found is None:
+            found = MetricSets(self.metric, response_model)
+            if len(self.outcomes) < _MAX_SHAPES:
+                self.outcomes[response_model] = found
+        return found
+
+
+class MetricSets:
+    """The three attribute dicts a request's histograms are recorded with."""
+
+    __slots__ = ("attributes", "input_tokens", "output_tokens")
+
+    def __init__(self, metric: dict[str, AttributeValue], response_model: str | None) -> None:
+        attrs = metric if response_model is None else {**metric, sc.GEN_AI_RESPONSE_MODEL: response_model}
+        self.attributes = attrs
+        self.input_tokens = {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT}
+        self.output_tokens = {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT}
 
 
 def error_type_of(exc: BaseException) -> str:
@@ -93,9 +175,20 @@ def error_type_of(exc: BaseException) -> str:
     return type(exc).__qualname__ or sc.ERROR_TYPE_OTHER
 
 
+_mapping_types: dict[type, bool] = {dict: True}
+
+
+def _is_mapping(obj: Any) -> bool:
+    cls = type(obj)
+    is_mapping = _mapping_types.get(cls)
+    if is_mapping is None:  # an ABC check is slow; a type's answer never changes
+        is_mapping = _mapping_types[cls] = isinstance(obj, Mapping)
+    return is_mapping
+
+
 def _get(obj: Any, key: str) -> Any:
     """Read ``key`` from an SDK model or a decoded JSON dict alike."""
-    if isinstance(obj, Mapping):
+    if _is_mapping(obj):
         return obj.get(key)
     return getattr(obj, key, None)
 
@@ -152,6 +245,7 @@ class RequestTelemetry:
         "notes",
         "operation",
         "rt",
+        "shape",
         "span",
         "start_ns",
         "streaming",
@@ -175,50 +269,39 @@ class RequestTelemetry:
         # thread while the consumer's iteration fails, and only one of them may finalize.
         self._once = threading.Lock()
         self._otel_token: object | None = None
-        model = params.get("model")
-        metric_attrs: dict[str, AttributeValue] = {
-            sc.GEN_AI_OPERATION_NAME: operation,
-            sc.GEN_AI_PROVIDER_NAME: rt.config.provider_name,
-        }
-        if isinstance(model, str):
-            metric_attrs[sc.GEN_AI_REQUEST_MODEL] = model
-        if host:
-            metric_attrs[sc.SERVER_ADDRESS] = host
-            if port is not None:
-                metric_attrs[sc.SERVER_PORT] = port
-        self.metric_attributes = metric_attrs
-        attrs = dict(metric_attrs)
-        attrs[sc.REQUEST_LAYER] = layer
-        if streaming:
-            attrs[sc.GEN_AI_REQUEST_STREAM] = True
-        max_tokens = params.get("max_tokens")
+        get = params.get
+        model = get("model")
+        shape_key = (operation, model if isinstance(model, str) else None, host, port, layer, streaming)
+        shape = rt.shapes.get(shape_key) or rt.shape(shape_key)
+        self.shape = shape
+        self.metric_attributes = shape.metric
+        attrs = shape.span.copy()
+        max_tokens = get("max_tokens")
         if max_tokens is None:
-            max_tokens = params.get("max_completion_tokens")
+            max_tokens = get("max_completion_tokens")
         if isinstance(max_tokens, int):
             attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
         for key, name in _NUMERIC_PARAMS:
-            value = params.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            value = get(key)
+            if value is not None and isinstance(value, _NUMBER) and not isinstance(value, bool):
                 attrs[name] = value
-        n = params.get("n")
+        n = get("n")
         self.choice_count = n if isinstance(n, int) and n > 0 else 1
         if self.choice_count != 1:
             attrs[sc.GEN_AI_REQUEST_CHOICE_COUNT] = self.choice_count
-        stop = params.get("stop")
-        if isinstance(stop, str):
-            attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
-        elif isinstance(stop, list | tuple) and all(isinstance(s, str) for s in stop):
-            attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = list(stop)
+        stop = get("stop")
+        if stop is not None:
+            if isinstance(stop, str):
+                attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
+            elif isinstance(stop, list | tuple) and all(isinstance(s, str) for s in stop):
+                attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = list(stop)
         self.cell: CellState | None = current_cell()
         if self.cell is not None:
             attrs.update(self.cell.request_attributes)
         self.notes: RequestNotes | None = current_request_notes()
-        self.input_messages = (
-            request_content_messages(operation, params) if rt.config.capture_content else None
-        )
-        name = f"{operation} {model}" if isinstance(model, str) else operation
+        self.input_messages = request_content_messages(operation, params) if rt.capture_content else None
         self.span: Span = rt.tracer.start_span(
-            name, kind=SpanKind.CLIENT, attributes=attrs, start_time=_clock.wall_ns()
+            shape.name, kind=SpanKind.CLIENT, attributes=attrs, start_time=_clock.wall_ns()
         )
         self.start_ns = time.perf_counter_ns()
 
@@ -245,9 +328,22 @@ class RequestTelemetry:
 
     def finish_response(self, response: Any, *, error_type: str | None = None) -> None:
         """A complete (non-streamed) response: an SDK model or the decoded JSON body."""
+        if _is_mapping(response):  # the decoded JSON body (raw layer)
+            get = response.get
+            choices, usage, response_id, response_model = (
+                get("choices"),
+                get("usage"),
+                get("id"),
+                get("model"),
+            )
+        else:  # an SDK model (openai layer)
+            choices = getattr(response, "choices", None)
+            usage = getattr(response, "usage", None)
+            response_id = getattr(response, "id", None)
+            response_model = getattr(response, "model", None)
         reasons: dict[int, str] = {}
-        texts: dict[int, list[str]] | None = {} if self.rt.config.capture_content else None
-        for position, choice in enumerate(_get(response, "choices") or ()):
+        texts: dict[int, list[str]] | None = {} if self.rt.capture_content else None
+        for position, choice in enumerate(choices or ()):
             index = _get(choice, "index")
             index = index if isinstance(index, int) else position
             reason = _get(choice, "finish_reason")
@@ -259,11 +355,10 @@ class RequestTelemetry:
                 else:
                     text = _get(choice, "text")
                 texts[index] = [text] if isinstance(text, str) else []
-        usage = _get(response, "usage")
         self.finish(
             error_type=error_type,
-            response_id=_get(response, "id"),
-            response_model=_get(response, "model"),
+            response_id=response_id,
+            response_model=response_model,
             reasons=reasons,
             input_tokens=_get(usage, "prompt_tokens"),
             output_tokens=_get(usage, "completion_tokens"),
@@ -290,20 +385,21 @@ class RequestTelemetry:
         end_ns = time.perf_counter_ns()
         span = self.span
         try:
-            with guard("request finalize"):
-                self._record(
-                    end_ns=end_ns,
-                    error_type=error_type,
-                    response_id=response_id,
-                    response_model=response_model,
-                    reasons=reasons,
-                    input_tokens=input_tokens if isinstance(input_tokens, int) else None,
-                    output_tokens=output_tokens if isinstance(output_tokens, int) else None,
-                    first_ns=first_ns,
-                    intervals=intervals,
-                    chunks=chunks,
-                    texts=texts,
-                )
+            self._record(
+                end_ns=end_ns,
+                error_type=error_type,
+                response_id=response_id,
+                response_model=response_model,
+                reasons=reasons,
+                input_tokens=input_tokens if isinstance(input_tokens, int) else None,
+                output_tokens=output_tokens if isinstance(output_tokens, int) else None,
+                first_ns=first_ns,
+                intervals=intervals,
+                chunks=chunks,
+                texts=texts,
+            )
+        except Exception as exc:  # the `guard` contract, without a generator per request
+            report_failure("request finalize", exc)
         finally:
             span.end(end_time=_clock.wall_ns())
 
@@ -326,9 +422,10 @@ class RequestTelemetry:
         if notes is not None and notes.error_type is not None:
             error_type = notes.error_type
         span = self.span
-        metric_attrs = self.metric_attributes
-        if isinstance(response_model, str):
-            metric_attrs = {**metric_attrs, sc.GEN_AI_RESPONSE_MODEL: response_model}
+        model_key = response_model if isinstance(response_model, str) else None
+        shape = self.shape
+        sets = shape.outcomes.get(model_key) or shape.outcome(model_key)
+        metric_attrs = sets.attributes
         if span.is_recording():
             attrs: dict[str, AttributeValue] = {
                 sc.GEN_AI_RESPONSE_FINISH_REASONS: _finish_reasons(reasons, self.choice_count),
@@ -360,19 +457,20 @@ class RequestTelemetry:
             if error_type is not None:
                 span.set_status(Status(StatusCode.ERROR, error_type))
 
-        inst = self.rt.instruments
+        rt = self.rt
+        inst = rt.instruments
         duration_attrs = metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
         inst.operation_duration.record(_clock.to_model_ns(end_ns - self.start_ns) / _NS_PER_S, duration_attrs)
-        usage = inst.token_usage
         if input_tokens is not None:
-            usage.record(input_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT})
+            inst.token_usage.record(input_tokens, sets.input_tokens)
         if output_tokens is not None:
-            usage.record(output_tokens, {**metric_attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT})
+            inst.token_usage.record(output_tokens, sets.output_tokens)
         if self.streaming and first_ns:
             inst.time_to_first_chunk.record(
                 _clock.to_model_ns(first_ns - self.start_ns) / _NS_PER_S, metric_attrs
             )
-            if intervals:
+            if intervals and rt.chunk_metrics:
+                # One SDK record per chunk (semconv); the same attributes object every time.
                 record = inst.time_per_output_chunk.record
                 scale = _clock.time_scale() / _NS_PER_S
                 for interval in intervals:
@@ -395,6 +493,7 @@ class RequestTelemetry:
         return json.dumps(shaped)
 
 
+_NUMBER = (int, float)
 _NUMERIC_PARAMS = (
     ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE),
     ("top_p", sc.GEN_AI_REQUEST_TOP_P),

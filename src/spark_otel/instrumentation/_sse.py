@@ -11,19 +11,25 @@ capture is on.
 from __future__ import annotations
 
 import json
-import time
+import re
 from array import array
 from dataclasses import dataclass, field
+from time import perf_counter_ns
 from typing import Any
 
 from .. import _semconv as sc
 
 __all__ = ["SseScanner", "SseSummary"]
 
-_FINISH_MARKS = (b'"finish_reason":"', b'"finish_reason": "')
-_USAGE_MARKS = (b'"usage":{', b'"usage": {')
+# A line matters when a key is followed (after at most one space) by a value that is not null:
+# ``"finish_reason":"stop"``, ``"usage": {...}``. One regex scan per line finds either; only a
+# line it matches (a few per stream) is then checked key by key.
+_FINISH_KEY = b'"finish_reason":'
+_USAGE_KEY = b'"usage":'
+_MARKED = re.compile(rb'"(?:usage": ?\{|finish_reason": ?")')
 _ERROR_PREFIXES = (b'data: {"error"', b'data:{"error"')
 _DONE_PREFIXES = (b"data: [DONE]", b"data:[DONE]")
+_SPECIAL_PREFIXES = _DONE_PREFIXES + _ERROR_PREFIXES
 
 
 @dataclass(slots=True)
@@ -74,9 +80,15 @@ class SseScanner:
         self.done = False
 
     def feed(self, block: bytes) -> None:
-        now = time.perf_counter_ns()
+        now = perf_counter_ns()
         if self._partial:
             block = self._partial + block
+        elif block.endswith(b"\n\n") and block.find(b"\n", 0, -2) < 0:
+            # The usual block, one event as vLLM sends it (``data: {...}\n\n``): no split, no list,
+            # no copy (the kept line's trailing newlines are whitespace to `json.loads`).
+            if block.startswith(b"data:"):
+                self._data(block, now)
+            return
         lines = block.split(b"\n")
         self._partial = lines.pop()
         for line in lines:
@@ -87,14 +99,14 @@ class SseScanner:
         """A last line the server did not terminate still counts."""
         partial, self._partial = self._partial, b""
         if partial.startswith(b"data:"):
-            self._data(partial, time.perf_counter_ns())
+            self._data(partial, perf_counter_ns())
 
     def _data(self, line: bytes, now: int) -> None:
-        if line.startswith(_DONE_PREFIXES):
-            self.done = True
-            return
-        if line.startswith(_ERROR_PREFIXES):
-            self.error_line = line
+        if line.startswith(_SPECIAL_PREFIXES):  # one check for both on the common path
+            if line.startswith(_DONE_PREFIXES):
+                self.done = True
+            else:
+                self.error_line = line
             return
         if self.first_ns:
             self.intervals.append(now - self.last_ns)
@@ -103,10 +115,11 @@ class SseScanner:
             self.first_line = line
         self.last_ns = now
         self.chunks += 1
-        if _USAGE_MARKS[0] in line or _USAGE_MARKS[1] in line:
-            self.usage_line = line
-        if _FINISH_MARKS[0] in line or _FINISH_MARKS[1] in line:
-            self.finish_lines.append(line)
+        if _MARKED.search(line) is not None:
+            if _followed_by(line, _USAGE_KEY, b"{"):
+                self.usage_line = line
+            if _followed_by(line, _FINISH_KEY, b'"'):
+                self.finish_lines.append(line)
         if self.content_lines is not None:
             self.content_lines.append(line)
 
@@ -140,6 +153,18 @@ class SseScanner:
                         texts.setdefault(int(choice.get("index") or 0), []).append(text)
             out.texts = texts
         return out
+
+
+def _followed_by(line: bytes, key: bytes, opener: bytes) -> bool:
+    """Whether some ``key`` in ``line`` is followed by ``opener``, directly or after one space."""
+    i = line.find(key)
+    while i >= 0:
+        j = i + len(key)
+        after = line[j : j + 1]
+        if after == opener or (after == b" " and line[j + 1 : j + 2] == opener):
+            return True
+        i = line.find(key, j)
+    return False
 
 
 def error_event_type(body: Any) -> str:

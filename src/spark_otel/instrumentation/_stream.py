@@ -11,8 +11,8 @@ Per chunk: one clock read, a counter, set-once guards and a reference to the usa
 
 from __future__ import annotations
 
-import time
 from array import array
+from time import perf_counter_ns
 from types import TracebackType
 from typing import Any
 
@@ -52,10 +52,10 @@ class StreamState:
         self.response_model: Any = None
         self.usage: Any = None
         self.reasons: dict[int, str] = {}
-        self.texts: dict[int, list[str]] | None = {} if request.rt.config.capture_content else None
+        self.texts: dict[int, list[str]] | None = {} if request.rt.capture_content else None
 
     def on_chunk(self, chunk: Any) -> None:
-        now = time.perf_counter_ns()
+        now = perf_counter_ns()
         if self.first_ns:
             self.intervals.append(now - self.last_ns)
         else:
@@ -67,14 +67,15 @@ class StreamState:
         usage = chunk.usage
         if usage is not None:
             self.usage = usage
+        texts = self.texts
         for choice in chunk.choices:
             reason = choice.finish_reason
             if reason is not None:
                 self.reasons[choice.index] = reason
-            if self.texts is not None:
+            if texts is not None:
                 text = choice.delta.content if self.chat else choice.text
                 if text:
-                    self.texts.setdefault(choice.index, []).append(text)
+                    texts.setdefault(choice.index, []).append(text)
 
     def finish(self, error_type: str | None) -> None:
         """Finalize the request with what the stream delivered; idempotent."""
@@ -111,16 +112,17 @@ class SyncStreamProxy(wrapt.ObjectProxy):
         return self
 
     def __next__(self) -> Any:
+        state = self._self_state
         try:
             chunk = self.__wrapped__.__next__()
         except StopIteration:
-            self._self_state.finish(None)
+            state.finish(None)
             raise
         except BaseException as exc:
-            self._self_state.fail(exc)
+            state.fail(exc)
             raise
         try:
-            self._self_state.on_chunk(chunk)
+            state.on_chunk(chunk)
         except Exception as exc:
             report_failure("stream chunk bookkeeping", exc)
         return chunk
@@ -158,16 +160,17 @@ class AsyncStreamProxy(wrapt.ObjectProxy):
         return self
 
     async def __anext__(self) -> Any:
+        state = self._self_state
         try:
             chunk = await self.__wrapped__.__anext__()
         except StopAsyncIteration:
-            self._self_state.finish(None)
+            state.finish(None)
             raise
         except BaseException as exc:
-            self._self_state.fail(exc)
+            state.fail(exc)
             raise
         try:
-            self._self_state.on_chunk(chunk)
+            state.on_chunk(chunk)
         except Exception as exc:
             report_failure("stream chunk bookkeeping", exc)
         return chunk

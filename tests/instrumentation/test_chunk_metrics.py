@@ -1,0 +1,331 @@
+"""`instrument(chunk_metrics=...)` and the hot-path caches: only the per-chunk histogram changes.
+
+``chunk_metrics=False`` (or ``SPARK_OTEL_CHUNK_METRICS=0``) drops
+``gen_ai.client.operation.time_per_output_chunk`` and nothing else: every span attribute and
+every other metric point is the same as with it on. The caches that keep per-request work small
+(attribute sets per model and server, the SSE scanner's one-event fast path) must not mix
+requests up or change what a stream reports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.conftest import metric_points
+from tests.instrumentation.support import MODEL, one_span, request_spans
+
+import spark_otel
+from spark_otel import _semconv as sc
+from spark_otel._exceptions import ConfigError
+from spark_otel.instrumentation import InstrumentationConfig
+from spark_otel.instrumentation._config import CHUNK_METRICS_ENV
+from spark_otel.instrumentation._sse import _MARKED, SseScanner, _followed_by
+
+MESSAGES = [{"role": "user", "content": "count chunks"}]
+USAGE = {"include_usage": True}
+# Values that differ run to run (times), not by the switch.
+_TIMING_ATTRIBUTES = {sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK}
+_METRICS = (
+    sc.GEN_AI_CLIENT_OPERATION_DURATION,
+    sc.GEN_AI_CLIENT_TOKEN_USAGE,
+    sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK,
+    sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
+)
+
+
+class _Telemetry:
+    """Fresh providers and in-memory readers for one instrumented run."""
+
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.reader = InMemoryMetricReader()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+
+    def snapshot(self) -> dict[str, Any]:
+        """Span attributes and, per metric, each point's attributes and count (not timed values)."""
+        span = one_span(self.spans)
+        attrs = {k: v for k, v in (span.attributes or {}).items() if k not in _TIMING_ATTRIBUTES}
+        points: dict[str, Any] = {}
+        for name in _METRICS:
+            found = metric_points(self.reader, name)
+            points[name] = sorted((json.dumps(dict(p.attributes), sort_keys=True), p.count) for p in found)
+        token_sums = sorted(p.sum for p in metric_points(self.reader, sc.GEN_AI_CLIENT_TOKEN_USAGE))
+        return {"name": span.name, "kind": span.kind, "span": attrs, "points": points, "tokens": token_sums}
+
+    def close(self) -> None:
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+
+
+def _openai_stream(base_url: str) -> int:
+    client = openai.OpenAI(base_url=base_url, api_key="sk")
+    stream = client.chat.completions.create(  # type: ignore[call-overload]
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=6,
+        stream=True,
+        stream_options=USAGE,
+    )
+    return sum(1 for _ in stream)
+
+
+async def _async_openai_stream(base_url: str) -> int:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk")
+    stream = await client.completions.create(  # type: ignore[call-overload]
+        model=MODEL,
+        prompt="a b",
+        max_tokens=6,
+        stream=True,
+        stream_options=USAGE,
+    )
+    return len([chunk async for chunk in stream])
+
+
+def _raw_stream(base_url: str) -> int:
+    body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 6, "stream": True, "stream_options": USAGE}
+    with httpx2.Client() as client, client.stream("POST", f"{base_url}/chat/completions", json=body) as r:
+        return sum(1 for line in r.iter_lines() if line.startswith("data:") and "[DONE]" not in line)
+
+
+def _run(base_url: str, path: str, chunk_metrics: bool | None) -> tuple[dict[str, Any], int]:
+    telemetry = _Telemetry()
+    spark_otel.instrument(
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+        chunk_metrics=chunk_metrics,
+    )
+    try:
+        if path == "async-openai":
+            import asyncio
+
+            chunks = asyncio.run(_async_openai_stream(base_url))
+        else:
+            chunks = (_openai_stream if path == "openai" else _raw_stream)(base_url)
+    finally:
+        spark_otel.uninstrument()
+    try:
+        return telemetry.snapshot(), chunks
+    finally:
+        telemetry.close()
+
+
+@pytest.fixture
+def _no_chunk_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CHUNK_METRICS_ENV, raising=False)
+
+
+# -- the switch ----------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("_no_chunk_env")
+@pytest.mark.parametrize("path", ["openai", "async-openai", "raw-httpx2"])
+def test_chunk_metrics_off_drops_only_time_per_output_chunk(base_url: str, path: str) -> None:
+    on, chunks = _run(base_url, path, chunk_metrics=None)  # the default
+    off, chunks_off = _run(base_url, path, chunk_metrics=False)
+    assert chunks == chunks_off > 2
+
+    # On (the default): one time-per-output-chunk point counting every chunk after the first.
+    ((_, tpoc_count),) = on["points"][sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK]
+    assert tpoc_count == on["span"][sc.REQUEST_CHUNKS] - 1
+    # Off: none at all.
+    assert off["points"][sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK] == []
+
+    # Everything else is identical: span name, kind, attributes, every other metric's points.
+    on["points"].pop(sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK)
+    off["points"].pop(sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK)
+    assert off == on
+    input_tokens, output_tokens = on["tokens"]
+    assert input_tokens > 0
+    assert output_tokens == 6
+    assert len(on["points"][sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK]) == 1
+    assert len(on["points"][sc.GEN_AI_CLIENT_OPERATION_DURATION]) == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [(None, True), ("", True), ("1", True), ("true", True), ("0", False), ("off", False), ("false", False)],
+)
+def test_chunk_metrics_env(monkeypatch: pytest.MonkeyPatch, env: str | None, expected: bool) -> None:
+    if env is None:
+        monkeypatch.delenv(CHUNK_METRICS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(CHUNK_METRICS_ENV, env)
+    config = InstrumentationConfig.resolve(
+        capture_content=None, include_usage=None, inject_traceparent=None, provider_name="vllm"
+    )
+    assert config.chunk_metrics is expected
+
+
+def test_chunk_metrics_argument_wins_over_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CHUNK_METRICS_ENV, "0")
+    resolve = InstrumentationConfig.resolve
+    common: dict[str, Any] = {
+        "capture_content": None,
+        "include_usage": None,
+        "inject_traceparent": None,
+        "provider_name": "vllm",
+    }
+    assert resolve(**common, chunk_metrics=True).chunk_metrics is True
+    monkeypatch.setenv(CHUNK_METRICS_ENV, "1")
+    assert resolve(**common, chunk_metrics=False).chunk_metrics is False
+
+
+def test_chunk_metrics_bad_env_warns_and_stays_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(CHUNK_METRICS_ENV, "maybe")
+    with caplog.at_level(logging.WARNING):
+        config = InstrumentationConfig.resolve(
+            capture_content=None, include_usage=None, inject_traceparent=None, provider_name="vllm"
+        )
+    assert config.chunk_metrics is True
+    assert CHUNK_METRICS_ENV in caplog.text
+
+
+def test_chunk_metrics_rejects_non_bool() -> None:
+    with pytest.raises(ConfigError, match="chunk_metrics"):
+        spark_otel.instrument(chunk_metrics="no")  # type: ignore[arg-type]
+
+
+def test_env_switches_chunk_metrics_off_end_to_end(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CHUNK_METRICS_ENV, "0")
+    snapshot, _ = _run(base_url, "openai", chunk_metrics=None)
+    assert snapshot["points"][sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK] == []
+    assert len(snapshot["points"][sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK]) == 1
+
+
+# -- the per-request caches never mix requests up --------------------------------------------------
+
+
+def test_attribute_sets_are_per_model_and_server(
+    base_url: str,
+    instrumented: None,
+    span_exporter: InMemorySpanExporter,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    port = int(base_url.rsplit(":", 1)[1].split("/", maxsplit=1)[0])
+    by_ip = openai.OpenAI(base_url=base_url, api_key="sk", max_retries=0)
+    by_name = openai.OpenAI(base_url=f"http://localhost:{port}/v1", api_key="sk", max_retries=0)
+    for _ in range(2):  # the second round runs on cached attribute sets
+        by_ip.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2)  # type: ignore[arg-type]
+        by_name.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2)  # type: ignore[arg-type]
+        with pytest.raises(openai.NotFoundError):
+            by_ip.chat.completions.create(model="other", messages=MESSAGES, max_tokens=2)  # type: ignore[arg-type]
+
+    spans = request_spans(span_exporter)
+    seen = sorted(
+        (s.name, s.attributes[sc.SERVER_ADDRESS], s.attributes.get(sc.ERROR_TYPE))  # type: ignore[index, union-attr]
+        for s in spans
+    )
+    ok_ip = (f"chat {MODEL}", "127.0.0.1", None)
+    ok_name = (f"chat {MODEL}", "localhost", None)
+    missing = ("chat other", "127.0.0.1", "404")
+    assert seen == sorted([ok_ip, ok_name, missing] * 2)
+    points = metric_points(metric_reader, sc.GEN_AI_CLIENT_OPERATION_DURATION)
+    shapes = sorted(
+        (
+            p.attributes[sc.SERVER_ADDRESS],
+            p.attributes[sc.GEN_AI_REQUEST_MODEL],
+            p.attributes.get(sc.GEN_AI_RESPONSE_MODEL),
+            p.attributes.get(sc.ERROR_TYPE),
+            p.attributes[sc.SERVER_PORT],
+            p.count,
+        )
+        for p in points
+    )
+    assert shapes == sorted(
+        [
+            ("127.0.0.1", MODEL, MODEL, None, port, 2),
+            ("127.0.0.1", "other", None, "404", port, 2),
+            ("localhost", MODEL, MODEL, None, port, 2),
+        ]
+    )
+    tokens = metric_points(metric_reader, sc.GEN_AI_CLIENT_TOKEN_USAGE)
+    assert sorted((p.attributes[sc.SERVER_ADDRESS], p.attributes[sc.GEN_AI_TOKEN_TYPE]) for p in tokens) == [
+        ("127.0.0.1", "input"),
+        ("127.0.0.1", "output"),
+        ("localhost", "input"),
+        ("localhost", "output"),
+    ]
+
+
+# -- the SSE scanner's fast path reports what the general path reports ---------------------------------
+
+
+def _events() -> list[bytes]:
+    head = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    out = []
+    for i in range(5):
+        choice = {"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": "stop" if i == 4 else None}
+        out.append({**head, "choices": [choice], "usage": None})
+    out.append({**head, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in out] + [b"data: [DONE]\n\n"]
+
+
+def _scan(blocks: list[bytes], *, capture: bool) -> tuple[Any, ...]:
+    scanner = SseScanner(capture=capture)
+    for block in blocks:
+        scanner.feed(block)
+    scanner.flush()
+    summary = scanner.summary(chat=True)
+    return (scanner.chunks, len(scanner.intervals), scanner.done, summary)
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_sse_one_event_blocks_match_any_other_split(capture: bool) -> None:
+    events = _events()
+    body = b"".join(events)
+    one_per_block = _scan(events, capture=capture)  # the fast path
+    whole = _scan([body], capture=capture)  # one block, split into lines
+    pieces = _scan([body[i : i + 7] for i in range(0, len(body), 7)], capture=capture)  # partial lines
+    crlf = _scan([e.replace(b"\n", b"\r\n") for e in events], capture=capture)  # not the fast path
+    assert one_per_block == whole == pieces == crlf
+    chunks, intervals, done, summary = one_per_block
+    assert (chunks, intervals, done) == (6, 5, True)
+    assert (summary.response_id, summary.response_model) == ("chatcmpl-x", "m")
+    assert summary.reasons == {0: "stop"}
+    assert (summary.input_tokens, summary.output_tokens) == (3, 5)
+    if capture:
+        assert "".join(summary.texts[0]) == "t0 t1 t2 t3 t4 "
+
+
+def test_sse_marker_scan_matches_the_plain_substring_checks() -> None:
+    """One regex scan plus per-key checks decide exactly what four substring checks decided."""
+    usage_marks = (b'"usage":{', b'"usage": {')
+    finish_marks = (b'"finish_reason":"', b'"finish_reason": "')
+    pieces = [
+        b'"usage":{',
+        b'"usage": {',
+        b'"usage":null',
+        b'"usage":  {',
+        b'"finish_reason":"stop"',
+        b'"finish_reason": "length"',
+        b'"finish_reason":null',
+        b'"finish_reason":  "x"',
+        b'"usage"',
+        b'"finish_reason"',
+        b"x",
+        b" ",
+        b":",
+    ]
+    rng = random.Random(7)
+    for _ in range(5000):
+        line = b"data: " + b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        expected = (any(m in line for m in usage_marks), any(m in line for m in finish_marks))
+        got = (False, False)
+        if _MARKED.search(line) is not None:
+            got = (_followed_by(line, b'"usage":', b"{"), _followed_by(line, b'"finish_reason":', b'"'))
+        assert got == expected, line
