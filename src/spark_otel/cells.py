@@ -374,6 +374,6 @@ class ContextThreadPoolExecutor(ThreadPoolExecutor):
     """A `ThreadPoolExecutor` whose tasks run in the context of the code that submitted them,
     so requests made by worker threads nest under the submitting cell."""
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         ctx = contextvars.copy_context()
         return super().submit(ctx.run, fn, *args, **kwargs)

@@ -44,7 +44,7 @@ def _int(value: Any) -> int | None:
 
 
 def cell_from_span(span: ReadableSpan) -> Cell:
-    a = dict(span.attributes or {})
+    a: dict[str, Any] = dict(span.attributes or {})
     status = a.get(sc.CELL_STATUS, CellStatus.OK.value)
     return Cell(
         uid=_hex_span_id(span),
@@ -68,7 +68,7 @@ def cell_from_span(span: ReadableSpan) -> Cell:
 
 
 def request_from_span(span: ReadableSpan) -> Request:
-    a = dict(span.attributes or {})
+    a: dict[str, Any] = dict(span.attributes or {})
     reasons = a.get(sc.GEN_AI_RESPONSE_FINISH_REASONS) or ()
     ttfc = a.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
     return Request(
@@ -94,7 +94,7 @@ def request_from_span(span: ReadableSpan) -> Request:
 
 
 def window_from_span(span: ReadableSpan) -> LoadWindow:
-    a = dict(span.attributes or {})
+    a: dict[str, Any] = dict(span.attributes or {})
     return LoadWindow(
         uid=_hex_span_id(span),
         name=str(a.get(sc.LOAD_WINDOW_NAME, span.name)),
@@ -202,13 +202,13 @@ def _samples_of(name: str, unit: str, data: Any) -> list[MetricSample]:
                 )
             )
     elif isinstance(data, Histogram):
-        for point in data.data_points:
-            attrs = attributes_json(dict(point.attributes or {}))
+        for hpoint in data.data_points:
+            attrs = attributes_json(dict(hpoint.attributes or {}))
             out.append(
                 MetricSample(
                     name=f"{name}.count",
-                    unix_ns=point.time_unix_nano,
-                    value=float(point.count),
+                    unix_ns=hpoint.time_unix_nano,
+                    value=float(hpoint.count),
                     unit="1",
                     attributes=attrs,
                     source="sdk",
@@ -217,8 +217,8 @@ def _samples_of(name: str, unit: str, data: Any) -> list[MetricSample]:
             out.append(
                 MetricSample(
                     name=f"{name}.sum",
-                    unix_ns=point.time_unix_nano,
-                    value=float(point.sum),
+                    unix_ns=hpoint.time_unix_nano,
+                    value=float(hpoint.sum),
                     unit=unit,
                     attributes=attrs,
                     source="sdk",
