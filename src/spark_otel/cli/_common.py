@@ -38,4 +38,5 @@ def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) ->
         table.add_column(column, justify="left" if column == columns[0] else "right")
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
-    Console(width=max(120, Console().width)).print(table)
+    # A terminal gets its own width; a pipe or file gets lines long enough not to fold any cell.
+    Console(width=None if sys.stdout.isatty() else 240).print(table)
