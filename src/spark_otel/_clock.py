@@ -12,6 +12,7 @@ Hot paths read `perf_counter_ns` directly and convert durations once with `to_mo
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -49,8 +50,8 @@ def set_time_scale(scale: float, *, model_unix_ns: int | None = None) -> None:
     ``model_unix_ns`` anchors model time to another process's model clock (a simulated box
     reports its own in ``/sim/info``), so records from both processes line up.
     """
-    if not scale > 0:
-        raise ValueError(f"time scale must be positive, got {scale!r}")
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"time scale must be a positive finite number, got {scale!r}")
     # The monotonic clock stays continuous (durations never run backwards); Unix time restarts
     # from the real clock, or from the given anchor.
     model_perf = perf_ns()

@@ -108,6 +108,8 @@ CELL_ELAPSED_S = "spark_otel.cell.elapsed_s"
 CELL_DECODE_RATE = "spark_otel.cell.decode_rate"
 CELL_SOURCE = "spark_otel.cell.source"
 CELL_UID = "spark_otel.cell.uid"  # on request spans: the span id of the cell they ran in
+CELL_REQUESTS = "spark_otel.cell.requests"  # instrumented requests made inside the cell
+CELL_FAILED_REQUESTS = "spark_otel.cell.failed_requests"
 CELL_ATTRIBUTE_KEYS = frozenset(
     {
         SPAN_KIND_ATTR,
@@ -126,6 +128,8 @@ CELL_ATTRIBUTE_KEYS = frozenset(
         CELL_DECODE_RATE,
         CELL_SOURCE,
         CELL_UID,
+        CELL_REQUESTS,
+        CELL_FAILED_REQUESTS,
     }
 )
 

@@ -58,9 +58,15 @@ def current_cell() -> CellState | None:
 
 
 def _providers() -> tuple[TracerProvider | None, MeterProvider | None]:
-    from .telemetry import current_telemetry
+    """spark-otel's providers; failing those, ones the user installed globally; failing both,
+    a default setup (the embedded store, or OTLP from the environment), so a cell is never
+    silently dropped."""
+    from .telemetry import configure, current_telemetry
 
     telemetry = current_telemetry()
+    if telemetry is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        with guard("telemetry setup for a cell"):
+            telemetry = configure()
     if telemetry is None:
         return None, None
     return telemetry.tracer_provider, telemetry.meter_provider
@@ -162,6 +168,9 @@ class CellState:
                 self.deadline_hit = True
                 return CellStatus.DEADLINE
             return CellStatus.ERROR
+        if self.status is None and self.requests and self.failed_requests == self.requests:
+            # The runner caught the failure, but the cell got no answer at all.
+            return CellStatus.ERROR
         return self.status or CellStatus.OK
 
     @property
@@ -200,6 +209,7 @@ class cell:
         self._state: CellState | None = None
         self._token: contextvars.Token[CellState | None] | None = None
         self._otel_token: object | None = None
+        self._in_flight = False
 
     # -- context manager -----------------------------------------------------------------------------
     def __enter__(self) -> CellState:
@@ -239,6 +249,7 @@ class cell:
         self._token = _current_cell.set(state)
         with guard("cell start metrics"):
             instruments(meter_provider).cells_in_flight.add(1, self._metric_attributes(state))
+            self._in_flight = True
         return state
 
     def __exit__(
@@ -252,10 +263,18 @@ class cell:
             with guard("cell finish"):
                 self._finish(state, exc)
         finally:
+            # Each step on its own: leaving from another context (an async generator closed
+            # by the event loop) must not cost the cell its span.
+            if self._in_flight:
+                self._in_flight = False
+                with guard("cell in-flight metric"):
+                    instruments(self._meter_provider).cells_in_flight.add(-1, self._metric_attributes(state))
             if self._token is not None:
-                _current_cell.reset(self._token)
+                with guard("cell context reset"):
+                    _current_cell.reset(self._token)
             if self._otel_token is not None:
-                otel_context.detach(self._otel_token)  # type: ignore[arg-type]
+                with guard("cell span context detach"):
+                    otel_context.detach(self._otel_token)  # type: ignore[arg-type]
             state.span.end(end_time=_clock.wall_ns())
 
     async def __aenter__(self) -> CellState:
@@ -314,6 +333,8 @@ class cell:
             sc.CELL_DEADLINE_HIT: state.deadline_hit,
             sc.CELL_SALVAGED_FINDINGS: state.salvaged_findings,
             sc.CELL_DEGRADED: state.degraded,
+            sc.CELL_REQUESTS: state.requests,
+            sc.CELL_FAILED_REQUESTS: state.failed_requests,
         }
         if state.prompt_tokens is not None:
             attrs[sc.CELL_PROMPT_TOKENS] = state.prompt_tokens
@@ -328,15 +349,14 @@ class cell:
             span.set_attribute(
                 sc.ERROR_TYPE, type(exc).__qualname__ if exc is not None else sc.ERROR_TYPE_OTHER
             )
-            span.set_status(Status(StatusCode.ERROR, str(exc) if exc is not None else None))
+            # The type only: an exception's message may quote the prompt or the answer.
+            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__ if exc is not None else None))
         elif status is CellStatus.DEADLINE:
             span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_DEADLINE)
             span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
 
         inst = instruments(self._meter_provider)
-        base = self._metric_attributes(state)
-        inst.cells_in_flight.add(-1, base)
-        done = dict(base)
+        done = self._metric_attributes(state)
         done[sc.CELL_STATUS] = status.value
         if state.workers is not None:
             done[sc.CELL_WORKERS] = state.workers
@@ -365,7 +385,8 @@ def carry_context(func: F) -> F:
 
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
-        return ctx.run(func, *args, **kwargs)
+        # A fresh copy per call: one Context cannot be entered by two threads at once.
+        return ctx.copy().run(func, *args, **kwargs)
 
     return run  # type: ignore[return-value]
 

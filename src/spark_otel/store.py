@@ -16,6 +16,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +73,20 @@ CREATE INDEX IF NOT EXISTS documents_kind ON documents (kind, created_unix_ns);
 """
 
 
+_open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def _reopen_stores_after_fork() -> None:
+    for store in list(_open_stores):
+        try:
+            store._reopen_after_fork()
+        except StoreError:
+            _open_stores.discard(store)
+
+
+os.register_at_fork(after_in_child=_reopen_stores_after_fork)
+
+
 def default_store_path() -> Path:
     """``$SPARK_OTEL_STORE``, else ``$XDG_DATA_HOME/spark-otel/store.sqlite``
     (``~/.local/share/spark-otel/store.sqlite``)."""
@@ -92,25 +107,38 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         self._lock = threading.RLock()
+        self._conn = self._connect()
+        self._conn.executescript(_SCHEMA)
+        self._conn.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
+        _open_stores.add(self)
+
+    def _connect(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
+            conn = sqlite3.connect(
                 self.path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
             )
-            self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
-            self._conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"{self.path}: cannot open the spark-otel store: {exc}") from exc
+        return conn
+
+    def _reopen_after_fork(self) -> None:
+        """SQLite connections must not cross a fork: the child gets its own (the parent's is left
+        alone, not closed, since the parent still uses it)."""
+        self._lock = threading.RLock()
+        self._conn = self._connect()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        _open_stores.discard(self)
 
     def __enter__(self) -> Store:
         return self
@@ -125,7 +153,7 @@ class Store:
             with self._lock:
                 try:
                     self._conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
+                except sqlite3.Error as exc:
                     if "locked" in str(exc) and attempt + 1 < _WRITE_ATTEMPTS:
                         time.sleep(0.05 * (attempt + 1))
                         continue

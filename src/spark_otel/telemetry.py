@@ -20,7 +20,7 @@ import atexit
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from opentelemetry import metrics, trace
@@ -62,7 +62,8 @@ class Telemetry:
     meter_provider: MeterProvider
     store: Store | None = None
     otlp: bool = False
-    _readers: list[MetricReader] = field(default_factory=list)
+    owns_store: bool = True
+    """False when the caller handed `configure()` its own `Store`: the caller closes it."""
     _closed: bool = False
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -78,7 +79,7 @@ class Telemetry:
             self.tracer_provider.shutdown()
             self.meter_provider.shutdown()
         finally:
-            if self.store is not None:
+            if self.store is not None and self.owns_store:
                 self.store.close()
 
 
@@ -164,12 +165,10 @@ def configure(
     else:
         the_store = Store(Path(store))
 
-    attrs = (
-        {}
-        if os.environ.get("OTEL_SERVICE_NAME") and not service_name
-        else {SERVICE_NAME: service_name or DEFAULT_SERVICE_NAME}
-    )
-    resource = Resource.create(attrs)
+    resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        # Neither the argument, OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES named the service.
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     readers: list[MetricReader] = []
     if the_store is not None:
@@ -191,8 +190,13 @@ def configure(
             PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_export_interval_ms)
         )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    telemetry = Telemetry(tracer_provider, meter_provider, the_store, bool(use_otlp), readers)
+    telemetry = Telemetry(
+        tracer_provider, meter_provider, the_store, bool(use_otlp), owns_store=not isinstance(store, Store)
+    )
 
+    import multiprocessing.util
+
+    multiprocessing.util.register_after_fork(telemetry, _flush_at_worker_exit)
     with _lock:
         previous, _current = _current, telemetry
     if previous is not None:
@@ -221,6 +225,14 @@ def shutdown() -> None:
         telemetry, _current = _current, None
     if telemetry is not None:
         telemetry.shutdown()
+
+
+def _flush_at_worker_exit(_telemetry: Telemetry) -> None:
+    """In a multiprocessing worker (Pool, ProcessPoolExecutor): such workers leave through
+    ``os._exit``, which skips atexit, so flush the cells at multiprocessing's own exit hook."""
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, shutdown, exitpriority=10)
 
 
 atexit.register(shutdown)

@@ -187,3 +187,59 @@ def test_a_failing_metric_record_never_breaks_the_cell(providers, span_exporter,
         c.add_tokens(completion=3)
     assert len(span_exporter.get_finished_spans()) == 1
     assert current_cell() is None
+
+
+def test_carry_context_runs_in_several_threads_at_once(providers) -> None:
+    barrier = threading.Barrier(4)
+    seen: list[str] = []
+
+    def work() -> None:
+        barrier.wait(timeout=10)
+        seen.append(current_cell().cell_id)
+
+    with cell("golden", "shared", **providers):
+        wrapped = carry_context(work)
+        threads = [threading.Thread(target=wrapped) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == ["shared"] * 4
+
+
+def test_leaving_a_cell_from_another_context_still_ends_its_span(providers, span_exporter) -> None:
+    import contextvars
+
+    manager = cell("golden", "elsewhere", **providers)
+    manager.__enter__()
+    contextvars.copy_context().run(manager.__exit__, None, None, None)
+    span = only_cell_span(span_exporter)
+    assert span.attributes[sc.CELL_STATUS] == "ok"
+
+
+def test_a_cell_whose_requests_all_failed_is_an_error_even_if_the_runner_caught_it(
+    providers, span_exporter
+) -> None:
+    with cell("golden", "x", **providers) as c:
+        c.add_request(input_tokens=None, output_tokens=None, error_type="500")
+        c.add_request(input_tokens=None, output_tokens=None, error_type="APIConnectionError")
+    a = only_cell_span(span_exporter).attributes
+    assert a[sc.CELL_STATUS] == "error"
+    assert (a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == (2, 2)
+
+
+def test_one_good_request_keeps_the_cell_ok(providers, span_exporter) -> None:
+    with cell("golden", "x", **providers) as c:
+        c.add_request(input_tokens=None, output_tokens=None, error_type="500")
+        c.add_request(input_tokens=5, output_tokens=7, error_type=None)
+    a = only_cell_span(span_exporter).attributes
+    assert a[sc.CELL_STATUS] == "ok"
+    assert (a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == (2, 1)
+
+
+def test_the_span_status_never_carries_the_exception_message(providers, span_exporter) -> None:
+    with pytest.raises(ValueError, match="secret"), cell("golden", "x", **providers):
+        raise ValueError("the prompt said: secret plans")
+    span = only_cell_span(span_exporter)
+    assert "secret" not in (span.status.description or "")
+    assert span.status.description == "ValueError"

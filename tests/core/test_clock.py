@@ -40,6 +40,7 @@ def test_anchor_to_another_process_model_clock() -> None:
     assert _clock.to_wall_s(100) == pytest.approx(1.0)
 
 
-def test_non_positive_scale_is_rejected() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        _clock.set_time_scale(0)
+@pytest.mark.parametrize("scale", [0, -1, float("inf"), float("nan")])
+def test_non_positive_or_infinite_scale_is_rejected(scale: float) -> None:
+    with pytest.raises(ValueError, match="positive finite"):
+        _clock.set_time_scale(scale)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -109,3 +110,62 @@ def test_cli_reports_a_broken_store_in_one_line(tmp_path: Path) -> None:
     assert out.stderr.startswith("spark-otel: error: ")
     assert "bogus.sqlite" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_store_handed_in_is_not_closed_by_reconfiguring(tmp_path: Path) -> None:
+    mine = Store(tmp_path / "mine.sqlite")
+    configure(store=mine, set_global=False)
+    configure(store=mine, set_global=False)
+    spark_otel.shutdown()
+    assert mine.cells() == []  # still open: the caller owns it
+    mine.close()
+
+
+def test_service_name_from_resource_attributes_is_honoured(monkeypatch) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=my-evals,deployment.environment.name=lab")
+    telemetry = configure(store=False, set_global=False)
+    attrs = telemetry.tracer_provider.resource.attributes
+    assert attrs["service.name"] == "my-evals"
+    assert attrs["deployment.environment.name"] == "lab"
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES")
+    assert (
+        configure(store=False, set_global=False).tracer_provider.resource.attributes["service.name"]
+        == "spark-otel"
+    )
+
+
+def test_a_cell_with_nothing_configured_still_reaches_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "auto.sqlite"
+    script = (
+        "import spark_otel\nwith spark_otel.cell('golden', 'B#9') as c:\n    c.add_tokens(completion=3)\n"
+    )
+    env = {**os.environ, "SPARK_OTEL_STORE": str(path)}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60, env=env)
+    (stored,) = Store(path).cells()
+    assert (stored.cell_id, stored.completion_tokens) == ("B#9", 3)
+
+
+def test_cells_from_forked_pool_workers_are_flushed_without_an_explicit_shutdown(tmp_path: Path) -> None:
+    path = tmp_path / "fork.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import multiprocessing as mp
+        import spark_otel
+
+        def work(i):
+            with spark_otel.cell("golden", f"w{{i}}") as c:
+                c.add_tokens(completion=i + 1)
+            return i
+
+        if __name__ == "__main__":
+            spark_otel.configure(store={str(path)!r})
+            with mp.get_context("fork").Pool(2) as pool:
+                assert sorted(pool.map(work, range(8))) == list(range(8))
+                pool.close()
+                pool.join()
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert sorted(c.cell_id for c in Store(path).cells()) == [f"w{i}" for i in range(8)]
