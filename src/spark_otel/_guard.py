@@ -2,7 +2,9 @@
 
 Instrumentation lives inside the user's eval; its own failures must never reach the user's
 call. `guard` catches ``Exception`` (never ``BaseException``, so cancellation still passes),
-logs the first failure of each kind at WARNING and the rest at DEBUG.
+logs the first failure of each kind at WARNING and the rest at DEBUG. Hot paths that cannot
+afford a generator per call catch ``Exception`` themselves and hand it to `report_failure`,
+which shares the same once-per-kind record.
 """
 
 from __future__ import annotations
@@ -11,17 +13,24 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+__all__ = ["guard", "report_failure"]
+
 _logger = logging.getLogger("spark_otel")
 _warned: set[str] = set()
+
+
+def report_failure(what: str, exc: BaseException) -> None:
+    """Log the first failure of kind ``what`` at WARNING (with its traceback), the rest at DEBUG."""
+    if what in _warned:
+        _logger.debug("spark_otel: %s failed", what, exc_info=exc)
+    else:
+        _warned.add(what)
+        _logger.warning("spark_otel: %s failed; the call goes on untouched", what, exc_info=exc)
 
 
 @contextmanager
 def guard(what: str) -> Iterator[None]:
     try:
         yield
-    except Exception:
-        if what in _warned:
-            _logger.debug("spark_otel: %s failed", what, exc_info=True)
-        else:
-            _warned.add(what)
-            _logger.warning("spark_otel: %s failed; the call goes on untouched", what, exc_info=True)
+    except Exception as exc:
+        report_failure(what, exc)

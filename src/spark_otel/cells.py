@@ -61,10 +61,10 @@ def _providers() -> tuple[TracerProvider | None, MeterProvider | None]:
     """spark-otel's providers; failing those, ones the user installed globally; failing both,
     a default setup (the embedded store, or OTLP from the environment), so a cell is never
     silently dropped."""
-    from .telemetry import configure, current_telemetry
+    from .telemetry import configure, current_telemetry, user_pipeline_installed
 
     telemetry = current_telemetry()
-    if telemetry is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    if telemetry is None and not user_pipeline_installed():
         with guard("telemetry setup for a cell"):
             telemetry = configure()
     if telemetry is None:

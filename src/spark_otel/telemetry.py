@@ -20,6 +20,7 @@ import atexit
 import logging
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,8 @@ _STORE_METRIC_INTERVAL_MS = 10_000
 
 _lock = threading.Lock()
 _current: Telemetry | None = None
+# Every provider configure() created, so a global one can be told apart from the user's own.
+_own_providers: weakref.WeakSet[object] = weakref.WeakSet()
 
 
 @dataclass
@@ -190,6 +193,8 @@ def configure(
             PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_export_interval_ms)
         )
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    _own_providers.add(tracer_provider)
+    _own_providers.add(meter_provider)
     telemetry = Telemetry(
         tracer_provider, meter_provider, the_store, bool(use_otlp), owns_store=not isinstance(store, Store)
     )
@@ -216,6 +221,13 @@ def _set_global(tracer_provider: TracerProvider, meter_provider: MeterProvider) 
 
 def current_telemetry() -> Telemetry | None:
     return _current
+
+
+def user_pipeline_installed() -> bool:
+    """Whether the user installed a global tracer provider of their own (not spark-otel's,
+    not the API's placeholder): then spark-otel records into it instead of setting up its own."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider) and provider not in _own_providers
 
 
 def shutdown() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 
@@ -48,3 +49,29 @@ def instrumented(tracer_provider: TracerProvider, meter_provider: MeterProvider)
     spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     yield
     spark_otel.uninstrument()
+
+
+@pytest.fixture
+def fresh_globals(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Unset global OpenTelemetry providers and no spark-otel telemetry, for this test only.
+
+    The API lets a process set its global providers once; tests of how `instrument()` picks
+    providers need them unset (and must not leave theirs behind for later tests).
+    """
+    from opentelemetry import trace
+    from opentelemetry.metrics import _internal as metrics_internal
+    from opentelemetry.util._once import Once
+
+    spark_otel.shutdown()
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(metrics_internal, "_METER_PROVIDER", None)
+    monkeypatch.setattr(metrics_internal, "_METER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(metrics_internal, "_PROXY_METER_PROVIDER", metrics_internal._ProxyMeterProvider())
+    for name in list(os.environ):
+        if name.startswith("OTEL_EXPORTER_OTLP") or name == "OTEL_PYTHON_TRACER_PROVIDER":
+            monkeypatch.delenv(name)
+    yield
+    if SparkOtelInstrumentor().is_instrumented:
+        spark_otel.uninstrument()
+    spark_otel.shutdown()

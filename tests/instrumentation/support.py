@@ -5,7 +5,8 @@ to it as they would to vLLM. Its answers are deterministic: ``max_tokens`` words
 (finish reason ``length``), prompt tokens = words in the prompt. Streams follow vLLM's SSE
 shape, with the usage chunk (``choices: []``) only when ``stream_options.include_usage`` is
 set. Request extras (sent through ``extra_body``): ``delay_s`` between chunks, ``fail_after``
-to end a stream with an in-stream error event after that many chunks.
+to end a stream with an in-stream error event after that many chunks (``old_error``: in the
+older vLLM shape, ``{"object": "error", ...}``, instead of ``{"error": {...}}``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def make_app(log: ServerLog) -> Starlette:
 
         delay = float(body.get("delay_s") or 0)
         fail_after = body.get("fail_after")
+        old_error = bool(body.get("old_error"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
         def chunk(choices: list[dict[str, Any]], usage_obj: Any = None) -> bytes:
@@ -122,7 +124,7 @@ def make_app(log: ServerLog) -> Starlette:
             for i, word in enumerate(words):
                 if fail_after is not None and i >= int(fail_after):
                     error = {"message": "engine died", "type": "InternalServerError", "code": 500}
-                    yield _sse({"error": error})
+                    yield _sse({"object": "error", **error} if old_error else {"error": error})
                     return
                 if delay:
                     await asyncio.sleep(delay)

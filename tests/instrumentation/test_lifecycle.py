@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.instrumentation.support import MODEL, request_spans
 
 import spark_otel
-from spark_otel.instrumentation import SparkOtelInstrumentor, _request, _sse, _stream
+from spark_otel import _guard
+from spark_otel.instrumentation import SparkOtelInstrumentor, _sse, _stream
 from spark_otel.instrumentation._request import RequestTelemetry
 from spark_otel.store import Store
 from spark_otel.telemetry import current_telemetry
@@ -139,7 +140,7 @@ def test_failing_chunk_hook_passes_every_chunk_through(
     base_url: str, instrumented: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(_stream.StreamState, "on_chunk", _boom)
-    monkeypatch.setattr(_request, "_reported", set())
+    monkeypatch.setattr(_guard, "_warned", set())
     client = openai.OpenAI(base_url=base_url, api_key="sk")
     with caplog.at_level(logging.WARNING):
         chunks = list(client.completions.create(model=MODEL, prompt="x", max_tokens=4, stream=True))
@@ -168,3 +169,22 @@ def test_failing_stream_wrap_returns_the_sdk_stream(
     assert type(stream) is openai.Stream
     assert len(list(stream)) == 2
     assert len(request_spans(span_exporter)) == 1
+
+
+def test_guard_and_hot_path_reports_share_one_warning_per_kind(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_guard, "_warned", set())
+    with caplog.at_level(logging.DEBUG, logger="spark_otel"):
+        _guard.report_failure("shared kind", RuntimeError("first"))
+        with _guard.guard("shared kind"):
+            raise RuntimeError("second")
+        with _guard.guard("other kind"):
+            raise RuntimeError("third")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "spark_otel: shared kind failed; the call goes on untouched",
+        "spark_otel: other kind failed; the call goes on untouched",
+    ]
+    debug = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert [str(r.exc_info[1]) for r in debug if r.exc_info] == ["second"]

@@ -337,3 +337,83 @@ async def test_async_mock_stream_with_usage_in_final_chunk(
     assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 2
     assert list(a[sc.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop"]  # type: ignore[arg-type]
     assert sc.ERROR_TYPE not in a
+
+
+@pytest.mark.parametrize("old_error", [False, True], ids=["error-object", "object-error"])
+@pytest.mark.parametrize("lib", LIBS, ids=lambda m: m.__name__)
+def test_raw_in_stream_error_event_of_either_vllm_shape_is_the_error_type(
+    lib: Any, old_error: bool, base_url: str, instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    body = {**TEXT, "max_tokens": 6, "stream": True, "fail_after": 2, "old_error": old_error}
+    with lib.Client() as client, client.stream("POST", f"{base_url}/completions", json=body) as r:
+        lines = [line for line in r.iter_lines() if line]
+    assert ('"object":"error"' in lines[-1]) is old_error  # the server really sent that shape
+    span = one_span(span_exporter)
+    assert span.attributes[sc.ERROR_TYPE] == "500"  # type: ignore[index]
+    assert span.attributes[sc.REQUEST_CHUNKS] == 2  # the error event is not a chunk  # type: ignore[index]
+    assert span.status.status_code is StatusCode.ERROR
+
+
+def _parent_of(traceparent: str) -> str:
+    """The ``traceparent`` without its flags: version, trace id and parent span id."""
+    return traceparent.rsplit("-", 1)[0]
+
+
+def _traceparent_of(span: Any) -> str:
+    ctx = span.get_span_context()
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}"
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda m: m.__name__)
+def test_traceparent_is_not_left_on_a_reused_request(
+    lib: Any,
+    base_url: str,
+    tracer_provider: Any,
+    meter_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    server_log: ServerLog,
+) -> None:
+    import spark_otel
+
+    spark_otel.instrument(
+        tracer_provider=tracer_provider, meter_provider=meter_provider, inject_traceparent=True
+    )
+    with lib.Client() as client:
+        request = client.build_request("POST", f"{base_url}/completions", json=TEXT)
+        client.send(request)
+        assert "traceparent" not in request.headers
+        client.send(request)  # sent again: its own span is the parent, not the first one's
+        mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        own = client.build_request(
+            "POST", f"{base_url}/completions", json=TEXT, headers={"traceparent": mine}
+        )
+        client.send(own)
+        assert own.headers["traceparent"] == mine  # the caller's own header is theirs to keep
+    first, second, _ = request_spans(span_exporter)
+    sent = [h["traceparent"] for h in server_log.headers[-3:]]
+    assert [_parent_of(sent[0]), _parent_of(sent[1])] == [_traceparent_of(first), _traceparent_of(second)]
+    assert sent[0] != sent[1]
+    assert sent[2] == mine
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda m: m.__name__)
+async def test_async_stream_traceparent_is_taken_off_once_sent(
+    lib: Any,
+    base_url: str,
+    tracer_provider: Any,
+    meter_provider: Any,
+    span_exporter: InMemorySpanExporter,
+    server_log: ServerLog,
+) -> None:
+    import spark_otel
+
+    spark_otel.instrument(
+        tracer_provider=tracer_provider, meter_provider=meter_provider, inject_traceparent=True
+    )
+    async with lib.AsyncClient() as client:
+        request = client.build_request("POST", f"{base_url}/completions", json={**TEXT, **STREAM})
+        response = await client.send(request, stream=True)
+        assert "traceparent" not in request.headers
+        await response.aread()
+        await response.aclose()
+    assert _parent_of(server_log.headers[-1]["traceparent"]) == _traceparent_of(one_span(span_exporter))

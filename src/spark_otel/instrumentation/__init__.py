@@ -34,6 +34,7 @@ import wrapt
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
+from .._exceptions import ConfigError
 from .._semconv import PROVIDER_VLLM
 from ._config import InstrumentationConfig
 from ._httpx_patch import async_httpx_send, httpx_send
@@ -56,6 +57,14 @@ _OPENAI_TARGETS = (
     ("openai.resources.completions", "AsyncCompletions", async_completions_create),
 )
 _HTTPX_MODULES = ("httpx2", "httpx")
+# What `opentelemetry-instrument` and `BaseInstrumentor` callers pass to every instrumentor.
+_BASE_INSTRUMENTOR_KWARGS = frozenset({"skip_dep_check", "raise_exception_on_conflict"})
+
+
+def _check_kwargs(call: str, kwargs: dict[str, Any]) -> None:
+    unknown = sorted(set(kwargs) - _BASE_INSTRUMENTOR_KWARGS)
+    if unknown:
+        raise ConfigError(f"{call}: unknown argument(s) {', '.join(unknown)}")
 
 
 def _installed(module: str) -> bool:
@@ -96,9 +105,15 @@ class SparkOtelInstrumentor:
         inject_traceparent: bool | None = None,
         provider_name: str = PROVIDER_VLLM,
         chunk_metrics: bool | None = None,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
-        """Patch; a missing provider comes from `spark_otel.configure()` (the embedded store by default)."""
+        """Patch; see `instrument` for where a provider not given comes from.
+
+        Besides its own arguments it accepts (and ignores) the ones `opentelemetry-instrument`
+        passes every instrumentor; any other raises `ConfigError`, so a misspelt switch is not
+        silently off.
+        """
+        _check_kwargs("instrument()", kwargs)
         config = InstrumentationConfig.resolve(
             capture_content=capture_content,
             include_usage=include_usage,
@@ -110,18 +125,18 @@ class SparkOtelInstrumentor:
             if SparkOtelInstrumentor._runtime is not None:
                 _logger.warning("spark_otel.instrument() called twice; the first call's settings stay")
                 return
-            if tracer_provider is None or meter_provider is None:
-                from ..telemetry import configure, current_telemetry
+            if tracer_provider is None and meter_provider is None:
+                from ..telemetry import configure, current_telemetry, user_pipeline_installed
 
-                telemetry = current_telemetry() or configure()
-                tracer_provider = tracer_provider or telemetry.tracer_provider
-                meter_provider = meter_provider or telemetry.meter_provider
+                if current_telemetry() is None and not user_pipeline_installed():
+                    configure()
             runtime = Runtime(config, tracer_provider, meter_provider)
             self._patch_all(runtime)
             SparkOtelInstrumentor._runtime = runtime
 
-    def uninstrument(self, **_: Any) -> None:
+    def uninstrument(self, **kwargs: Any) -> None:
         """Restore the originals; wrappers still held elsewhere become pass-throughs."""
+        _check_kwargs("uninstrument()", kwargs)
         with SparkOtelInstrumentor._lock:
             runtime = SparkOtelInstrumentor._runtime
             if runtime is None:
@@ -171,6 +186,13 @@ def instrument(
     chunk_metrics: bool | None = None,
 ) -> None:
     """Make every openai / raw-HTTP call to an engine produce a span and GenAI metrics.
+
+    Where spans and metrics go, first match wins: the providers passed here (fixed for good);
+    else spark-otel's telemetry in force (`spark_otel.configure()`), followed across later
+    ``configure()`` calls; else tracer and meter providers the user installed globally; else a
+    default `spark_otel.configure()` (the embedded store, or OTLP from ``OTEL_*``). A provider
+    passed alone is paired with the other from spark-otel's telemetry in force, or the global
+    one (a no-op until one is installed); it never triggers ``configure()``.
 
     ``capture_content`` records prompts and completions (off unless set here or by
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``); ``include_usage`` asks streaming

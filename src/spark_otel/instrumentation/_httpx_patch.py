@@ -21,8 +21,9 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from .. import _semconv as sc
+from .._guard import report_failure
 from ._openai_patch import IN_OPENAI_CALL
-from ._request import RequestTelemetry, Runtime, error_type_of, report_failure
+from ._request import RequestTelemetry, Runtime, error_type_of
 from ._sse import SseScanner
 
 __all__ = ["async_httpx_send", "httpx_send"]
@@ -68,12 +69,13 @@ def _request_params(request: Any) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def _start(rt: Runtime, request: Any) -> RequestTelemetry | None:
-    telemetry = None
+def _start(rt: Runtime, request: Any) -> tuple[RequestTelemetry | None, list[str] | None]:
+    """The request's telemetry, and the trace headers added to ``request`` (to take off again)."""
+    telemetry = added = None
     try:  # the `guard` contract, without a generator per request
         operation = _operation(request)
         if operation is None:
-            return None
+            return None, None
         params = _request_params(request)
         url = request.url
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -82,10 +84,29 @@ def _start(rt: Runtime, request: Any) -> RequestTelemetry | None:
             rt, operation, params, url.host or None, port, streaming=streaming, layer="httpx"
         )
         if rt.inject_traceparent and "traceparent" not in request.headers:
-            request.headers.update(telemetry.traceparent_headers())
+            added = _add_trace_headers(request.headers, telemetry.traceparent_headers())
     except Exception as exc:
         report_failure("httpx request start", exc)
-    return telemetry
+    return telemetry, added
+
+
+def _add_trace_headers(headers: Any, carrier: dict[str, str]) -> list[str]:
+    added = []
+    for key, value in carrier.items():
+        if key not in headers:
+            headers[key] = value
+            added.append(key)
+    return added
+
+
+def _remove_trace_headers(request: Any, added: list[str]) -> None:
+    """Sent: take the headers off the caller's request, so a reused request carries no stale parent."""
+    try:
+        headers = request.headers
+        for key in added:
+            headers.pop(key, None)
+    except Exception as exc:
+        report_failure("httpx traceparent removal", exc)
 
 
 class _Observer:
@@ -271,13 +292,16 @@ def _observe_stream(request: RequestTelemetry, response: Any, module: Any, *, is
 
 
 def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
-    def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[RequestTelemetry | None, bool]:
+    def prepare(
+        args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[RequestTelemetry | None, Any, list[str] | None]:
         if _suppressed():
-            return None, False
+            return None, None, None
         request = args[0] if args else kwargs.get("request")
         if request is None:
-            return None, False
-        return _start(rt, request), bool(kwargs.get("stream", False))
+            return None, None, None
+        telemetry, added = _start(rt, request)
+        return telemetry, request, added
 
     if is_async:
 
@@ -286,7 +310,7 @@ def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
         ) -> Any:
             if not rt.active or IN_OPENAI_CALL.get():  # the openai layer already has the span
                 return await wrapped(*args, **kwargs)
-            telemetry, stream = prepare(args, kwargs)
+            telemetry, request, added = prepare(args, kwargs)
             if telemetry is None:
                 return await wrapped(*args, **kwargs)
             try:
@@ -294,7 +318,10 @@ def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
             except BaseException as exc:
                 telemetry.fail(exc)
                 raise
-            if stream:
+            finally:
+                if added:
+                    _remove_trace_headers(request, added)
+            if kwargs.get("stream", False):
                 _observe_stream(telemetry, response, module, is_async=True)
             else:
                 _finish_read(telemetry, response)
@@ -307,7 +334,7 @@ def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
     ) -> Any:
         if not rt.active or IN_OPENAI_CALL.get():  # the openai layer already has the span
             return wrapped(*args, **kwargs)
-        telemetry, stream = prepare(args, kwargs)
+        telemetry, request, added = prepare(args, kwargs)
         if telemetry is None:
             return wrapped(*args, **kwargs)
         try:
@@ -315,7 +342,10 @@ def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
         except BaseException as exc:
             telemetry.fail(exc)
             raise
-        if stream:
+        finally:
+            if added:
+                _remove_trace_headers(request, added)
+        if kwargs.get("stream", False):
             _observe_stream(telemetry, response, module, is_async=False)
         else:
             _finish_read(telemetry, response)

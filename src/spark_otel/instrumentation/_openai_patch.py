@@ -21,8 +21,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import set_span_in_context
 
 from .. import _semconv as sc
-from .._guard import guard
-from ._request import RequestTelemetry, Runtime, report_failure
+from .._guard import guard, report_failure
+from ._request import RequestTelemetry, Runtime
 from ._stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
 __all__ = [
@@ -62,11 +62,6 @@ def _server(instance: Any) -> tuple[str | None, int | None]:
         _servers.clear()
     _servers[id(url)] = (url, host, port)
     return host, port
-
-
-def _is_raw_response_call(kwargs: Mapping[str, Any]) -> bool:
-    headers = kwargs.get("extra_headers")
-    return bool(headers) and _RAW_RESPONSE_HEADER in headers  # type: ignore[operator]
 
 
 def _start(
@@ -141,13 +136,13 @@ def _make_sync(operation: str, rt: Runtime) -> Wrapper:
         if not rt.active:
             return wrapped(*args, **kwargs)
         headers = kwargs.get("extra_headers")
-        if headers and _RAW_RESPONSE_HEADER in headers:  # `_is_raw_response_call`, inlined
+        if headers and _RAW_RESPONSE_HEADER in headers:  # a raw-response call
             return wrapped(*args, **_raw_response_kwargs(rt, kwargs))
         request, sent = _start(rt, operation, instance, kwargs)
         if request is None:
             return wrapped(*args, **kwargs)
         token = IN_OPENAI_CALL.set(True)
-        otel_token = otel_context.attach(set_span_in_context(request.span))  # `request.attach()`, inlined
+        otel_token = otel_context.attach(set_span_in_context(request.span))
         try:
             result = wrapped(*args, **sent)
         except BaseException as exc:
@@ -168,13 +163,13 @@ def _make_async(operation: str, rt: Runtime) -> Wrapper:
         if not rt.active:
             return await wrapped(*args, **kwargs)
         headers = kwargs.get("extra_headers")
-        if headers and _RAW_RESPONSE_HEADER in headers:  # `_is_raw_response_call`, inlined
+        if headers and _RAW_RESPONSE_HEADER in headers:  # a raw-response call
             return await wrapped(*args, **_raw_response_kwargs(rt, kwargs))
         request, sent = _start(rt, operation, instance, kwargs)
         if request is None:
             return await wrapped(*args, **kwargs)
         token = IN_OPENAI_CALL.set(True)
-        otel_token = otel_context.attach(set_span_in_context(request.span))  # `request.attach()`, inlined
+        otel_token = otel_context.attach(set_span_in_context(request.span))
         try:
             result = await wrapped(*args, **sent)
         except BaseException as exc:

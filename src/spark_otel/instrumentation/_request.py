@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import threading
 import time
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -26,34 +24,21 @@ from opentelemetry.util.types import AttributeValue
 
 from .. import _clock
 from .. import _semconv as sc
+from .._guard import report_failure
 from .._instruments import Instruments, instruments
 from .._request_notes import RequestNotes, current_request_notes
 from .._version import __version__
 from ..cells import CellState, current_cell
+from ..telemetry import Telemetry, current_telemetry
 from ._config import InstrumentationConfig
 
-__all__ = ["RequestTelemetry", "Runtime", "error_type_of", "report_failure", "request_content_messages"]
+__all__ = ["RequestTelemetry", "Runtime", "error_type_of", "request_content_messages"]
 
-_logger = logging.getLogger(__name__)
 _PROPAGATOR = TraceContextTextMapPropagator()
 _NS_PER_S = 1e9
-_reported: set[str] = set()
 _MAX_SHAPES = 1024
 ShapeKey = tuple[str, str | None, str | None, int | None, str, bool]
 """Operation, request model, server host and port, layer, streaming: what `RequestShape` keys on."""
-
-
-def report_failure(what: str, exc: Exception) -> None:
-    """Hot-path twin of `guard`: log the first failure of each kind at WARNING, the rest at DEBUG.
-
-    A ``with guard()`` block costs a generator each time it is entered; the per-chunk loops and
-    the per-request start and finalize use a bare ``try``/``except Exception`` and report here.
-    """
-    if what in _reported:
-        _logger.debug("spark_otel: %s failed", what, exc_info=exc)
-    else:
-        _reported.add(what)
-        _logger.warning("spark_otel: %s failed; the call goes on untouched", what, exc_info=exc)
 
 
 class Runtime:
@@ -63,13 +48,23 @@ class Runtime:
     so turning `active` off is what makes them pass-throughs. The switches of `config` are
     copied to plain slots, and the attribute sets requests share are built once and kept in
     `shapes` (see `RequestShape`), so a request reads no setting and rebuilds no common dict.
+
+    A provider `instrument()` was not given is not captured: the runtime follows spark-otel's
+    telemetry in force (`current_telemetry()`), or, with none, the global providers. Each
+    request compares the telemetry in force with the one `tracer` and `instruments` were made
+    for (one identity check) and re-resolves both after a `spark_otel.configure()`, so a
+    reconfigure never leaves requests writing to shut-down providers.
     """
 
     __slots__ = (
+        "_meter_provider",
+        "_tracer_provider",
         "active",
+        "bound",
         "capture_content",
         "chunk_metrics",
         "config",
+        "follows",
         "include_usage",
         "inject_traceparent",
         "instruments",
@@ -90,15 +85,36 @@ class Runtime:
         self.inject_traceparent = config.inject_traceparent
         self.chunk_metrics = config.chunk_metrics
         self.provider_name = config.provider_name
-        self.tracer: Tracer = trace.get_tracer(
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self.follows = tracer_provider is None or meter_provider is None
+        self.bound: Telemetry | None = None
+        self.tracer: Tracer
+        self.instruments: Instruments
+        self._bind(current_telemetry() if self.follows else None)
+        self.shapes: dict[ShapeKey, RequestShape] = {}
+        self.active = True
+
+    def refresh(self) -> None:
+        """Re-resolve the tracer and instruments if the telemetry in force changed; hot path."""
+        telemetry = current_telemetry()
+        if telemetry is not self.bound:
+            self._bind(telemetry)
+
+    def _bind(self, telemetry: Telemetry | None) -> None:
+        tracer_provider, meter_provider = self._tracer_provider, self._meter_provider
+        if tracer_provider is None:  # a global placeholder hands over to the provider set later
+            tracer_provider = trace.get_tracer_provider() if telemetry is None else telemetry.tracer_provider
+        if meter_provider is None:
+            meter_provider = metrics.get_meter_provider() if telemetry is None else telemetry.meter_provider
+        self.tracer = trace.get_tracer(
             "spark_otel.instrumentation",
             __version__,
             tracer_provider=tracer_provider,
             schema_url=sc.SCHEMA_URL,
         )
-        self.instruments: Instruments = instruments(meter_provider)
-        self.shapes: dict[ShapeKey, RequestShape] = {}
-        self.active = True
+        self.instruments = instruments(meter_provider)
+        self.bound = telemetry  # last: a thread that sees it also sees the tracer and instruments
 
     def shape(self, key: ShapeKey) -> RequestShape:
         """The shared attributes of requests like this one, built on first use."""
@@ -237,7 +253,6 @@ class RequestTelemetry:
 
     __slots__ = (
         "_once",
-        "_otel_token",
         "cell",
         "choice_count",
         "input_messages",
@@ -268,7 +283,6 @@ class RequestTelemetry:
         # A lock as a test-and-set flag: a deadline watchdog may close a stream from another
         # thread while the consumer's iteration fails, and only one of them may finalize.
         self._once = threading.Lock()
-        self._otel_token: object | None = None
         get = params.get
         model = get("model")
         shape_key = (operation, model if isinstance(model, str) else None, host, port, layer, streaming)
@@ -299,6 +313,8 @@ class RequestTelemetry:
         if self.cell is not None:
             attrs.update(self.cell.request_attributes)
         self.notes: RequestNotes | None = current_request_notes()
+        if rt.follows:
+            rt.refresh()
         self.input_messages = request_content_messages(operation, params) if rt.capture_content else None
         self.span: Span = rt.tracer.start_span(
             shape.name, kind=SpanKind.CLIENT, attributes=attrs, start_time=_clock.wall_ns()
@@ -311,15 +327,6 @@ class RequestTelemetry:
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(self.span))
         return carrier
-
-    def attach(self) -> None:
-        """Make the span current while the SDK sends, so HTTP-level spans nest under it."""
-        self._otel_token = otel_context.attach(trace.set_span_in_context(self.span))
-
-    def detach(self) -> None:
-        token, self._otel_token = self._otel_token, None
-        if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]
 
     # -- outcomes ----------------------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:

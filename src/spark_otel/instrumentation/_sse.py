@@ -27,7 +27,13 @@ __all__ = ["SseScanner", "SseSummary"]
 _FINISH_KEY = b'"finish_reason":'
 _USAGE_KEY = b'"usage":'
 _MARKED = re.compile(rb'"(?:usage": ?\{|finish_reason": ?")')
-_ERROR_PREFIXES = (b'data: {"error"', b'data:{"error"')
+# vLLM's mid-stream error event is ``{"error": {...}}``; older releases send the error response
+# itself, ``{"object": "error", "message": ..., "type": ..., "code": ...}`` (``object`` first).
+_ERROR_PREFIXES = tuple(
+    lead + body
+    for lead in (b"data: ", b"data:")
+    for body in (b'{"error"', b'{"object":"error"', b'{"object": "error"')
+)
 _DONE_PREFIXES = (b"data: [DONE]", b"data:[DONE]")
 _SPECIAL_PREFIXES = _DONE_PREFIXES + _ERROR_PREFIXES
 
@@ -170,6 +176,8 @@ def _followed_by(line: bytes, key: bytes, opener: bytes) -> bool:
 def error_event_type(body: Any) -> str:
     """``error.type`` of an in-stream error event: its numeric code, else its type name."""
     error = body.get("error") if isinstance(body, dict) else None
+    if error is None and isinstance(body, dict) and body.get("object") == "error":
+        error = body
     if isinstance(error, dict):
         code = error.get("code")
         if isinstance(code, int):

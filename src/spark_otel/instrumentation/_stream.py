@@ -19,7 +19,8 @@ from typing import Any
 import wrapt
 
 from .. import _semconv as sc
-from ._request import RequestTelemetry, error_type_of, report_failure
+from .._guard import report_failure
+from ._request import RequestTelemetry, error_type_of
 
 __all__ = ["AsyncStreamProxy", "StreamState", "SyncStreamProxy"]
 
