@@ -13,6 +13,10 @@ otherwise. So against it each seed asks for at least a given length with vLLM's 
 (``--seed-tokens``, one of them past what fits in the ceiling), and a finding is each complete
 pass of its vocabulary (a regex extractor). Against a real engine the finder's JSON findings
 are salvaged with the default extractor (``--extractor json``).
+
+Each seed is a `spark_otel.cell`, recorded in the embedded store (``$SPARK_OTEL_STORE`` or the
+default path; ``spark-otel cells --eval finder-deep-pass`` lists them) or sent to a collector
+when the ``OTEL_EXPORTER_OTLP_*`` variables name one. The run flushes them before it exits.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import openai
 
 import spark_otel
 from spark_otel.deadline import DeadlineResult
+from spark_otel.telemetry import current_telemetry
 
 PROMPT = (
     "Review the diff below. Think it through, then answer with a JSON document "
@@ -99,6 +104,14 @@ async def seed(
 
 async def main() -> None:
     args = parse_args()
+    try:
+        await run(args)
+    finally:
+        # Flush the cells to the store (or collector) before the process exits.
+        spark_otel.shutdown()
+
+
+async def run(args: argparse.Namespace) -> None:
     with engine(args) as base_url:
         async with openai.AsyncOpenAI(base_url=base_url, api_key="none") as client:
             model = args.model or (await client.models.list()).data[0].id
@@ -117,6 +130,9 @@ async def main() -> None:
             f"{i:<6} {result.status.value:<10} {result.usage.completion_tokens:>7} {result.usage.source:<8} "
             f"{result.timings.elapsed_s:>9.0f} {rate:>6} {result.findings_count:>8}  {verdict}"
         )
+    telemetry = current_telemetry()
+    if telemetry is not None and telemetry.store is not None:
+        print(f"cells recorded in {telemetry.store.path}")
 
 
 if __name__ == "__main__":

@@ -14,11 +14,15 @@ its own deadline, it returns the text so far and every complete finding in it:
 ``/v1/chat/completions`` or ``/v1/completions``, server-sent events). `astream_with_deadline`
 is the twin for ``AsyncOpenAI`` and the async HTTP clients.
 
-The deadline holds while the server sends nothing at all. Sync: until the response headers
-arrive the request's own timeout bounds the wait; after that a watchdog thread shuts the
-connection's socket at expiry, which wakes the blocked read at once. Async: the stream runs
-in a task that is cancelled at expiry. Either way the connection is closed, not returned to
-the pool, and the server sees the disconnect. Deadlines are in model seconds (`_clock`).
+The deadline replaces the client's own timeout (sync and async alike): the request's timeout
+is the time left on the deadline, so a gap between chunks longer than, say, httpx's 5 s default
+read timeout ends nothing the deadline still allows. The deadline holds while the server sends
+nothing at all. Sync: until the response headers arrive that timeout bounds the wait; after
+that a watchdog thread shuts the connection's socket at expiry, which wakes the blocked read at
+once (never after the stream has handed its connection back to the pool). Async: the stream
+runs in a task that is cancelled at expiry. Either way a cut-off connection is closed, not
+returned to the pool, and the server sees the disconnect. Deadlines are in model seconds
+(`_clock`).
 
 Inside `spark_otel.cell(...)` the result sets the cell's status, ``deadline_hit``, salvaged
 findings and degraded flag; the request span (when `spark_otel.instrument()` is on) records
@@ -35,6 +39,7 @@ import math
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from contextlib import aclosing, closing
 from dataclasses import dataclass
 from datetime import datetime
@@ -63,8 +68,8 @@ __all__ = [
 
 _logger = logging.getLogger(__name__)
 
-# Until the headers arrive, the request's timeout is the deadline plus this much, so the
-# watchdog has marked the request as cut off by the time the timeout ends it.
+# The request's timeout is the time left on the deadline plus this much, so the watchdog (sync)
+# or the expiry (async) has marked the request as cut off by the time a timeout ends it.
 _HEADER_GRACE_S = 0.02
 _MAX_ERROR_CHARS = 500
 
@@ -269,6 +274,26 @@ def _socket_of(response: Any) -> socket.socket | None:
     return None
 
 
+def _before_release(response: Any, hook: Callable[[], None]) -> bool:
+    """Runs ``hook`` just before the response hands its connection back to the pool.
+
+    httpx (and httpx2) release the connection when the response stream closes, which they do
+    themselves once the body is read: inside the read loop, before the caller's ``finally``.
+    A watchdog that shut the socket after that could break a connection the pool has already
+    lent to another request. False when the stream's close cannot be hooked."""
+    with guard("deadline release hook"):
+        stream = response.stream
+        release = stream.close
+
+        def close() -> None:
+            hook()
+            release()
+
+        stream.close = close
+        return True
+    return False
+
+
 class _Run:
     """One stream's accumulation, shared by the reading code and the watchdog."""
 
@@ -299,6 +324,13 @@ class _Run:
             return None
         spent = (_clock.perf_ns() - self.start_ns) / 1e9
         return max(0.0, _clock.to_wall_s(self.plan.budget_s - spent))
+
+    def timeout_s(self) -> float | None:
+        """The request's timeout: the time left on the deadline replaces the client's own, so
+        a long gap between chunks (a 5 s default read timeout, a small client timeout) cannot
+        end a stream the deadline still allows. None without a deadline: keep the client's."""
+        left = self.wall_left_s()
+        return None if left is None else left + _HEADER_GRACE_S
 
     # -- chunks --------------------------------------------------------------------------------------
     def tokens(self) -> int:
@@ -381,14 +413,24 @@ class _Run:
 
     # -- the watchdog (sync) -------------------------------------------------------------------------
     def attach(self, response: Any) -> None:
-        """Registers the connection the watchdog may shut; shuts it now if already expired."""
+        """Registers the connection the watchdog may shut; shuts it now if already expired.
+
+        The socket is registered only when `detach` is sure to run before the connection goes
+        back to the pool: the watchdog shuts under the same lock, so it never reaches a socket
+        the pool may have lent on."""
         sock = _socket_of(response)
+        if sock is not None and not _before_release(response, self.detach):
+            _logger.debug("spark_otel: cannot hook the connection's release; no watchdog shutdown")
+            sock = None
         with self._lock:
+            if self._done:
+                return
             self._sock = sock
             if self.expired:
                 self._shut()
 
     def detach(self) -> None:
+        """The stream is finished with its connection: the watchdog must not touch it now."""
         with self._lock:
             self._done = True
             self._sock = None
@@ -626,9 +668,9 @@ def _stream_openai(run: _Run, client: Any) -> None:
     api = client.with_options(max_retries=0)
     resource = api.chat.completions if run.plan.chat else api.completions
     kwargs = dict(run.plan.body)
-    left = run.wall_left_s()
-    if left is not None:
-        kwargs["timeout"] = left + _HEADER_GRACE_S
+    timeout = run.timeout_s()
+    if timeout is not None:
+        kwargs["timeout"] = timeout
     try:
         stream = resource.create(**kwargs)
     except errors as exc:
@@ -649,12 +691,12 @@ def _stream_openai(run: _Run, client: Any) -> None:
 
 def _stream_raw(run: _Run, client: Any) -> None:
     errors = _transport_errors()
-    left = run.wall_left_s()
+    timeout = run.timeout_s()
     request = client.build_request(
         "POST",
         _raw_path(client, run.plan.chat),
         json=run.plan.body,
-        timeout=left + _HEADER_GRACE_S if left is not None else client.timeout,
+        timeout=client.timeout if timeout is None else timeout,
     )
     try:
         response = client.send(request, stream=True)
@@ -754,8 +796,12 @@ async def _astream_openai(run: _Run, client: Any) -> None:
     errors = _transport_errors()
     api = client.with_options(max_retries=0)
     resource = api.chat.completions if run.plan.chat else api.completions
+    kwargs = dict(run.plan.body)
+    timeout = run.timeout_s()
+    if timeout is not None:
+        kwargs["timeout"] = timeout
     try:
-        stream = await resource.create(**run.plan.body)
+        stream = await resource.create(**kwargs)
     except errors as exc:
         run.fail(exc)
         return
@@ -773,7 +819,13 @@ async def _astream_openai(run: _Run, client: Any) -> None:
 
 async def _astream_raw(run: _Run, client: Any) -> None:
     errors = _transport_errors()
-    request = client.build_request("POST", _raw_path(client, run.plan.chat), json=run.plan.body)
+    timeout = run.timeout_s()
+    request = client.build_request(
+        "POST",
+        _raw_path(client, run.plan.chat),
+        json=run.plan.body,
+        timeout=client.timeout if timeout is None else timeout,
+    )
     try:
         response = await client.send(request, stream=True)
     except errors as exc:

@@ -5,7 +5,8 @@ its parameters (``extra_body={"test": {...}}`` with the openai client):
 
 - ``findings``: stream ``text`` in pieces of ``piece_chars``, ``delay_s`` apart (after
   ``reasoning`` as vLLM's ``reasoning_content`` deltas, if given), then a finish reason
-  (``finish``), a usage chunk (unless ``usage`` is false) and ``[DONE]``;
+  (``finish``), a usage chunk (unless ``usage`` is false) and ``[DONE]`` (unless ``done`` is
+  false: the body just ends, so a client reads it to the end and pools the connection);
 - ``stall_headers``: send nothing at all, not even headers, until the client goes away;
 - ``stall_body``: send headers and the pieces of ``text``, then nothing until the client goes;
 - ``error_mid``: send the pieces of ``text``, then vLLM's mid-stream error event;
@@ -169,7 +170,8 @@ class MisbehavingServer:
                         "usage": usage,
                     }
                 )
-            yield b"data: [DONE]\n\n"
+            if params.get("done", True):
+                yield b"data: [DONE]\n\n"
             self._mark(tag, "finished")
         except asyncio.CancelledError:
             self._mark(tag, "disconnected")

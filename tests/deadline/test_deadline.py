@@ -10,7 +10,10 @@ pooled connection behind.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import select
+import socket
 import subprocess
 import sys
 import threading
@@ -21,13 +24,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpcore
+import httpcore2
 import httpx
 import httpx2
 import openai
 import pytest
 from tests.deadline.deadline_server import FINDINGS, MisbehavingServer, findings_document, pieces
 
-from spark_otel import _clock
+from spark_otel import _clock, deadline
 from spark_otel._exceptions import ConfigError
 from spark_otel._request_notes import RequestNotes, current_request_notes
 from spark_otel._semconv import (
@@ -37,7 +42,9 @@ from spark_otel._semconv import (
     REQUEST_TOKENS_SOURCE,
 )
 from spark_otel.deadline import DeadlineResult, DeadlineStatus, astream_with_deadline, stream_with_deadline
+from spark_otel.model import CellStatus
 from spark_otel.salvage import json_findings
+from spark_otel.store import Store
 
 # The contract: a cut-off request is closed within this long of its deadline.
 PROMPTNESS_S = 0.1
@@ -105,7 +112,7 @@ def restore_time_scale() -> Iterator[None]:
 
 def run_sync(kind: str, server: MisbehavingServer, scenario: str, params: dict[str, Any], **kw: Any) -> Any:
     chat = kw.pop("chat", True)
-    with make_client(kind, server.url, is_async=False) as client:
+    with make_client(kind, server.url, is_async=False, **kw.pop("client", {})) as client:
         started = time.perf_counter()
         result = stream_with_deadline(client, **kw, **request_kwargs(kind, scenario, params, chat=chat))
         took = time.perf_counter() - started
@@ -117,7 +124,7 @@ async def run_async(
     kind: str, server: MisbehavingServer, scenario: str, params: dict[str, Any], **kw: Any
 ) -> Any:
     chat = kw.pop("chat", True)
-    client = make_client(kind, server.url, is_async=True)
+    client = make_client(kind, server.url, is_async=True, **kw.pop("client", {}))
     try:
         started = time.perf_counter()
         result = await astream_with_deadline(
@@ -272,6 +279,97 @@ async def test_slow_drip_keeps_exactly_the_findings_complete_at_the_deadline(
         result.usage.completion_tokens / result.timings.elapsed_s
     )
     assert await asyncio.to_thread(test_server.wait_disconnect, tag)
+
+
+# --- the deadline replaces the client's own timeout -----------------------------------------------
+
+# Two pieces, each followed by a gap longer than the client's timeout; two findings in all.
+GAPPY = '[{"id": 1}, {"id": 2}]'
+GAPPY_PARAMS = {"text": GAPPY, "piece_chars": 12, "delay_s": 0.5}
+CLIENT_TIMEOUT_S = 0.3  # stands in for httpx's 5 s default read timeout, to keep the test fast
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_gaps_longer_than_the_client_timeout_end_nothing_the_deadline_allows(
+    test_server: MisbehavingServer, kind: str, is_async: bool
+) -> None:
+    kw: dict[str, Any] = {"deadline_s": 5.0, "client": {"timeout": CLIENT_TIMEOUT_S}}
+    if is_async:
+        result, took = await run_async(kind, test_server, "findings", GAPPY_PARAMS, **kw)
+    else:
+        result, took = await asyncio.to_thread(run_sync, kind, test_server, "findings", GAPPY_PARAMS, **kw)
+    assert result.status is DeadlineStatus.COMPLETE, result.error
+    assert result.error is None
+    assert result.text == GAPPY
+    assert result.findings == [{"id": 1}, {"id": 2}]
+    assert result.usage.source == "usage"
+    assert took > 2 * CLIENT_TIMEOUT_S  # the gaps really outlasted the client's timeout
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_without_a_deadline_the_client_timeout_still_applies(
+    test_server: MisbehavingServer, kind: str, is_async: bool
+) -> None:
+    kw: dict[str, Any] = {"max_output_tokens": 100, "client": {"timeout": CLIENT_TIMEOUT_S}}
+    if is_async:
+        result, _ = await run_async(kind, test_server, "findings", GAPPY_PARAMS, **kw)
+    else:
+        result, _ = await asyncio.to_thread(run_sync, kind, test_server, "findings", GAPPY_PARAMS, **kw)
+    assert result.status is DeadlineStatus.ERROR
+    assert "timeout" in (result.error or "").lower() or "timed out" in (result.error or "").lower()
+    # Cut in a gap: at most the first piece arrived (none, on a machine too busy to send it).
+    assert result.text in ("", GAPPY[:12])
+    assert result.findings == json_findings(result.text)
+
+
+# --- the watchdog and the pool --------------------------------------------------------------------
+
+
+def _socket_is_open(sock: socket.socket) -> bool:
+    """An idle keep-alive socket has nothing to read; one shut down reads end-of-file at once."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    return not readable or sock.recv(1, socket.MSG_PEEK) != b""
+
+
+# Raw HTTP reads a body without [DONE] to its end, which hands the connection back to the pool
+# from inside the read loop. (The openai SDK never pools a streamed connection.)
+@pytest.mark.parametrize("kind", ["httpx2", "httpx"])
+def test_the_watchdog_never_shuts_a_connection_already_back_in_the_pool(
+    test_server: MisbehavingServer, kind: str, monkeypatch: pytest.MonkeyPatch, no_leaked_threads: None
+) -> None:
+    # The race: the answer finishes, httpx hands the connection back to the pool, and the
+    # deadline passes before the stream path has let go of the socket. Hold the stream path at
+    # exactly that point until the watchdog has fired: the pooled connection must be untouched.
+    fired = threading.Event()
+    expire = deadline._Run.expire
+
+    def expire_and_tell(run: Any) -> None:
+        expire(run)
+        fired.set()
+
+    pool_stream = (httpcore if kind == "httpx" else httpcore2)._sync.connection_pool.PoolByteStream
+    release = pool_stream.close
+
+    def release_then_wait(stream: Any) -> None:
+        release(stream)  # the connection is back in the pool now
+        fired.wait(timeout=5)
+
+    monkeypatch.setattr(deadline._Run, "expire", expire_and_tell)
+    monkeypatch.setattr(pool_stream, "close", release_then_wait)
+    with make_client(kind, test_server.url, is_async=False) as client:
+        pool = client._transport._pool
+        body = request_kwargs(kind, "findings", {"done": False})
+        result = stream_with_deadline(client, deadline_s=0.3, **body)
+        assert fired.is_set()
+        assert_complete(result)
+        (connection,) = pool.connections
+        assert connection.is_idle()
+        assert _socket_is_open(connection._connection._network_stream.get_extra_info("socket"))
+        again = stream_with_deadline(client, deadline_s=30, **body)
+        assert_complete(again)
+        assert pool.connections == [connection]  # reused, not found broken and replaced
 
 
 # --- server failures never raise ------------------------------------------------------------------
@@ -519,11 +617,14 @@ def test_a_failing_user_extractor_never_breaks_the_call(test_server: Misbehaving
     assert "user bug" in (result.error or "")
 
 
-def test_the_finder_example_keeps_a_cut_off_seed_as_degraded() -> None:
+def test_the_finder_example_keeps_a_cut_off_seed_as_degraded(tmp_path: Path) -> None:
     example = Path(__file__).parents[2] / "examples" / "finder_deadline.py"
     args = ["--ceiling-s", "200", "--speed", "100", "--seed-tokens", "300,600,4000"]
     command = [sys.executable, str(example), *args]
-    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+    store_path = tmp_path / "store.sqlite"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["SPARK_OTEL_STORE"] = str(store_path)
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines() if line[:1].isdigit() and " seeds " not in line]
     assert [row[1] for row in rows] == ["complete", "complete", "deadline"]
@@ -534,6 +635,23 @@ def test_the_finder_example_keeps_a_cut_off_seed_as_degraded() -> None:
     assert rows[2][-1] == "degraded"
     # Cut within 100 ms (10 model seconds at speed 100) of the ceiling, in a fresh process.
     assert 200 <= int(rows[2][4]) <= 210
+    # The run flushed its cells to the store before it exited.
+    assert f"cells recorded in {store_path}" in done.stdout
+    store = Store(store_path)
+    try:
+        cells = {cell.cell_id: cell for cell in store.cells(eval_name="finder-deep-pass")}
+    finally:
+        store.close()
+    assert sorted(cells) == ["seed-1", "seed-2", "seed-3"]
+    assert [cells[f"seed-{i}"].status for i in (1, 2, 3)] == [
+        CellStatus.OK,
+        CellStatus.OK,
+        CellStatus.DEADLINE,
+    ]
+    assert cells["seed-3"].deadline_hit
+    assert cells["seed-3"].degraded
+    assert cells["seed-3"].salvaged_findings == int(rows[2][6])
+    assert not cells["seed-1"].degraded
 
 
 @pytest.mark.parametrize("kind", ["openai", "httpx2"])
