@@ -1,8 +1,10 @@
 """The HTML report: concurrency curves, neighbour cost, deadline outcomes and the advisor's rules.
 
-Reporting is separate from measuring: `gather` turns recorded data (from the embedded store, an
-OTLP JSON export or backfilled records) into `ReportInputs`; `build_report` runs the analyses
-(pure functions from `spark_otel.analysis`) into a `ReportContent`; `render_html` formats it into
+Reporting is separate from measuring: `inputs_from_store` and `inputs_from_otlp_json` turn
+recorded data (from the embedded store, an OTLP JSON export or backfilled records) into
+`ReportInputs`; `build_report` runs the analyses (`spark_otel.analysis.overview`, the very call
+`spark-otel advise` makes, so both give the same rules) into a `ReportContent`; `render_html`
+formats it into
 one self-contained page (inline CSS, plots embedded as base64 PNG data URIs) and `write_report`
 writes the page and the same PNGs as separate files. Plotting needs the ``plot`` extra
 (matplotlib), imported on first use.
@@ -26,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 from . import _semconv as sc
 from ._exceptions import ConfigError, InputError
 from ._version import __version__
-from .model import Cell, CellStatus, LoadWindow
+from .analysis.rates import ceiling_hit
+from .model import NS_PER_S, Cell, CellStatus, LoadWindow
 
 if TYPE_CHECKING:
-    from .analysis.advisor import Advice
+    from .analysis.advisor import Advice, AdvisorConfig
     from .analysis.concurrency import ConcurrencyReport
     from .analysis.curve import RateCurve
     from .analysis.neighbour import NeighbourReport
@@ -49,7 +52,6 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
-_MIN_CELLS_FOR_NEIGHBOUR = 3
 
 
 @dataclass
@@ -60,6 +62,10 @@ class ReportInputs:
     cells: list[Cell] = field(default_factory=list)
     windows: list[LoadWindow] = field(default_factory=list)
     probes: list[ProbeReport] = field(default_factory=list)
+    curves: list[RateCurve] = field(default_factory=list)
+    """Probe curves, oldest first; when empty, the ``probes``' curves."""
+    gpu_utilization: list[float] = field(default_factory=list)
+    token_rates: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -94,17 +100,31 @@ class ReportContent:
 
 # -- gathering (I/O) ---------------------------------------------------------------------------------
 def inputs_from_store(store: Store, *, source: str | None = None) -> ReportInputs:
-    """Cells, load windows and probe documents from the embedded store."""
+    """Cells, load windows, probe documents and GPU and token-rate samples from the embedded store.
+
+    Curves are read from every probe document as `spark-otel advise` reads them, so a document
+    that is not a whole probe report (no table to show) still lends its curve."""
+    from .analysis.curve import curves_from_documents
     from .probe_results import load_probe_report
 
+    documents = store.documents("probe")
+    curves, problems = curves_from_documents(documents)
+    for problem in problems:
+        _logger.warning("report: skipping %s", problem)
     probes = []
-    for doc in store.documents("probe"):
+    for doc in documents:
         try:
             probes.append(load_probe_report(doc["body"], where=f"probe document {doc['name']!r}"))
         except InputError as exc:
             _logger.warning("report: skipping %s", exc)
     return ReportInputs(
-        source=source or str(store.path), cells=store.cells(), windows=store.windows(), probes=probes
+        source=source or str(store.path),
+        cells=store.cells(),
+        windows=store.windows(),
+        probes=probes,
+        curves=curves,
+        gpu_utilization=[x.value for x in store.samples(sc.GPU_UTILIZATION)],
+        token_rates=[x.value for x in store.samples(sc.ENGINE_GENERATION_TOKEN_RATE)],
     )
 
 
@@ -130,7 +150,7 @@ def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
                 workers=workers,
                 cells=len(members),
                 statuses={s.value: statuses.get(s.value, 0) for s in CellStatus},
-                ceiling_hits=sum(c.deadline_hit or c.status is CellStatus.DEADLINE for c in members),
+                ceiling_hits=sum(ceiling_hit(c) for c in members),
                 salvaged_findings=sum(c.salvaged_findings for c in members),
                 degraded=sum(c.degraded for c in members),
             )
@@ -138,26 +158,12 @@ def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
     return out
 
 
-def _advice(
-    inputs: ReportInputs, curves: list[RateCurve], neighbours: list[NeighbourReport]
-) -> Advice | None:
-    """The advisor's rules, where it has cells and a curve or neighbour costs to reason from."""
-    from .analysis.advisor import advise
-
-    if not inputs.cells or not (curves or neighbours):
-        return None
-    try:
-        return advise(inputs.cells, curves, neighbour=neighbours)
-    except (InputError, ConfigError) as exc:
-        _logger.info("report: no advice: %s", exc)
-        return None
-
-
-def build_report(inputs: ReportInputs, *, eval_name: str | None = None) -> ReportContent:
-    """Run every analysis the inputs allow. Raises `InputError` when there is nothing to report."""
-    from .analysis.concurrency import concurrency
-    from .analysis.curve import curve_from_concurrency
-    from .analysis.neighbour import neighbour_cost
+def build_report(
+    inputs: ReportInputs, *, eval_name: str | None = None, config: AdvisorConfig | None = None
+) -> ReportContent:
+    """Run every analysis the inputs allow, as `spark-otel advise` does (``config`` holds the
+    ceiling and threshold). Raises `InputError` when there is nothing to report."""
+    from .analysis.overview import overview
 
     if not inputs.cells and not inputs.probes and not inputs.windows:
         raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
@@ -165,32 +171,15 @@ def build_report(inputs: ReportInputs, *, eval_name: str | None = None) -> Repor
     if eval_name is not None and eval_name not in evals:
         known = ", ".join(evals) or "none"
         raise InputError(f"{inputs.source}: no cells recorded for eval {eval_name!r} (evals: {known})")
-    notes: list[str] = []
-    curves = [p.curve for p in inputs.probes]
-    conc = None
-    if inputs.cells:
-        conc = concurrency(inputs.cells, eval_name=eval_name)
-        probed = {c.engine for c in curves}
-        for engine in conc.engines:
-            if engine.engine in probed:
-                continue
-            try:
-                curves.append(curve_from_concurrency(conc, engine.engine))
-            except (InputError, ConfigError) as exc:
-                notes.append(f"no curve from cells on {engine.engine}: {exc}")
-    # A recorded window of an eval whose cells are here is redundant: its cells speak for it,
-    # window by window (`windows_from_cells`), so it would only repeat a row.
-    recorded = [
-        w for w in inputs.windows if not (w.kind == "eval" and w.attributes.get(sc.EVAL_NAME) in evals)
-    ]
-    neighbours = []
-    for name in [eval_name] if eval_name else evals:
-        own = [c for c in inputs.cells if c.eval_name == name]
-        if len(own) < _MIN_CELLS_FOR_NEIGHBOUR:
-            continue
-        result = neighbour_cost(name, inputs.cells, recorded)
-        if result.baseline.n or any(w.n_cells for w in result.windows):
-            neighbours.append(result)
+    found = overview(
+        inputs.cells,
+        inputs.windows,
+        inputs.curves or [p.curve for p in inputs.probes],
+        config=config,
+        gpu_utilization=inputs.gpu_utilization,
+        token_rates=inputs.token_rates or None,
+        eval_name=eval_name,
+    )
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
     return ReportContent(
         source=inputs.source,
@@ -198,12 +187,12 @@ def build_report(inputs: ReportInputs, *, eval_name: str | None = None) -> Repor
         n_cells=len(inputs.cells),
         n_windows=len(inputs.windows),
         probes=inputs.probes,
-        curves=curves,
-        concurrency=conc,
-        neighbours=neighbours,
+        curves=found.curves,
+        concurrency=found.concurrency,
+        neighbours=found.neighbours,
         outcomes=deadline_outcomes(outcome_cells),
-        advice=_advice(inputs, curves, neighbours),
-        notes=notes,
+        advice=found.advice,
+        notes=found.notes,
     )
 
 
@@ -285,8 +274,8 @@ def plot_neighbour(result: NeighbourReport) -> bytes:
     ax.set_yticks(range(len(touched)), [w.name for w in touched])
     ax.invert_yaxis()
     ax.set_xlim(left=0)
-    ax.set_xlabel(f"{result.eval_name}: per-cell decode tok/s")
-    ax.set_title(f"What other load cost {result.eval_name}")
+    ax.set_xlabel(f"{result.label}: per-cell decode tok/s")
+    ax.set_title(f"What other load cost {result.label}")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower left", fontsize=8)
     return _png(fig)
@@ -317,12 +306,17 @@ def render_images(content: ReportContent) -> dict[str, bytes]:
         images["concurrency.png"] = plot_concurrency(content.concurrency)
     for result in content.neighbours:
         if any(w.n_cells for w in result.windows):
-            images[f"neighbour-{_slug(result.eval_name)}.png"] = plot_neighbour(result)
+            images[_neighbour_png(result)] = plot_neighbour(result)
     return images
 
 
 def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-") or "x"
+
+
+def _neighbour_png(result: NeighbourReport) -> str:
+    workers = "" if result.workers is None else f"-{result.workers}-workers"
+    return f"neighbour-{_slug(result.eval_name)}{workers}.png"
 
 
 # -- HTML ------------------------------------------------------------------------------------------------
@@ -354,7 +348,7 @@ def _img(name: str, images: dict[str, bytes], alt: str) -> str:
 
 def _probe_section(probe: ProbeReport) -> str:
     meta = probe.metadata
-    when = datetime.fromtimestamp(meta.created_unix_ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.fromtimestamp(meta.created_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = [
         [
             lv.streams,
@@ -452,10 +446,10 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
     for result in content.neighbours:
         b = result.baseline
         parts.append(
-            f"<h3>{html.escape(result.eval_name)}</h3>"
+            f"<h3>{html.escape(result.label)}</h3>"
             f"<p>Baseline over {b.n} cells overlapping no other load: median {_f(b.median)} tok/s, "
             f"p10 {_f(b.p10)}, p90 {_f(b.p90)}. {result.timeouts} of {result.n_cells} cells timed out "
-            f"(listed, kept out of rates).</p>"
+            f"and {result.failures} failed (listed, kept out of rates).</p>"
         )
         touched = [w for w in result.windows if w.n_cells]
         rows = [
@@ -466,6 +460,7 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
                 "same" if w.same_engine else ("other" if w.same_engine is False else "-"),
                 w.n_cells,
                 w.timeouts,
+                w.failures,
                 _f(w.rate.median),
                 f"{_f(w.min_rate)} to {_f(w.max_rate)}",
                 "-" if w.cost is None else f"{w.cost:.0%}",
@@ -481,6 +476,7 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
                     "engine vs eval",
                     "cells",
                     "timeouts",
+                    "failed",
                     "median tok/s",
                     "range",
                     "cost",
@@ -491,7 +487,7 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
             if rows
             else '<p class="empty">No cell of this eval overlapped another load.</p>'
         )
-        parts.append(_img(f"neighbour-{_slug(result.eval_name)}.png", images, "neighbour cost"))
+        parts.append(_img(_neighbour_png(result), images, "neighbour cost"))
     return "".join(parts)
 
 
@@ -519,6 +515,12 @@ def _outcomes_section(content: ReportContent) -> str:
 
 def _advice_section(content: ReportContent) -> str:
     parts = ["<h2>Queue rules</h2>"]
+    if content.advice is not None:
+        config = content.advice.config
+        parts.append(
+            f'<p class="note">Under a {config.ceiling_s:,.0f} s per-cell ceiling; cross-engine loads '
+            f"flagged past a {config.threshold:.0%} neighbour cost (as spark-otel advise).</p>"
+        )
     rules = _advice_rules(content.advice)
     if not rules:
         parts.append(

@@ -270,3 +270,70 @@ def test_advice_is_json_serializable() -> None:
     dumped = json.loads(json.dumps(advice.model_dump(mode="json")))
     assert dumped["config"]["ceiling_s"] == 1800.0
     assert dumped["classes"][0]["cell_class"] == "generation-heavy"
+
+
+def _serial_beside_two_nemotron_runs() -> list[Cell]:
+    """Serial cells at 10 tok/s on q, slowed to 4 and 5 tok/s during two separate nemotron runs."""
+    cells = []
+    for i in range(30):
+        t = 100 * i
+        rate = 4.0 if 1000 <= t < 1300 else 5.0 if 2000 <= t < 2300 else 10.0
+        cells.append(
+            Cell(
+                uid=f"s{i}",
+                eval_name="g",
+                cell_id=f"s{i}",
+                engine="q",
+                start_unix_ns=t * S,
+                end_unix_ns=(t + 100) * S,
+                prompt_tokens=100,
+                completion_tokens=int(rate * 100),
+                workers=1,
+            )
+        )
+    for start in (1000, 2000):
+        cells += [
+            Cell(
+                uid=f"n{start}-{k}",
+                eval_name="cards",
+                cell_id=f"n{k}",
+                engine="nemotron",
+                start_unix_ns=start * S,
+                end_unix_ns=(start + 300) * S,
+                prompt_tokens=10_000,
+                completion_tokens=200,
+                workers=4,
+            )
+            for k in range(4)
+        ]
+    return cells
+
+
+def test_cross_engine_rules_are_one_per_engine_and_eval() -> None:
+    cells = _serial_beside_two_nemotron_runs()
+    report = neighbour_cost("g", cells)
+    costly = [w for w in report.windows if w.cost is not None and w.cost > 0.2]
+    assert len(costly) == 2  # the two nemotron runs, 60% and 50%
+    # The same report twice (as two worker-count reports of one eval would be) changes nothing.
+    advice = advise(cells, [CURVE], neighbour=[report, report])
+    (flag,) = [r for r in advice.rules if r.kind == "cross-engine"]
+    assert flag.rule == "Do not batch nemotron while g runs on q"
+    assert "cost 60%" in flag.evidence  # the costliest window is the evidence
+    assert "1 more window on nemotron past the threshold" in flag.evidence
+
+
+def test_advice_narrowed_to_an_eval_or_engine_still_sees_all_the_load() -> None:
+    cells = _serial_beside_two_nemotron_runs()
+    report = neighbour_cost("g", cells)
+    only_cards = advise(cells, [CURVE, NEMOTRON_CURVE], neighbour=[report], eval_name="cards")
+    assert {a.eval_name for a in only_cards.classes} == {"cards"}
+    assert not [r for r in only_cards.rules if r.kind == "cross-engine"]
+    only_q = advise(cells, [CURVE, NEMOTRON_CURVE], neighbour=[report], engine="q")
+    assert {a.engine for a in only_q.classes} == {"q"}
+    assert {r.engine for r in only_q.rules if r.kind == "cap"} == {"q"}
+    # The rule names q as the eval's engine, so it stays.
+    assert [r.engine for r in only_q.rules if r.kind == "cross-engine"] == ["nemotron"]
+    # Cards ran four at a time: narrowed or not, its cells read the same levels.
+    whole = advise(cells, [CURVE, NEMOTRON_CURVE])
+    cards = next(a for a in whole.classes if a.eval_name == "cards")
+    assert cards == only_cards.classes[0]

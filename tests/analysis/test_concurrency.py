@@ -247,3 +247,36 @@ def test_bulk_built_rows_equal_validated_models() -> None:
     assert row.level == 1
     with pytest.raises(ValueError, match="frozen"):
         row.level = 3  # type: ignore[misc]
+
+
+def test_runs_at_one_worker_count_split_at_idle_gaps() -> None:
+    # The same eval serially on two days (three 100 s cells each), then eight cells at 8 workers.
+    day = 86_400
+    first = [cell(f"s{k}", 100 * k, 100 * (k + 1), workers=1) for k in range(3)]
+    second = [cell(f"t{k}", day + 100 * k, day + 100 * (k + 1), workers=1) for k in range(3)]
+    eight = [cell(f"p{k}", 2 * day, 2 * day + 120, workers=8) for k in range(8)]
+    (e,) = concurrency(first + second + eight).engines
+    assert [(r.workers, r.n_cells, r.wall_s) for r in e.runs] == [(1, 3, 300.0), (1, 3, 300.0), (8, 8, 120.0)]
+    assert [r.start_unix_ns // S for r in e.runs] == [0, day, 2 * day]
+    (sp,) = e.speedups
+    # 100 s per cell serially against 15 s per cell at eight: not the day-long merged "run".
+    assert sp.speedup == pytest.approx(100 / 15)
+    assert sp.base_start_unix_ns == day * S  # the nearer serial run
+    assert sp.start_unix_ns == 2 * day * S
+    # A gap wider than --merge-gap's value keeps them one run.
+    (merged,) = concurrency(first + second, merge_gap_s=day).engines
+    assert [(r.n_cells, r.wall_s) for r in merged.runs] == [(6, day + 300.0)]
+    with pytest.raises(ConfigError, match="must not be negative"):
+        concurrency(first, merge_gap_s=-1)
+
+
+def test_speedup_base_prefers_a_run_over_the_same_cells() -> None:
+    same = [cell(f"c{k}", 100 * k, 100 * (k + 1), workers=1) for k in range(4)]
+    other = [cell(f"o{k}", 5000 + 100 * k, 5000 + 100 * (k + 1), workers=1) for k in range(2)]
+    pair = [cell(f"c{k}", 9000 + 200 * (k // 2), 9000 + 200 * (k // 2) + 150, workers=2) for k in range(4)]
+    (e,) = concurrency(same + other + pair).engines
+    (sp,) = e.speedups
+    assert sp.same_cells
+    assert sp.base_start_unix_ns == 0
+    assert sp.base_cells == 4
+    assert sp.speedup == pytest.approx(400 / 350)

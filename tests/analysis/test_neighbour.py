@@ -17,7 +17,13 @@ from tests.analysis.article import (
 
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError, InputError
-from spark_otel.analysis import neighbour_cost, overlapping_pairs, peak_concurrency, windows_from_cells
+from spark_otel.analysis import (
+    neighbour_cost,
+    neighbour_costs,
+    overlapping_pairs,
+    peak_concurrency,
+    windows_from_cells,
+)
 from spark_otel.model import Cell, CellStatus, LoadWindow
 
 NEMOTRON = "nemotron-cards eval, 4 workers on nemotron"
@@ -319,3 +325,144 @@ def test_neighbour_report_is_json_serializable(article_report) -> None:
     dumped = article_report.model_dump(mode="json")
     assert dumped["eval_name"] == D_EVAL
     assert any(w["name"] == NEMOTRON for w in dumped["windows"])
+
+
+def _serial_and_nemotron() -> tuple[list[Cell], LoadWindow]:
+    """Twenty 100 s serial cells (11.5 tok/s, 5.0 inside 1000-1600 s) beside a nemotron eval
+    at four workers, whose run was also recorded as one eval window."""
+    cells = []
+    for i in range(20):
+        t = 100 * i
+        rate = 5.0 if 1000 <= t < 1600 else 11.5
+        cells.append(
+            Cell(
+                uid=f"u{i}",
+                eval_name="serial",
+                cell_id=f"c{i}",
+                engine="qwen",
+                start_unix_ns=t * S,
+                end_unix_ns=(t + 100) * S,
+                completion_tokens=int(rate * 100),
+                workers=1,
+            )
+        )
+    for j in range(3):
+        for k in range(4):
+            s = 1000 + j * 200
+            cells.append(
+                Cell(
+                    uid=f"n{j}{k}",
+                    eval_name="nemo",
+                    cell_id=f"n{j}{k}",
+                    engine="nemotron",
+                    start_unix_ns=s * S,
+                    end_unix_ns=(s + 200) * S,
+                    completion_tokens=300,
+                    workers=4,
+                )
+            )
+    recorded = LoadWindow(
+        uid="L",
+        name="nemotron eval, 4 workers",
+        kind="eval",
+        engine="nemotron",
+        start_unix_ns=1000 * S,
+        end_unix_ns=1600 * S,
+        streams=4,
+        attributes={sc.EVAL_NAME: "nemo"},
+    )
+    return cells, recorded
+
+
+def test_a_recorded_eval_window_whose_cells_are_here_is_not_counted_twice() -> None:
+    cells, recorded = _serial_and_nemotron()
+    report = neighbour_cost("serial", cells, [recorded])
+    assert [w.name for w in report.windows] == ["nemo eval, 4 workers on nemotron"]
+    assert report.window("nemo eval, 4 workers on nemotron").cost == pytest.approx(1 - 5.0 / 11.5)
+    # Without the eval's cells, the recorded window is the only evidence, and it is kept.
+    serial_only = [c for c in cells if c.eval_name == "serial"]
+    kept = neighbour_cost("serial", serial_only, [recorded])
+    assert [w.name for w in kept.windows] == ["nemotron eval, 4 workers"]
+    assert kept.window("nemotron eval, 4 workers").cost == pytest.approx(1 - 5.0 / 11.5)
+    # Nor when the caller derives nothing from cells.
+    underived = neighbour_cost("serial", cells, [recorded], derive_from_cells=False)
+    assert [w.name for w in underived.windows] == ["nemotron eval, 4 workers"]
+
+
+def test_failed_cells_are_counted_apart_from_timeouts() -> None:
+    def c(uid: str, start: int, **kw: object) -> Cell:
+        return Cell(
+            uid=uid,
+            eval_name="e",
+            cell_id=uid,
+            engine="q",
+            start_unix_ns=start * S,
+            end_unix_ns=(start + 100) * S,
+            **({"completion_tokens": 1000} | kw),
+        )
+
+    cells = [
+        c("ok", 0),
+        c("cut", 100, status=CellStatus.DEADLINE, deadline_hit=True, completion_tokens=None),
+        c("err", 200, status=CellStatus.ERROR, completion_tokens=50),
+        c("err2", 300, status=CellStatus.ERROR, completion_tokens=None),
+    ]
+    window = LoadWindow(uid="w", name="w", kind="load", start_unix_ns=0, end_unix_ns=400 * S)
+    report = neighbour_cost("e", cells, [window])
+    w = report.window("w")
+    assert (w.n_cells, w.timeouts, w.failures, w.rate.n) == (4, 1, 2, 1)
+    assert (report.timeouts, report.failures) == (1, 2)
+    rows = {r.cell_id: r for r in report.cells}
+    assert (rows["err"].timed_out, rows["err"].failed, rows["err"].decode_rate) == (False, True, None)
+    assert (rows["cut"].timed_out, rows["cut"].failed) == (True, False)
+
+
+def _mixed_workers() -> list[Cell]:
+    """One eval: five serial cells at 10 tok/s, then five at 8 workers (8 tok/s each), alone."""
+    cells = [
+        Cell(
+            uid=f"s{k}",
+            eval_name="e",
+            cell_id=f"c{k}",
+            engine="q",
+            start_unix_ns=100 * k * S,
+            end_unix_ns=100 * (k + 1) * S,
+            completion_tokens=1000,
+            workers=1,
+        )
+        for k in range(5)
+    ]
+    cells += [
+        Cell(
+            uid=f"p{k}",
+            eval_name="e",
+            cell_id=f"c{k}",
+            engine="q",
+            start_unix_ns=10_000 * S,
+            end_unix_ns=10_100 * S,
+            completion_tokens=800,
+            workers=8,
+        )
+        for k in range(5)
+    ]
+    return cells
+
+
+def test_an_eval_at_several_worker_counts_is_priced_per_count_or_warned_about() -> None:
+    cells = _mixed_workers()
+    mixed = neighbour_cost("e", cells)
+    assert mixed.workers is None
+    assert mixed.baseline.n == 10  # both runs in one baseline: what the warning is about
+    assert any("ran at 1, 8 workers" in w for w in mixed.warnings)
+
+    serial = neighbour_cost("e", cells, workers=1)
+    assert (serial.workers, serial.n_cells, serial.baseline.median) == (1, 5, 10.0)
+    assert serial.warnings == []
+    # Its own 8-worker run is another load now, but it overlapped none of the serial cells.
+    assert [w.name for w in serial.windows] == ["e eval, 8 workers on q"]
+    assert serial.windows[0].n_cells == 0
+
+    reports = neighbour_costs(cells)
+    assert [(r.workers, r.n_cells, r.baseline.median) for r in reports] == [(1, 5, 10.0), (8, 5, 8.0)]
+    with pytest.raises(InputError, match="no cells at 4 workers"):
+        neighbour_cost("e", cells, workers=4)

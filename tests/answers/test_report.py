@@ -277,3 +277,59 @@ def test_report_cli_from_an_otlp_json_export(
     text = (out / "report.html").read_text()
     assert f"From {path}: 4 cells" in text
     assert "<td>exported</td><td>1</td><td>4</td><td>4</td>" in text  # outcomes: 4 cells, 4 ok
+
+
+def test_report_cli_names_how_many_more_records_were_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    records = [_record("serial", "qwen", i, i * 1000.0, 1000.0, 11_500, 1) for i in range(4)]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n" + "{broken\n" * 8)
+    assert (
+        main(["report", "--records", str(path), "--mapping", "spark-bench", "--out", str(tmp_path / "r")])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert err.count("warning: skipped") == 5
+    assert "and 3 more records skipped" in err
+
+
+def test_report_prices_a_mixed_worker_eval_per_worker_count_and_counts_failures_apart(tmp_path: Path) -> None:
+    cells, windows = _records()
+    # The serial eval again at four workers, later, alone: its own batching is no neighbour's cost.
+    cells += [
+        Cell(
+            uid=f"four-{i}",
+            eval_name="serial-review",
+            cell_id=f"c{i}",
+            engine="qwen",
+            start_unix_ns=T0 + 50_000 * S,
+            end_unix_ns=T0 + 51_000 * S,
+            prompt_tokens=5000,
+            completion_tokens=10_000,
+            workers=4,
+        )
+        for i in range(4)
+    ]
+    # A failed cell inside the nemotron window: counted as failed, never as a timeout.
+    cells.append(_serial_cell(20, 8500.0, 400.0, 100, status=CellStatus.ERROR))
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_cells(cells)
+        store.write_windows(windows)
+        inputs = inputs_from_store(store)
+    content = build_report(inputs)
+    serial = {n.workers: n for n in content.neighbours if n.eval_name == "serial-review"}
+    assert sorted(serial) == [1, 4]
+    assert serial[1].baseline.median == pytest.approx(11.5)  # the 10 tok/s four-worker cells stay out
+    assert serial[4].baseline.median == pytest.approx(10.0)
+    assert (serial[1].timeouts, serial[1].failures) == (1, 1)
+    nemo = next(w for w in serial[1].windows if w.engine == "nemotron")
+    assert nemo.cost == pytest.approx(1 - 5.25 / 11.5)
+    assert nemo.failures == 1
+    page = write_report(content, tmp_path / "out")
+    text = page.read_text()
+    assert "<h3>serial-review at 1 worker</h3>" in text
+    assert "1 of 11 cells timed out and 1 failed" in text
+    assert (tmp_path / "out" / "neighbour-serial-review-1-workers.png").exists()

@@ -2,7 +2,8 @@
 
 Every function here takes `spark_otel.model` records and plain numbers and returns frozen
 pydantic results (``model_dump(mode="json")`` gives JSON); none reads the store or prints. The
-CLI commands ``concurrency``, ``neighbour-cost`` and ``advise`` do the I/O.
+CLI commands ``concurrency``, ``neighbour-cost``, ``advise`` and ``report`` do the I/O;
+`overview` runs them all the one way ``advise`` and ``report`` share.
 """
 
 from __future__ import annotations
@@ -29,10 +30,20 @@ from .concurrency import (
     in_flight,
     union_seconds,
 )
-from .curve import CurvePoint, RateCurve, curve_from_concurrency
-from .neighbour import CellRate, NeighbourReport, WindowCost, is_timeout, neighbour_cost, windows_touched
+from .curve import CurvePoint, RateCurve, curve_from_concurrency, curves_from_documents
+from .neighbour import (
+    CellRate,
+    NeighbourReport,
+    WindowCost,
+    is_timeout,
+    neighbour_cost,
+    neighbour_costs,
+    windows_touched,
+)
+from .overview import Overview, overview
+from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, percentile, summarize
-from .windows import overlapping_pairs, peak_concurrency, windows_from_cells
+from .windows import overlapping_pairs, peak_concurrency, split_at_gaps, windows_from_cells
 
 __all__ = [
     "Advice",
@@ -47,6 +58,7 @@ __all__ = [
     "EngineConcurrency",
     "LevelSummary",
     "NeighbourReport",
+    "Overview",
     "QueueRule",
     "RateCurve",
     "RateSummary",
@@ -54,16 +66,23 @@ __all__ = [
     "Speedup",
     "WindowCost",
     "advise",
+    "ceiling_hit",
     "classify",
     "concurrency",
     "curve_from_concurrency",
+    "curves_from_documents",
+    "failed",
     "fit_prefill_contention",
     "in_flight",
     "is_timeout",
     "neighbour_cost",
+    "neighbour_costs",
     "overlapping_pairs",
+    "overview",
     "peak_concurrency",
     "percentile",
+    "rated_decode_rate",
+    "split_at_gaps",
     "summarize",
     "union_seconds",
     "windows_from_cells",

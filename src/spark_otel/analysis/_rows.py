@@ -1,4 +1,5 @@
-"""Per-cell result rows built in bulk, without re-validating what is already valid.
+"""The analyses' result models: a frozen base, and per-cell rows built in bulk without
+re-validating what is already valid.
 
 An analysis of 100,000 cells returns 100,000 rows. Every value in a row comes from an already
 validated `Cell` or from our own arithmetic, so validating each again (or running
@@ -13,9 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 _M = TypeVar("_M", bound=BaseModel)
+
+
+class Result(BaseModel):
+    """Base of every analysis result: frozen, and strict about its fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def rows(model: type[_M], values: Iterable[dict[str, Any]]) -> list[_M]:

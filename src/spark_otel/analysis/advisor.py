@@ -16,6 +16,8 @@ cells and the neighbour's records. `advise` computes them from the same evidence
   actually ran under. ``c`` is fitted from the group's own cells when they ran at several
   levels, else the article's 0.37 (Nemotron cards: 2.15x at 4 workers, 3.5x at 8).
   A timeout's tokens are taken as the curve's rate times its elapsed time (a lower bound).
+  Failed cells and cells without token counts say nothing about length and are left out
+  (`rated_decode_rate`), though they count toward the load the others ran under.
 * **Choice.** For each measured stream count up to where the curve's aggregate peaks: the
   predicted fraction of cells that would not finish inside ``ceiling * (1 - ceiling_headroom)``
   (output length varies per seed, so a cell predicted to end in the last 10% of the ceiling is
@@ -39,9 +41,11 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import Cell
+from ._rows import Result
 from .concurrency import in_flight
 from .curve import RateCurve
-from .neighbour import NeighbourReport, is_timeout
+from .neighbour import NeighbourReport, WindowCost
+from .rates import ceiling_hit, rated_decode_rate
 from .stats import percentile, summarize
 
 __all__ = [
@@ -86,11 +90,7 @@ class AdvisorConfig(BaseModel):
     rate_variation: float = Field(default=2.0, gt=1, description="max/min token rate that counts as varying")
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CandidatePrediction(_Result):
+class CandidatePrediction(Result):
     workers: int
     per_stream_rate: float
     timeout_fraction: float
@@ -98,7 +98,7 @@ class CandidatePrediction(_Result):
     speedup: float
 
 
-class ClassAdvice(_Result):
+class ClassAdvice(Result):
     engine: str
     eval_name: str
     cell_class: CellClass
@@ -116,7 +116,7 @@ class ClassAdvice(_Result):
     candidates: list[CandidatePrediction]
 
 
-class QueueRule(_Result):
+class QueueRule(Result):
     rule: str
     evidence: str
     kind: str = Field(description='"batch", "cap", "cross-engine", "gauge" or "no-curve"')
@@ -125,19 +125,20 @@ class QueueRule(_Result):
     workers: int | None = None
 
 
-class Advice(_Result):
+class Advice(Result):
     config: AdvisorConfig
     classes: list[ClassAdvice]
     rules: list[QueueRule]
 
 
 def classify(cell: Cell, config: AdvisorConfig | None = None) -> CellClass | None:
-    """The cell's class from its token counts; None when its output is unknown (a timeout)."""
+    """The cell's class from its token counts; None when its output is unknown (a timeout, a
+    failure or no token count)."""
     config = config or AdvisorConfig()
     prompt = cell.prompt_tokens or 0
     if prompt >= config.long_context_prompt_tokens:
         return CellClass.LONG_CONTEXT
-    if is_timeout(cell) or not cell.completion_tokens:
+    if rated_decode_rate(cell) is None or not cell.completion_tokens:
         return None
     if prompt >= config.prompt_heavy_fraction * (prompt + cell.completion_tokens):
         return CellClass.PROMPT_HEAVY
@@ -220,7 +221,7 @@ def _class_advice(
 
     elapsed_by_level: dict[int, list[float]] = defaultdict(list)
     for cell, level in members:
-        if not is_timeout(cell):
+        if not ceiling_hit(cell):
             elapsed_by_level[level].append(cell.elapsed_s)
     fitted = None
     if cell_class is not CellClass.GENERATION_HEAVY:
@@ -231,13 +232,13 @@ def _class_advice(
     # at a low level would not have fit at a higher one, so each cell id keeps its largest bound.
     bound: dict[str, float] = defaultdict(float)
     for cell, level in members:
-        if is_timeout(cell):
+        if ceiling_hit(cell):
             tokens = max(float(cell.completion_tokens or 0), rate_at(level) * cell.elapsed_s)
             bound[cell.cell_id] = max(bound[cell.cell_id], tokens)
     jobs = []
     for cell, level in members:
         prefill = 1 + contention * (level - 1)
-        if is_timeout(cell):
+        if ceiling_hit(cell):
             jobs.append(_Job(0.0, bound[cell.cell_id], level, True))
         else:
             tokens = float(cell.completion_tokens or 0)
@@ -338,29 +339,56 @@ def _cap_rule(curve: RateCurve) -> QueueRule:
 
 
 def _cross_engine_rules(
-    reports: Iterable[NeighbourReport], ceiling_bound: set[tuple[str, str]], threshold: float
+    reports: Iterable[NeighbourReport],
+    ceiling_bound: set[tuple[str, str]],
+    threshold: float,
+    engine: str | None = None,
 ) -> list[QueueRule]:
-    rules = []
+    """One rule per (other engine, eval): the costliest window past ``threshold`` is its evidence,
+    however many windows (or worker-count reports of the eval) agree. With ``engine``, only
+    rules that name it (as the load's engine or the eval's)."""
+    flagged: dict[tuple[str, str], dict[str, tuple[NeighbourReport, WindowCost]]] = defaultdict(dict)
     for report in reports:
-        base = report.baseline.median
+        if report.baseline.median is None:
+            continue
         for w in report.windows:
-            if w.same_engine is not False or w.cost is None or w.cost <= threshold or base is None:
+            if w.same_engine is not False or w.cost is None or w.cost <= threshold or w.engine is None:
                 continue
-            bound = (report.engine or "", report.eval_name) in ceiling_bound
-            who = "a ceiling-bound eval" if bound else f"{report.eval_name}"
-            rules.append(
-                QueueRule(
-                    rule=f"Do not batch {w.engine} while {who} runs on {report.engine}",
-                    evidence=(
-                        f"{w.name}: {report.eval_name} decoded {w.rate.median:.2f} tok/s against its "
-                        f"{base:.2f} baseline (n={report.baseline.n}), cost {w.cost:.0%} > {threshold:.0%}; "
-                        f"{w.timeouts} of {w.n_cells} cells in the window timed out"
-                    ),
-                    kind="cross-engine",
-                    engine=w.engine,
-                    eval_name=report.eval_name,
-                )
+            if engine is not None and engine not in (w.engine, report.engine):
+                continue
+            seen = flagged[(w.engine, report.eval_name)]
+            if w.uid not in seen or w.cost > (seen[w.uid][1].cost or 0.0):
+                seen[w.uid] = (report, w)
+    rules = []
+    for (load_engine, eval_name), by_window in flagged.items():
+        hits = list(by_window.values())
+        report, w = max(hits, key=lambda hit: hit[1].cost or 0.0)
+        base = report.baseline.median
+        assert base is not None
+        assert w.cost is not None
+        assert w.rate.median is not None
+        bound = (report.engine or "", eval_name) in ceiling_bound
+        who = "a ceiling-bound eval" if bound else eval_name
+        failures = f", {w.failures} failed" if w.failures else ""
+        more = len(hits) - 1
+        rules.append(
+            QueueRule(
+                rule=f"Do not batch {load_engine} while {who} runs on {report.engine}",
+                evidence=(
+                    f"{w.name}: {report.label} decoded {w.rate.median:.2f} tok/s against its "
+                    f"{base:.2f} baseline (n={report.baseline.n}), cost {w.cost:.0%} > {threshold:.0%}; "
+                    f"{w.timeouts} of {w.n_cells} cells in the window timed out{failures}"
+                    + (
+                        f"; {more} more window{'s' if more > 1 else ''} on {load_engine} past the threshold"
+                        if more
+                        else ""
+                    )
+                ),
+                kind="cross-engine",
+                engine=load_engine,
+                eval_name=eval_name,
             )
+        )
     return rules
 
 
@@ -398,37 +426,48 @@ def advise(
     config: AdvisorConfig | None = None,
     gpu_utilization: Sequence[float] = (),
     token_rates: Sequence[float] | None = None,
+    eval_name: str | None = None,
+    engine: str | None = None,
 ) -> Advice:
     """The queue rules, computed: one batch rule per (engine, eval, class) with a curve, one cap
-    per curve, cross-engine flags from ``neighbour`` reports, and the gauge rule when
-    ``gpu_utilization`` (fraction or percent) stays pinned while ``token_rates`` vary (by
-    default the curves' aggregate rates)."""
+    per curve, cross-engine flags from ``neighbour`` reports (one per engine and eval), and the
+    gauge rule when ``gpu_utilization`` (fraction or percent) stays pinned while ``token_rates``
+    vary (by default the curves' aggregate rates).
+
+    ``eval_name`` and ``engine`` narrow the advice; every cell given still counts toward the
+    load the others ran under."""
     config = config or AdvisorConfig()
-    curve_by_engine = {c.engine: c for c in curves}
+    curve_by_engine = {c.engine: c for c in curves if engine is None or c.engine == engine}
     by_engine: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_engine[cell.engine or "unknown"].append(cell)
 
     classes: list[ClassAdvice] = []
     rules: list[QueueRule] = []
-    for engine in sorted(by_engine):
-        engine_cells = by_engine[engine]
-        curve = curve_by_engine.get(engine)
+    for name in sorted(by_engine):
+        engine_cells = by_engine[name]
+        chosen = [c for c in engine_cells if eval_name is None or c.eval_name == eval_name]
+        if (engine is not None and name != engine) or not chosen:
+            continue
+        curve = curve_by_engine.get(name)
         if curve is None:
             rules.append(
                 QueueRule(
-                    rule=f"measure {engine} before batching it",
-                    evidence=f"{len(engine_cells)} cells recorded but no rate curve: run spark-otel probe",
+                    rule=f"measure {name} before batching it",
+                    evidence=f"{len(chosen)} cells recorded but no rate curve: run spark-otel probe",
                     kind="no-curve",
-                    engine=engine,
+                    engine=name,
                 )
             )
             continue
         levels = [max(1, math.floor(x + 0.5)) if x is not None else 1 for x in in_flight(engine_cells)]
         per_eval: dict[str, list[tuple[Cell, int]]] = defaultdict(list)
         for cell, level in zip(engine_cells, levels, strict=True):
-            per_eval[cell.eval_name].append((cell, level))
-        for eval_name, members in sorted(per_eval.items()):
+            # Failed cells and cells without tokens tell nothing about length: load only.
+            usable = ceiling_hit(cell) or rated_decode_rate(cell) is not None
+            if usable and (eval_name is None or cell.eval_name == eval_name):
+                per_eval[cell.eval_name].append((cell, level))
+        for ev, members in sorted(per_eval.items()):
             labels = [classify(cell, config) for cell, _ in members]
             known = Counter(x for x in labels if x is not None)
             dominant = known.most_common(1)[0][0] if known else CellClass.GENERATION_HEAVY
@@ -439,8 +478,8 @@ def advise(
                 if groups.get(cell_class):
                     classes.append(
                         _class_advice(
-                            engine,
-                            eval_name,
+                            name,
+                            ev,
                             cell_class=cell_class,
                             members=groups[cell_class],
                             curve=curve,
@@ -450,7 +489,8 @@ def advise(
     rules = [_batch_rule(a) for a in classes] + rules
     rules += [_cap_rule(c) for c in curve_by_engine.values()]
     bound = {(a.engine, a.eval_name) for a in classes if a.ceiling_bound}
-    rules += _cross_engine_rules(neighbour, bound, config.threshold)
+    reports = [r for r in neighbour if eval_name is None or r.eval_name == eval_name]
+    rules += _cross_engine_rules(reports, bound, config.threshold, engine)
     if token_rates is None:
         token_rates = [p.aggregate_rate for c in curve_by_engine.values() for p in c.points]
     gauge = _gauge_rule(gpu_utilization, token_rates, config)

@@ -9,19 +9,26 @@ their neighbours finish. Cells of every eval on the engine count, since they all
 
 One sweep over the sorted interval endpoints per engine gives the in-flight step function and
 its running integral, so every cell's average is two lookups: O(n log n), never all pairs.
+
+A *run* is one eval's cells at one ``workers`` value on one engine that follow each other
+within ``merge_gap_s`` (the rule `windows_from_cells` uses): the same eval run serially on two
+days is two runs, never one with a day-long wall clock. Rates are `rated_decode_rate`: cells cut
+off at the ceiling, failed cells and cells without tokens are counted but never rated.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
+from .._exceptions import ConfigError
 from ..model import NS_PER_S, Cell, CellStatus
-from ._rows import rows
+from ._rows import Result, rows
+from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize
+from .windows import split_at_gaps
 
 __all__ = [
     "CellLoad",
@@ -36,13 +43,10 @@ __all__ = [
 ]
 
 UNKNOWN_ENGINE = "unknown"
+DEFAULT_MERGE_GAP_S = 60.0
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CellLoad(_Result):
+class CellLoad(Result):
     """One cell with the load it ran under."""
 
     uid: str
@@ -58,45 +62,53 @@ class CellLoad(_Result):
     decode_rate: float | None
     status: CellStatus
     ceiling_hit: bool
+    failed: bool
     in_flight: float | None
     level: int | None
 
 
-class LevelSummary(_Result):
+class LevelSummary(Result):
     """Cells grouped by in-flight level (or by their ``workers`` value): rates and ceiling hits."""
 
     level: int
     n_cells: int
     rate: RateSummary
     ceiling_hits: int
+    failures: int
 
 
-class RunSummary(_Result):
-    """A run: the cells of one eval at one ``workers`` value on one engine."""
+class RunSummary(Result):
+    """A run: cells of one eval at one ``workers`` value on one engine, without idle gaps."""
 
     eval_name: str
     engine: str
     workers: int | None
+    start_unix_ns: int
+    end_unix_ns: int
     n_cells: int
     wall_s: float
     completion_tokens: int
     aggregate_rate: float | None
     rate: RateSummary
     ceiling_hits: int
+    failures: int
 
 
-class Speedup(_Result):
+class Speedup(Result):
     """Wall-clock speedup of an N-worker run over the eval's serial (or fewest-worker) run.
 
     ``speedup`` compares wall time per cell, which is the plain wall ratio when both runs hold
     the same number of cells (the article's 8,507 s / 1,801 s = 4.7x); ``same_cells`` says
-    whether they ran the same cell ids.
+    whether they ran the same cell ids. When the eval ran at the base worker count several
+    times, the base is a run over the same cell ids if there is one, else the nearest in time.
     """
 
     eval_name: str
     engine: str
     base_workers: int
     workers: int
+    base_start_unix_ns: int
+    start_unix_ns: int
     base_wall_s: float
     wall_s: float
     base_cells: int
@@ -108,7 +120,7 @@ class Speedup(_Result):
     per_cell_cost: float | None
 
 
-class EngineConcurrency(_Result):
+class EngineConcurrency(Result):
     """Everything measured on one engine."""
 
     engine: str
@@ -117,6 +129,7 @@ class EngineConcurrency(_Result):
     completion_tokens: int
     aggregate_rate: float | None
     ceiling_hits: int
+    failures: int
     levels: list[LevelSummary]
     by_workers: list[LevelSummary]
     runs: list[RunSummary]
@@ -124,7 +137,7 @@ class EngineConcurrency(_Result):
     cells: list[CellLoad]
 
 
-class ConcurrencyReport(_Result):
+class ConcurrencyReport(Result):
     """Per-engine results, engines in name order."""
 
     eval_name: str | None
@@ -181,6 +194,10 @@ def union_seconds(intervals: Iterable[tuple[int, int]]) -> float:
     return total / NS_PER_S
 
 
+def _load_interval(load: CellLoad) -> tuple[int, int]:
+    return load.start_unix_ns, load.end_unix_ns
+
+
 def _levels(pairs: Iterable[tuple[int | None, CellLoad]]) -> list[LevelSummary]:
     groups: dict[int, list[CellLoad]] = defaultdict(list)
     for level, load in pairs:
@@ -192,6 +209,7 @@ def _levels(pairs: Iterable[tuple[int | None, CellLoad]]) -> list[LevelSummary]:
             n_cells=len(loads),
             rate=summarize(x.decode_rate for x in loads),
             ceiling_hits=sum(x.ceiling_hit for x in loads),
+            failures=sum(x.failed for x in loads),
         )
         for level, loads in sorted(groups.items())
     ]
@@ -200,32 +218,56 @@ def _levels(pairs: Iterable[tuple[int | None, CellLoad]]) -> list[LevelSummary]:
 def _run(eval_name: str, engine: str, workers: int | None, loads: list[CellLoad]) -> RunSummary:
     tokens = sum(x.completion_tokens or 0 for x in loads)
     busy_s = union_seconds((x.start_unix_ns, x.end_unix_ns) for x in loads)
-    wall_s = (max(x.end_unix_ns for x in loads) - min(x.start_unix_ns for x in loads)) / NS_PER_S
+    start = min(x.start_unix_ns for x in loads)
+    end = max(x.end_unix_ns for x in loads)
     return RunSummary(
         eval_name=eval_name,
         engine=engine,
         workers=workers,
+        start_unix_ns=start,
+        end_unix_ns=end,
         n_cells=len(loads),
-        wall_s=wall_s,
+        wall_s=(end - start) / NS_PER_S,
         completion_tokens=tokens,
         aggregate_rate=tokens / busy_s if busy_s > 0 else None,
         rate=summarize(x.decode_rate for x in loads),
         ceiling_hits=sum(x.ceiling_hit for x in loads),
+        failures=sum(x.failed for x in loads),
     )
 
 
-def _speedups(runs: list[RunSummary], cell_ids: dict[tuple[str, int | None], set[str]]) -> list[Speedup]:
+class _Bases:
+    """An eval's runs at its fewest worker count, found by cell ids and by time in O(log n)."""
+
+    def __init__(self, bases: list[RunSummary], cell_ids: dict[int, frozenset[str]]) -> None:
+        self._all = sorted(bases, key=lambda r: r.start_unix_ns)
+        grouped: dict[frozenset[str], list[RunSummary]] = defaultdict(list)
+        for base in self._all:
+            grouped[cell_ids[id(base)]].append(base)
+        self._by_ids = {ids: ([r.start_unix_ns for r in runs], runs) for ids, runs in grouped.items()}
+        self._starts = [r.start_unix_ns for r in self._all]
+
+    def for_run(self, run: RunSummary, ids: frozenset[str]) -> RunSummary:
+        """A base over the same cell ids if there is one, else the nearest in time."""
+        starts, runs = self._by_ids.get(ids, (self._starts, self._all))
+        i = bisect_left(starts, run.start_unix_ns)
+        return min(runs[max(0, i - 1) : i + 1], key=lambda r: abs(r.start_unix_ns - run.start_unix_ns))
+
+
+def _speedups(runs: list[RunSummary], cell_ids: dict[int, frozenset[str]]) -> list[Speedup]:
     by_eval: dict[str, list[RunSummary]] = defaultdict(list)
     for run in runs:
         if run.workers is not None and run.wall_s > 0:
             by_eval[run.eval_name].append(run)
     out: list[Speedup] = []
     for eval_name, eval_runs in sorted(by_eval.items()):
-        eval_runs.sort(key=lambda r: r.workers or 0)
-        base = eval_runs[0]
-        assert base.workers is not None
-        for run in eval_runs[1:]:
-            assert run.workers is not None
+        fewest = min(r.workers or 0 for r in eval_runs)
+        bases = _Bases([r for r in eval_runs if r.workers == fewest], cell_ids)
+        for run in sorted(eval_runs, key=lambda r: (r.workers or 0, r.start_unix_ns)):
+            if run.workers == fewest or run.workers is None:
+                continue
+            base = bases.for_run(run, cell_ids[id(run)])
+            assert base.workers is not None
             base_med, med = base.rate.median, run.rate.median
             out.append(
                 Speedup(
@@ -233,12 +275,14 @@ def _speedups(runs: list[RunSummary], cell_ids: dict[tuple[str, int | None], set
                     engine=run.engine,
                     base_workers=base.workers,
                     workers=run.workers,
+                    base_start_unix_ns=base.start_unix_ns,
+                    start_unix_ns=run.start_unix_ns,
                     base_wall_s=base.wall_s,
                     wall_s=run.wall_s,
                     base_cells=base.n_cells,
                     n_cells=run.n_cells,
                     speedup=(base.wall_s / base.n_cells) / (run.wall_s / run.n_cells),
-                    same_cells=cell_ids[(eval_name, base.workers)] == cell_ids[(eval_name, run.workers)],
+                    same_cells=cell_ids[id(base)] == cell_ids[id(run)],
                     base_rate_median=base_med,
                     rate_median=med,
                     per_cell_cost=1 - med / base_med if base_med and med is not None else None,
@@ -247,7 +291,9 @@ def _speedups(runs: list[RunSummary], cell_ids: dict[tuple[str, int | None], set
     return out
 
 
-def _engine_report(engine: str, engine_cells: list[Cell], eval_name: str | None) -> EngineConcurrency | None:
+def _engine_report(
+    engine: str, engine_cells: list[Cell], eval_name: str | None, merge_gap_s: float
+) -> EngineConcurrency | None:
     weights = in_flight(engine_cells)
     loads = rows(
         CellLoad,
@@ -263,9 +309,10 @@ def _engine_report(engine: str, engine_cells: list[Cell], eval_name: str | None)
                 "elapsed_s": (cell.end_unix_ns - cell.start_unix_ns) / NS_PER_S,
                 "prompt_tokens": cell.prompt_tokens,
                 "completion_tokens": cell.completion_tokens,
-                "decode_rate": cell.decode_rate,
+                "decode_rate": rated_decode_rate(cell),
                 "status": cell.status,
-                "ceiling_hit": cell.status is CellStatus.DEADLINE or cell.deadline_hit,
+                "ceiling_hit": ceiling_hit(cell),
+                "failed": failed(cell),
                 "in_flight": weight,
                 "level": None if weight is None else max(1, math.floor(weight + 0.5)),
             }
@@ -275,14 +322,17 @@ def _engine_report(engine: str, engine_cells: list[Cell], eval_name: str | None)
     )
     if not loads:
         return None
-    run_groups: dict[tuple[str, int | None], list[CellLoad]] = defaultdict(list)
+    groups: dict[tuple[str, int | None], list[CellLoad]] = defaultdict(list)
     for load in loads:
-        run_groups[(load.eval_name, load.workers)].append(load)
-    runs = [
-        _run(ev, engine, workers, group)
-        for (ev, workers), group in sorted(run_groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
-    ]
-    cell_ids = {key: {x.cell_id for x in group} for key, group in run_groups.items()}
+        groups[(load.eval_name, load.workers)].append(load)
+    gap_ns = int(merge_gap_s * NS_PER_S)
+    runs: list[RunSummary] = []
+    cell_ids: dict[int, frozenset[str]] = {}
+    for (ev, workers), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        for members in split_at_gaps(group, gap_ns, _load_interval):
+            run = _run(ev, engine, workers, members)
+            runs.append(run)
+            cell_ids[id(run)] = frozenset(x.cell_id for x in members)
     tokens = sum(x.completion_tokens or 0 for x in loads)
     busy_s = union_seconds((x.start_unix_ns, x.end_unix_ns) for x in loads)
     return EngineConcurrency(
@@ -292,6 +342,7 @@ def _engine_report(engine: str, engine_cells: list[Cell], eval_name: str | None)
         completion_tokens=tokens,
         aggregate_rate=tokens / busy_s if busy_s > 0 else None,
         ceiling_hits=sum(x.ceiling_hit for x in loads),
+        failures=sum(x.failed for x in loads),
         levels=_levels((x.level, x) for x in loads),
         by_workers=_levels((x.workers, x) for x in loads),
         runs=runs,
@@ -301,15 +352,22 @@ def _engine_report(engine: str, engine_cells: list[Cell], eval_name: str | None)
 
 
 def concurrency(
-    cells: Iterable[Cell], *, eval_name: str | None = None, engine: str | None = None
+    cells: Iterable[Cell],
+    *,
+    eval_name: str | None = None,
+    engine: str | None = None,
+    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
 ) -> ConcurrencyReport:
     """The concurrency analysis of recorded cells, per engine.
 
     ``eval_name`` and ``engine`` choose which cells are reported; the in-flight count always
     includes every cell given on the same engine, whatever its eval. ``wall_s`` and
     ``aggregate_rate`` of an engine use the union of its reported cells' intervals, so idle
-    gaps between runs do not dilute throughput.
+    gaps between runs do not dilute throughput. Cells of one eval at one worker count more
+    than ``merge_gap_s`` apart are separate runs.
     """
+    if merge_gap_s < 0:
+        raise ConfigError(f"merge gap {merge_gap_s} s must not be negative")
     by_engine: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_engine[cell.engine or UNKNOWN_ENGINE].append(cell)
@@ -317,7 +375,7 @@ def concurrency(
     for name in sorted(by_engine):
         if engine is not None and name != engine:
             continue
-        report = _engine_report(name, by_engine[name], eval_name)
+        report = _engine_report(name, by_engine[name], eval_name, merge_gap_s)
         if report is not None:
             engines.append(report)
     return ConcurrencyReport(eval_name=eval_name, engines=engines)

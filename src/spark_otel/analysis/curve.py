@@ -8,16 +8,17 @@ between measured stream counts; it never extrapolates past the largest one.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._exceptions import ConfigError, InputError
 
 if TYPE_CHECKING:
     from .concurrency import ConcurrencyReport
 
-__all__ = ["CurvePoint", "RateCurve", "curve_from_concurrency"]
+__all__ = ["CurvePoint", "RateCurve", "curve_from_concurrency", "curves_from_documents"]
 
 
 class CurvePoint(BaseModel):
@@ -120,3 +121,18 @@ def curve_from_concurrency(report: ConcurrencyReport, engine: str | None = None)
     if not points:
         raise InputError(f"engine {engine!r}: no completed cells with token counts to build a curve from")
     return RateCurve(engine=engine, points=points, source="cells")
+
+
+def curves_from_documents(documents: Iterable[Mapping[str, Any]]) -> tuple[list[RateCurve], list[str]]:
+    """The ``curve`` of each stored probe document (``{"name", "body"}``, as
+    ``Store.documents("probe")`` returns them), in their order, and a problem line for each
+    document without a valid one. Only the curve is read, so every reader of a store (advise,
+    report) sees the same curves whatever else a probe report holds."""
+    curves: list[RateCurve] = []
+    problems: list[str] = []
+    for doc in documents:
+        try:
+            curves.append(RateCurve.model_validate(doc["body"]["curve"]))
+        except (KeyError, TypeError, ValidationError) as exc:
+            problems.append(f"probe document {doc.get('name')!r} has no valid curve: {exc}")
+    return curves, problems

@@ -9,9 +9,15 @@ a window when at least ``min_overlap_fraction`` of the cell's own duration falls
 overlapping some window by less than that are neither baseline nor attributed. A window's cost
 is ``1 - median(attributed rates) / baseline median``.
 
-Timeouts (status deadline, a ceiling hit, or no completion tokens) and failed cells are listed
-and counted per window but kept out of every rate: a cut-off cell's tokens over the ceiling
-understate its rate by an unknown amount.
+Timeouts (cut off at the ceiling) and failed cells are listed and counted per window, each
+separately, but kept out of every rate (`rated_decode_rate`): a cut-off cell's tokens over the
+ceiling understate its rate by an unknown amount.
+
+An eval run at several worker counts decodes slower per cell at more workers whatever else
+runs, so one baseline across them would price its own batching as a neighbour's cost. Pass
+``workers`` to price one worker count (the eval's cells at other counts then count as other
+load, like any other eval's); without it, a report over mixed worker counts carries a warning.
+`neighbour_costs` prices every eval, one report per worker count where an eval ran at several.
 """
 
 from __future__ import annotations
@@ -19,30 +25,38 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .. import _semconv as sc
 from .._exceptions import ConfigError, InputError
 from ..model import NS_PER_S, Cell, CellStatus, LoadWindow
-from ._rows import rows
+from ._rows import Result, rows
+from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize
 from .windows import overlapping_pairs, windows_from_cells
 
-__all__ = ["CellRate", "NeighbourReport", "WindowCost", "is_timeout", "neighbour_cost", "windows_touched"]
+__all__ = [
+    "CellRate",
+    "NeighbourReport",
+    "WindowCost",
+    "is_timeout",
+    "neighbour_cost",
+    "neighbour_costs",
+    "windows_touched",
+]
 
 DEFAULT_MIN_OVERLAP_FRACTION = 0.25
+MIN_CELLS_FOR_NEIGHBOUR = 3
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CellRate(_Result):
-    """One of the eval's cells: its rate (None for timeouts) and the windows it overlapped."""
+class CellRate(Result):
+    """One of the eval's cells: its rate (None for timeouts and failures) and the windows it
+    overlapped."""
 
     uid: str
     cell_id: str
     engine: str | None
+    workers: int | None
     start_unix_ns: int
     end_unix_ns: int
     elapsed_s: float
@@ -50,12 +64,13 @@ class CellRate(_Result):
     decode_rate: float | None
     status: CellStatus
     timed_out: bool
+    failed: bool
     baseline: bool = Field(description="overlapped no other load")
     windows: tuple[str, ...] = Field(description="names of the windows the cell is attributed to")
     overlapped: tuple[str, ...] = Field(description="names of every window it touched at all")
 
 
-class WindowCost(_Result):
+class WindowCost(Result):
     """One other load and what the eval's cells decoded while it ran."""
 
     uid: str
@@ -68,22 +83,33 @@ class WindowCost(_Result):
     same_engine: bool | None
     n_cells: int
     timeouts: int
+    failures: int
     rate: RateSummary
     min_rate: float | None
     max_rate: float | None
     cost: float | None = Field(description="1 - median rate / baseline median; None without rates")
 
 
-class NeighbourReport(_Result):
+class NeighbourReport(Result):
     eval_name: str
     engine: str | None
+    workers: int | None = Field(description="the worker count priced; None: all the eval's cells")
     min_overlap_fraction: float
     n_cells: int
     timeouts: int
+    failures: int
     baseline: RateSummary
     baseline_timeouts: int
     windows: list[WindowCost]
     cells: list[CellRate]
+    warnings: list[str]
+
+    @property
+    def label(self) -> str:
+        """The eval's name, with the worker count when the report prices one."""
+        if self.workers is None:
+            return self.eval_name
+        return f"{self.eval_name} at {self.workers} worker{'' if self.workers == 1 else 's'}"
 
     def window(self, name: str) -> WindowCost:
         """The window called ``name`` (KeyError if absent)."""
@@ -94,12 +120,8 @@ class NeighbourReport(_Result):
 
 
 def is_timeout(cell: Cell) -> bool:
-    """A cell kept out of rates: cut off at its ceiling, failed, or without completion tokens."""
-    return (
-        cell.status in (CellStatus.DEADLINE, CellStatus.ERROR)
-        or cell.deadline_hit
-        or cell.decode_rate is None
-    )
+    """A cell cut off at its ceiling (failed cells are counted apart, see `rates.failed`)."""
+    return ceiling_hit(cell)
 
 
 def _is_own_window(window: LoadWindow, eval_name: str) -> bool:
@@ -108,11 +130,25 @@ def _is_own_window(window: LoadWindow, eval_name: str) -> bool:
     )
 
 
+def _recorded_loads(
+    windows: Iterable[LoadWindow], eval_name: str, derived_evals: set[str]
+) -> list[LoadWindow]:
+    """Recorded windows that are other load: not the eval's own, and not an eval window whose
+    cells are here (they become windows of their own, run by run, so it would count twice)."""
+    return [
+        w
+        for w in windows
+        if not _is_own_window(w, eval_name)
+        and not (w.kind == "eval" and (w.attributes.get(sc.EVAL_NAME) or w.name) in derived_evals)
+    ]
+
+
 def neighbour_cost(
     eval_name: str,
     cells: Iterable[Cell],
     windows: Iterable[LoadWindow] = (),
     *,
+    workers: int | None = None,
     min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
     derive_from_cells: bool = True,
     merge_gap_s: float = 60.0,
@@ -122,17 +158,36 @@ def neighbour_cost(
     ``cells`` may hold every eval's cells: the eval's own are analysed and, with
     ``derive_from_cells``, the others become windows (`windows_from_cells`). ``windows`` adds
     recorded loads (probe levels, imposed jobs); any recorded window of the eval itself is
-    ignored.
+    ignored, and so is a recorded eval window of an eval whose cells are given. ``workers``
+    prices only the eval's cells at that worker count.
     """
     if not 0.0 <= min_overlap_fraction <= 1.0:
         raise ConfigError(f"min_overlap_fraction {min_overlap_fraction} must be within 0..1")
     all_cells = list(cells)
-    own = sorted((c for c in all_cells if c.eval_name == eval_name), key=lambda c: c.start_unix_ns)
-    if not own:
+    mine = [c for c in all_cells if c.eval_name == eval_name]
+    if not mine:
         raise InputError(f"no cells recorded for eval {eval_name!r}")
-    loads = [w for w in windows if not _is_own_window(w, eval_name)]
+    warnings: list[str] = []
+    if workers is None:
+        counts = sorted({c.workers for c in mine if c.workers is not None})
+        if len(counts) > 1:
+            warnings.append(
+                f"{eval_name} ran at {', '.join(map(str, counts))} workers: one baseline across them "
+                "prices its own batching as load; price one worker count at a time"
+            )
+        own = mine
+        others = [c for c in all_cells if c.eval_name != eval_name]
+    else:
+        own = [c for c in mine if c.workers == workers]
+        if not own:
+            have = sorted({str(c.workers) for c in mine})
+            raise InputError(f"eval {eval_name!r} has no cells at {workers} workers (has: {', '.join(have)})")
+        others = [c for c in all_cells if not (c.eval_name == eval_name and c.workers == workers)]
+    own.sort(key=lambda c: c.start_unix_ns)
+    derived_evals = {c.eval_name for c in others} if derive_from_cells else set()
+    loads = _recorded_loads(windows, eval_name, derived_evals)
     if derive_from_cells:
-        loads += windows_from_cells(all_cells, exclude_eval=eval_name, merge_gap_s=merge_gap_s)
+        loads += windows_from_cells(others, merge_gap_s=merge_gap_s)
     loads.sort(key=lambda w: (w.start_unix_ns, w.name))
     engines = Counter(c.engine for c in own if c.engine)
     engine = engines.most_common(1)[0][0] if engines else None
@@ -146,8 +201,9 @@ def neighbour_cost(
         if overlap_ns >= min_overlap_fraction * (own[i].end_unix_ns - own[i].start_unix_ns):
             attributed[i].append(j)
 
-    timed_out = [is_timeout(c) for c in own]
-    rates = [None if t else c.decode_rate for c, t in zip(own, timed_out, strict=True)]
+    timed_out = [ceiling_hit(c) for c in own]
+    failures = [failed(c) for c in own]
+    rates = [rated_decode_rate(c) for c in own]
     baseline_idx = [i for i, c in enumerate(own) if i not in touched and c.end_unix_ns > c.start_unix_ns]
     baseline = summarize(rates[i] for i in baseline_idx)
 
@@ -175,6 +231,7 @@ def neighbour_cost(
                 same_engine=(w.engine == engine) if w.engine and engine else None,
                 n_cells=len(members),
                 timeouts=sum(timed_out[i] for i in members),
+                failures=sum(failures[i] for i in members),
                 rate=summary,
                 min_rate=min(member_rates, default=None),
                 max_rate=max(member_rates, default=None),
@@ -190,6 +247,7 @@ def neighbour_cost(
                 "uid": c.uid,
                 "cell_id": c.cell_id,
                 "engine": c.engine,
+                "workers": c.workers,
                 "start_unix_ns": c.start_unix_ns,
                 "end_unix_ns": c.end_unix_ns,
                 "elapsed_s": (c.end_unix_ns - c.start_unix_ns) / NS_PER_S,
@@ -197,6 +255,7 @@ def neighbour_cost(
                 "decode_rate": rates[i],
                 "status": c.status,
                 "timed_out": timed_out[i],
+                "failed": failures[i],
                 "baseline": i in baseline_set,
                 "windows": tuple(loads[j].name for j in attributed[i]) if i in attributed else (),
                 "overlapped": tuple(loads[j].name for j in touched[i]) if i in touched else (),
@@ -207,14 +266,55 @@ def neighbour_cost(
     return NeighbourReport(
         eval_name=eval_name,
         engine=engine,
+        workers=workers,
         min_overlap_fraction=min_overlap_fraction,
         n_cells=len(own),
         timeouts=sum(timed_out),
+        failures=sum(failures),
         baseline=baseline,
         baseline_timeouts=sum(timed_out[i] for i in baseline_idx),
         windows=window_costs,
         cells=cell_rows,
+        warnings=warnings,
     )
+
+
+def neighbour_costs(
+    cells: Iterable[Cell],
+    windows: Iterable[LoadWindow] = (),
+    *,
+    eval_names: Iterable[str] | None = None,
+    min_cells: int = MIN_CELLS_FOR_NEIGHBOUR,
+    min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
+    merge_gap_s: float = 60.0,
+) -> list[NeighbourReport]:
+    """Every eval's neighbour cost (or ``eval_names``'), one report per worker count when an eval
+    ran at several; evals with fewer than ``min_cells`` cells (per worker count) are skipped."""
+    all_cells = list(cells)
+    all_windows = list(windows)
+    by_eval: dict[str, list[Cell]] = defaultdict(list)
+    for c in all_cells:
+        by_eval[c.eval_name].append(c)
+    names = sorted(by_eval) if eval_names is None else [n for n in eval_names if n in by_eval]
+    reports = []
+    for name in names:
+        counts = Counter(c.workers for c in by_eval[name] if c.workers is not None)
+        groups: list[tuple[int | None, int]] = (
+            sorted(counts.items()) if len(counts) > 1 else [(None, len(by_eval[name]))]
+        )
+        for workers, n in groups:
+            if n >= min_cells:
+                reports.append(
+                    neighbour_cost(
+                        name,
+                        all_cells,
+                        all_windows,
+                        workers=workers,
+                        min_overlap_fraction=min_overlap_fraction,
+                        merge_gap_s=merge_gap_s,
+                    )
+                )
+    return reports
 
 
 def windows_touched(report: NeighbourReport) -> Sequence[WindowCost]:

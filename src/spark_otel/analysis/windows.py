@@ -9,16 +9,17 @@ never n x m.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from .. import _semconv as sc
 from ..model import NS_PER_S, Cell, LoadWindow
 from ._rows import rows
 
-__all__ = ["overlapping_pairs", "peak_concurrency", "windows_from_cells"]
+__all__ = ["overlapping_pairs", "peak_concurrency", "split_at_gaps", "windows_from_cells"]
 
 Interval = tuple[int, int]
+_T = TypeVar("_T")
 
 
 def overlapping_pairs(left: Sequence[Interval], right: Sequence[Interval]) -> list[tuple[int, int, int]]:
@@ -58,6 +59,27 @@ def peak_concurrency(intervals: Iterable[Interval]) -> int:
     return peak
 
 
+def split_at_gaps(items: Iterable[_T], gap_ns: int, interval: Callable[[_T], Interval]) -> list[list[_T]]:
+    """Group items into runs: an item joins the current run while it starts no later than
+    ``gap_ns`` after the run's latest end so far, else it starts a new run. Runs and the items
+    in each are in start order."""
+    runs: list[list[_T]] = []
+    run_end = 0
+    for item in sorted(items, key=lambda x: interval(x)[0]):
+        start, end = interval(item)
+        if runs and start <= run_end + gap_ns:
+            runs[-1].append(item)
+            run_end = max(run_end, end)
+        else:
+            runs.append([item])
+            run_end = end
+    return runs
+
+
+def _cell_interval(cell: Cell) -> Interval:
+    return cell.start_unix_ns, cell.end_unix_ns
+
+
 def windows_from_cells(
     cells: Iterable[Cell], *, exclude_eval: str | None = None, merge_gap_s: float = 60.0
 ) -> list[LoadWindow]:
@@ -75,16 +97,7 @@ def windows_from_cells(
     gap_ns = int(merge_gap_s * NS_PER_S)
     values: list[dict[str, Any]] = []
     for (eval_name, engine, workers), group in groups.items():
-        group.sort(key=lambda c: c.start_unix_ns)
-        runs: list[list[Cell]] = []
-        run_end = 0
-        for cell in group:
-            if runs and cell.start_unix_ns <= run_end + gap_ns:
-                runs[-1].append(cell)
-                run_end = max(run_end, cell.end_unix_ns)
-            else:
-                runs.append([cell])
-                run_end = cell.end_unix_ns
+        runs = split_at_gaps(group, gap_ns, _cell_interval)
         label = f"{eval_name} eval" + (f", {workers} worker{'s' if workers > 1 else ''}" if workers else "")
         label += f" on {engine}" if engine else ""
         for run in runs:

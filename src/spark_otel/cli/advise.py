@@ -12,7 +12,9 @@ timeouts. It caps each engine where its aggregate throughput peaks, flags loads 
 engine whose measured neighbour cost exceeds --threshold, and, when GPU utilization samples sit
 pinned while token rates vary, adds the rule to read load from token counts.
 
-Each rule is printed with the numbers behind it; --json prints the whole analysis.
+Each rule is printed with the numbers behind it; --json prints the whole analysis. The rules
+are the ones `spark-otel report` shows for the same store, ceiling and threshold: both run the
+same analysis (`spark_otel.analysis.overview`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import logging
 from ._common import add_store_argument, open_store, print_json, print_table
 
 _logger = logging.getLogger(__name__)
-_MIN_CELLS_FOR_NEIGHBOUR = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,14 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .. import _semconv as sc
     from .._exceptions import InputError
-    from ..analysis import (
-        AdvisorConfig,
-        RateCurve,
-        advise,
-        concurrency,
-        curve_from_concurrency,
-        neighbour_cost,
-    )
+    from ..analysis import AdvisorConfig, curves_from_documents, overview
 
     config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
     with open_store(args) as store:
@@ -64,35 +58,28 @@ def run(args: argparse.Namespace) -> int:
         path = store.path
     if not cells:
         raise InputError(f"{path}: no cells recorded; instrument an eval or run `spark-otel backfill` first")
+    if args.engine is not None and not any(c.engine == args.engine for c in cells):
+        engines = sorted({c.engine or "unknown" for c in cells})
+        raise InputError(
+            f"{path}: no cells recorded on engine {args.engine!r} (engines: {', '.join(engines)})"
+        )
 
-    curves: dict[str, RateCurve] = {}
-    for doc in probes:  # oldest first, so the newest probe of an engine wins
-        try:
-            curve = RateCurve.model_validate(doc["body"]["curve"])
-        except (KeyError, TypeError, ValueError) as exc:
-            _logger.warning("advise: skipping probe document %r: %s", doc["name"], exc)
-            continue
-        curves[curve.engine] = curve
-    conc = concurrency(cells)
-    for engine in conc.engines:
-        if engine.engine not in curves:
-            try:
-                curves[engine.engine] = curve_from_concurrency(conc, engine.engine)
-            except InputError as exc:
-                _logger.info("advise: %s", exc)
-    neighbours = []
-    for name in sorted({c.eval_name for c in cells}):
-        if sum(c.eval_name == name for c in cells) >= _MIN_CELLS_FOR_NEIGHBOUR:
-            neighbours.append(neighbour_cost(name, cells, windows))
-    advised_cells = [c for c in cells if args.engine is None or c.engine == args.engine]
-    advice = advise(
-        advised_cells,
-        [c for c in curves.values() if args.engine is None or c.engine == args.engine],
-        neighbour=neighbours,
+    curves, problems = curves_from_documents(probes)  # oldest first: the newest of an engine wins
+    for problem in problems:
+        _logger.warning("advise: skipping %s", problem)
+    found = overview(
+        cells,
+        windows,
+        curves,
         config=config,
         gpu_utilization=utilization,
         token_rates=token_rates or None,
+        engine=args.engine,
     )
+    for note in found.notes:
+        _logger.info("advise: %s", note)
+    advice = found.advice
+    assert advice is not None  # there are cells
     if args.json:
         print_json(advice.model_dump(mode="json"))
         return 0

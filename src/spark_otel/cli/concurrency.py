@@ -2,10 +2,13 @@
 
 For each engine: every cell's decode rate (completion tokens over elapsed) against the
 time-weighted number of cells in flight on that engine while it ran (itself included), grouped
-by in-flight level and by the cells' worker count with median, p10 and p90 rates and ceiling
-hits; the engine's aggregate throughput (completion tokens over the time any cell was running);
-and each eval's runs at different worker counts with the wall-clock speedup over the serial run
-(the article's 8,507 s at one worker against 1,801 s at eight: 4.7x).
+by in-flight level and by the cells' worker count with median, p10 and p90 rates, ceiling hits
+and failed cells; the engine's aggregate throughput (completion tokens over the time any cell
+was running); and each eval's runs at different worker counts with the wall-clock speedup over
+the serial run (the article's 8,507 s at one worker against 1,801 s at eight: 4.7x). A run is
+one eval's cells at one worker count without an idle gap longer than --merge-gap: the same eval
+run serially on two days is two runs. Cells cut off at the ceiling and failed cells are counted
+but never rated.
 
 Works on live instrumented evals and on backfilled records alike. --cells lists every cell with
 its in-flight load; --json prints the whole analysis.
@@ -26,12 +29,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
     parser.add_argument("--eval", dest="eval_name", metavar="NAME", help="only this eval's cells")
     parser.add_argument("--engine", metavar="E", help="only cells on this engine")
+    parser.add_argument(
+        "--merge-gap",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="an idle gap longer than this between an eval's cells starts a new run (default 60)",
+    )
     parser.add_argument("--cells", action="store_true", help="also list every cell with its in-flight load")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _when(unix_ns: int) -> str:
+    from datetime import UTC, datetime
+
+    from ..model import NS_PER_S
+
+    return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _level_rows(levels: list[LevelSummary]) -> list[list[object]]:
@@ -45,29 +63,33 @@ def _level_rows(levels: list[LevelSummary]) -> list[list[object]]:
             _f(lv.rate.p90),
             _f(lv.rate.mean),
             lv.ceiling_hits,
+            lv.failures,
         ]
         for lv in levels
     ]
 
 
 def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
-    level_columns = ["cells", "with rate", "tok/s median", "p10", "p90", "mean", "ceiling hits"]
+    level_columns = ["cells", "with rate", "tok/s median", "p10", "p90", "mean", "ceiling hits", "failed"]
     print_table(
         f"{e.engine}: {e.n_cells} cells, {e.completion_tokens:,} output tokens over {e.wall_s:,.0f} s busy "
-        f"= {_f(e.aggregate_rate, 1)} tok/s aggregate, {e.ceiling_hits} ceiling hits",
+        f"= {_f(e.aggregate_rate, 1)} tok/s aggregate, {e.ceiling_hits} ceiling hits, {e.failures} failed",
         ["in flight (time-weighted)", *level_columns],
         _level_rows(e.levels),
     )
     if e.by_workers:
         print_table(f"{e.engine}: by worker count", ["workers", *level_columns], _level_rows(e.by_workers))
-    speedup: dict[tuple[str, int | None], Speedup] = {(s.eval_name, s.workers): s for s in e.speedups}
+    speedup: dict[tuple[str, int, int], Speedup] = {
+        (s.eval_name, s.workers, s.start_unix_ns): s for s in e.speedups
+    }
     rows = []
     for run in e.runs:
-        s = speedup.get((run.eval_name, run.workers))
+        s = speedup.get((run.eval_name, run.workers or 0, run.start_unix_ns))
         rows.append(
             [
                 run.eval_name,
                 run.workers if run.workers is not None else "-",
+                _when(run.start_unix_ns),
                 run.n_cells,
                 f"{run.wall_s:,.0f}",
                 _f(run.aggregate_rate, 1),
@@ -79,10 +101,11 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
             ]
         )
     print_table(
-        f"{e.engine}: runs (one eval at one worker count)",
+        f"{e.engine}: runs (one eval at one worker count, without idle gaps)",
         [
             "eval",
             "workers",
+            "started (UTC)",
             "cells",
             "wall s",
             "aggregate tok/s",
@@ -122,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         # In-flight counts every cell on the engine, so read all evals and filter afterwards.
         cells = store.cells(engine=args.engine)
         path = store.path
-    report = concurrency(cells, eval_name=args.eval_name, engine=args.engine)
+    report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
     if not report.engines:
         scope = "".join(
             [

@@ -6,21 +6,28 @@ window: other evals' cells (merged per engine and worker count), probe levels an
 recorded in the store, work on the other engine. For each window: the rates of the eval's cells
 that spent at least --min-overlap of their time inside it, and the cost against the baseline,
 1 - median / baseline median, printed like the article's Act 4 table (load | eval decode tok/s |
-cost). Costs past --threshold are marked. Timeouts are listed and counted per window but kept
-out of every rate. The per-cell listing follows (cell | window | elapsed | output tokens | tok/s
-| overlapped); --all-cells includes the baseline cells.
+cost). Costs past --threshold are marked. Timeouts (cut off at the ceiling) and failed cells are
+listed and counted per window, each apart, but kept out of every rate. The per-cell listing
+follows (cell | window | elapsed | output tokens | tok/s | overlapped); --all-cells includes
+the baseline cells.
+
+An eval that ran at several worker counts is priced one worker count at a time (its cells at
+the other counts are then load like any other), since its own batching would otherwise read as
+a neighbour's cost; --workers N prices one count only. A recorded eval window whose eval's cells
+are in the store is left out: those cells already stand for it, run by run.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
-    from ..analysis.neighbour import NeighbourReport, WindowCost
+    from ..analysis.neighbour import CellRate, NeighbourReport, WindowCost
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,12 +54,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="other evals' cells this close together form one window (default 60)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="price only the eval's cells at this worker count (default: each count in turn)",
+    )
     parser.add_argument("--all-cells", action="store_true", help="list baseline cells too")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def _hhmm(unix_ns: int) -> str:
-    return datetime.fromtimestamp(unix_ns / 1e9, UTC).strftime("%H:%M")
+    from ..model import NS_PER_S
+
+    return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%H:%M")
 
 
 def _rates(w: WindowCost) -> str:
@@ -63,6 +78,14 @@ def _rates(w: WindowCost) -> str:
     return f"{w.rate.median:.2f} ({w.min_rate:.2f} to {w.max_rate:.2f})"
 
 
+def _output(c: CellRate) -> str:
+    if c.timed_out:
+        return "timeout"
+    if c.failed:
+        return "failed"
+    return "-" if c.completion_tokens is None else f"{c.completion_tokens:,}"
+
+
 def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> None:
     b = report.baseline
     if b.median is None:
@@ -70,7 +93,7 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
     else:
         baseline = f"median {b.median:.2f} tok/s, p10 {b.p10:.2f}, p90 {b.p90:.2f}"
     print_table(
-        f"{report.eval_name} on {report.engine or 'unknown engine'}: baseline over {b.n} cells "
+        f"{report.label} on {report.engine or 'unknown engine'}: baseline over {b.n} cells "
         f"overlapping no other load: {baseline}",
         [
             "load elsewhere on the box",
@@ -80,6 +103,7 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
             "window (UTC)",
             "cells",
             "timeouts",
+            "failed",
             f"{report.eval_name} decode tok/s",
             "cost",
         ],
@@ -92,6 +116,7 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
                 f"{_hhmm(w.start_unix_ns)} to {_hhmm(w.end_unix_ns)}",
                 w.n_cells,
                 w.timeouts,
+                w.failures,
                 _rates(w),
                 "-" if w.cost is None else f"{w.cost:.0%}" + (" !" if w.cost > threshold else ""),
             ]
@@ -100,14 +125,14 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
         ],
     )
     print_table(
-        f"{report.eval_name}: cells ({report.timeouts} timeouts, kept out of rates)",
+        f"{report.label}: cells ({report.timeouts} timeouts and {report.failures} failed, kept out of rates)",
         ["cell", "window (UTC)", "elapsed s", "output tokens", "tok/s", "overlapped"],
         [
             [
                 c.cell_id,
                 f"{_hhmm(c.start_unix_ns)} to {_hhmm(c.end_unix_ns)}",
                 f"{c.elapsed_s:,.0f}",
-                "timeout" if c.timed_out else f"{c.completion_tokens:,}",
+                _output(c),
                 "-" if c.decode_rate is None else f"{c.decode_rate:.2f}",
                 ", ".join(c.windows)
                 or ("baseline" if c.baseline else "(brushed: " + ", ".join(c.overlapped) + ")"),
@@ -135,11 +160,29 @@ def run(args: argparse.Namespace) -> int:
             )
         cells = store.cells()
         windows = store.windows()
-    report = neighbour_cost(
-        args.eval_name, cells, windows, min_overlap_fraction=args.min_overlap, merge_gap_s=args.merge_gap
-    )
+    counts = sorted({c.workers for c in cells if c.eval_name == args.eval_name and c.workers is not None})
+    if args.workers is not None:
+        chosen: list[int | None] = [args.workers]
+    else:
+        chosen = list(counts) if len(counts) > 1 else [None]
+    reports = [
+        neighbour_cost(
+            args.eval_name,
+            cells,
+            windows,
+            workers=workers,
+            min_overlap_fraction=args.min_overlap,
+            merge_gap_s=args.merge_gap,
+        )
+        for workers in chosen
+    ]
+    for report in reports:
+        for warning in report.warnings:
+            print(f"spark-otel: warning: {warning}", file=sys.stderr)
     if args.json:
-        print_json(report.model_dump(mode="json") | {"threshold": args.threshold})
+        dumped = [r.model_dump(mode="json") | {"threshold": args.threshold} for r in reports]
+        print_json(dumped[0] if len(dumped) == 1 else dumped)
         return 0
-    _print(report, threshold=args.threshold, all_cells=args.all_cells)
+    for report in reports:
+        _print(report, threshold=args.threshold, all_cells=args.all_cells)
     return 0

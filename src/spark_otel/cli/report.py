@@ -3,7 +3,8 @@ the advisor's queue rules, with every plot embedded (and also written as PNG fil
 
 Reads the embedded store (default), an OTLP JSON trace export written by the collector's file
 exporter (--otlp-json), or eval records backfilled on the fly (--records with --mapping, into a
-temporary store that is thrown away). --eval narrows the report to one eval.
+temporary store that is thrown away). --eval narrows the report to one eval. The queue rules
+are those `spark-otel advise` gives for the same records, --ceiling and --threshold.
 
     spark-otel report --out report/
     spark-otel report --otlp-json /var/lib/otelcol/traces.jsonl --eval golden-review
@@ -23,6 +24,8 @@ from ._common import add_store_argument
 if TYPE_CHECKING:
     from ..report import ReportInputs
 
+_SHOWN_ERRORS = 5
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
@@ -34,6 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", help="engine of --records that do not name one")
     parser.add_argument(
         "--eval", dest="eval_name", help="report on this eval only (and name --records' eval)"
+    )
+    parser.add_argument(
+        "--ceiling", type=float, default=1800.0, metavar="SECONDS", help="per-cell ceiling (default 1800)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.2,
+        metavar="FRACTION",
+        help="neighbour cost that flags a cross-engine load (default 0.2)",
     )
     parser.add_argument("--out", default="spark-otel-report", metavar="DIR", help="output directory")
 
@@ -49,8 +62,13 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
     result = backfill_files(
         args.records, load_mapping(args.mapping), eval_name=args.eval_name, engine=args.engine
     )
-    for error in result.errors[:5]:
+    for error in result.errors[:_SHOWN_ERRORS]:
         print(f"spark-otel: warning: skipped {error}", file=sys.stderr)
+    if len(result.errors) > _SHOWN_ERRORS:
+        print(
+            f"spark-otel: warning: and {len(result.errors) - _SHOWN_ERRORS} more records skipped",
+            file=sys.stderr,
+        )
     if not result.cells:
         first = f": {result.errors[0]}" if result.errors else ""
         raise InputError(f"{', '.join(args.records)}: no record could be read as a cell{first}")
@@ -60,9 +78,11 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analysis.advisor import AdvisorConfig
     from ..report import build_report, inputs_from_otlp_json, inputs_from_store, write_report
     from ._common import open_store
 
+    config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
     chosen = sum(bool(x) for x in (args.store, args.otlp_json, args.records))
     if chosen > 1:
         raise ConfigError("choose one input: --store, --otlp-json or --records")
@@ -76,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.store}: no such store file")
             with open_store(args) as store:
                 inputs = inputs_from_store(store)
-    content = build_report(inputs, eval_name=args.eval_name)
+    content = build_report(inputs, eval_name=args.eval_name, config=config)
     page = write_report(content, args.out)
     print(f"wrote {page}")
     return 0
