@@ -100,19 +100,22 @@ def test_start_from_mtime_minus_elapsed_as_in_appendix_d(tmp_path: Path) -> None
 def test_bad_csv_rows_are_reported_with_file_and_line_and_the_rest_load(tmp_path: Path) -> None:
     result = backfill_files([CSV], load_mapping("generic-csv"), eval_name="cells-q38")
     errors = {e.line: str(e) for e in result.errors}
-    assert sorted(errors) == [6, 7, 9]
+    assert sorted(errors) == [6, 7, 8, 9]
     assert errors[6] == f"{CSV}:6: completion tokens (completion_tokens) is 'lots', not a number"
     assert "status 'exploded' at 'status' is not one this mapping knows" in errors[7]
     assert "more fields than the header has" in errors[9]
+    # no start column value, in a file of 8 rows: the file's mtime is when the last row was
+    # written, not this row's end, so the row is refused rather than placed there
+    assert errors[8].startswith(f"{CSV}:8: cannot place the cell in time")
+    assert "only for a file holding one record (this one holds 8)" in errors[8]
     cells = {c.cell_id: c for c in result.cells}
-    assert len(cells) == 5
+    assert len(cells) == 4
     assert cells["C #23 correctness"].decode_rate == pytest.approx(11.44, abs=0.01)  # Appendix C
     assert cells["C #294 correctness"].start_unix_ns == 1789786000 * 1_000_000_000
     assert cells["E #84 correctness"].status is CellStatus.DEADLINE
     assert cells["B #266 correctness"].completion_tokens is None
     assert cells["B #266 correctness"].prompt_tokens == 5449
-    # no start column value: the file's mtime is the end
-    assert cells["F #18 correctness"].end_unix_ns == CSV.stat().st_mtime_ns
+    assert "F #18 correctness" not in cells
 
 
 def test_openai_usage_logs_with_a_truncated_line_and_a_record_without_end() -> None:
@@ -226,7 +229,7 @@ def test_backfill_cli_writes_cells_reports_bad_rows_and_exits_1(
     assert f"spark-otel: error: {SERIAL}:1: no cell id at 'cell_id'" in captured.err
     assert f"spark-otel: error: {CSV}:6: " in captured.err
     with Store(store_path) as store:
-        assert len(store.cells(eval_name="x")) == 5
+        assert len(store.cells(eval_name="x")) == 4
     assert main(["backfill", str(SERIAL), "--mapping", "spark-bench", "--store", str(store_path)]) == 0
     out = capsys.readouterr().out
     assert "13" in out
@@ -273,3 +276,133 @@ def test_backfill_cli_otlp_sends_cell_spans_with_historical_times(
     assert attrs["spark_otel.cell.completion_tokens"].int_value == 7056
     expected_uid = backfill_files([SERIAL], load_mapping("spark-bench"), eval_name=None).cells[0].uid
     assert first.span_id.hex() == expected_uid
+
+
+def _jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_mtime_places_only_the_single_record_of_a_file_never_a_file_of_many(tmp_path: Path) -> None:
+    end = _ns("2026-09-17T08:24:03")
+    record = {"cell_id": "c", "eval": "ev", "usage": {"completion_tokens": 1000}, "elapsed_s": 100}
+    many = _jsonl(tmp_path / "many.jsonl", [{**record, "cell_id": f"c{i}"} for i in range(1, 4)])
+    one_line = _jsonl(tmp_path / "one.jsonl", [record])
+    one_array = tmp_path / "array.json"
+    one_array.write_text(json.dumps([record]))
+    for path in (many, one_line, one_array):
+        os.utime(path, ns=(end, end))
+    result = backfill_files([many, one_line, one_array], load_mapping("spark-bench"), eval_name=None)
+    # three records of one file would all sit on the one interval ending at its mtime
+    assert [(e.file, e.line) for e in result.errors] == [(str(many), 1), (str(many), 2), (str(many), 3)]
+    assert all("this one holds 3" in e.message for e in result.errors)
+    assert [(c.start_unix_ns, c.end_unix_ns) for c in result.cells] == [(end - 100 * 10**9, end)] * 2
+    # a file of many records whose records carry their own start still loads every one
+    timed = _jsonl(
+        tmp_path / "timed.jsonl",
+        [{**record, "cell_id": f"t{i}", "started_at": f"2026-09-17T0{i}:00:00Z"} for i in range(1, 4)],
+    )
+    loaded = backfill_files([timed], load_mapping("spark-bench"), eval_name=None)
+    assert loaded.errors == []
+    assert sorted(c.start_unix_ns for c in loaded.cells) == [_ns(f"2026-09-17T0{i}:00:00") for i in (1, 2, 3)]
+
+
+def test_unix_times_in_s_ms_us_and_ns_land_on_the_same_moment(tmp_path: Path) -> None:
+    moment_s = 1_726_560_000  # 2024-09-17 08:00:00 UTC
+    starts = [moment_s, moment_s * 10**3, moment_s * 10**6, moment_s * 10**9, "2024-09-17T08:00:00Z"]
+    path = tmp_path / "units.csv"
+    rows = [f"u{i},q,{start},100,1000" for i, start in enumerate(starts)]
+    path.write_text("cell_id,engine,start,elapsed_s,completion_tokens\n" + "\n".join(rows) + "\n")
+    result = backfill_files([path], load_mapping("generic-csv"), eval_name="ev")
+    assert result.errors == []
+    assert {c.start_unix_ns for c in result.cells} == {moment_s * 10**9}
+
+
+@pytest.mark.parametrize(
+    ("start", "year"),
+    [
+        ("1726560000000000000000", None),  # beyond ns: no unit makes sense of it
+        ("9999999999", "2286"),  # seconds, but far in the future
+        ("99999999999999", "5138"),  # 1e14 - 1 read as ms
+        ("4102444800000000", "2100"),  # µs: 2100-01-01
+        ("1999-12-31T23:59:59Z", "1999"),
+        ("946684799000", "1999"),  # ms just before 2000
+    ],
+)
+def test_times_outside_2000_to_2100_are_refused_naming_file_and_line(
+    tmp_path: Path, start: str, year: str | None
+) -> None:
+    path = tmp_path / "odd.csv"
+    path.write_text(
+        "cell_id,engine,start,elapsed_s,completion_tokens\n"
+        "good,q,2026-09-17T08:00:00Z,100,1000\n"
+        f"odd,q,{start},100,1000\n"
+    )
+    result = backfill_files([path], load_mapping("generic-csv"), eval_name="ev")
+    [error] = result.errors
+    assert (error.file, error.line) == (str(path), 3)
+    assert error.message.startswith(f"start (start) {start!r} reads as the year ")
+    assert "outside 2000-2100" in error.message
+    if year is not None:
+        assert f"the year {year}," in error.message
+    assert [c.cell_id for c in result.cells] == ["good"]
+
+
+def test_a_single_record_file_with_an_implausible_mtime_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cell.json"
+    path.write_text(
+        json.dumps({"cell_id": "c", "eval": "ev", "elapsed_s": 10, "usage": {"completion_tokens": 5}})
+    )
+    os.utime(path, ns=(10**9, 10**9))  # as in a Nix store or an archive without times: 1970
+    result = backfill_files([path], load_mapping("spark-bench"), eval_name=None)
+    [error] = result.errors
+    assert error.message.startswith("the file's mtime reads as the year 1970, outside 2000-2100")
+    assert result.cells == []
+
+
+def test_fail_and_failed_mean_the_same_and_a_mapping_can_say_otherwise(tmp_path: Path) -> None:
+    path = tmp_path / "status.csv"
+    words = ["fail", "failed", "FAILURE", "error", "pass", "ok"]
+    rows = [f"{w},q,2026-09-17T0{i}:00:00Z,100,1000,{w}" for i, w in enumerate(words)]
+    path.write_text("cell_id,engine,start,elapsed_s,completion_tokens,status\n" + "\n".join(rows) + "\n")
+    result = backfill_files([path], load_mapping("generic-csv"), eval_name="ev")
+    statuses = {c.cell_id: c.status for c in result.cells}
+    assert statuses == {
+        "fail": CellStatus.ERROR,
+        "failed": CellStatus.ERROR,
+        "FAILURE": CellStatus.ERROR,
+        "error": CellStatus.ERROR,
+        "pass": CellStatus.OK,
+        "ok": CellStatus.OK,
+    }
+    verdicts = load_mapping("generic-csv").model_copy(update={"status_values": {"fail": CellStatus.OK}})
+    overridden = {c.cell_id: c.status for c in backfill_files([path], verdicts, eval_name="ev").cells}
+    assert overridden["fail"] is CellStatus.OK
+    assert overridden["failed"] is CellStatus.ERROR
+
+
+def test_backfill_cli_summary_median_is_the_true_median_and_timeouts_are_not_rated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import statistics
+
+    # Appendix C's rated 1-worker cells (elapsed s, tokens), plus a cut-off cell that kept
+    # partial tokens and a failed one: listed, never rated.
+    serial = [(510, 5885), (736, 8595), (958, 11034), (1253, 14520), (751, 8594), (698, 8115)]
+    rows = [f"s{i},q,2026-09-19T0{i}:00:00Z,{e},{t},ok" for i, (e, t) in enumerate(serial)]
+    rows += ["cut,q,2026-09-19T07:00:00Z,1800,900,timeout", "err,q,2026-09-19T08:00:00Z,60,6000,error"]
+    path = tmp_path / "serial.csv"
+    path.write_text("cell_id,engine,start,elapsed_s,completion_tokens,status\n" + "\n".join(rows) + "\n")
+    store_path = tmp_path / "s.sqlite"
+    assert (
+        main(["backfill", str(path), "--mapping", "generic-csv", "--eval", "c", "--store", str(store_path)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    median = statistics.median(t / e for e, t in serial)
+    assert f"{median:.2f}" == "11.56"  # the article's 11.565, from whole-second elapsed times
+    row = next(line for line in out.splitlines() if f"{median:.2f}" in line)
+    cells = [field.strip() for field in row.strip().strip("│|").replace("│", "|").split("|")]
+    assert cells == ["8", "8", "0", "1", "6", "11.56"]
+    with Store(store_path) as store:
+        assert len(store.cells(eval_name="c")) == 8  # all kept, the cut-off and failed ones too

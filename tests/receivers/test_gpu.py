@@ -244,3 +244,74 @@ def test_gpu_sample_cli_once_with_fake_smi_prints_the_table_and_stores(
     assert "312.4" in out
     with Store(store_path) as store:
         assert sorted(s.value for s in store.samples(sc.GPU_UTILIZATION)) == [0.95, 0.96]
+
+
+def test_gpu_gauges_are_left_out_while_the_gpu_cannot_be_read(
+    metrics_server: MetricsServer, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
+) -> None:
+    metrics_server.json_body = SIM_GPU
+    receiver = Receiver(
+        [], gpu=SimGpuSource(metrics_server.url), meter_provider=meter_provider, close_gpu=True
+    )
+    try:
+        assert receiver.scrape_once() == {}
+        assert [p.value for p in metric_points(metric_reader, sc.GPU_POWER)] == [37.2]
+        metrics_server.status = 500
+        assert isinstance(receiver.scrape_once()["gpu"], EngineError)
+        for name in (sc.GPU_UTILIZATION, sc.GPU_POWER, sc.GPU_ENERGY):
+            assert metric_points(metric_reader, name) == [], name
+        metrics_server.status = 200
+        receiver.scrape_once()
+        assert [p.value for p in metric_points(metric_reader, sc.GPU_UTILIZATION)] == [0.96]
+    finally:
+        receiver.stop()
+
+
+def test_gpu_sample_cli_once_stores_in_the_default_store_as_its_help_says(
+    metrics_server: MetricsServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    metrics_server.json_body = SIM_GPU
+    store_path = tmp_path / "default.sqlite"
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(store_path))  # the default store, no --store
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["gpu-sample", "--source", "sim", "--sim-url", metrics_server.url, "--once"]) == 0
+    assert "37.2" in capsys.readouterr().out
+    with Store(store_path) as store:
+        [power] = store.samples(sc.GPU_POWER)
+    assert power.value == 37.2
+    assert power.unix_ns == SIM_GPU["unix_ns"]
+    help_text = " ".join(_help("gpu-sample", capsys).split())
+    assert "--once read once, store it, print a table, and exit" in help_text
+
+
+def test_gpu_sample_cli_once_reports_a_failed_read(
+    metrics_server: MetricsServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics_server.json_body = SIM_GPU
+    source_url = metrics_server.url
+    metrics_server.status = 200
+    store_path = tmp_path / "s.sqlite"
+    # the source opens (it checks /sim/gpu), then the read fails
+    original = SimGpuSource.read
+
+    def failing_read(self: SimGpuSource) -> list:
+        metrics_server.status = 500
+        return original(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SimGpuSource, "read", failing_read)
+        code = main(
+            ["gpu-sample", "--source", "sim", "--sim-url", source_url, "--once", "--store", str(store_path)]
+        )
+    assert code == 1
+    assert capsys.readouterr().err.startswith("spark-otel: error: ")
+
+
+def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return capsys.readouterr().out

@@ -284,3 +284,24 @@ def test_rows_without_timestamp_are_left_out(tmp_path: Path) -> None:
     issue = read_capture(path).summary.metric(SM_ISSUE)
     assert issue.samples == 1000
     assert issue.mean == pytest.approx(values[_index(SM_ISSUE)].mean())
+
+
+def test_an_idle_heavy_clock_recorded_in_hz_is_still_rescaled(tmp_path: Path) -> None:
+    path, timestamps, values = _small(tmp_path, "raw")
+    gpc = _index("GPC Clock Frequency [MHz]")
+    idle_until = int(timestamps[int(len(timestamps) * 0.6)])
+    with sqlite3.connect(path) as conn:  # the clock reads 0 for the first 60% of the capture
+        conn.execute(
+            "UPDATE GPU_METRICS SET value = 0 WHERE metricId = ? AND timestamp < ?", (gpc, idle_until)
+        )
+    conn.close()
+    row = np.where(timestamps < idle_until, 0.0, values[gpc]) / 1e6
+    capture = read_capture(path, interval_ms=50)
+    got = capture.summary.metric("GPC Clock Frequency [MHz]")
+    assert got.scaled_from_hz
+    assert got.p50 == 0.0
+    assert got.max == pytest.approx(2418.0)
+    assert got.mean == pytest.approx(row.mean())
+    assert got.p95 == pytest.approx(np.percentile(row, 95))
+    points = next(v for (_, metric), v in capture.series.items() if metric.startswith("GPC Clock"))
+    assert max(p.value for p in points) == pytest.approx(2418.0)

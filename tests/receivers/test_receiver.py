@@ -184,3 +184,70 @@ def test_receive_cli_exports_engine_metrics_over_otlp(
     assert attrs == {sc.ENGINE: "qwen", sc.ENGINE_KIND: "vllm"}
     assert point.as_double >= 100
     assert not (tmp_path / "data").exists()
+
+
+def test_a_down_engine_reports_only_up_0_and_errors_not_its_last_values(
+    metrics_server: MetricsServer, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
+) -> None:
+    metrics_server.text_fn = _counting_text
+    receiver = Receiver({"qwen": metrics_server.url}, meter_provider=meter_provider, timeout_s=5)
+    engine_metrics = (
+        sc.ENGINE_GENERATION_TOKENS,
+        sc.ENGINE_PROMPT_TOKENS,
+        sc.ENGINE_REQUESTS_RUNNING,
+        sc.ENGINE_KV_CACHE_USAGE,
+        sc.ENGINE_GENERATION_TOKEN_RATE,
+        sc.ENGINE_PROMPT_TOKEN_RATE,
+    )
+    try:
+        receiver.scrape_once()
+        receiver.scrape_once()
+        # up: every engine metric is observed, the rates included
+        assert all(_points_by_engine(metric_reader, name) for name in engine_metrics)
+        metrics_server.status = 500
+        assert isinstance(receiver.scrape_once()["qwen"], EngineError)
+        assert _points_by_engine(metric_reader, sc.ENGINE_UP) == {"qwen": 0}
+        for name in engine_metrics:
+            assert _points_by_engine(metric_reader, name) == {}, name
+        errors = metric_points(metric_reader, sc.RECEIVER_ERRORS)
+        assert sum(p.value for p in errors if p.attributes.get(sc.ENGINE) == "qwen") == 1
+        metrics_server.status = 200
+        receiver.scrape_once()
+        assert _points_by_engine(metric_reader, sc.ENGINE_UP) == {"qwen": 1}
+        assert _points_by_engine(metric_reader, sc.ENGINE_KV_CACHE_USAGE) == {"qwen": 0.5}
+    finally:
+        receiver.stop()
+
+
+def test_scrape_once_does_not_claim_to_retry_but_the_running_loop_does(
+    meter_provider: MeterProvider, free_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = f"http://127.0.0.1:{free_port}"
+    once = Receiver({"gone": dead}, meter_provider=meter_provider, timeout_s=1)
+    with caplog.at_level("WARNING", logger="spark_otel.receivers.receiver"):
+        try:
+            once.scrape_once()
+        finally:
+            once.stop()
+        [record] = caplog.records
+        assert record.getMessage().startswith("engine gone: ")
+        assert "retry" not in record.getMessage()
+        caplog.clear()
+        looping = Receiver(
+            {"gone": dead}, interval_s=0.05, max_backoff_s=0.1, meter_provider=meter_provider, timeout_s=1
+        )
+        with looping:
+            _wait_for(lambda: looping.failures("gone") >= 1, "a failed scrape")
+        assert "retrying with backoff" in caplog.records[0].getMessage()
+
+
+def test_receive_cli_once_with_a_down_engine_exits_1_without_promising_a_retry(
+    free_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = f"http://127.0.0.1:{free_port}"
+    with caplog.at_level("WARNING", logger="spark_otel.receivers.receiver"):
+        code = main(["receive", "--engine", f"gone={dead}", "--once", "--store", str(tmp_path / "s.sqlite")])
+    assert code == 1
+    assert "spark-otel: error: gone: " in capsys.readouterr().err
+    assert caplog.records
+    assert not any("retry" in r.getMessage() for r in caplog.records)

@@ -4,8 +4,10 @@ A field mapping says where each cell field lives in a record: --mapping spark-be
 article's per-cell records), generic-csv (plain columns), openai-usage (logs keeping the
 OpenAI response body), or a JSON file of your own (see docs/receivers.md). Tokens come from
 e.g. usage.completion_tokens, elapsed from elapsed_s; the start from a field, or from the
-record file's mtime minus elapsed (the article's Appendix D). Timeouts without tokens are
-kept as timeouts: listed, never averaged into a rate.
+record file's mtime minus elapsed (the article's Appendix D; only for a file holding one
+record). Timeouts are kept as timeouts: listed, never averaged into a rate, even when they
+kept partial tokens; failed cells are not rated either. The summary's median is over the
+other cells' tok/s.
 
 Cells go to the embedded store (or --store PATH), and with --otlp also over OTLP as cell
 spans carrying their historical start and end times. Re-running on the same files replaces
@@ -44,6 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError
+    from ..analysis.rates import ceiling_hit, rated_decode_rate
+    from ..analysis.stats import summarize
     from ..receivers.backfill import backfill_files, load_mapping
 
     if args.no_store and not args.otlp and not args.dry_run:
@@ -61,21 +65,20 @@ def run(args: argparse.Namespace) -> int:
                 store.write_cells(cells)
         if args.otlp:
             _export_otlp(cells)
-    timeouts = sum(1 for c in cells if c.status.value == "deadline")
-    with_rate = [c.decode_rate for c in cells if c.decode_rate is not None]
-    with_rate.sort()
-    median = with_rate[len(with_rate) // 2] if with_rate else None
+    # Cut-off and failed cells are listed but never rated (the analyses' shared predicate).
+    timeouts = sum(1 for c in cells if ceiling_hit(c))
+    rates = summarize(rated_decode_rate(c) for c in cells)
     print_table(
         f"backfill with mapping {mapping.name}" + (" (dry run)" if args.dry_run else ""),
-        ["records", "cells", "failed", "timeouts", "with a rate", "median tok/s"],
+        ["records", "cells", "rejected", "timeouts", "with a rate", "median tok/s"],
         [
             [
                 result.records,
                 len(cells),
                 len(result.errors),
                 timeouts,
-                len(with_rate),
-                f"{median:.2f}" if median else "-",
+                rates.n,
+                f"{rates.median:.2f}" if rates.median is not None else "-",
             ]
         ],
     )

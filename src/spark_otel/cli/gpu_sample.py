@@ -11,7 +11,9 @@ straining or waiting on memory. Read load from token counts (spark-otel receive)
 activity from Nsight captures (spark-otel ingest-nsight).
 
 Samples go to the embedded store (or --store PATH) and, with OTEL_EXPORTER_OTLP_ENDPOINT
-set, over OTLP as spark_otel.gpu.* metrics. --once prints one reading as a table.
+set, over OTLP as spark_otel.gpu.* metrics (the store is then kept only with --store or
+SPARK_OTEL_STORE). --once takes one reading, stores and exports it the same way, prints it
+as a table, and exits.
 
   spark-otel gpu-sample --interval 1
   spark-otel gpu-sample --source sim --sim-url http://127.0.0.1:8011 --once
@@ -40,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where to read the GPU (auto)",
     )
     parser.add_argument("--sim-url", metavar="URL", help="with --source sim: a simulated engine's base URL")
-    parser.add_argument("--once", action="store_true", help="read once, print a table, and exit")
+    parser.add_argument("--once", action="store_true", help="read once, store it, print a table, and exit")
     parser.add_argument("--json", action="store_true", help="with --once: print JSON instead of a table")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
     add_store_argument(parser)
@@ -55,27 +57,17 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         raise ConfigError(f"--interval must be positive, got {args.interval}")
     source = open_gpu_source(args.source, sim_url=args.sim_url)
-    if args.once:
-        try:
-            readings = source.read()
-        finally:
-            source.close()
-        _print_readings(readings, args.json)
-        if args.store:
-            from ..receivers.gpu import gpu_samples
-            from ..store import Store
-
-            with Store(args.store) as store:
-                store.write_samples(gpu_samples(readings, source="gpu-sample"))
-        return 0
-
     store_choice: Any = args.store if args.store else None
-    telemetry = configure(
-        service_name=os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-gpu-sample",
-        store=store_choice,
-        metric_export_interval_ms=max(1000, int(args.interval * 1000)),
-        set_global=False,
-    )
+    try:
+        telemetry = configure(
+            service_name=os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-gpu-sample",
+            store=store_choice,
+            metric_export_interval_ms=max(1000, int(args.interval * 1000)),
+            set_global=False,
+        )
+    except BaseException:
+        source.close()
+        raise
     receiver = Receiver(
         [],
         interval_s=args.interval,
@@ -84,22 +76,31 @@ def run(args: argparse.Namespace) -> int:
         gpu=source,
         close_gpu=True,
     )
-    print(
-        f"spark-otel: sampling the GPU via {source.kind} every {args.interval:g} s; Ctrl-C stops",
-        file=sys.stderr,
-    )
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        receiver.start()
-        stop.wait(args.duration)
-    except KeyboardInterrupt:
-        pass
+        if args.once:
+            # One reading, stored and exported exactly as a sampling loop's would be.
+            failure = receiver.scrape_once().get("gpu")
+            if isinstance(failure, Exception):
+                raise failure
+            _print_readings(receiver.gpu_readings(), args.json)
+            return 0
+        print(
+            f"spark-otel: sampling the GPU via {source.kind} every {args.interval:g} s; Ctrl-C stops",
+            file=sys.stderr,
+        )
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            receiver.start()
+            stop.wait(args.duration)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        return 0
     finally:
-        signal.signal(signal.SIGTERM, previous)
         receiver.stop()
         telemetry.shutdown()
-    return 0
 
 
 def _print_readings(readings: list, as_json: bool) -> None:

@@ -10,11 +10,15 @@ utilization, power, energy, clocks and memory are sampled beside them.
 Where it goes: every scrape is written to the embedded store (the default, or --store
 PATH); with OTEL_EXPORTER_OTLP_ENDPOINT set, the metrics are exported over OTLP as well (and
 the store is kept only with --store or SPARK_OTEL_STORE). An engine that is down is logged,
-counted (spark_otel.receiver.errors), reported as spark_otel.engine.up = 0 and retried with
-backoff while the others are served. Ctrl-C stops cleanly.
+counted (spark_otel.receiver.errors), reported as spark_otel.engine.up = 0 with its other
+metrics left out until it answers again (no stale rates), and retried with backoff while the
+others are served. Ctrl-C stops cleanly.
 
   spark-otel receive --engine qwen=http://127.0.0.1:8011 --engine nemotron=http://127.0.0.1:8012
   spark-otel receive --engine qwen=http://127.0.0.1:8011 --once     # one scrape, as a table
+
+--once scrapes each engine a single time and does not retry: an engine that is down is
+reported and the exit code is 1.
 """
 
 from __future__ import annotations
@@ -49,7 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sim-url", metavar="URL", help="with --gpu sim: the simulated engine to read /sim/gpu from"
     )
     parser.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per-scrape timeout (5)")
-    parser.add_argument("--once", action="store_true", help="scrape once, print a table, and exit")
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="scrape once (no retries), print a table, and exit; 1 if an engine is down",
+    )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON instead of a table")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
     add_store_argument(parser)

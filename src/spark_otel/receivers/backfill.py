@@ -6,7 +6,9 @@ file's mtime minus its elapsed time (Appendix D). A `FieldMapping` says declarat
 each cell field lives in a record: dotted paths (``usage.completion_tokens``), templates that
 join several fields (``"{pr} {angle} run{run}"``), how status strings map to cell statuses,
 and where the time comes from, in this order: start and end fields; start plus elapsed; end
-minus elapsed; the file's mtime minus elapsed (meant for one-record-per-file layouts).
+minus elapsed; the file's mtime minus elapsed (only for a file holding a single record: in a
+file of many, the mtime is when the last one ended). Unix times are told apart by magnitude
+(s, ms, µs, ns); one that lands outside 2000-2100 is an error, not a guess.
 
 A timeout (a true ``timeout_flag`` or a status that maps to ``deadline``) becomes a
 ``deadline`` cell; without tokens it stays a timeout with no rate, listed but never averaged.
@@ -51,15 +53,16 @@ __all__ = [
 _NS_PER_S = 1_000_000_000
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
 DEFAULT_STATUS_VALUES: dict[str, CellStatus] = {
-    **dict.fromkeys(
-        ("ok", "complete", "completed", "success", "succeeded", "done", "pass", "fail"), CellStatus.OK
-    ),
+    **dict.fromkeys(("ok", "complete", "completed", "success", "succeeded", "done", "pass"), CellStatus.OK),
     **dict.fromkeys(
         ("timeout", "timed_out", "timedout", "deadline", "cutoff", "cut_off"), CellStatus.DEADLINE
     ),
     **dict.fromkeys(("length", "length_cap", "max_tokens", "truncated"), CellStatus.LENGTH_CAP),
-    **dict.fromkeys(("error", "failed", "failure", "exception", "crashed"), CellStatus.ERROR),
+    **dict.fromkeys(("error", "fail", "failed", "failure", "exception", "crashed"), CellStatus.ERROR),
 }
+# Unix times are told apart by magnitude; anything outside these years is a unit mix-up.
+_EARLIEST_NS = int(datetime(2000, 1, 1, tzinfo=UTC).timestamp()) * _NS_PER_S
+_LATEST_NS = int(datetime(2100, 1, 1, tzinfo=UTC).timestamp()) * _NS_PER_S
 
 
 class FieldMapping(BaseModel):
@@ -235,7 +238,33 @@ def _int(value: Any, what: str) -> int:
 
 
 def _time_ns(value: Any, what: str) -> int:
-    """ISO 8601 (naive means UTC) or a Unix time in s, ms or ns (told apart by magnitude)."""
+    """ISO 8601 (naive means UTC) or a Unix time in s, ms, µs or ns (told apart by magnitude).
+
+    A time outside 2000-2100 is refused rather than guessed at: it means a unit this cannot
+    tell apart, and a cell placed decades off would corrupt every window it lands in.
+    """
+    ns = _parse_time_ns(value, what)
+    _check_era(ns, f"{what} {value!r}")
+    return ns
+
+
+def _check_era(ns: int, what: str) -> None:
+    if not _EARLIEST_NS <= ns < _LATEST_NS:
+        year = _year(ns)
+        raise ValueError(
+            f"{what} reads as the year {year}, outside 2000-2100; "
+            "expected ISO 8601 or Unix seconds, ms, µs or ns"
+        )
+
+
+def _year(ns: int) -> str:
+    try:
+        return str(datetime.fromtimestamp(ns / _NS_PER_S, tz=UTC).year)
+    except (OverflowError, ValueError, OSError):
+        return "~" + format(1970 + ns / _NS_PER_S / 31_556_952, ".0f")
+
+
+def _parse_time_ns(value: Any, what: str) -> int:
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -254,6 +283,8 @@ def _time_ns(value: Any, what: str) -> int:
     number = _number(value, what)
     if number >= 1e17:
         return int(number)
+    if number >= 1e14:
+        return round(number * 1_000)
     if number >= 1e11:
         return round(number * 1_000_000)
     return round(number * _NS_PER_S)
@@ -280,8 +311,14 @@ def cell_from_record(
     eval_name: str | None,
     engine: str | None = None,
     file_mtime_ns: int | None = None,
+    file_records: int = 1,
 ) -> Cell:
-    """One record to one cell (pure). Raises ValueError saying which field does not fit."""
+    """One record to one cell (pure). Raises ValueError saying which field does not fit.
+
+    ``file_mtime_ns`` places a record without start and end fields (mtime minus elapsed) only
+    when its file holds that one record (``file_records`` == 1): a file of many records was
+    last written when the last of them ended, so the mtime would stack them all on one interval.
+    """
     if not isinstance(record, dict):
         raise ValueError(f"a record must be an object, got {type(record).__name__}")
     cell_id = _text(record, mapping.cell_id)
@@ -312,7 +349,19 @@ def cell_from_record(
         end = start + elapsed_ns
     elif end is not None and start is None and elapsed_ns is not None:
         start = end - elapsed_ns
-    elif start is None and end is None and elapsed_ns is not None and mapping.mtime_is_end and file_mtime_ns:
+    elif (
+        start is None
+        and end is None
+        and elapsed_ns is not None
+        and mapping.mtime_is_end
+        and file_mtime_ns is not None
+    ):
+        if file_records != 1:
+            raise ValueError(
+                "cannot place the cell in time: no start or end field, and the file's mtime "
+                f"is used as the end only for a file holding one record (this one holds {file_records})"
+            )
+        _check_era(file_mtime_ns, "the file's mtime")
         end, start = file_mtime_ns, file_mtime_ns - elapsed_ns
     if start is None or end is None:
         raise ValueError(
@@ -384,7 +433,8 @@ def backfill_files(
         path = Path(raw_path)
         try:
             mtime_ns = path.stat().st_mtime_ns
-            for position, record in read_records(path):
+            records = list(read_records(path))
+            for position, record in records:
                 result.records += 1
                 if isinstance(record, InputError):
                     result.errors.append(RecordError(str(path), position, str(record)))
@@ -398,6 +448,7 @@ def backfill_files(
                             eval_name=eval_name,
                             engine=engine,
                             file_mtime_ns=mtime_ns,
+                            file_records=len(records),
                         )
                     )
                 except ValueError as exc:  # pydantic's ValidationError is a ValueError too

@@ -3,7 +3,7 @@
 ``spark-bench``   the article's per-cell records (one JSON object per cell, often one file per
                   cell): ``usage.completion_tokens``, ``elapsed_s``, a ``status`` string or a
                   ``timeout`` flag; start from ``started_at`` when present, else the file's mtime
-                  minus elapsed (Appendix D).
+                  minus elapsed when the file holds that one record (Appendix D).
 ``generic-csv``   one row per cell with plain columns: ``cell_id``, ``engine``, ``start``
                   (ISO 8601 or Unix time), ``elapsed_s``, ``prompt_tokens``,
                   ``completion_tokens``, ``status``, ``workers``. Works for flat JSON/JSONL too.

@@ -10,7 +10,9 @@ times.)
 
 An engine that is unreachable or answers wrongly is logged, counted in
 ``spark_otel.receiver.errors``, reported as ``spark_otel.engine.up`` = 0 and retried with
-exponential backoff; the other engines' threads never notice. Sleeps are ``Event.wait``, so
+exponential backoff; the other engines' threads never notice. While it is down none of its
+other metrics are observed (a stale token rate would read as live load); likewise the GPU
+gauges while the GPU cannot be read. Sleeps are ``Event.wait``, so
 `Receiver.stop` interrupts them at once.
 
     with Receiver({"qwen": box.url("qwen"), "nemotron": box.url("nemotron")}, interval_s=1,
@@ -207,6 +209,8 @@ class Receiver:
             out = []
             with guard("engine metric callback"), self._lock:
                 for name, state in self._states.items():
+                    if not state.up:
+                        continue  # down (or never up): its last values would pass for live ones
                     holder: Any = state.delta if field_name.endswith("_rate") else state.snapshot
                     value = getattr(holder, field_name) if holder is not None else None
                     if value is not None:
@@ -226,7 +230,8 @@ class Receiver:
     def _gpu_callback(self, field_name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(_: CallbackOptions) -> Iterable[Observation]:
             with self._lock:
-                readings = list(self._gpu_state.readings)
+                failing = self._gpu_state.failures > 0
+                readings = [] if failing else list(self._gpu_state.readings)
             return [
                 Observation(getattr(r, field_name), gpu_attributes(r))
                 for r in readings
@@ -264,7 +269,7 @@ class Receiver:
             attrs = engine_attributes(state.target.name, state.kind)
         self._errors.add(1, {sc.RECEIVER_NAME: "engine", sc.ENGINE: state.target.name})
         if first:
-            _logger.warning("engine %s: %s; retrying with backoff", state.target.name, exc)
+            _logger.warning("engine %s: %s%s", state.target.name, exc, self._retry_note())
         else:
             _logger.debug("engine %s still failing (%d): %s", state.target.name, state.failures, exc)
         self._write(
@@ -290,13 +295,17 @@ class Receiver:
                 self._gpu_state.failures += 1
                 self._gpu_state.last_error = str(exc)
             self._errors.add(1, {sc.RECEIVER_NAME: "gpu"})
-            (_logger.warning if first else _logger.debug)("GPU read failed: %s; retrying with backoff", exc)
+            (_logger.warning if first else _logger.debug)("GPU read failed: %s%s", exc, self._retry_note())
             raise
         with self._lock:
             self._gpu_state.readings = readings
             self._gpu_state.failures, self._gpu_state.last_error = 0, None
         self._write(gpu_samples(readings, source=SOURCE))
         return readings
+
+    def _retry_note(self) -> str:
+        """Only the running loop retries; a one-off `scrape_once` must not promise it."""
+        return "; retrying with backoff" if self._started and not self._stopped else ""
 
     def _write(self, samples: list[MetricSample]) -> None:
         if self._store is None or not samples:
