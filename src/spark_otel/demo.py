@@ -13,7 +13,12 @@ ceiling the whole time, instrumented like any eval (``spark_otel.instrument()`` 
 Then it reads the eval's own records back and answers the article's questions: the probe's
 curve, per-cell rate against concurrency, what each load cost the serial eval (the same-engine
 probe a few percent, the other engine about half), and the advisor's queue rules; and writes the
-HTML report. Eval names carry a run tag, so reruns into the same store never mix.
+HTML report.
+
+Its records are simulated, so by default they go to a store of their own beside the report
+(``<out>/store.sqlite``, replaced on each run), never the user's store: demo cells there would
+read as load overlapping real evals. Demo cells carry ``source="demo"``, eval names a run tag
+(``demo-serial-<tag>``), and the windows the run's name (``demo probe <tag>``, ``demo-load-<tag>``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
     from .probe_results import ProbeReport
     from .report import ReportContent
 
-__all__ = ["DemoPlan", "DemoResult", "run_demo"]
+__all__ = ["DemoPlan", "DemoResult", "demo_store_path", "run_demo"]
 
 _logger = logging.getLogger(__name__)
 CEILING_S = 1800.0
@@ -50,6 +55,9 @@ LOAD_ENGINE = "nemotron"
 LOAD_WORKERS = 4
 _ENGINES = {SERIAL_ENGINE: "dense", LOAD_ENGINE: "moe"}
 _BOX_START_S = 60.0
+DEMO_SOURCE = "demo"
+_DEMO_CELL_ATTRIBUTES: dict[str, Any] = {sc.CELL_SOURCE: DEMO_SOURCE}
+STORE_FILE = "store.sqlite"
 # At 100x an instrumented streamed cell reads within about 3% of the simulated rate on a 2-core
 # machine; at 200x the client's own work per chunk (openai parsing, instrumentation) holds a
 # serial stream about 8% under it, which understates every cost against the baseline.
@@ -59,7 +67,11 @@ PhaseCallback = Callable[[str], None]
 
 @dataclass(frozen=True)
 class DemoPlan:
-    """The demo's schedule, in model seconds, and the cells' shapes."""
+    """The demo's schedule, in model seconds, and the cells' shapes.
+
+    Each probe level lasts at least twice the longest serial cell, so whole cells run inside it
+    and its cost reads as the simulation's, not diluted by cells half outside.
+    """
 
     speed: float
     baseline_s: float
@@ -85,7 +97,7 @@ class DemoPlan:
             speed=speed,
             baseline_s=1800.0,
             probe_levels=(1, 4),
-            probe_tokens=3072,
+            probe_tokens=4096,
             gap_s=400.0,
             load_s=2000.0,
             tail_s=400.0,
@@ -99,7 +111,7 @@ class DemoPlan:
             speed=speed,
             baseline_s=500.0,
             probe_levels=(1, 4),
-            probe_tokens=512,
+            probe_tokens=2048,
             gap_s=100.0,
             load_s=800.0,
             tail_s=100.0,
@@ -179,7 +191,12 @@ class _Lane:
             prompt = _prompt(self.prompt_chars, seed * 1000 + count)
             try:
                 with spark_otel.cell(
-                    self.eval_name, cell_id, engine=self.engine, deadline_s=CEILING_S, workers=self.workers
+                    self.eval_name,
+                    cell_id,
+                    engine=self.engine,
+                    deadline_s=CEILING_S,
+                    workers=self.workers,
+                    **_DEMO_CELL_ATTRIBUTES,
                 ):
                     _generate(self.client, self.model, prompt, n, stream=self.stream)
             except Exception as exc:  # the cell's span records the failure; the eval goes on
@@ -212,14 +229,16 @@ def run_demo(
     import spark_otel
 
     from .probe import ProbeSettings, run_probe
-    from .store import Store, default_store_path
+    from .store import Store
     from .telemetry import configure
 
     plan = DemoPlan.quick(speed) if quick else DemoPlan.full(speed)
     phase = on_phase or (lambda _name: None)
     tag = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
     serial_eval, load_eval = f"demo-serial-{tag}", f"demo-nemotron-{tag}"
-    path = Path(store_path) if store_path is not None else default_store_path()
+    path = demo_store_path(store_path, out_dir)
+    if store_path is None:
+        _clear_own_store(path)
     started = time.monotonic()
     phase("starting the simulated box")
     previous_scale = _clock.time_scale()
@@ -235,6 +254,11 @@ def run_demo(
         try:
             store = telemetry.store
             assert store is not None
+            store.put_document(
+                "demo",
+                tag,
+                {"serial_eval": serial_eval, "load_eval": load_eval, "speed": plan.speed, "quick": quick},
+            )
             qwen, nemotron = _openai_client(urls[SERIAL_ENGINE]), _openai_client(urls[LOAD_ENGINE])
             qwen_model, nemotron_model = qwen.models.list().data[0].id, nemotron.models.list().data[0].id
             stop_serial, stop_load = threading.Event(), threading.Event()
@@ -259,6 +283,9 @@ def run_demo(
                         streams=list(plan.probe_levels),
                         tokens=plan.probe_tokens,
                         warmup=False,
+                        # Plain requests cost this process nothing while they decode, so the
+                        # probe's own client work does not slow the serial eval it measures.
+                        mode="plain",
                         engine=SERIAL_ENGINE,
                         name=_probe_name(tag),
                         time_scale=plan.speed,
@@ -326,6 +353,30 @@ def run_demo(
         ground_truth=ground_truth,
         wall_s=time.monotonic() - started,
     )
+
+
+def demo_store_path(store_path: str | Path | None, out_dir: str | Path) -> Path:
+    """``store_path`` when given, else the demo's own store in its output directory."""
+    return Path(store_path) if store_path is not None else Path(out_dir) / STORE_FILE
+
+
+def _clear_own_store(path: Path) -> None:
+    """Start the demo's own store afresh: an earlier run's model-time stamps overlap this one's
+    (a run at speed S stamps times up to S times its length back), so its cells would read as
+    load. Only a store the demo wrote is removed; any other file there is refused."""
+    from .store import Store
+
+    if not path.exists():
+        return
+    with Store(path) as old:
+        ours = bool(old.documents("demo")) and all(e.startswith("demo-") for e in old.eval_names())
+    if not ours:
+        raise ConfigError(
+            f"{path} exists and was not written by spark-otel demo; pass --out with another "
+            "directory, or --store to add the demo's records to that store"
+        )
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _ground_truth(plan: DemoPlan) -> dict[str, float]:

@@ -6,8 +6,10 @@ The file exporter writes one ``ExportTraceServiceRequest`` per line, in the OTLP
 mapping writes them as base64; both are read), ``*TimeUnixNano`` as decimal strings and
 attributes as ``AnyValue`` objects. Each span is rebuilt as an SDK `ReadableSpan` and converted
 by the same functions the store's exporter uses, so a cell reads the same from either path.
-Lines holding metrics or logs are skipped; a malformed line is an `InputError` naming the file
-and line.
+Lines holding metrics or logs are skipped. A malformed line (the last line of a file the collector
+is still writing is often cut short) is skipped with a warning naming the file and line, and kept
+in `OtlpRecords.skipped`; a file with no readable trace line but a malformed one is an
+`InputError` naming the file and line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,21 +35,26 @@ from .store_exporters import cell_from_span, request_from_span, window_from_span
 
 __all__ = ["OtlpRecords", "decode_any_value", "read_otlp_json", "records_from_export", "spans_from_export"]
 
+_logger = logging.getLogger(__name__)
+
 
 @dataclass
 class OtlpRecords:
-    """What an export held, as spark-otel's data model."""
+    """What an export held, as spark-otel's data model; ``skipped`` names each malformed line
+    left out (``file:line: why``)."""
 
     cells: list[Cell] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     windows: list[LoadWindow] = field(default_factory=list)
     spans: int = 0
+    skipped: list[str] = field(default_factory=list)
 
     def extend(self, other: OtlpRecords) -> None:
         self.cells.extend(other.cells)
         self.requests.extend(other.requests)
         self.windows.extend(other.windows)
         self.spans += other.spans
+        self.skipped.extend(other.skipped)
 
     def write_to(self, store: Store) -> None:
         store.write_cells(self.cells)
@@ -139,7 +147,11 @@ def records_from_export(export: dict[str, Any]) -> OtlpRecords:
 
 
 def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
-    """Read OTLP JSON trace files (one export request per line, or one per file)."""
+    """Read OTLP JSON trace files (one export request per line, or one per file).
+
+    A malformed line is skipped with a warning when the file has readable spans elsewhere, and
+    raises `InputError` (naming file and line) when it has none.
+    """
     out = OtlpRecords()
     for path in map(Path, paths):
         try:
@@ -148,6 +160,8 @@ def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
             raise InputError(f"{path}: cannot read the OTLP JSON export: {exc}") from exc
         stripped = text.strip()
         lines = [stripped] if stripped.startswith("{") and "\n{" not in stripped else text.splitlines()
+        found = OtlpRecords()
+        bad: list[str] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -157,7 +171,13 @@ def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
                     raise ValueError("a line is not a JSON object")
                 if "resourceSpans" not in export:
                     continue  # metrics or logs from the same file exporter
-                out.extend(records_from_export(export))
+                found.extend(records_from_export(export))
             except (ValueError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:{number}: not an OTLP JSON trace export: {exc}") from exc
+                bad.append(f"{path}:{number}: not an OTLP JSON trace export: {exc}")
+        if bad and not found.spans:
+            raise InputError(bad[0])
+        for message in bad:  # e.g. the last line of a file the collector is still writing
+            _logger.warning("%s (line skipped)", message)
+        out.extend(found)
+        out.skipped.extend(bad)
     return out

@@ -7,7 +7,12 @@ and after they have all finished and the engine's running count has settled, so 
 aggregate covers the same work as the probe aggregate; their ratio above 1 means another tenant
 decoded at the same time.
 
-    report = run_probe("http://127.0.0.1:8011", ProbeSettings(streams=[1, 8, 32]), store=store)
+    report = run_probe("http://127.0.0.1:8011", ProbeSettings(streams=[1, 8], engine="qwen"), store=store)
+
+The engine label (``engine``) must be the one the eval's cells carry, or analyses read the probe
+as another engine's load; without one it is ``/sim/info``'s name, else the URL's host:port.
+Mean power covers the streams only: it is read again as soon as the last stream ends, before the
+wait for the engine to settle.
 
 Timing loops only time: a stream's loop stamps the first byte, counts ``data:`` events and keeps
 the last few raw chunks; the usage chunk is parsed once, after the stream ends. The client's own
@@ -29,13 +34,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 from opentelemetry import context as otel_context
 
 from . import _clock
 from . import _semconv as sc
-from ._exceptions import ConfigError, EngineError
+from ._exceptions import ConfigError, EngineError, InputError
 from ._guard import guard
 from ._version import __version__
 from .analysis.stats import percentile
@@ -56,10 +62,13 @@ from .telemetry import current_telemetry
 
 __all__ = [
     "LevelMeasurement",
+    "ProbeIncomplete",
     "ProbeSettings",
     "arun_probe",
+    "default_engine_label",
     "level_warnings",
     "mean_power",
+    "parse_probe_engine",
     "probe_prompt",
     "run_probe",
     "summarize_level",
@@ -71,8 +80,33 @@ _TAIL_CHUNKS = 8
 # How long (real seconds) to wait after a level for the engine's running count to settle.
 _SETTLE_WALL_S = 5.0
 _SETTLE_POLL_S = 0.02
+# How long (real seconds) past the per-request ceiling a level waits for its last streams.
+_LEVEL_GRACE_WALL_S = 10.0
 
 LevelCallback = Callable[[ProbeLevel], None]
+
+
+class ProbeIncomplete(EngineError):
+    """The probe stopped partway; ``report`` holds the levels measured before it (already stored)."""
+
+    def __init__(self, message: str, report: ProbeReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def parse_probe_engine(spec: str) -> tuple[str | None, str]:
+    """``NAME=URL`` (as ``spark-otel receive`` takes it) or a bare URL: ``(name or None, url)``."""
+    head, sep, tail = spec.partition("=")
+    name, url = (head.strip(), tail.strip()) if sep and "://" not in head else (None, spec.strip())
+    if (name is not None and not name) or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--engine {spec!r}: expected URL or NAME=URL, e.g. qwen=http://127.0.0.1:8011")
+    return name, url
+
+
+def default_engine_label(url: str) -> str:
+    """An engine that names itself nowhere is labelled by its address, never by its model id:
+    the eval's cells name the engine, and a model id would read as another engine."""
+    return urlsplit(url).netloc or url
 
 
 def probe_prompt(chars: int) -> str:
@@ -413,7 +447,23 @@ class _Prober:
                 raise EngineError(f"{self.url}/v1/models lists no model; pass --model")
             self.model = models[0]
         if not self.engine:
-            self.engine = str((self.sim_info or {}).get("engine") or self.model)
+            self.engine = str((self.sim_info or {}).get("engine") or default_engine_label(self.url))
+
+    def check_label(self) -> None:
+        """Warn when no recorded cell names this engine: analyses would read the probe as load
+        on another engine (a cross-engine neighbour) instead of the same one."""
+        if self.store is None:
+            return
+        with guard("probe engine-label check"):
+            if self.store.cells(engine=self.engine, limit=1):
+                return
+            engines = sorted({c.engine for c in self.store.cells(limit=1000, newest_first=True) if c.engine})
+            if engines:
+                self._warn_once(
+                    f"engine label {self.engine!r} matches no engine of the recorded cells "
+                    f"({', '.join(engines)}); neighbour-cost and advise will read this probe as "
+                    f"another engine's load. Name it as the cells do: --engine NAME=URL or --engine-name"
+                )
 
     async def scrape(self) -> EngineSnapshot | None:
         try:
@@ -461,22 +511,25 @@ class _Prober:
         start_unix_ns = _clock.wall_ns()
         cpu0 = time.thread_time()
         ceiling = _clock.to_wall_s(self.settings.request_timeout_s)
-        try:
-            results = await asyncio.wait_for(
-                asyncio.gather(*(once(client, body) for _ in range(streams))), ceiling + 10.0
-            )
-        except TimeoutError:
-            results = []
-            self._warn_once(
-                f"level {streams}: streams did not finish within {self.settings.request_timeout_s} s"
-            )
+        tasks = [asyncio.create_task(once(client, body)) for _ in range(streams)]
+        done, pending = await asyncio.wait(tasks, timeout=ceiling + _LEVEL_GRACE_WALL_S)
         cpu_s = time.thread_time() - cpu0
         end_unix_ns = _clock.wall_ns()
+        # Power over the streams' own window: read before the settle wait, which is idle time.
+        power_after = await meter.reading() if meter else None
         stop.set()
+        if pending:  # streams that finished are kept; the rest count as timed out
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            self._warn_once(
+                f"level {streams}: {len(pending)} of {streams} streams did not finish within "
+                f"{self.settings.request_timeout_s} s"
+            )
+        results = [task.result() for task in tasks if task in done]
         if sampler is not None:
             await sampler
         after, quiescent = await self.settle(before.requests_running if before else None)
-        power_after = await meter.reading() if meter else None
         level = summarize_level(
             LevelMeasurement(
                 streams=streams,
@@ -566,17 +619,18 @@ async def arun_probe(
     _validate(settings)
     prober = _Prober(engine_url, settings, store)
     meter: _PowerMeter | None = None
+    levels: list[ProbeLevel] = []
     previous_scale = _clock.time_scale()
     # Instrumentations honour this key: the probe must not trace (and pay for) its own requests.
     token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
     try:
         await prober.discover()
+        prober.check_label()
         meter = _power_meter(settings.gpu, prober.url, prober.sim_info)
         top = max(settings.streams)
         limits = httpx2.Limits(max_connections=top, max_keepalive_connections=top, keepalive_expiry=60.0)
         timeout = httpx2.Timeout(_clock.to_wall_s(settings.request_timeout_s), connect=10.0)
         headers = {"content-type": "application/json", "accept-encoding": "identity"}
-        levels: list[ProbeLevel] = []
         async with httpx2.AsyncClient(
             base_url=prober.url, limits=limits, timeout=timeout, headers=headers, trust_env=False
         ) as client:
@@ -594,6 +648,12 @@ async def arun_probe(
                     levels.append(level)
                     if on_level is not None:
                         on_level(level)
+    except BaseException as exc:
+        # What was measured before the failure stays: its windows are stored; add the report.
+        partial = _partial_report(prober, meter, levels, exc)
+        if partial is not None and isinstance(exc, EngineError):
+            raise ProbeIncomplete(str(exc), partial) from exc
+        raise
     finally:
         # The scale holds for this run only; figures already read in model time.
         if _clock.time_scale() != previous_scale:
@@ -602,7 +662,17 @@ async def arun_probe(
         await prober.control.aclose()
         if meter is not None:
             meter.close()
-    report = ProbeReport(
+    report = _report(prober, meter, levels)
+    _store_report(prober, report)
+    return report
+
+
+def _report(prober: _Prober, meter: _PowerMeter | None, levels: list[ProbeLevel]) -> ProbeReport:
+    try:
+        curve = curve_of(prober.engine, levels)
+    except InputError as exc:
+        raise EngineError(f"{prober.url}: {exc}") from exc
+    return ProbeReport(
         metadata=ProbeMetadata(
             created_unix_ns=_clock.wall_ns(),
             engine_url=prober.url,
@@ -611,15 +681,39 @@ async def arun_probe(
             time_scale=prober.time_scale,
             gpu_source=meter.source if meter else None,
         ),
-        settings=settings,
+        settings=prober.settings,
         levels=levels,
-        curve=curve_of(prober.engine, levels),
+        curve=curve,
         warnings=prober.warnings,
     )
-    if store is not None:
-        store.put_document(
-            "probe", settings.name or f"probe {prober.engine} {prober.run_id}", report.model_dump(mode="json")
-        )
+
+
+def _store_report(prober: _Prober, report: ProbeReport) -> None:
+    if prober.store is not None:
+        name = prober.settings.name or f"probe {prober.engine} {prober.run_id}"
+        prober.store.put_document("probe", name, report.model_dump(mode="json"))
+
+
+def _partial_report(
+    prober: _Prober, meter: _PowerMeter | None, levels: list[ProbeLevel], exc: BaseException
+) -> ProbeReport | None:
+    """The report of the levels measured before ``exc``, stored; None when there is none."""
+    if not levels:
+        return None
+    reason = str(exc) or type(exc).__name__
+    prober._warn_once(
+        f"the probe stopped before finishing ({reason}); this report holds only the "
+        f"{len(levels)} level(s) measured before that"
+    )
+    try:
+        report = _report(prober, meter, levels)
+        _store_report(prober, report)
+    except EngineError as no_curve:
+        _logger.warning("probe: no partial report: %s", no_curve)
+        return None
+    except Exception:
+        _logger.warning("probe: could not keep the partial report", exc_info=True)
+        return None
     return report
 
 
@@ -632,7 +726,9 @@ def run_probe(
 ) -> ProbeReport:
     """Measure ``engine_url``'s concurrency curve; record each level and the report in ``store``.
 
-    Raises `EngineError` when the engine is unreachable or every stream of a level fails, and
-    `ConfigError` for impossible settings. Levels already measured are in the store by then.
+    Raises `EngineError` when the engine is unreachable, every stream of a level fails or no
+    level measured a rate, and `ConfigError` for impossible settings. A run that stops partway
+    raises `ProbeIncomplete`, whose ``report`` holds the levels measured before it; those
+    levels and that report are in the store by then.
     """
     return asyncio.run(arun_probe(engine_url, settings, store=store, on_level=on_level))

@@ -50,10 +50,19 @@ class ProbeSettings(_Model):
     prompt_chars: int = Field(default=200, gt=0, description="prompt length in characters")
     repeats: int = Field(default=1, gt=0, description="rounds per level")
     warmup: bool = Field(default=True, description="send one untimed request before the sweep")
-    mode: Literal["stream", "plain"] = Field(default="stream", description="SSE streaming or one JSON body")
+    mode: Literal["stream", "plain"] = Field(
+        default="stream",
+        description="stream: SSE, gives time to first token; plain: one JSON body, no parse cost",
+    )
     name: str | None = Field(default=None, description="run name, used for the stored document")
-    engine: str | None = Field(default=None, description="engine label the load windows carry")
-    gpu: Literal["auto", "sim", "nvml", "smi", "none"] = Field(default="auto", description="power source")
+    engine: str | None = Field(
+        default=None,
+        description="engine label the load windows carry; must match the cells' engine label. "
+        "Default: /sim/info's name, else the URL's host:port",
+    )
+    gpu: Literal["auto", "sim", "nvml", "smi", "none"] = Field(
+        default="auto", description="power source: auto (the simulated box, NVML, nvidia-smi, else none)"
+    )
     time_scale: float | None = Field(default=None, gt=0, description="model-time scale; default: /sim/info")
     request_timeout_s: float = Field(default=900.0, gt=0, description="per-request ceiling, model seconds")
 
@@ -153,7 +162,10 @@ def load_probe_report(body: object, *, where: str = "probe document") -> ProbeRe
 
 
 def curve_of(engine: str, levels: list[ProbeLevel]) -> RateCurve:
-    """One curve point per concurrency level: medians over the level's repeats."""
+    """One curve point per concurrency level: medians over the level's repeats.
+
+    Raises `InputError` naming the levels when none has a rate (a curve needs one point).
+    """
     from .analysis.stats import summarize
 
     points: list[CurvePoint] = []
@@ -172,5 +184,11 @@ def curve_of(engine: str, levels: list[ProbeLevel]) -> RateCurve:
                 p10=pooled.p10,
                 p90=pooled.p90,
             )
+        )
+    if not points:
+        measured = ", ".join(str(lv.streams) for lv in levels) or "none"
+        raise InputError(
+            f"no level measured a positive per-stream rate (levels: {measured}), so there is no "
+            "curve: did every stream report 0 completion tokens or fail?"
         )
     return RateCurve(engine=engine, points=points, source="probe")

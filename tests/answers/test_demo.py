@@ -9,8 +9,8 @@ import pytest
 
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.cli import main
-from spark_otel.demo import DemoPlan, _ground_truth
-from spark_otel.model import CellStatus
+from spark_otel.demo import DemoPlan, _clear_own_store, _ground_truth, demo_store_path
+from spark_otel.model import Cell, CellStatus
 from spark_otel.store import Store
 
 # Slow enough that the instrumented client keeps pace with the streams on a loaded 2-core box.
@@ -19,14 +19,23 @@ SPEED = 60.0
 
 @pytest.mark.slow
 def test_demo_quick_recovers_the_simulated_neighbour_cost_and_writes_the_report(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store_path, out = tmp_path / "store.sqlite", tmp_path / "report"
-    code = main(["demo", "--quick", "--speed", str(SPEED), "--store", str(store_path), "--out", str(out)])
+    # The user's own store (named by the environment, as in production) must stay untouched:
+    # without --store, the demo's simulated records go to a store of their own beside the report.
+    user_store = tmp_path / "user" / "store.sqlite"
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(user_store))
+    out = tmp_path / "report"
+    store_path = out / "store.sqlite"
+    code = main(["demo", "--quick", "--speed", str(SPEED), "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
     for title in ("Probe on qwen", "cells in flight", "What other load cost demo-serial-", "Queue rules"):
         assert title in printed
+    assert not user_store.exists()
+    assert f"store:  {store_path} (evals demo-serial-" in printed
+    assert f"spark-otel neighbour-cost --store {store_path} --eval demo-serial-" in printed
+    assert f"spark-otel report --store {store_path}" in printed
 
     with Store(store_path) as store:
         evals = store.eval_names()
@@ -39,6 +48,7 @@ def test_demo_quick_recovers_the_simulated_neighbour_cost_and_writes_the_report(
 
     # The serial eval ran throughout, one cell at a time, every cell with its own tokens.
     assert len(serial) >= 10
+    assert {c.source for c in serial + load} == {"demo"}  # recognisable wherever they end up
     assert all(c.engine == "qwen" and c.workers == 1 and c.status is CellStatus.OK for c in serial)
     # At least min_tokens each; an answer may run longer on its own, never past max_tokens.
     assert all(c.completion_tokens and 500 <= c.completion_tokens <= 4 * 800 for c in serial)
@@ -61,6 +71,15 @@ def test_demo_quick_recovers_the_simulated_neighbour_cost_and_writes_the_report(
         assert probe.same_engine
         assert probe.cost is not None
         assert -0.05 < probe.cost < 0.2  # a few percent, far from the other engine's half
+    # Against the ground truth, the cells that ran wholly inside a probe level: a cell half
+    # outside it decoded part of its answer alone, which dilutes the cost it reports.
+    inside = neighbour_cost(
+        serial_eval, serial, [w for w in windows if w.kind == "probe"], min_overlap_fraction=1.0
+    )
+    for level in (1, 4):
+        probe = inside.window(f"probe {level} streams")
+        assert probe.n_cells >= 1
+        assert probe.cost == pytest.approx(truth[f"probe {level} streams"], abs=0.02)
 
     page = (out / "report.html").read_text()
     assert "Neighbour cost" in page
@@ -76,3 +95,35 @@ def test_demo_refuses_an_infinite_or_zero_speed_before_starting_anything(
         assert main(["demo", "--speed", speed, "--store", str(tmp_path / "s.sqlite")]) == 2
         assert "--speed must be a positive finite number" in capsys.readouterr().err
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_the_demo_store_is_its_own_file_unless_store_is_given(tmp_path: Path) -> None:
+    assert demo_store_path(None, tmp_path / "out") == tmp_path / "out" / "store.sqlite"
+    assert demo_store_path(tmp_path / "mine.sqlite", tmp_path / "out") == tmp_path / "mine.sqlite"
+
+
+def test_a_rerun_replaces_the_demo_store_but_never_a_store_the_demo_did_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own = tmp_path / "demo" / "store.sqlite"
+    with Store(own) as store:
+        store.put_document(
+            "demo", "20261130-000000-abcd", {"serial_eval": "demo-serial-20261130-000000-abcd"}
+        )
+        store.write_cells([_cell("demo-serial-20261130-000000-abcd")])
+    _clear_own_store(own)
+    assert not own.exists()
+
+    foreign = tmp_path / "real" / "store.sqlite"
+    with Store(foreign) as store:
+        store.write_cells([_cell("golden-review")])
+    assert main(["demo", "--quick", "--out", str(foreign.parent)]) == 2
+    assert "was not written by spark-otel demo" in capsys.readouterr().err
+    with Store(foreign) as store:
+        assert [c.eval_name for c in store.cells()] == ["golden-review"]
+
+
+def _cell(eval_name: str) -> Cell:
+    return Cell(
+        uid=eval_name, eval_name=eval_name, cell_id="1", engine="qwen", start_unix_ns=0, end_unix_ns=1
+    )

@@ -142,3 +142,31 @@ def test_decode_any_value_covers_every_otlp_json_kind() -> None:
     assert json.loads(
         decode_any_value({"kvlistValue": {"values": [{"key": "a", "value": {"intValue": "1"}}]}})
     ) == {"a": 1}
+
+
+def test_otlp_json_reader_skips_a_cut_last_line_and_loads_the_rest(
+    tmp_path: Path,
+    span_exporter: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A collector still writing leaves its last export request cut short.
+    _record_spans(tracer_provider)
+    [line] = _export_lines(span_exporter, hex_ids=True)
+    path = tmp_path / "traces.jsonl"
+    path.write_text(f"{line}\n{line[: len(line) // 2]}")
+
+    records = read_otlp_json([path])
+
+    assert sorted(c.cell_id for c in records.cells) == ["B#265", "E#84"]
+    assert len(records.windows) == 1
+    [skipped] = records.skipped
+    assert skipped.startswith(f"{path}:2: not an OTLP JSON trace export")
+    assert f"{path}:2: not an OTLP JSON trace export" in caplog.text
+
+
+def test_otlp_json_reader_refuses_a_file_with_no_readable_trace_line(tmp_path: Path) -> None:
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"resourceMetrics": []}\n{"resourceSpans": [{"scopeSp')
+    with pytest.raises(InputError, match=r"cut\.jsonl:2: not an OTLP JSON trace export"):
+        read_otlp_json([path])

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
 import pytest
 
+from spark_otel._exceptions import EngineError
 from spark_otel.cli import main
-from spark_otel.probe import ProbeSettings, run_probe
+from spark_otel.model import Cell
+from spark_otel.probe import ProbeIncomplete, ProbeSettings, run_probe
 from spark_otel.probe_results import ProbeReport, load_probe_report
 from spark_otel.sim import run_box
 from spark_otel.store import Store
@@ -185,3 +188,251 @@ def test_probe_levels_reach_an_otlp_export_as_load_windows(
     key = [(w.name, w.kind, w.engine, w.streams, w.start_unix_ns, w.end_unix_ns) for w in stored]
     assert [(w.name, w.kind, w.engine, w.streams, w.start_unix_ns, w.end_unix_ns) for w in exported] == key
     assert len(key) == 2
+
+
+class _PlainEngine:
+    """A vLLM-like engine on 127.0.0.1 that, like a real vLLM, answers no ``/sim/info``.
+
+    ``/v1/completions`` streams ``max_tokens`` SSE events ``step_s`` apart, then the usage chunk;
+    ``/metrics`` counts generated tokens and running requests in vLLM's names; ``/sim/gpu`` reads
+    ``busy_w`` while any answer streams and ``idle_w`` otherwise, with the energy integrated.
+    It misbehaves on request: completions after the first ``fail_after`` answer HTTP 503; the
+    ``stall``-th completion (1-based) trickles SSE comments and never ends; a finished request
+    stays counted as running for ``linger_s`` (a real engine's gauge lags its requests too).
+    """
+
+    def __init__(
+        self,
+        *,
+        step_s: float = 0.0,
+        fail_after: int | None = None,
+        stall: int | None = None,
+        linger_s: float = 0.0,
+        busy_w: float = 300.0,
+        idle_w: float = 100.0,
+    ) -> None:
+        import socket
+
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        self.step_s, self.fail_after, self.stall, self.linger_s = step_s, fail_after, stall, linger_s
+        self.busy_w, self.idle_w = busy_w, idle_w
+        self.completions = self.generated = self.running = self.streaming = 0
+        self.energy_j, self._since = 0.0, time.time_ns()
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        app = Starlette(
+            routes=[
+                Route("/v1/completions", self._complete, methods=["POST"]),
+                Route("/v1/models", self._models),
+                Route("/metrics", self._metrics),
+                Route("/sim/gpu", self._gpu),
+            ]
+        )
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]})
+
+    def __enter__(self) -> _PlainEngine:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            assert time.monotonic() < deadline, "test engine did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+        self._sock.close()
+
+    def _power(self) -> float:
+        return self.busy_w if self.streaming else self.idle_w
+
+    def _account(self) -> None:
+        now = time.time_ns()
+        self.energy_j += self._power() * (now - self._since) / 1e9
+        self._since = now
+
+    def _release(self) -> None:
+        self.running -= 1
+
+    async def _models(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"object": "list", "data": [{"id": "plain-model", "object": "model"}]})
+
+    async def _metrics(self, request):
+        from starlette.responses import PlainTextResponse
+
+        return PlainTextResponse(
+            "# TYPE vllm:generation_tokens_total counter\n"
+            f'vllm:generation_tokens_total{{model_name="plain-model"}} {self.generated}\n'
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="plain-model"}} {self.running}\n'
+        )
+
+    async def _gpu(self, request):
+        from starlette.responses import JSONResponse
+
+        self._account()
+        return JSONResponse({"power_w": self._power(), "energy_j": self.energy_j, "unix_ns": time.time_ns()})
+
+    async def _complete(self, request):
+        import asyncio
+        import json
+
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        body = await request.json()
+        self.completions += 1
+        number = self.completions
+        if self.fail_after is not None and number > self.fail_after:
+            return JSONResponse({"error": {"message": "engine is draining"}}, status_code=503)
+        tokens = int(body["max_tokens"])
+
+        async def events():
+            self.running += 1
+            self._account()
+            self.streaming += 1
+            try:
+                if number == self.stall:
+                    while True:
+                        yield b": still thinking\n\n"
+                        await asyncio.sleep(0.05)
+                for _ in range(tokens):
+                    self.generated += 1
+                    yield b'data: {"choices":[{"index":0,"text":"x"}]}\n\n'
+                    if self.step_s:
+                        await asyncio.sleep(self.step_s)
+                usage = {"prompt_tokens": 40, "completion_tokens": tokens, "total_tokens": 40 + tokens}
+                yield b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+                yield b"data: [DONE]\n\n"
+            finally:
+                self._account()
+                self.streaming -= 1
+                asyncio.get_running_loop().call_later(self.linger_s, self._release)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _cell(engine: str) -> Cell:
+    now = time.time_ns()
+    return Cell(
+        uid=f"c-{engine}", eval_name="golden", cell_id="1", engine=engine,
+        start_unix_ns=now - 60 * 10**9, end_unix_ns=now - 10**9, completion_tokens=600,
+    )  # fmt: skip
+
+
+def test_probe_of_an_engine_without_sim_info_is_labelled_by_its_address_and_warns_on_no_match(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.write_cells([_cell("qwen")])
+    with _PlainEngine() as engine:
+        report = run_probe(engine.url, ProbeSettings(streams=[1], tokens=32, gpu="none"), store=store)
+    host_port = engine.url.removeprefix("http://")
+    # Never the model id: the eval's cells name the engine, and a model id reads as another engine.
+    assert report.metadata.model == "plain-model"
+    assert report.metadata.engine == host_port
+    assert [w.engine for w in store.windows(kind="probe")] == [host_port]
+    [warning] = [w for w in report.warnings if "matches no engine" in w]
+    assert f"engine label {host_port!r} matches no engine of the recorded cells (qwen)" in warning
+    assert "--engine NAME=URL" in warning
+    assert warning in caplog.text
+
+
+def test_probe_cli_takes_name_equals_url_and_then_matches_the_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path = tmp_path / "s.sqlite"
+    with Store(store_path) as store:
+        store.write_cells([_cell("qwen")])
+    with _PlainEngine() as engine:
+        code = main([
+            "probe", "--engine", f"qwen={engine.url}", "--streams", "1", "--tokens", "32", "--gpu", "none",
+            "--store", str(store_path),
+        ])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "qwen (plain-model)" in out
+    assert "matches no engine" not in out
+    with Store(store_path) as store:
+        assert [w.engine for w in store.windows(kind="probe")] == ["qwen"]
+        [doc] = store.documents("probe")
+    assert doc["body"]["metadata"]["engine"] == "qwen"
+    assert doc["body"]["curve"]["engine"] == "qwen"
+
+
+def test_probe_failing_partway_keeps_prints_and_stores_the_levels_it_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path, json_path = tmp_path / "s.sqlite", tmp_path / "probe.json"
+    # The warm-up and level 1 are answered; every stream of level 2 gets HTTP 503.
+    with _PlainEngine(fail_after=2) as engine:
+        code = main([
+            "probe", "--engine", f"qwen={engine.url}", "--streams", "1,2", "--tokens", "32", "--gpu", "none",
+            "--store", str(store_path), "--json", str(json_path), "--name", "cut",
+        ])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "every stream at level 2 failed: HTTP 503" in captured.err
+    assert "qwen (plain-model)" in captured.out  # the partial table, printed before the error
+    assert "warning: the probe stopped before finishing" in captured.out
+    saved = ProbeReport.load_file(json_path)
+    assert [lv.streams for lv in saved.levels] == [1]
+    assert saved.levels[0].probe_tokens == 32
+    assert [p.streams for p in saved.curve.points] == [1]
+    assert any("level 2: 2 of 2 streams failed: HTTP 503" in w for w in saved.warnings)
+    with Store(store_path) as store:
+        assert [w.name for w in store.windows(kind="probe")] == ["probe 1 streams"]
+        [doc] = store.documents("probe")
+    assert doc["name"] == "cut"
+    assert load_probe_report(doc["body"]) == saved
+
+
+def test_probe_failing_partway_raises_with_the_partial_report(store: Store) -> None:
+    with _PlainEngine(fail_after=1) as engine, pytest.raises(ProbeIncomplete) as caught:
+        run_probe(engine.url, ProbeSettings(streams=[1, 4], tokens=16, warmup=False, gpu="none"), store=store)
+    assert isinstance(caught.value, EngineError)  # the CLI's exit 1
+    assert [lv.streams for lv in caught.value.report.levels] == [1]
+    [doc] = store.documents("probe")
+    assert load_probe_report(doc["body"]) == caught.value.report
+
+
+def test_a_level_whose_stream_stalls_keeps_the_streams_that_finished(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spark_otel.probe
+
+    monkeypatch.setattr(spark_otel.probe, "_LEVEL_GRACE_WALL_S", 0.5)
+    # The second stream of the level trickles comments and never ends; the first finishes at once.
+    with _PlainEngine(stall=2) as engine:
+        report = run_probe(
+            engine.url,
+            ProbeSettings(streams=[2], tokens=64, warmup=False, gpu="none", request_timeout_s=1.0),
+            store=store,
+        )
+    [level] = report.levels
+    assert level.probe_tokens == 64  # the finished stream is kept
+    assert level.errors == 1
+    assert level.error_messages == ["timed out"]
+    assert len(level.stream_rates) == 1
+    assert any("1 of 2 streams did not finish within 1.0 s" in w for w in report.warnings)
+    assert len(store.windows(kind="probe")) == 1
+
+
+def test_probe_power_covers_the_streams_not_the_wait_for_the_engine_to_settle(store: Store) -> None:
+    # 300 W while the answer streams (about 0.6 s), 100 W after; the engine's running count lags
+    # the finished request by 1 s, and the probe waits for it before its counter read.
+    with _PlainEngine(step_s=0.01, linger_s=1.0) as engine:
+        report = run_probe(
+            engine.url, ProbeSettings(streams=[1], tokens=60, warmup=False, gpu="sim"), store=store
+        )
+    [level] = report.levels
+    assert level.quiescent
+    assert level.requests_running_after == 0
+    assert level.power_w is not None
+    # Read after the settle wait, the mean would be about (0.6 x 300 + 1 x 100) / 1.6 = 175 W.
+    assert level.power_w > 250

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 
 from spark_otel import _clock
-from spark_otel._exceptions import InputError
+from spark_otel._exceptions import ConfigError, InputError
 from spark_otel.cli import main
 from spark_otel.probe import (
     LevelMeasurement,
     _Stream,
     _usage_from_tail,
+    default_engine_label,
     level_warnings,
+    parse_probe_engine,
     probe_prompt,
     summarize_level,
 )
@@ -191,3 +193,44 @@ def test_mean_power_uses_the_energy_counter_on_the_right_clock() -> None:
         37.0
     )
     assert mean_power(None, (S, 1.0, 1.0), [], real_time=True) is None
+
+
+def test_probe_engine_takes_a_bare_url_or_name_equals_url() -> None:
+    assert parse_probe_engine("qwen=http://127.0.0.1:8011") == ("qwen", "http://127.0.0.1:8011")
+    assert parse_probe_engine("http://127.0.0.1:8011") == (None, "http://127.0.0.1:8011")
+    # An '=' inside the URL (a query) is not a name.
+    assert parse_probe_engine("http://h:1/?a=b") == (None, "http://h:1/?a=b")
+    for bad in ("qwen=", "=http://h:1", "127.0.0.1:8011", "qwen=h:1"):
+        with pytest.raises(ConfigError, match="expected URL or NAME=URL"):
+            parse_probe_engine(bad)
+
+
+def test_an_engine_without_a_name_is_labelled_by_host_and_port_not_its_model() -> None:
+    assert default_engine_label("http://127.0.0.1:8011") == "127.0.0.1:8011"
+    assert default_engine_label("https://box.lan:8443/v1") == "box.lan:8443"
+
+
+def test_a_probe_with_no_rated_level_says_so_instead_of_a_validation_error() -> None:
+    zero = summarize_level(_measure([_Stream(start_ns=0, end_ns=S, completion_tokens=0)]))
+    with pytest.raises(InputError, match=r"no level measured a positive per-stream rate \(levels: 1\)"):
+        curve_of("qwen", [zero])
+    with pytest.raises(InputError, match=r"levels: none"):
+        curve_of("qwen", [])
+
+
+def test_probe_cli_refuses_two_different_engine_names(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "--engine", "qwen=http://127.0.0.1:1", "--engine-name", "nemotron", "--no-store"])
+    assert code == 2
+    assert "--engine names the engine 'qwen' but --engine-name says 'nemotron'" in capsys.readouterr().err
+
+
+def test_probe_cli_help_says_what_each_choice_means(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["probe", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "--engine [NAME=]URL" in text
+    assert "must match the engine label of the eval's cells" in text
+    assert "stream: SSE, gives time to first token" in text
+    assert "no parse cost" in text
+    assert "where mean power per level comes from" in text

@@ -11,24 +11,39 @@ streams) and, later, runs an eval at four workers on nemotron. Then it prints:
   - what each load cost the serial eval, from the eval's own records (Act 4),
   - the advisor's queue rules, with their evidence,
 
-and writes the HTML report. About a minute; no server to install. Cells go to the embedded
-store under run-tagged eval names, so `spark-otel cells` and the other commands see them.
+and writes the HTML report. About a minute; no server to install.
+
+The demo's records are simulated, so they go to a store of their own, DIR/store.sqlite beside the
+report (replaced on each run), never your own store. It prints the commands that read it, e.g.
+`spark-otel neighbour-cost --store spark-otel-demo/store.sqlite --eval demo-serial-<tag>`.
+--store PATH adds them to that store instead (eval names carry a run tag, cells source "demo").
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from .._exceptions import ConfigError
-from ._common import add_store_argument, print_table
+from ._common import print_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--speed", type=float, default=100.0, help="model seconds per real second (default 100)"
     )
-    add_store_argument(parser)
-    parser.add_argument("--out", default="spark-otel-demo", metavar="DIR", help="report directory")
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        default=None,
+        help="store to add the demo's records to (default: its own, DIR/store.sqlite, replaced each run)",
+    )
+    parser.add_argument(
+        "--out",
+        default="spark-otel-demo",
+        metavar="DIR",
+        help="report and store directory (default %(default)s)",
+    )
     parser.add_argument("--quick", action="store_true", help="a shorter schedule (about 30 s)")
 
 
@@ -99,4 +114,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"report: {result.report_path}")
     print(f"store:  {result.store_path} (evals {result.serial_eval}, {result.load_eval})")
     print(f"took {result.wall_s:.0f} s at {args.speed:g}x")
+    store = shlex.quote(str(result.store_path))
+    print("to explore the demo's records:")
+    for command in (
+        f"spark-otel neighbour-cost --store {store} --eval {result.serial_eval}",
+        f"spark-otel concurrency --store {store}",
+        f"spark-otel advise --store {store}",
+        f"spark-otel report --store {store} --out {shlex.quote(str(result.report_path.parent))}",
+    ):
+        print(f"  {command}")
     return 0

@@ -11,16 +11,25 @@ Each level is recorded in the embedded store as a load window ("probe N streams"
 run as a probe document, so `spark-otel neighbour-cost` and `spark-otel advise` see it.
 Against the simulated box, times read in model time (the engine's /sim/info speed).
 
-    spark-otel probe --engine http://127.0.0.1:8011 --streams 1,2,4,8,16,32 --tokens 512
+    spark-otel probe --engine qwen=http://127.0.0.1:8011 --streams 1,2,4,8,16,32 --tokens 512
+
+Name the engine as your eval's cells do (qwen=URL, or --engine-name): a probe labelled otherwise
+reads as load on another engine. Without a name, the label is the engine's /sim/info name, else
+the URL's host:port; the probe warns when no recorded cell carries its label. A probe that fails
+partway prints and stores the levels it measured before it stops with the error.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
 from ._common import add_store_argument, print_table
+
+if TYPE_CHECKING:
+    from ..probe_results import ProbeReport
 
 
 def _levels(text: str) -> list[int]:
@@ -34,13 +43,25 @@ def _levels(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", required=True, metavar="URL", help="engine base URL (http://host:port)")
+    parser.add_argument(
+        "--engine",
+        required=True,
+        metavar="[NAME=]URL",
+        help="engine base URL, optionally with the engine label your cells carry "
+        "(qwen=http://127.0.0.1:8011, as `spark-otel receive` takes it)",
+    )
     parser.add_argument(
         "--streams", type=_levels, default=[1, 2, 4, 8, 16, 32], help="levels (default 1,2,4,8,16,32)"
     )
     parser.add_argument("--tokens", type=int, default=512, help="output tokens per stream (default 512)")
     parser.add_argument("--model", help="model id (default: the engine's first listed model)")
-    parser.add_argument("--engine-name", help="engine label for load windows (default: /sim/info or model)")
+    parser.add_argument(
+        "--engine-name",
+        metavar="NAME",
+        help="engine label for the load windows and curve; must match the engine label of the eval's "
+        "cells, or neighbour-cost and advise read the probe as another engine (default: NAME from "
+        "--engine, else /sim/info's name, else the URL's host:port)",
+    )
     parser.add_argument("--prompt-chars", type=int, default=200, help="prompt length (default 200)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds per level (default 1)")
     parser.add_argument(
@@ -49,9 +70,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="send one untimed request first (default on)",
     )
-    parser.add_argument("--mode", choices=["stream", "plain"], default="stream", help="SSE or one JSON body")
+    parser.add_argument(
+        "--mode",
+        choices=["stream", "plain"],
+        default="stream",
+        help="stream: SSE, gives time to first token (default); plain: one JSON body per request, "
+        "no TTFT but no parse cost while the answer is produced",
+    )
     parser.add_argument("--name", help="run name for the stored probe document")
-    parser.add_argument("--gpu", choices=["auto", "sim", "nvml", "smi", "none"], default="auto")
+    parser.add_argument(
+        "--gpu",
+        choices=["auto", "sim", "nvml", "smi", "none"],
+        default="auto",
+        help="where mean power per level comes from: the simulated box's /sim/gpu, NVML, nvidia-smi, "
+        "or none; auto tries them in that order and leaves power out when none answers",
+    )
     parser.add_argument("--time-scale", type=float, help="model-time scale (default: the engine's /sim/info)")
     parser.add_argument("--timeout", type=float, default=900.0, help="per-request ceiling, model seconds")
     add_store_argument(parser)
@@ -104,12 +137,15 @@ def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from ..probe import ProbeSettings, run_probe
+    from ..probe import ProbeIncomplete, ProbeSettings, parse_probe_engine, run_probe
     from ..store import Store
     from ..telemetry import configure, otlp_configured
 
     if args.tokens < 1 or args.repeats < 1 or args.prompt_chars < 1:
         raise ConfigError("--tokens, --repeats and --prompt-chars must be positive")
+    name, url = parse_probe_engine(args.engine)
+    if name and args.engine_name and name != args.engine_name:
+        raise ConfigError(f"--engine names the engine {name!r} but --engine-name says {args.engine_name!r}")
     settings = ProbeSettings(
         streams=args.streams,
         tokens=args.tokens,
@@ -119,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         mode=args.mode,
         name=args.name,
-        engine=args.engine_name,
+        engine=args.engine_name or name,
         gpu=args.gpu,
         time_scale=args.time_scale,
         request_timeout_s=args.timeout,
@@ -131,15 +167,22 @@ def run(args: argparse.Namespace) -> int:
         telemetry = configure(service_name="spark-otel-probe", store=False)
     try:
         with Progress(transient=True) as progress:
-            task = progress.add_task(f"probing {args.engine}", total=total)
-            report = run_probe(
-                args.engine, settings, store=store, on_level=lambda _lv: progress.advance(task)
-            )
+            task = progress.add_task(f"probing {url}", total=total)
+            report = run_probe(url, settings, store=store, on_level=lambda _lv: progress.advance(task))
+    except ProbeIncomplete as exc:
+        _print_report(exc.report, args)  # what was measured before the failure, then the error
+        raise
     finally:
         if telemetry is not None:
             telemetry.shutdown()
         if store is not None:
             store.close()
+    _print_report(report, args)
+    return 0
+
+
+def _print_report(report: ProbeReport, args: argparse.Namespace) -> None:
+    settings = report.settings
     columns, rows = level_rows(report)
     print_table(
         f"{report.metadata.engine} ({report.metadata.model}), {settings.tokens} tokens", columns, rows
@@ -154,4 +197,3 @@ def run(args: argparse.Namespace) -> int:
 
         plot_probe(report, Path(args.plot))
         print(f"wrote {args.plot}")
-    return 0
