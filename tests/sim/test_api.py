@@ -246,3 +246,67 @@ def test_health_and_info(box: Box, http: httpx.Client) -> None:
     assert info["model"] == MODEL
     assert info["speed"] == SPEED
     assert info["engines"] == {"qwen": "dense", "nemotron": "moe"}
+
+
+LIMIT = 131072  # the profiles' max_model_len
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        # No max_tokens: the prompt alone fills (or overflows) the context.
+        ("/v1/completions", {"prompt": [7] * LIMIT}, "prompt"),
+        ("/v1/completions", {"prompt": [7] * (LIMIT + 5)}, "prompt"),
+        ("/v1/completions", {"prompt": [7] * (LIMIT + 5), "min_tokens": 0}, "prompt"),
+        # A max_tokens that would fit an empty context does not make the prompt's fault its own.
+        ("/v1/completions", {"prompt": [7] * LIMIT, "max_tokens": 1}, "prompt"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x" * (4 * LIMIT)}]}, "messages"),
+    ],
+)
+def test_a_prompt_that_leaves_no_room_is_a_400_naming_the_prompt(
+    box: Box, http: httpx.Client, path: str, body: dict, param: str
+) -> None:
+    before = box.stats("nemotron").finished
+    response = http.post(path, json={"model": MODEL, **body})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert f"maximum context length is {LIMIT} tokens" in error["message"]
+    assert "input tokens" in error["message"]
+    assert box.stats("nemotron").finished == before  # rejected, never queued
+
+
+def test_max_completion_tokens_past_the_context_names_max_completion_tokens(http: httpx.Client) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": LIMIT}
+    response = http.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "max_completion_tokens"
+
+
+def test_a_prompt_one_token_short_of_the_context_gets_exactly_one_token(http: httpx.Client) -> None:
+    response = http.post("/v1/completions", json={"model": MODEL, "prompt": [7] * (LIMIT - 1)})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["usage"] == {"prompt_tokens": LIMIT - 1, "completion_tokens": 1, "total_tokens": LIMIT}
+    assert body["choices"][0]["finish_reason"] == "length"
+
+
+def test_sim_info_reports_the_dropped_model_time(http: httpx.Client) -> None:
+    info = http.get("/sim/info").json()
+    assert info["dropped_model_s"] == 0.0
+
+
+def test_timings_record_each_finished_request_as_served(box: Box, client: openai.OpenAI) -> None:
+    for tokens in (1, 12):
+        client.completions.create(
+            model=MODEL, prompt="abcd" * 30, max_tokens=tokens, extra_body={"min_tokens": tokens}
+        )
+    *_, one, twelve = box.timings("nemotron")
+    assert (one.prompt_tokens, one.completion_tokens, one.finish_reason) == (30, 1, "length")
+    assert one.decode_rate is None  # one token has no decode phase
+    assert one.ttft_s is not None
+    assert one.ttft_s > 0
+    assert twelve.completion_tokens == 12
+    assert twelve.arrival_ns < twelve.first_token_ns < twelve.last_token_ns <= twelve.finished_ns
+    assert twelve.decode_rate == pytest.approx(box.predicted_rate("nemotron", 1), rel=1e-6)
+    assert twelve.e2e_s == pytest.approx(twelve.ttft_s + 11 / twelve.decode_rate)

@@ -1,11 +1,20 @@
-"""The article's curves, reproduced by a probe-style measurement against the running server.
+"""The article's curves, reproduced against the running server, measured two ways.
 
-Each level gets its own box, with the speed chosen so the level lasts about a second of wall
-time and the loopback carries at most a few thousand chunks a second: the figures must hold in
-model time whatever the speed, and a busy shared CPU must not decide the result.
+Each level gets its own box, with the speed chosen so the level's decode lasts at least two
+seconds of wall time and the loopback carries at most a few thousand chunks a second: the figures
+must hold in model time whatever the speed, and a busy shared CPU must not decide the result.
+
+- The server's own model-time stamps (`Box.timings`, first token to last) must match the article
+  within 5%: no handler or client delay reaches them, so only the timing model and its pacing do,
+  and pacing that slipped shows as ``dropped_model_s``.
+- The probe-style client reading the same streams, first token read to last token read, must come
+  within 10%: its reads can come late by whatever a loaded machine makes them, which over a
+  two-second decode is a few percent.
 """
 
 from __future__ import annotations
+
+import statistics
 
 import pytest
 from tests.sim.loopback import probe_level
@@ -14,6 +23,7 @@ from spark_otel.sim import DENSE, MOE, Profile, run_box
 
 TOKENS = 256  # per stream, pinned
 MAX_CHUNKS_PER_WALL_S = 3000.0
+MIN_DECODE_WALL_S = 2.0
 
 # (profile, streams, the article's per-stream tok/s; Appendix A)
 ARTICLE_CURVE = [
@@ -30,21 +40,24 @@ ARTICLE_CURVE = [
 
 
 def _speed_for(profile: Profile, n: int) -> float:
-    wall_s = max(0.5, n * TOKENS / MAX_CHUNKS_PER_WALL_S)
+    wall_s = max(MIN_DECODE_WALL_S, n * TOKENS / MAX_CHUNKS_PER_WALL_S)
     return TOKENS / (profile.per_stream_rate(n) * wall_s)
 
 
 @pytest.mark.parametrize(("profile", "n", "article"), ARTICLE_CURVE, ids=lambda v: getattr(v, "name", v))
-def test_probe_reproduces_the_article_per_stream_rate_within_5_percent(
-    profile: Profile, n: int, article: float
-) -> None:
+def test_probe_reproduces_the_article_per_stream_rate(profile: Profile, n: int, article: float) -> None:
     speed = _speed_for(profile, n)
     with run_box({"e": profile}, speed=speed) as box:
-        measured = probe_level(box.port("e"), box.model_id("e"), n, TOKENS, speed)
+        streams = probe_level(box.port("e"), box.model_id("e"), n, TOKENS)
         stats = box.stats("e")
+        timings = box.timings("e")
     assert stats.dropped_model_s == 0, "the process fell behind the wall clock; the measurement is void"
-    assert measured == pytest.approx(article, rel=0.05)
     assert stats.generation_tokens == n * TOKENS
+    assert [(t.completion_tokens, t.finish_reason) for t in timings] == [(TOKENS, "length")] * n
+    served = statistics.median(t.decode_rate for t in timings if t.decode_rate is not None)
+    assert served == pytest.approx(article, rel=0.05)
+    probed = statistics.median(s.decode_rate(speed) for s in streams)
+    assert probed == pytest.approx(article, rel=0.10)
 
 
 def test_aggregates_match_the_article_table() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 import signal
 import subprocess
@@ -49,6 +50,8 @@ def test_sim_serves_until_interrupted_and_prints_urls() -> None:
         assert response["usage"]["completion_tokens"] == 5
         proc.send_signal(signal.SIGINT)
         assert proc.wait(15) == 0
+        assert proc.stderr is not None
+        assert "Ctrl-C to stop." in proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -63,6 +66,8 @@ def test_duration_stops_the_server_by_itself() -> None:
     )  # fmt: skip
     assert result.returncode == 0
     assert "http://127.0.0.1:" in result.stdout
+    assert "Ctrl-C" not in result.stderr
+    assert "Stopping after 0.2 s." in result.stderr
     assert time.monotonic() - started < 20
 
 
@@ -73,6 +78,11 @@ def test_duration_stops_the_server_by_itself() -> None:
         (["--engine", "qwen=0:sparse"], "unknown engine profile 'sparse'"),
         (["--engine", "a=0:dense", "--engine", "a=0:moe"], "unique"),
         (["--engine", "a=0:dense", "--contention", "-2"], "contention"),
+        (
+            ["--engine", "a=0:dense", "--duration", "-5"],
+            "--duration must be a finite number of seconds >= 0, got -5",
+        ),
+        (["--engine", "a=0:dense", "--duration", "nan"], "--duration must be"),
     ],
 )
 def test_bad_options_are_one_line_errors_with_exit_2(argv: list[str], message: str, capsys) -> None:
@@ -92,3 +102,37 @@ def test_a_busy_port_is_an_error_naming_the_engine(capsys) -> None:
         port = taken.getsockname()[1]
         assert main(["sim", "--engine", f"qwen={port}:dense"]) == 2
     assert f"engine 'qwen': cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_a_bound_engine_port_cannot_be_shared_by_another_reuseaddr_socket() -> None:
+    import socket
+
+    from spark_otel.sim import DENSE, EngineSpec
+    from spark_otel.sim.server import _bind
+
+    sock = _bind("127.0.0.1", EngineSpec("qwen", DENSE, 0))
+    try:
+        port = sock.getsockname()[1]
+        with socket.socket() as other:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            with pytest.raises(OSError, match="in use") as info:
+                other.bind(("127.0.0.1", port))
+            assert info.value.errno == errno.EADDRINUSE
+    finally:
+        sock.close()
+
+
+def test_a_port_another_socket_only_bound_is_the_boxs_once_it_runs() -> None:
+    import socket
+
+    from spark_otel.sim import run_box
+
+    with socket.socket() as early:
+        early.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        early.bind(("127.0.0.1", 0))
+        port = early.getsockname()[1]
+        with run_box({"qwen": "dense"}, speed=100, ports={"qwen": port}) as box:
+            with pytest.raises(OSError, match="in use") as info:
+                early.listen()  # the box listens; the other socket cannot also serve the port
+            assert info.value.errno == errno.EADDRINUSE
+            assert httpx.get(box.url("qwen") + "/health", timeout=10).status_code == 200

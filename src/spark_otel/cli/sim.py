@@ -8,8 +8,9 @@ every figure it reports (/metrics histograms, /sim/gpu energy, timestamps) stays
 
     spark-otel sim --engine qwen=8011:dense --engine nemotron=8012:moe --speed 100
 
-Runs until Ctrl-C. Each engine serves /v1/completions, /v1/chat/completions, /v1/models,
-/health, /metrics (vLLM V1 names), /sim/info and /sim/gpu (the box's GPU readout).
+Runs until Ctrl-C, or for --duration SECONDS of real time. Each engine serves /v1/completions,
+/v1/chat/completions, /v1/models, /health, /metrics (vLLM V1 names), /sim/info and /sim/gpu
+(the box's GPU readout).
 """
 
 from __future__ import annotations
@@ -57,8 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._exceptions import ConfigError
     from ..sim import parse_engine_spec, run_box
 
+    duration = args.duration
+    if duration is not None and not (math.isfinite(duration) and duration >= 0):
+        raise ConfigError(f"--duration must be a finite number of seconds >= 0, got {duration:g}")
     specs = [parse_engine_spec(text) for text in (args.engine or DEFAULT_ENGINES)]
     with run_box(specs, speed=args.speed, seed=args.seed, host=args.host, contention=args.contention) as box:
         speed = "as fast as possible" if math.isinf(box.speed) else f"{box.speed:g}x real time"
@@ -66,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
         for name in box.engines:
             profile = box.profile(name)
             print(f"  {name:<12} {profile.name:<6} {profile.model_id:<24} {box.url(name)}/v1", flush=True)
-        print("Ctrl-C to stop.", file=sys.stderr, flush=True)
+        if duration is None:
+            print("Ctrl-C to stop.", file=sys.stderr, flush=True)
+        else:
+            print(f"Stopping after {duration:g} s.", file=sys.stderr, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
-            threading.Event().wait(args.duration)
+            threading.Event().wait(duration)
     return 0

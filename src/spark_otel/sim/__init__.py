@@ -10,7 +10,7 @@ The servers need the ``sim`` extra (uvicorn, starlette): ``pip install 'spark-ot
 
 from __future__ import annotations
 
-from .box import BoxModel, EngineStats, GpuReadout, draw_output_tokens
+from .box import BoxModel, EngineStats, GpuReadout, RequestTiming, draw_output_tokens
 from .profiles import DENSE, MOE, PROFILES, Profile, get_profile
 from .server import Box, EngineSpec, parse_engine_spec, run_box
 
@@ -24,6 +24,7 @@ __all__ = [
     "EngineStats",
     "GpuReadout",
     "Profile",
+    "RequestTiming",
     "draw_output_tokens",
     "get_profile",
     "parse_engine_spec",

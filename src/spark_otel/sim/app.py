@@ -171,7 +171,15 @@ class _EngineApp:
         if model not in self.served_names:
             raise _ApiError(404, f"The model `{model}` does not exist.", "model", "model_not_found")
 
-    def _submit(self, params: _CommonParams, max_tokens: int | None, prompt: tuple[int, str]) -> SimRequest:
+    def _submit(
+        self,
+        params: _CommonParams,
+        max_tokens: int | None,
+        prompt: tuple[int, str],
+        *,
+        prompt_param: str,
+        max_tokens_param: str = "max_tokens",
+    ) -> SimRequest:
         self._check_model(params.model)
         if params.n != 1:
             raise _ApiError(400, f"n: the simulator produces one choice per request, got {params.n}", "n")
@@ -179,6 +187,15 @@ class _EngineApp:
             raise _ApiError(400, "stream_options: only allowed when stream is true", "stream_options")
         prompt_tokens, prompt_key = prompt
         limit = self.engine.profile.max_model_len
+        if prompt_tokens >= limit:
+            # As vLLM: a prompt that leaves no room for one output token is the prompt's fault,
+            # whatever max_tokens says (or when it says nothing).
+            raise _ApiError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your request has "
+                f"{prompt_tokens} input tokens. Please reduce the length of the input {prompt_param}.",
+                prompt_param,
+            )
         if max_tokens is None:
             max_tokens = limit - prompt_tokens
         if prompt_tokens + max_tokens > limit:
@@ -187,12 +204,12 @@ class _EngineApp:
                 f"This model's maximum context length is {limit} tokens. However, you requested "
                 f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in "
                 "the completion). Please reduce the length of the messages or completion.",
-                "max_tokens",
+                max_tokens_param,
             )
         if params.min_tokens > max_tokens:
             raise _ApiError(
                 400,
-                f"min_tokens ({params.min_tokens}) must be at most max_tokens ({max_tokens})",
+                f"min_tokens ({params.min_tokens}) must be at most {max_tokens_param} ({max_tokens})",
                 "min_tokens",
             )
         return self.engine.submit(
@@ -208,7 +225,7 @@ class _EngineApp:
             params = _CompletionParams.model_validate(await _json_body(request))
         except ValidationError as exc:
             raise _validation_error(exc) from None
-        req = self._submit(params, params.max_tokens, _completion_prompt(params))
+        req = self._submit(params, params.max_tokens, _completion_prompt(params), prompt_param="prompt")
         return self._respond(req, params, chat=False)
 
     async def chat_completions(self, request: Request) -> Response:
@@ -216,10 +233,17 @@ class _EngineApp:
             params = _ChatParams.model_validate(await _json_body(request))
         except ValidationError as exc:
             raise _validation_error(exc) from None
-        max_tokens = (
-            params.max_completion_tokens if params.max_completion_tokens is not None else params.max_tokens
+        max_tokens: int | None = params.max_tokens
+        max_tokens_param = "max_tokens"
+        if params.max_completion_tokens is not None:
+            max_tokens, max_tokens_param = params.max_completion_tokens, "max_completion_tokens"
+        req = self._submit(
+            params,
+            max_tokens,
+            _chat_prompt(params),
+            prompt_param="messages",
+            max_tokens_param=max_tokens_param,
         )
-        req = self._submit(params, max_tokens, _chat_prompt(params))
         return self._respond(req, params, chat=True)
 
     def _respond(self, req: SimRequest, params: _CommonParams, chat: bool) -> Response:
@@ -267,6 +291,9 @@ class _EngineApp:
                 "engines": {name: e.profile.name for name, e in self.box.engines.items()},
                 # The box's model clock now; another process can align its own model clock to it.
                 "unix_ns": self.box.clock.unix_ns(self.box.clock.now_ns()),
+                # Model time this engine skipped because the process fell behind the wall clock;
+                # while it grows, measured rates read slower than the profile.
+                "dropped_model_s": self.engine.dropped_ns / 1e9,
             }
         )
 

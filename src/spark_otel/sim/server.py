@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import _clock
 from .._exceptions import ConfigError
-from .box import BoxModel, EngineStats
+from .box import BoxModel, EngineStats, RequestTiming
 from .profiles import Profile, get_profile
 
 __all__ = ["Box", "EngineSpec", "parse_engine_spec", "run_box"]
@@ -34,6 +34,7 @@ __all__ = ["Box", "EngineSpec", "parse_engine_spec", "run_box"]
 _logger = logging.getLogger(__name__)
 _START_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 10.0
+_BACKLOG = 2048  # uvicorn's default
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,19 @@ def _specs(
 
 
 def _bind(host: str, spec: EngineSpec) -> socket.socket:
+    """A socket listening on ``host:port``: the port is this box's alone once this returns.
+
+    SO_REUSEADDR lets a restarted sim take its port back while old connections sit in TIME_WAIT,
+    but it also lets two sockets that both set it bind one port as long as neither listens. So
+    listen at once: a port another socket listens on fails here, naming the engine, and a socket
+    that had only bound it fails at its own listen instead of sharing the port with this box.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, spec.port))
+        sock.listen(_BACKLOG)
     except OSError as exc:
         sock.close()
         raise ConfigError(
@@ -230,6 +239,11 @@ class Box:
     def stats(self, name: str) -> EngineStats:
         self._spec(name)
         return self.model.engines[name].stats()
+
+    def timings(self, name: str) -> list[RequestTiming]:
+        """Model-time stamps of ``name``'s last 4,096 finished requests, oldest first."""
+        self._spec(name)
+        return list(self.model.engines[name].timings)  # one C call: atomic against the box's thread
 
     def gpu(self) -> dict[str, Any]:
         """The same readout ``GET /sim/gpu`` serves."""
