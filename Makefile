@@ -16,7 +16,8 @@ dashboards:
 dashboards-check:
 	$(PYTHON) -m dashboards.build --check
 
-# Lint and the whole test suite, with the built collector (Prometheus comes from PATH).
+# CI's test command (`ruff check . && mypy && pytest -q`, see .ci/run) in the venv, with the
+# built collector (Prometheus comes from PATH).
 test:
-	.venv/bin/ruff check .
-	SPARK_OTEL_OTELCOL="$$(bash scripts/build-collector.sh | tail -n 1)" $(PYTHON) -m pytest -q
+	.venv/bin/ruff check . && .venv/bin/mypy && \
+	SPARK_OTEL_OTELCOL="$$(bash scripts/build-collector.sh | tail -n 1)" .venv/bin/pytest -q

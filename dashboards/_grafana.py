@@ -23,6 +23,8 @@ TOKENS_PER_S = "suffix: tok/s"
 # Selectors every query applies; `$engine` and `$eval` are the dashboards' variables.
 ENGINE_SEL = f'{s.ENGINE}=~"$engine"'
 EVAL_SEL = f'{s.EVAL}=~"$eval"'
+# What Grafana sends for "All" on a multi-select variable.
+ALL_VALUE = ".*"
 
 
 @dataclass(frozen=True)
@@ -76,25 +78,53 @@ def stat(title: str, description: str, unit: str, queries: list[Query], *, width
     return panel
 
 
-def _variable(name: str, label: str, label_name: str, description: str) -> gd.QueryVariable:
-    return (
+def variable(name: str, label: str, source: str, description: str, *, multi: bool = True) -> gd.QueryVariable:
+    """A Prometheus query variable over ``label_values(source)``.
+
+    Multi-select variables offer "All", sent as ``.*`` (so only ``=~`` may use them); a
+    single-select one is sent as the one value picked, so negative matchers on it keep meaning.
+    """
+    var = (
         gd.QueryVariable(name)
         .label(label)
         .description(description)
         .datasource(PROMETHEUS)
-        .query({"query": f"label_values({label_name})", "refId": "VariableQuery"})
-        .definition(f"label_values({label_name})")
+        .query({"query": f"label_values({source})", "refId": "VariableQuery"})
+        .definition(f"label_values({source})")
         .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
         .sort(dm.VariableSort.ALPHABETICAL_ASC)
-        .multi(True)
-        .include_all(True)
-        .all_value(".*")
-        .current(dm.VariableOption(selected=True, text=["All"], value=["$__all"]))
+        .multi(multi)
+        .include_all(multi)
+    )
+    if multi:
+        everything = dm.VariableOption(selected=True, text=["All"], value=["$__all"])
+        var = var.all_value(ALL_VALUE).current(everything)
+    return var
+
+
+def engine_variable(*, multi: bool = True) -> gd.QueryVariable:
+    if multi:
+        return variable("engine", "Engine", s.ENGINE, "The engines (spark_otel.engine) to show.")
+    return variable(
+        "engine",
+        "Engine",
+        s.ENGINE,
+        "The engine (spark_otel.engine) the eval runs on; every other engine is its neighbour.",
+        multi=False,
     )
 
 
-def new_dashboard(uid: str, title: str, description: str, *, eval_variable: bool = True) -> gd.Dashboard:
-    """A dashboard with the engine variable and, unless it shows box-wide gauges only, eval."""
+def new_dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    *,
+    eval_variable: bool = True,
+    engine: gd.QueryVariable | None = None,
+    extra: list[gd.QueryVariable] | None = None,
+) -> gd.Dashboard:
+    """A dashboard with the engine variable (multi-select unless ``engine`` is given) and,
+    unless it shows box-wide gauges only, eval."""
     dash = (
         gd.Dashboard(title)
         .uid(uid)
@@ -105,10 +135,12 @@ def new_dashboard(uid: str, title: str, description: str, *, eval_variable: bool
         .refresh("30s")
         .timezone("browser")
         .tooltip(dm.DashboardCursorSync.CROSSHAIR)
-        .with_variable(_variable("engine", "Engine", s.ENGINE, "The engines (spark_otel.engine) to show."))
+        .with_variable(engine or engine_variable())
     )
+    for var in extra or []:
+        dash = dash.with_variable(var)
     if eval_variable:
-        dash = dash.with_variable(_variable("eval", "Eval", s.EVAL, "The evals (spark_otel.eval) to show."))
+        dash = dash.with_variable(variable("eval", "Eval", s.EVAL, "The evals (spark_otel.eval) to show."))
     return dash
 
 

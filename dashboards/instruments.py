@@ -2,6 +2,9 @@
 
 The GPU's utilization and power against the engines' tokens/s, and Nsight's SM Issue: the
 busy gauge pins at 96% and power barely moves while throughput rises many times over.
+
+GPUs are told apart by box and GPU id: every box has a GPU 0. A box is the ``instance`` label,
+the ``service.instance.id`` of the process that samples it (``spark-otel receive --gpu``).
 """
 
 from __future__ import annotations
@@ -9,26 +12,42 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as gd
 
 from . import series as s
-from ._grafana import ENGINE_SEL, TOKENS_PER_S, Query, legend, new_dashboard, timeseries
+from ._grafana import ENGINE_SEL, TOKENS_PER_S, Query, legend, new_dashboard, timeseries, variable
 
 UID = "spark-otel-instruments"
 
+BOX_SEL = f'{s.INSTANCE}=~"$box"'
+_GPU = f"{s.INSTANCE}, {s.GPU_ID}"
+
 GPU_UTILIZATION = Query(
-    f"max by ({s.GPU_ID}) ({s.GPU_UTILIZATION})", legend("utilization.gpu, GPU {0}", s.GPU_ID)
+    f"max by ({_GPU}) ({s.GPU_UTILIZATION}{{{BOX_SEL}}})",
+    legend("utilization.gpu, {0} GPU {1}", s.INSTANCE, s.GPU_ID),
 )
-GPU_POWER = Query(f"max by ({s.GPU_ID}) ({s.GPU_POWER})", legend("power.draw, GPU {0}", s.GPU_ID))
-TOKENS_RATE = Query(
-    f"sum(rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}}}[$__rate_interval]))", "tokens/s, selected engines"
+GPU_POWER = Query(
+    f"max by ({_GPU}) ({s.GPU_POWER}{{{BOX_SEL}}})", legend("power.draw, {0} GPU {1}", s.INSTANCE, s.GPU_ID)
 )
+_TOKENS_BY_BOX = (
+    f"sum by ({s.INSTANCE}) (rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}, {BOX_SEL}}}[$__rate_interval]))"
+)
+TOKENS_RATE = Query(_TOKENS_BY_BOX, legend("{0}: tokens/s, selected engines", s.INSTANCE))
+# Each box's tokens over that box's own GPUs' power, never over every box's.
 TOKENS_PER_WATT = Query(
-    f"sum(rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}}}[$__rate_interval])) / sum({s.GPU_POWER})",
-    "tokens per joule",
+    f"{_TOKENS_BY_BOX} / on ({s.INSTANCE}) sum by ({s.INSTANCE}) ({s.GPU_POWER}{{{BOX_SEL}}})",
+    legend("{0}: tokens per joule", s.INSTANCE),
 )
 NSIGHT_SM_ISSUE = Query(
     f'{s.NSIGHT_METRIC}{{{s.NSIGHT_NAME}="SM Issue"}}', legend("SM Issue, {0}", s.NSIGHT_CAPTURE)
 )
 NSIGHT_GR_ACTIVE = Query(
     f'{s.NSIGHT_METRIC}{{{s.NSIGHT_NAME}="GR Active"}}', legend("GR Active, {0}", s.NSIGHT_CAPTURE)
+)
+
+BOX = variable(
+    "box",
+    "Box",
+    f"{s.GPU_POWER}, {s.INSTANCE}",
+    "The boxes to show: the service.instance.id of the process sampling each box's GPUs "
+    "(spark-otel receive --gpu), which also exports that box's engine counters.",
 )
 
 
@@ -40,12 +59,13 @@ def build() -> gd.Dashboard:
             "Which gauge measures load: GPU utilization and power against tokens/s, and Nsight's "
             "SM Issue. utilization.gpu is a resident-kernel flag; it does not move with load.",
             eval_variable=False,
+            extra=[BOX],
         )
         .with_panel(
             timeseries(
                 "GPU utilization (the busy gauge)",
                 "nvidia-smi's utilization.gpu: the fraction of sample periods with any kernel "
-                "resident. During decode it pins near 96% whatever the load.",
+                "resident, per box and GPU. During decode it pins near 96% whatever the load.",
                 "percentunit",
                 [GPU_UTILIZATION],
             )
@@ -53,8 +73,8 @@ def build() -> gd.Dashboard:
         .with_panel(
             timeseries(
                 "Tokens per second",
-                "What the engines actually produce: the generation counters' rate. Compare its "
-                "swing with the busy gauge's beside it.",
+                "What the engines actually produce: the generation counters' rate, per box. "
+                "Compare its swing with the busy gauge's beside it.",
                 TOKENS_PER_S,
                 [TOKENS_RATE],
             )
@@ -62,8 +82,8 @@ def build() -> gd.Dashboard:
         .with_panel(
             timeseries(
                 "GPU power",
-                "power.draw: 34 to 40 W across a 17× throughput range in the article; no better "
-                "a load gauge than utilization.",
+                "power.draw per box and GPU: 34 to 40 W across a 17× throughput range in the "
+                "article; no better a load gauge than utilization.",
                 "watt",
                 [GPU_POWER],
             )
@@ -71,8 +91,10 @@ def build() -> gd.Dashboard:
         .with_panel(
             timeseries(
                 "Tokens per joule",
-                "Engine tokens per second over GPU watts: how much work each joule buys. Rises "
-                "with batching while power stays flat.",
+                "Each box's engine tokens per second over the same box's GPU watts: how much work "
+                "each joule buys. Rises with batching while power stays flat. Needs the engine "
+                "counters from the box's spark-otel receive (the scrape path labels them with "
+                "the engine's address instead).",
                 "suffix: tok/J",
                 [TOKENS_PER_WATT],
             )

@@ -4,7 +4,9 @@ dashboard-linter cannot be installed here (its go.mod has replace directives and
 AGPL modules), so its rules that apply to OpenTelemetry-derived series are re-implemented:
 panel-datasource, template-datasource, panel-title-description, panel-units,
 panel-no-targets, target-rate-interval, target-counter-agg; plus unique uids and panel ids,
-and every template variable used by some query. All functions are pure: JSON in, problems out.
+every template variable used by some query, and matchers that fit their variable: a
+multi-select or "All" variable is sent as a regex (``.*`` for All), so only ``=~`` may use
+it. All functions are pure: JSON in, problems out.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _KEYWORDS = frozenset(
 _COUNTER_SUFFIXES = ("_total", "_sum", "_count", "_bucket")
 _RANGE_FUNCS = re.compile(r"\b(rate|irate|increase)\s*\(")
 _VAR = re.compile(r"\$(?:\{(\w+)[^}]*\}|(\w+))")
+_MATCHER_ON_VAR = re.compile(r'(=~|!~|!=|=)\s*"\$\{?(\w+)')
 
 
 def _skeleton(expr: str) -> str:
@@ -122,7 +125,7 @@ def lint_dashboard(model: dict[str, Any], datasource_uids: Iterable[str]) -> lis
 
     if not model.get("uid"):
         add("dashboard", "no uid")
-    ids: set[int] = set()
+    ids: set[object] = set()
     exprs: list[str] = []
     for panel in _panels(model):
         where = f"panel {panel.get('title', '?')!r}"
@@ -154,10 +157,18 @@ def lint_dashboard(model: dict[str, Any], datasource_uids: Iterable[str]) -> lis
             for name in counters_not_aggregated(expr):
                 add(where, f"query {target.get('refId')}: counter {name} not wrapped in rate/increase")
     used = {a or b for expr in exprs for a, b in _VAR.findall(expr)}
+    matchers = {(op, name) for expr in exprs for op, name in _MATCHER_ON_VAR.findall(expr)}
     for variable in model.get("templating", {}).get("list", []):
         name = variable.get("name")
         if name not in used:
             add(f"variable {name!r}", "not used by any query")
+        if variable.get("multi") or variable.get("includeAll"):
+            for op in sorted(op for op, var in matchers if var == name and op != "=~"):
+                add(
+                    f"variable {name!r}",
+                    f'{op}"${name}" on a multi-value or All variable (sent as a regex, .* for All): '
+                    "use =~ or make it single-select",
+                )
         vds = (variable.get("datasource") or {}).get("uid")
         if variable.get("type") == "query" and vds not in uids:
             add(f"variable {name!r}", f"datasource uid {vds!r} is not provisioned")

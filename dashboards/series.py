@@ -29,6 +29,10 @@ MODEL = label(sc.GEN_AI_REQUEST_MODEL)
 SPAN_KIND_LABEL = label(sc.SPAN_KIND_ATTR)
 GPU_ID = label(sc.GPU_ID)
 NSIGHT_CAPTURE = label(sc.NSIGHT_CAPTURE)
+# Prometheus' remote write turns the resource's service.instance.id into `instance` (and
+# service.name into `job`): the process that sent a series, e.g. one box's `spark-otel receive`.
+INSTANCE = "instance"
+JOB = "job"
 
 # Cells (spark_otel._instruments)
 CELL_DECODE_RATE = prometheus_name(sc.CELL_DECODE_RATE_METRIC, "{token}/s", Kind.HISTOGRAM)

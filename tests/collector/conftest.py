@@ -3,16 +3,16 @@ factory that starts the collector, the Tempo stand-in and Prometheus on free 127
 temp dirs and always stops them.
 
 Where the binaries come from: ``SPARK_OTEL_OTELCOL`` (set by ``.ci/run``), else the cached
-build of ``scripts/build-collector.sh`` (built here on first use when Go is present), and
-``prometheus`` / ``promtool`` on PATH. With ``SPARK_OTEL_REQUIRE_REAL_COMPONENTS=1`` or ``CI``
-set, a missing binary fails the test; locally it skips with the reason.
+build of ``scripts/build-collector.sh`` (built on first use when Go is present), and
+``prometheus`` / ``promtool`` on PATH. The collector is found, or built, once the tests are
+collected and before any runs, so a cold build (minutes) is never cut off by a test's timeout.
+With ``SPARK_OTEL_REQUIRE_REAL_COMPONENTS=1`` or ``CI`` set, a missing binary fails the test;
+locally it skips with the reason.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,29 +25,30 @@ for _path in (Path(__file__).parent, Path(__file__).resolve().parents[2]):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from collector_stack import ROOT, Stack, missing, start_stack  # noqa: E402
+from collector_stack import OTELCOL_KEY, Stack, Unusable, missing, resolve_otelcol, start_stack  # noqa: E402
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Find or build the collector after collection, outside every test's timeout."""
+    if config.option.collectonly:
+        return
+    if not any("otelcol_bin" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    config.stash[OTELCOL_KEY] = resolve_otelcol(reporter.write_line if reporter else None)
 
 
 @pytest.fixture(scope="session")
-def otelcol_bin() -> Path:
-    env = os.environ.get("SPARK_OTEL_OTELCOL")
-    if env:
-        path = Path(env)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            pytest.fail(f"SPARK_OTEL_OTELCOL={env}: not an executable file")
-        return path
-    if shutil.which("go") is None:
-        missing("no collector: SPARK_OTEL_OTELCOL is unset and Go is not installed to build one")
-    proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-collector.sh")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if proc.returncode != 0:
-        missing(f"building the collector failed: {proc.stderr[-2000:]}")
-    return Path(proc.stdout.strip().splitlines()[-1])
+def otelcol_bin(pytestconfig: pytest.Config) -> Path:
+    resolved = pytestconfig.stash.get(OTELCOL_KEY, None)
+    if resolved is None:
+        pytest.fail("the collector was not resolved at collection (tests/collector/conftest.py hook)")
+    if isinstance(resolved, Unusable):
+        if resolved.always_fails:
+            pytest.fail(resolved.reason)
+        missing(resolved.reason)
+    return resolved
 
 
 @pytest.fixture(scope="session")

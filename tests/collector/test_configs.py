@@ -7,13 +7,25 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
-from collector_stack import COLLECTOR_DIR, ROOT, Prometheus, Service, free_ports, prometheus_config
+from collector_stack import (
+    COLLECTOR_DIR,
+    OTELCOL_KEY,
+    ROOT,
+    Prometheus,
+    Service,
+    Unusable,
+    free_ports,
+    prometheus_config,
+    resolve_otelcol,
+)
 
 from spark_otel import _semconv as sc
 
@@ -181,10 +193,16 @@ def vllm_endpoint() -> Iterator[str]:
         server.server_close()
 
 
-def test_prometheus_scrape_path_renames_vllm_series_for_the_dashboards(
+def test_prometheus_ships_the_scrape_path_off_and_reads_targets_without_a_restart(
     prometheus_bin: Path, tmp_path: Path, vllm_endpoint: str
 ) -> None:
-    config = prometheus_config(tmp_path, engine_targets={"qwen": vllm_endpoint})
+    """Shape 2 of docs/deploy.md runs `spark-otel receive`; an engine scraped as well would double
+    every series, so the shipped `engines` job has no targets until engines.d/ lists some."""
+    shipped = yaml.safe_load((COLLECTOR_DIR / "prometheus.yml").read_text())
+    job = next(j for j in shipped["scrape_configs"] if j["job_name"] == "engines")
+    assert "static_configs" not in job
+    assert [sd["files"] for sd in job["file_sd_configs"]] == [["engines.d/*.yml"]]
+    config = prometheus_config(tmp_path)
     (port,) = free_ports(1)
     prom = Service(
         "prometheus",
@@ -200,9 +218,19 @@ def test_prometheus_scrape_path_renames_vllm_series_for_the_dashboards(
         f"http://127.0.0.1:{port}/-/ready",
     )
     api = Prometheus(prom, f"http://127.0.0.1:{port}", config)
+
+    def engine_targets() -> list[dict]:
+        body = httpx.get(f"{api.url}/api/v1/targets", timeout=10).json()
+        return [t for t in body["data"]["activeTargets"] if t["labels"].get("job") == "engines"]
+
     try:
         prom.start()
+        time.sleep(1.0)  # a discovery round
+        assert engine_targets() == []
+        # The documented switch: list the engine in engines.d/ (the example's format).
+        prometheus_config(tmp_path, engine_targets={"qwen": vllm_endpoint})
         result = api.wait_for('spark_otel_engine_generation_tokens_total{spark_otel_engine="qwen"}', 30)
+        assert [t["labels"]["instance"] for t in engine_targets()] == [vllm_endpoint]
         assert [float(r["value"][1]) for r in result] == [1739.0]
         assert r"engine_index" in result[0]["metric"]
         running = api.query('spark_otel_engine_requests_running{spark_otel_engine="qwen"}')
@@ -213,6 +241,25 @@ def test_prometheus_scrape_path_renames_vllm_series_for_the_dashboards(
         assert not api.query('{__name__=~"vllm:(generation_tokens_total|num_requests_running)"}')
     finally:
         prom.stop()
+
+
+def test_collector_is_resolved_at_collection_outside_any_test_timeout(
+    pytestconfig: pytest.Config, otelcol_bin: Path
+) -> None:
+    """A cold build takes minutes: it runs once the tests are collected, never inside a test."""
+    assert pytestconfig.stash[OTELCOL_KEY] == otelcol_bin
+
+
+def test_unusable_collector_path_fails_even_outside_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    not_executable = tmp_path / "otelcol-spark"
+    not_executable.write_text("")
+    monkeypatch.setenv("SPARK_OTEL_OTELCOL", str(not_executable))
+    resolved = resolve_otelcol()
+    assert isinstance(resolved, Unusable)
+    assert resolved.always_fails
+    assert "not an executable file" in resolved.reason
 
 
 def test_tempo_config_is_monolithic_3x_with_generator_writing_to_prometheus() -> None:
@@ -244,7 +291,11 @@ def test_grafana_datasources_link_traces_to_metrics() -> None:
     assert sources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"][0]["datasourceUid"] == "tempo"
     t2m = sources["tempo"]["jsonData"]["tracesToMetrics"]
     assert t2m["datasourceUid"] == "prometheus"
-    assert {tag["key"] for tag in t2m["tags"]} >= {sc.EVAL_NAME, sc.ENGINE}
+    tags = {tag["key"]: tag.get("value", tag["key"]) for tag in t2m["tags"]}
+    assert tags[sc.EVAL_NAME] == "spark_otel_eval"
+    assert tags[sc.ENGINE] == "spark_otel_engine"
+    # Remote write carries service.name as `job`; the end-to-end test runs these queries live.
+    assert tags["service.name"] == "job"
     # Grafana expands $VAR in provisioning files: the query macro must be escaped as $$.
     for query in t2m["queries"]:
         assert "$$__tags" in query["query"]
@@ -288,8 +339,26 @@ def test_compose_cross_references_hold() -> None:
     mounted = {m.split(":")[1] for m in services["prometheus"]["volumes"]}
     for rule_file in prom_config["rule_files"]:
         assert f"/etc/prometheus/{rule_file}" in mounted
+    for job in prom_config["scrape_configs"]:
+        for sd in job.get("file_sd_configs", []):
+            for pattern in sd["files"]:
+                assert f"/etc/prometheus/{Path(pattern).parent}" in mounted, pattern
     grafana_env = services["grafana"]["environment"]
     datasource_urls = {d["uid"]: d["url"] for d in _provisioned_datasources()}
     assert "PROMETHEUS_URL" in datasource_urls["prometheus"]
     assert grafana_env["PROMETHEUS_URL"] == "http://prometheus:9090"
     assert grafana_env["TEMPO_URL"].startswith("http://tempo:3200")
+
+
+def test_make_test_runs_what_ci_runs() -> None:
+    """`make test` promises CI's steps: .ci/run's test command, each step in the venv, in order."""
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    steps = [step.strip() for step in ci.split("&&")]
+    assert steps == ["ruff check .", "mypy", "pytest -q"]
+    proc = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "test"], capture_output=True, text=True, timeout=60, check=True
+    )
+    recipe = proc.stdout.replace("\\\n", " ")
+    positions = [recipe.find(f".venv/bin/{step}") for step in steps]
+    assert -1 not in positions, recipe
+    assert positions == sorted(positions), recipe

@@ -7,12 +7,24 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from collector_stack import COLLECTOR_DIR, ROOT, grafana_expr
+from collector_stack import (
+    COLLECTOR_DIR,
+    ROOT,
+    Prometheus,
+    Service,
+    free_ports,
+    grafana_expr,
+    variable_values,
+)
 from dashboards import build, lint, series
 from dashboards.prometheus_names import Kind, base_names, prometheus_name
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
@@ -101,6 +113,12 @@ def _first_panel(model: dict[str, Any]) -> dict[str, Any]:
         (lambda m: _first_panel(m).__setitem__("targets", []), "no queries"),
         (lambda m: m["panels"][2].__setitem__("id", m["panels"][1]["id"]), "duplicate panel id"),
         (lambda m: m["templating"]["list"].append({"name": "unused", "type": "custom"}), "not used"),
+        (
+            lambda m: _first_panel(m)["targets"][0].__setitem__(
+                "expr", 'sum(spark_otel_engine_requests_running{spark_otel_engine!~"$engine"})'
+            ),
+            '!~"$engine" on a multi-value or All variable',
+        ),
     ],
 )
 def test_lint_catches_each_rule(models: dict[str, dict[str, Any]], breakage: Any, expected: str) -> None:
@@ -108,6 +126,60 @@ def test_lint_catches_each_rule(models: dict[str, dict[str, Any]], breakage: Any
     breakage(model)
     problems = lint.lint_dashboard(model, provisioned_uids())
     assert any(expected in p for p in problems), problems
+
+
+def test_neighbour_cost_engine_is_single_select_so_other_engines_mean_something(
+    models: dict[str, dict[str, Any]],
+) -> None:
+    """With "All" (sent as .*) the other-engine load, spark_otel_engine!="$engine", read nothing."""
+    model = models["neighbour-cost"]
+    engine = next(v for v in model["templating"]["list"] if v["name"] == "engine")
+    assert not engine.get("multi")
+    assert not engine.get("includeAll")
+    exprs = [target["expr"] for _, target in lint.targets(model)]
+    assert any('spark_otel_engine!="$engine"' in e for e in exprs)
+    # The lint rule holds the line: the same dashboard with a multi/All engine fails it.
+    broken = copy.deepcopy(model)
+    next(v for v in broken["templating"]["list"] if v["name"] == "engine").update(
+        multi=True, includeAll=True, allValue=".*"
+    )
+    problems = lint.lint_dashboard(broken, provisioned_uids())
+    assert any('!="$engine" on a multi-value or All variable' in p for p in problems), problems
+
+
+def test_neighbour_cost_baseline_leaves_out_loaded_intervals() -> None:
+    """The baseline band and stat drop every interval in which another engine ran a request."""
+    from dashboards import neighbour_cost
+
+    for query in (neighbour_cost.BASELINE_P10, neighbour_cost.BASELINE_P50, neighbour_cost.BASELINE_P90):
+        assert "unless on ()" in query.expr
+        assert 'spark_otel_engine_requests_running{spark_otel_engine!="$engine"}' in query.expr
+    assert "unless on ()" in neighbour_cost.BASELINE_MEDIAN.expr
+    assert neighbour_cost.BASELINE_P50.expr in neighbour_cost.COST_PERCENT.expr
+
+
+def test_grafana_expr_substitutes_what_grafana_sends(models: dict[str, dict[str, Any]]) -> None:
+    model = models["neighbour-cost"]
+    with pytest.raises(AssertionError, match="single-select variable 'engine' needs a value"):
+        variable_values(model)
+    values = variable_values(model, {"engine": "qwen"})
+    assert values == {"engine": "qwen", "eval": ".*"}
+    expr = grafana_expr({"expr": 'x{spark_otel_engine!="$engine", e=~"${eval}"}[$__rate_interval]'}, values)
+    assert expr == 'x{spark_otel_engine!="qwen", e=~".*"}[30s]'
+    with pytest.raises(AssertionError, match="left unsubstituted"):
+        grafana_expr({"expr": 'x{instance=~"$box"}'}, values)
+
+
+def test_instruments_tell_boxes_apart(models: dict[str, dict[str, Any]]) -> None:
+    """Every box has a GPU 0: GPU panels group by box and GPU id, and a box variable picks boxes."""
+    from dashboards import instruments
+
+    model = models["instruments"]
+    box = next(v for v in model["templating"]["list"] if v["name"] == "box")
+    assert box["query"]["query"] == "label_values(spark_otel_gpu_power_watts, instance)"
+    for query in (instruments.GPU_UTILIZATION, instruments.GPU_POWER):
+        assert query.expr.startswith("max by (instance, spark_otel_gpu_id)")
+    assert "/ on (instance) sum by (instance) (spark_otel_gpu_power_watts" in instruments.TOKENS_PER_WATT.expr
 
 
 def test_lint_catches_a_shared_uid(models: dict[str, dict[str, Any]]) -> None:
@@ -185,9 +257,13 @@ def test_every_expression_parses_with_promtool(
     """promtool parses PromQL offline: each panel query, macros substituted, as a rule."""
     rules = []
     for model in models.values():
+        values = variable_values(model, {"engine": "qwen"} if model["uid"].endswith("neighbour-cost") else {})
         for i, (_, target) in enumerate(lint.targets(model)):
             rules.append(
-                {"record": f"check:{model['uid'].replace('-', '_')}:{i}", "expr": grafana_expr(target)}
+                {
+                    "record": f"check:{model['uid'].replace('-', '_')}:{i}",
+                    "expr": grafana_expr(target, values),
+                }
             )
     path = tmp_path / "panels.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
@@ -200,3 +276,104 @@ def test_every_expression_parses_with_promtool(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(rules)} rules found" in proc.stdout
+
+
+class _Box(BaseHTTPRequestHandler):
+    """One box's receiver as Prometheus sees it: GPU 0's power and a qwen engine's counter."""
+
+    power_w = 0.0
+    tokens_per_s = 0.0
+
+    def do_GET(self) -> None:
+        body = (
+            "# TYPE spark_otel_gpu_power_watts gauge\n"
+            f'spark_otel_gpu_power_watts{{spark_otel_gpu_id="0"}} {self.power_w}\n'
+            "# TYPE spark_otel_gpu_utilization_ratio gauge\n"
+            'spark_otel_gpu_utilization_ratio{spark_otel_gpu_id="0"} 0.96\n'
+            "# TYPE spark_otel_engine_generation_tokens_total counter\n"
+            f'spark_otel_engine_generation_tokens_total{{spark_otel_engine="qwen"}} '
+            f"{self.tokens_per_s * time.time():.3f}\n"
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def two_boxes() -> Iterator[dict[str, float]]:
+    """Two boxes on 127.0.0.1, each with its own GPU 0: address -> power in watts."""
+    servers = []
+    try:
+        for power, rate in ((40.0, 100.0), (10.0, 50.0)):
+            handler = type("Handler", (_Box,), {"power_w": power, "tokens_per_s": rate})
+            server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append((server, power))
+        yield {f"127.0.0.1:{server.server_address[1]}": power for server, power in servers}
+    finally:
+        for server, _ in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
+    models: dict[str, dict[str, Any]], prometheus_bin: Path, tmp_path: Path, two_boxes: dict[str, float]
+) -> None:
+    """Two boxes' GPU 0 stay two series, and each box's tokens per joule uses its own power."""
+    from dashboards import instruments
+
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s"},
+                "scrape_configs": [{"job_name": "boxes", "static_configs": [{"targets": list(two_boxes)}]}],
+            }
+        )
+    )
+    (port,) = free_ports(1)
+    prom = Service(
+        "prometheus",
+        [
+            str(prometheus_bin),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        {"PATH": "/usr/bin:/bin"},
+        tmp_path / "prometheus.log",
+        f"http://127.0.0.1:{port}/-/ready",
+    )
+    api = Prometheus(prom, f"http://127.0.0.1:{port}", config)
+    all_boxes = variable_values(models["instruments"])
+    assert all_boxes["box"] == ".*"
+
+    def panel(query: Any, values: dict[str, str]) -> dict[str, float]:
+        expr = grafana_expr({"expr": query.expr}, values, rate_interval="5s")
+        return {r["metric"]["instance"]: float(r["value"][1]) for r in api.query(expr)}
+
+    try:
+        prom.start()
+        # Until both boxes have a full rate interval of samples (rate extrapolates less before).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            counts = api.query("count_over_time(spark_otel_gpu_power_watts[6s])")
+            if len(counts) == 2 and min(float(c["value"][1]) for c in counts) >= 6:
+                break
+            time.sleep(0.5)
+        assert panel(instruments.GPU_POWER, all_boxes) == two_boxes
+        assert set(panel(instruments.GPU_UTILIZATION, all_boxes)) == set(two_boxes)
+        per_joule = panel(instruments.TOKENS_PER_WATT, all_boxes)
+        box_a, box_b = two_boxes
+        assert per_joule[box_a] == pytest.approx(100.0 / 40.0, rel=0.1)
+        assert per_joule[box_b] == pytest.approx(50.0 / 10.0, rel=0.1)
+        one_box = {**all_boxes, "box": box_b}
+        assert panel(instruments.GPU_POWER, one_box) == {box_b: 10.0}
+        assert set(panel(instruments.TOKENS_RATE, one_box)) == {box_b}
+    finally:
+        prom.stop()
