@@ -28,6 +28,11 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def fmt_number(value: float | None, digits: int = 2) -> str:
+    """A table cell for a number that may be missing ("-")."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     """A table in the article's style, on stdout; plain text when not a terminal."""
     from rich.console import Console

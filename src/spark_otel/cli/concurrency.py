@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ._common import add_store_argument, open_store, print_json, print_table
+from ._common import add_store_argument, fmt_number, open_store, print_json, print_table
 
 if TYPE_CHECKING:
     from ..analysis.concurrency import EngineConcurrency, LevelSummary, Speedup
@@ -40,10 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-def _f(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def _when(unix_ns: int) -> str:
     from datetime import UTC, datetime
 
@@ -58,10 +54,10 @@ def _level_rows(levels: list[LevelSummary]) -> list[list[object]]:
             lv.level,
             lv.n_cells,
             lv.rate.n,
-            _f(lv.rate.median),
-            _f(lv.rate.p10),
-            _f(lv.rate.p90),
-            _f(lv.rate.mean),
+            fmt_number(lv.rate.median),
+            fmt_number(lv.rate.p10),
+            fmt_number(lv.rate.p90),
+            fmt_number(lv.rate.mean),
             lv.ceiling_hits,
             lv.failures,
         ]
@@ -73,7 +69,8 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
     level_columns = ["cells", "with rate", "tok/s median", "p10", "p90", "mean", "ceiling hits", "failed"]
     print_table(
         f"{e.engine}: {e.n_cells} cells, {e.completion_tokens:,} output tokens over {e.wall_s:,.0f} s busy "
-        f"= {_f(e.aggregate_rate, 1)} tok/s aggregate, {e.ceiling_hits} ceiling hits, {e.failures} failed",
+        f"= {fmt_number(e.aggregate_rate, 1)} tok/s aggregate, "
+        f"{e.ceiling_hits} ceiling hits, {e.failures} failed",
         ["in flight (time-weighted)", *level_columns],
         _level_rows(e.levels),
     )
@@ -92,9 +89,9 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
                 _when(run.start_unix_ns),
                 run.n_cells,
                 f"{run.wall_s:,.0f}",
-                _f(run.aggregate_rate, 1),
-                _f(run.rate.median),
-                _f(run.rate.mean),
+                fmt_number(run.aggregate_rate, 1),
+                fmt_number(run.rate.median),
+                fmt_number(run.rate.mean),
                 run.ceiling_hits,
                 f"{s.speedup:.1f}x" + ("" if s.same_cells else " (other cells)") if s else "-",
                 f"{s.per_cell_cost:.0%}" if s and s.per_cell_cost is not None else "-",
@@ -126,10 +123,10 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
                     c.cell_id,
                     c.eval_name,
                     c.workers,
-                    _f(c.in_flight),
+                    fmt_number(c.in_flight),
                     f"{c.elapsed_s:,.0f}",
                     f"{c.completion_tokens:,}" if c.completion_tokens else "-",
-                    _f(c.decode_rate),
+                    fmt_number(c.decode_rate),
                     "timeout" if c.ceiling_hit else c.status.value,
                 ]
                 for c in sorted(e.cells, key=lambda c: c.start_unix_ns)

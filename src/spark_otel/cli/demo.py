@@ -25,7 +25,7 @@ import argparse
 import shlex
 
 from .._exceptions import ConfigError
-from ._common import print_table
+from ._common import fmt_number, print_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,10 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,8 +77,15 @@ def run(args: argparse.Namespace) -> int:
             "Per-cell decode rate against cells in flight",
             ["engine", "cells in flight", "cells", "median tok/s", "p10", "p90", "ceiling hits"],
             [
-                [e.engine, lv.level, lv.n_cells, _num(lv.rate.median), _num(lv.rate.p10), _num(lv.rate.p90),
-                 lv.ceiling_hits]
+                [
+                    e.engine,
+                    lv.level,
+                    lv.n_cells,
+                    fmt_number(lv.rate.median),
+                    fmt_number(lv.rate.p10),
+                    fmt_number(lv.rate.p90),
+                    lv.ceiling_hits,
+                ]
                 for e in conc.engines
                 for lv in e.levels
             ],
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             w.name,
             str(w.n_cells),
             str(w.timeouts),
-            _num(w.rate.median),
+            fmt_number(w.rate.median),
             _pct(w.cost),
             _pct(truth.get("load") if w.engine == "nemotron" else truth.get(w.name)),
         ]
@@ -103,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
         if w.n_cells
     ]
     print_table(
-        f"What other load cost {nb.eval_name} (baseline {_num(nb.baseline.median)} tok/s over "
-        f"{nb.baseline.n} cells, p10 {_num(nb.baseline.p10)}, p90 {_num(nb.baseline.p90)})",
+        f"What other load cost {nb.eval_name} (baseline {fmt_number(nb.baseline.median)} tok/s over "
+        f"{nb.baseline.n} cells, p10 {fmt_number(nb.baseline.p10)}, p90 {fmt_number(nb.baseline.p90)})",
         ["load elsewhere on the box", "cells", "timeouts", "serial eval tok/s", "cost", "simulated cost"],
         rows,
     )

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ._common import add_store_argument, print_table
+from ._common import add_store_argument, fmt_number, print_table
 
 if TYPE_CHECKING:
     from ..probe_results import ProbeReport
@@ -93,10 +93,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="FILE.png", help="plot per-stream and aggregate tok/s")
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
     """The Appendix A table of a `ProbeReport`."""
     from ..probe_results import ProbeReport
@@ -118,15 +114,15 @@ def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
     rows = [
         [
             str(lv.streams) + (f" #{lv.repeat + 1}" if report.settings.repeats > 1 else ""),
-            _fmt(lv.wall_s, 1),
-            _fmt(lv.per_stream_median),
-            f"{_fmt(lv.per_stream_p10)}..{_fmt(lv.per_stream_p90)}",
-            _fmt(lv.probe_aggregate_rate, 1),
-            _fmt(lv.engine_aggregate_rate, 1),
-            _fmt(lv.engine_probe_ratio, 2),
-            _fmt(lv.power_w, 1),
-            _fmt(lv.ttft_s_median, 2),
-            _fmt(lv.client_cpu_us_per_token, 1) + (" !" if lv.client_cpu_over_budget else ""),
+            fmt_number(lv.wall_s, 1),
+            fmt_number(lv.per_stream_median),
+            f"{fmt_number(lv.per_stream_p10)}..{fmt_number(lv.per_stream_p90)}",
+            fmt_number(lv.probe_aggregate_rate, 1),
+            fmt_number(lv.engine_aggregate_rate, 1),
+            fmt_number(lv.engine_probe_ratio, 2),
+            fmt_number(lv.power_w, 1),
+            fmt_number(lv.ttft_s_median, 2),
+            fmt_number(lv.client_cpu_us_per_token, 1) + (" !" if lv.client_cpu_over_budget else ""),
             "yes" if not lv.token_mismatches and not lv.errors else f"{lv.token_mismatches + lv.errors} off",
         ]
         for lv in report.levels
