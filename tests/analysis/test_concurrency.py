@@ -280,3 +280,14 @@ def test_speedup_base_prefers_a_run_over_the_same_cells() -> None:
     assert sp.base_start_unix_ns == 0
     assert sp.base_cells == 4
     assert sp.speedup == pytest.approx(400 / 350)
+
+
+def test_a_curve_from_cells_leaves_out_levels_with_too_few_cells() -> None:
+    # Four cells one after another (one in flight), then one overlapping pair (two in flight).
+    lone = [cell(f"s{i}", i * 200, i * 200 + 100) for i in range(4)]
+    pair = [cell(f"p{i}", 2000, 2100) for i in range(2)]
+    report = concurrency(lone + pair)
+    assert [p.streams for p in curve_from_concurrency(report, "qwen").points] == [1]
+    assert [p.streams for p in curve_from_concurrency(report, "qwen", min_cells=1).points] == [1, 2]
+    only_pairs = concurrency(pair)
+    assert [p.streams for p in curve_from_concurrency(only_pairs, "qwen").points] == [2]

@@ -94,11 +94,15 @@ class RateCurve(BaseModel):
         return lo.per_stream_rate + (hi.per_stream_rate - lo.per_stream_rate) * frac
 
 
-def curve_from_concurrency(report: ConcurrencyReport, engine: str | None = None) -> RateCurve:
+def curve_from_concurrency(
+    report: ConcurrencyReport, engine: str | None = None, *, min_cells: int = 3
+) -> RateCurve:
     """An engine's curve from real cells: each in-flight level's median per-cell rate.
 
     ``engine`` may be omitted when the report holds one engine. The aggregate at a level is the
-    level times the median per-cell rate (what that many such cells decode together).
+    level times the median per-cell rate (what that many such cells decode together). Levels
+    with fewer than ``min_cells`` rated cells are left out (one cell that happened to overlap
+    two others is an anecdote, not a point of the curve), unless no level has that many.
     """
     engines = {e.engine: e for e in report.engines}
     if engine is None:
@@ -107,6 +111,8 @@ def curve_from_concurrency(report: ConcurrencyReport, engine: str | None = None)
         (engine,) = engines
     if engine not in engines:
         raise InputError(f"no recorded cells on engine {engine!r} (have: {', '.join(sorted(engines))})")
+    rated = [level for level in engines[engine].levels if level.rate.median]
+    supported = [level for level in rated if level.rate.n >= min_cells] or rated
     points = [
         CurvePoint(
             streams=level.level,
@@ -115,8 +121,7 @@ def curve_from_concurrency(report: ConcurrencyReport, engine: str | None = None)
             p10=level.rate.p10,
             p90=level.rate.p90,
         )
-        for level in engines[engine].levels
-        if level.rate.median
+        for level in supported
     ]
     if not points:
         raise InputError(f"engine {engine!r}: no completed cells with token counts to build a curve from")
