@@ -111,17 +111,17 @@ def curve_from_concurrency(
         (engine,) = engines
     if engine not in engines:
         raise InputError(f"no recorded cells on engine {engine!r} (have: {', '.join(sorted(engines))})")
-    rated = [level for level in engines[engine].levels if level.rate.median]
-    supported = [level for level in rated if level.rate.n >= min_cells] or rated
+    rated = [(level, level.rate.median) for level in engines[engine].levels if level.rate.median]
+    supported = [(level, median) for level, median in rated if level.rate.n >= min_cells] or rated
     points = [
         CurvePoint(
             streams=level.level,
-            per_stream_rate=level.rate.median,
-            aggregate_rate=level.level * level.rate.median,
+            per_stream_rate=median,
+            aggregate_rate=level.level * median,
             p10=level.rate.p10,
             p90=level.rate.p90,
         )
-        for level in supported
+        for level, median in supported
     ]
     if not points:
         raise InputError(f"engine {engine!r}: no completed cells with token counts to build a curve from")
