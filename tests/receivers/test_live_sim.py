@@ -7,10 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import metric_points
 
 from spark_otel import _semconv as sc
@@ -164,3 +166,73 @@ def test_receive_cli_runs_for_a_duration_and_stores_samples(box: Any, tmp_path: 
     assert code == 0
     with Store(store_path) as store:
         assert len(store.samples(sc.ENGINE_UP)) >= 2
+
+
+def _histogram_state(url: str, name: str) -> tuple[float, float, dict[float, float]]:
+    """The sim's own histogram ``name``, read straight from its /metrics: sum, count, cumulative buckets."""
+    text = httpx2.get(url + "/metrics", timeout=10).text
+    total = count = 0.0
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != name:
+            continue
+        for sample in family.samples:
+            if sample.name == name + "_sum":
+                total += sample.value
+            elif sample.name == name + "_count":
+                count += sample.value
+            elif sample.name == name + "_bucket":
+                le = float(sample.labels["le"])
+                buckets[le] = buckets.get(le, 0.0) + sample.value
+    return total, count, buckets
+
+
+def _bounds_of_new_observations(before: dict[float, float], after: dict[float, float]) -> tuple[float, float]:
+    """Lowest and highest bucket edges that enclose every observation made between two reads."""
+    edges = sorted(after)
+    gained = [after[le] - before.get(le, 0.0) for le in edges]
+    per_bucket = [gained[0]] + [gained[i] - gained[i - 1] for i in range(1, len(gained))]
+    hit = [i for i, n in enumerate(per_bucket) if n > 0]
+    return (edges[hit[0] - 1] if hit[0] > 0 else 0.0), edges[hit[-1]]
+
+
+def test_receiver_mean_latencies_match_the_sims_own_histograms(
+    box: Any, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
+) -> None:
+    sim_names = {
+        sc.ENGINE_TIME_TO_FIRST_TOKEN: sc.VLLM_TIME_TO_FIRST_TOKEN,
+        sc.ENGINE_INTER_TOKEN_LATENCY: sc.VLLM_INTER_TOKEN_LATENCY,
+        sc.ENGINE_E2E_LATENCY: sc.VLLM_E2E_REQUEST_LATENCY,
+    }
+    url = box.url("qwen")
+    receiver = Receiver({"qwen": url}, meter_provider=meter_provider, timeout_s=10)
+    try:
+        sim_before = {name: _histogram_state(url, sim) for name, sim in sim_names.items()}
+        assert not isinstance(receiver.scrape_once()["qwen"], Exception)
+        longest_wall_s = 0.0
+        for tokens in (16, 24, 40):
+            started = time.monotonic()
+            assert _complete(box, "qwen", tokens).usage.completion_tokens == tokens
+            longest_wall_s = max(longest_wall_s, time.monotonic() - started)
+        assert not isinstance(receiver.scrape_once()["qwen"], Exception)
+        sim_after = {name: _histogram_state(url, sim) for name, sim in sim_names.items()}
+        got = {}
+        for name in sim_names:
+            points = metric_points(metric_reader, name)
+            assert [p.attributes[sc.ENGINE] for p in points] == ["qwen"], name
+            got[name] = points[0].value
+            (sum0, count0, buckets0), (sum1, count1, buckets1) = sim_before[name], sim_after[name]
+            assert count1 > count0, name
+            assert got[name] == pytest.approx((sum1 - sum0) / (count1 - count0)), name
+            low, high = _bounds_of_new_observations(buckets0, buckets1)
+            assert low <= got[name] <= high, (name, low, got[name], high)
+        # the three requests finished in the window, each counted once in TTFT and e2e
+        assert sim_after[sc.ENGINE_E2E_LATENCY][1] - sim_before[sc.ENGINE_E2E_LATENCY][1] == 3
+        assert sim_after[sc.ENGINE_TIME_TO_FIRST_TOKEN][1] - sim_before[sc.ENGINE_TIME_TO_FIRST_TOKEN][1] == 3
+        ttft, itl, e2e = (got[n] for n in sim_names)
+        assert 0 < ttft < e2e
+        assert 0 < itl < e2e
+        # model seconds: no request took longer, in model time, than the slowest one the client saw
+        assert e2e <= longest_wall_s * box.speed * 1.5
+    finally:
+        receiver.stop()

@@ -3,8 +3,10 @@
 The article's throughput truths came from ``vllm:generation_tokens_total`` read before and
 after a window, not from the GPU's busy gauge. `scrape_engine` reads one snapshot of the
 counters and gauges that matter (generation and prompt tokens, running and waiting requests,
-KV-cache fill) from vLLM (V1 names, and the V0 names that were renamed), SGLang or llama.cpp;
-`counter_delta` turns two snapshots into token counts and rates over the window between them.
+KV-cache fill, and the ``_sum``/``_count`` of the latency histograms) from vLLM (V1 names, and
+the V0 names that were renamed), SGLang or llama.cpp; `counter_delta` turns two snapshots into
+token counts and rates over the window between them, and the mean time to first token,
+inter-token latency and end-to-end latency of the requests observed in it.
 
 Parsing is `prometheus_client`'s exposition parser, keyed on ``# TYPE`` (never on a name's
 suffix: ``vllm:iteration_tokens_total`` is a histogram). ``*_created`` families are dropped
@@ -34,6 +36,7 @@ from .._exceptions import EngineError
 
 __all__ = [
     "CONCEPTS",
+    "HISTOGRAMS",
     "CounterDelta",
     "EngineKind",
     "EngineSnapshot",
@@ -118,6 +121,46 @@ CONCEPTS: tuple[_Concept, ...] = (
         },
     ),
 )
+
+
+@dataclass(frozen=True)
+class _Histogram:
+    """A latency histogram whose ``_sum`` and ``_count`` the snapshot keeps, newest name first.
+
+    The snapshot fields are ``<field>_sum`` (seconds) and ``<field>_count``; both come from the
+    same histogram name, so a renamed histogram is never mixed with its old self.
+    """
+
+    field: str
+    names: Mapping[str, tuple[str, ...]]
+
+
+HISTOGRAMS: tuple[_Histogram, ...] = (
+    _Histogram(
+        "time_to_first_token",
+        {
+            "vllm": ("vllm:time_to_first_token_seconds",),
+            "sglang": ("sglang:time_to_first_token_seconds",),
+            "llamacpp": (),
+        },
+    ),
+    _Histogram(
+        "inter_token_latency",
+        {
+            "vllm": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+            "sglang": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+            "llamacpp": (),
+        },
+    ),
+    _Histogram(
+        "e2e_request_latency",
+        {
+            "vllm": ("vllm:e2e_request_latency_seconds",),
+            "sglang": ("sglang:e2e_request_latency_seconds",),
+            "llamacpp": (),
+        },
+    ),
+)
 _PREFIXES: tuple[tuple[str, EngineKind], ...] = (
     ("vllm:", "vllm"),
     ("sglang:", "sglang"),
@@ -126,7 +169,8 @@ _PREFIXES: tuple[tuple[str, EngineKind], ...] = (
 
 
 class EngineSnapshot(BaseModel):
-    """One scrape of one engine: cumulative token counters and the gauges at ``unix_ns``.
+    """One scrape of one engine: cumulative token counters, latency histograms' sums and counts,
+    and the gauges at ``unix_ns``.
 
     A field is None when this engine (or this build of it) does not expose that quantity,
     e.g. ``kv_cache_usage`` on current llama.cpp builds.
@@ -143,12 +187,23 @@ class EngineSnapshot(BaseModel):
     requests_running: float | None = None
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None
+    time_to_first_token_sum: float | None = None
+    time_to_first_token_count: float | None = None
+    inter_token_latency_sum: float | None = None
+    inter_token_latency_count: float | None = None
+    e2e_request_latency_sum: float | None = None
+    e2e_request_latency_count: float | None = None
     counters_created_unix_s: float | None = None
     model_names: tuple[str, ...] = ()
 
 
 class CounterDelta(BaseModel):
-    """What an engine produced between two snapshots; elapsed and rates are in model time."""
+    """What an engine produced between two snapshots; elapsed, rates and latencies in model time.
+
+    The ``mean_*_s`` latencies average the requests (or, for inter-token latency, the tokens)
+    the engine's histograms observed in the window; None when none did, when the engine does
+    not expose that histogram, or when its counters were reset in between.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -160,6 +215,9 @@ class CounterDelta(BaseModel):
     prompt_tokens: float | None
     generation_rate: float | None
     prompt_rate: float | None
+    mean_time_to_first_token_s: float | None = None
+    mean_inter_token_latency_s: float | None = None
+    mean_e2e_request_latency_s: float | None = None
     reset: bool = False
 
 
@@ -241,6 +299,17 @@ def parse_metrics(
                 continue
             total = sum(numbers)
             values[concept.field] = total / len(numbers) if concept.combine == "mean" else total
+            break
+    for histogram in HISTOGRAMS:
+        values[f"{histogram.field}_sum"] = values[f"{histogram.field}_count"] = None
+        for name in histogram.names[engine_kind]:
+            parts = [typed.get(name + suffix) for suffix in ("_sum", "_count")]
+            if any(p is None or p[0] not in ("histogram", "unknown", "untyped") for p in parts):
+                continue
+            sums, counts = (keep(p[1]) for p in parts if p is not None)
+            if not sums or not counts:
+                continue
+            values[f"{histogram.field}_sum"], values[f"{histogram.field}_count"] = sum(sums), sum(counts)
             break
     created_values = keep(created)
     return EngineSnapshot(
@@ -334,6 +403,25 @@ def _counter_step(before: float | None, after: float | None, restarted: bool) ->
     return after - before, False
 
 
+def _interval_mean(
+    before: tuple[float | None, float | None], after: tuple[float | None, float | None], restarted: bool
+) -> tuple[float | None, bool]:
+    """Mean of the observations a histogram gained between two scrapes, and whether it was reset.
+
+    After a reset the observations since the restart are not the window's, so there is no
+    mean; with no new observation there is none either (zero would read as instant requests).
+    """
+    (sum_before, count_before), (sum_after, count_after) = before, after
+    if sum_before is None or count_before is None or sum_after is None or count_after is None:
+        return None, False
+    if restarted or count_after < count_before or sum_after < sum_before:
+        return None, True
+    observed = count_after - count_before
+    if observed <= 0:
+        return None, False
+    return (sum_after - sum_before) / observed, False
+
+
 def counter_delta(before: EngineSnapshot, after: EngineSnapshot) -> CounterDelta:
     """Tokens an engine produced between two snapshots, and the rates over the window.
 
@@ -354,7 +442,17 @@ def counter_delta(before: EngineSnapshot, after: EngineSnapshot) -> CounterDelta
     def rate(tokens: float | None) -> float | None:
         return tokens / elapsed_s if tokens is not None and elapsed_s > 0 else None
 
-    if gen_reset or prompt_reset:
+    means: dict[str, float | None] = {}
+    hist_reset = False
+    for histogram in HISTOGRAMS:
+        mean, went_down = _interval_mean(
+            (getattr(before, f"{histogram.field}_sum"), getattr(before, f"{histogram.field}_count")),
+            (getattr(after, f"{histogram.field}_sum"), getattr(after, f"{histogram.field}_count")),
+            restarted,
+        )
+        means[f"mean_{histogram.field}_s"] = mean
+        hist_reset = hist_reset or went_down
+    if gen_reset or prompt_reset or hist_reset:
         _logger.info("engine %s counters were reset between scrapes (engine restart)", after.url)
     return CounterDelta(
         url=after.url,
@@ -365,5 +463,6 @@ def counter_delta(before: EngineSnapshot, after: EngineSnapshot) -> CounterDelta
         prompt_tokens=prompt,
         generation_rate=rate(generation),
         prompt_rate=rate(prompt),
-        reset=gen_reset or prompt_reset,
+        reset=gen_reset or prompt_reset or hist_reset,
+        **means,
     )

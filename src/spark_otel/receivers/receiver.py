@@ -2,9 +2,10 @@
 
 One thread per engine scrapes on an interval and keeps the latest snapshot; observable
 instruments on the meter scope ``spark_otel.receivers`` report them at each collection with
-an ``spark_otel.engine`` attribute, plus generation and prompt token rates derived from the
-last two scrapes. Every scrape is also written to the embedded store as `MetricSample` rows
-when a store is given. (The scope is deliberately not ``spark_otel``: the store's metric
+an ``spark_otel.engine`` attribute, plus generation and prompt token rates and the mean time to
+first token, inter-token latency and end-to-end latency derived from the last two scrapes.
+Every scrape is also written to the embedded store as `MetricSample` rows when a store is
+given. (The scope is deliberately not ``spark_otel``: the store's metric
 exporter keeps only that scope, and the receiver writes its own samples with their scrape
 times.)
 
@@ -57,6 +58,19 @@ ENGINE_METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("kv_cache_usage", sc.ENGINE_KV_CACHE_USAGE, "1", "gauge"),
     ("generation_rate", sc.ENGINE_GENERATION_TOKEN_RATE, "{token}/s", "gauge"),
     ("prompt_rate", sc.ENGINE_PROMPT_TOKEN_RATE, "{token}/s", "gauge"),
+    ("mean_time_to_first_token_s", sc.ENGINE_TIME_TO_FIRST_TOKEN, "s", "gauge"),
+    ("mean_inter_token_latency_s", sc.ENGINE_INTER_TOKEN_LATENCY, "s", "gauge"),
+    ("mean_e2e_request_latency_s", sc.ENGINE_E2E_LATENCY, "s", "gauge"),
+)
+# Fields read from the delta between the last two scrapes; the rest come from the latest snapshot.
+_DELTA_FIELDS = frozenset(
+    {
+        "generation_rate",
+        "prompt_rate",
+        "mean_time_to_first_token_s",
+        "mean_inter_token_latency_s",
+        "mean_e2e_request_latency_s",
+    }
 )
 
 
@@ -88,7 +102,7 @@ def engine_attributes(name: str, kind: str | None) -> dict[str, AttributeValue]:
 def engine_samples(
     name: str, snapshot: EngineSnapshot, delta: CounterDelta | None, *, source: str = SOURCE
 ) -> list[MetricSample]:
-    """Store samples for one successful scrape (pure): every value present, rates when known."""
+    """Store samples for one successful scrape (pure): every value present, rates and means when known."""
     attrs = engine_attributes(name, snapshot.kind)
     out = [
         MetricSample(
@@ -96,7 +110,7 @@ def engine_samples(
         )
     ]
     for field_name, metric, unit, _ in ENGINE_METRICS:
-        holder: Any = delta if field_name.endswith("_rate") else snapshot
+        holder: Any = delta if field_name in _DELTA_FIELDS else snapshot
         value = getattr(holder, field_name) if holder is not None else None
         if value is not None:
             out.append(
@@ -211,7 +225,7 @@ class Receiver:
                 for name, state in self._states.items():
                     if not state.up:
                         continue  # down (or never up): its last values would pass for live ones
-                    holder: Any = state.delta if field_name.endswith("_rate") else state.snapshot
+                    holder: Any = state.delta if field_name in _DELTA_FIELDS else state.snapshot
                     value = getattr(holder, field_name) if holder is not None else None
                     if value is not None:
                         out.append(Observation(value, engine_attributes(name, state.kind)))
