@@ -12,7 +12,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -280,6 +280,34 @@ def prometheus_config(
     return path
 
 
+def prometheus_service(
+    binary: Path,
+    config: Path,
+    workdir: Path,
+    port: int,
+    *,
+    flags: Sequence[str] = (),
+    prefix: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Service:
+    """A Prometheus on 127.0.0.1:``port`` keeping its data and log under ``workdir``."""
+    return Service(
+        "prometheus",
+        [
+            *prefix,
+            str(binary),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            *flags,
+            "--log.level=warn",
+        ],
+        dict(env) if env is not None else {"PATH": "/usr/bin:/bin"},
+        workdir / "prometheus.log",
+        f"http://127.0.0.1:{port}/-/ready",
+    )
+
+
 def start_stack(
     tmp: Path,
     otelcol: Path,
@@ -297,21 +325,14 @@ def start_stack(
     prom_dir.mkdir()
     config_path = prometheus_config(prom_dir, engine_targets=engine_targets)
     prom_url = f"http://127.0.0.1:{prom_port}"
-    prom = Service(
-        "prometheus",
-        [
-            *BACKGROUND,
-            str(prometheus),
-            f"--config.file={config_path}",
-            f"--storage.tsdb.path={prom_dir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--web.enable-remote-write-receiver",
-            "--enable-feature=exemplar-storage",
-            "--log.level=warn",
-        ],
-        {**os.environ, **BACKGROUND_ENV},
-        prom_dir / "prometheus.log",
-        f"{prom_url}/-/ready",
+    prom = prometheus_service(
+        prometheus,
+        config_path,
+        prom_dir,
+        prom_port,
+        flags=("--web.enable-remote-write-receiver", "--enable-feature=exemplar-storage"),
+        prefix=BACKGROUND,
+        env={**os.environ, **BACKGROUND_ENV},
     )
     traces_file = tmp / "standin" / "traces.jsonl"
     traces_file.parent.mkdir()

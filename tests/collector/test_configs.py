@@ -20,10 +20,10 @@ from collector_stack import (
     OTELCOL_KEY,
     ROOT,
     Prometheus,
-    Service,
     Unusable,
     free_ports,
     prometheus_config,
+    prometheus_service,
     resolve_otelcol,
 )
 
@@ -204,19 +204,7 @@ def test_prometheus_ships_the_scrape_path_off_and_reads_targets_without_a_restar
     assert [sd["files"] for sd in job["file_sd_configs"]] == [["engines.d/*.yml"]]
     config = prometheus_config(tmp_path)
     (port,) = free_ports(1)
-    prom = Service(
-        "prometheus",
-        [
-            str(prometheus_bin),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        {"PATH": "/usr/bin:/bin"},
-        tmp_path / "prometheus.log",
-        f"http://127.0.0.1:{port}/-/ready",
-    )
+    prom = prometheus_service(prometheus_bin, config, tmp_path, port)
     api = Prometheus(prom, f"http://127.0.0.1:{port}", config)
 
     def engine_targets() -> list[dict]:

@@ -20,9 +20,9 @@ from collector_stack import (
     COLLECTOR_DIR,
     ROOT,
     Prometheus,
-    Service,
     free_ports,
     grafana_expr,
+    prometheus_service,
     variable_values,
 )
 from dashboards import build, lint, series
@@ -336,19 +336,7 @@ def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
         )
     )
     (port,) = free_ports(1)
-    prom = Service(
-        "prometheus",
-        [
-            str(prometheus_bin),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        {"PATH": "/usr/bin:/bin"},
-        tmp_path / "prometheus.log",
-        f"http://127.0.0.1:{port}/-/ready",
-    )
+    prom = prometheus_service(prometheus_bin, config, tmp_path, port)
     api = Prometheus(prom, f"http://127.0.0.1:{port}", config)
     all_boxes = variable_values(models["instruments"])
     assert all_boxes["box"] == ".*"
