@@ -12,14 +12,17 @@ from dataclasses import dataclass
 
 from opentelemetry import metrics
 from opentelemetry.metrics import Counter, Histogram, MeterProvider, UpDownCounter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from . import _semconv as sc
 from ._version import __version__
+from .bulk_histogram import BulkHistogram, BulkHistograms
 
 _cache: weakref.WeakKeyDictionary[object, Instruments] = weakref.WeakKeyDictionary()
 _global_key = object()
 _global_instruments: dict[object, Instruments] = {}
 _lock = threading.Lock()
+_SCOPE = "spark_otel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +40,30 @@ class Instruments:
     cells_in_flight: UpDownCounter
 
 
-def _create(meter_provider: MeterProvider | None) -> Instruments:
-    meter = metrics.get_meter(
-        "spark_otel", __version__, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL
+_TPOC_DESCRIPTION = "Time between consecutive chunks of a streaming response, after the first."
+
+
+def _scope() -> InstrumentationScope:
+    return InstrumentationScope(_SCOPE, __version__, sc.SCHEMA_URL)
+
+
+def bulk_histograms() -> BulkHistograms:
+    """The histograms a provider spark-otel builds takes in bulk: the per-chunk one.
+
+    Same name, unit, description, buckets and scope as the SDK instrument it stands in for."""
+    return BulkHistograms(
+        scope=_scope(),
+        time_per_output_chunk=BulkHistogram(
+            sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
+            unit="s",
+            description=_TPOC_DESCRIPTION,
+            boundaries=sc.DURATION_BUCKETS_S,
+        ),
     )
+
+
+def _create(meter_provider: MeterProvider | None) -> Instruments:
+    meter = metrics.get_meter(_SCOPE, __version__, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL)
     duration = list(sc.DURATION_BUCKETS_S)
     return Instruments(
         operation_duration=meter.create_histogram(
@@ -64,7 +87,7 @@ def _create(meter_provider: MeterProvider | None) -> Instruments:
         time_per_output_chunk=meter.create_histogram(
             sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
             unit="s",
-            description="Time between consecutive chunks of a streaming response, after the first.",
+            description=_TPOC_DESCRIPTION,
             explicit_bucket_boundaries_advisory=duration,
         ),
         cell_duration=meter.create_histogram(

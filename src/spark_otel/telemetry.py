@@ -21,22 +21,26 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ._exceptions import ConfigError
+from ._instruments import bulk_histograms
+from .bulk_histogram import BulkHistogramReader, register_bulk_histograms
 from .store import STORE_ENV, Store
 from .store_exporters import StoreMetricExporter, StoreSpanExporter
 
 __all__ = [
     "Telemetry",
+    "build_providers",
     "configure",
     "current_telemetry",
     "otlp_configured",
@@ -168,33 +172,23 @@ def configure(
     else:
         the_store = Store(Path(store))
 
-    resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        # Neither the argument, OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES named the service.
-        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    readers: list[MetricReader] = []
+    span_processors: list[SpanProcessor] = []
+    metric_exporters: list[tuple[MetricExporter, float | None]] = []
     if the_store is not None:
-        tracer_provider.add_span_processor(
+        span_processors.append(
             BatchSpanProcessor(
                 StoreSpanExporter(the_store), max_queue_size=_STORE_QUEUE_SIZE, schedule_delay_millis=500
             )
         )
-        readers.append(
-            PeriodicExportingMetricReader(
-                StoreMetricExporter(the_store),
-                export_interval_millis=metric_export_interval_ms or _STORE_METRIC_INTERVAL_MS,
-            )
+        metric_exporters.append(
+            (StoreMetricExporter(the_store), metric_export_interval_ms or _STORE_METRIC_INTERVAL_MS)
         )
     if use_otlp:
-        span_exporter, metric_exporter = otlp_span_exporter(), otlp_metric_exporter()
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-        readers.append(
-            PeriodicExportingMetricReader(metric_exporter, export_interval_millis=metric_export_interval_ms)
-        )
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    _own_providers.add(tracer_provider)
-    _own_providers.add(meter_provider)
+        span_processors.append(BatchSpanProcessor(otlp_span_exporter()))
+        metric_exporters.append((otlp_metric_exporter(), metric_export_interval_ms))
+    tracer_provider, meter_provider = build_providers(
+        span_processors, metric_exporters, service_name=service_name
+    )
     telemetry = Telemetry(
         tracer_provider, meter_provider, the_store, bool(use_otlp), owns_store=not isinstance(store, Store)
     )
@@ -209,6 +203,34 @@ def configure(
     if set_global:
         _set_global(tracer_provider, meter_provider)
     return telemetry
+
+
+def build_providers(
+    span_processors: Sequence[SpanProcessor],
+    metric_exporters: Sequence[tuple[MetricExporter, float | None]],
+    *,
+    service_name: str | None = None,
+) -> tuple[TracerProvider, MeterProvider]:
+    """Providers that send spans to ``span_processors`` and metrics to each exporter at its
+    interval (None: ``OTEL_METRIC_EXPORT_INTERVAL``), with the resource from the ``OTEL_*``
+    settings. Their readers also export spark-otel's bulk histograms (see `bulk_histogram`)."""
+    resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        # Neither the argument, OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES named the service.
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    for processor in span_processors:
+        tracer_provider.add_span_processor(processor)
+    bulk = bulk_histograms()
+    readers: list[MetricReader] = [
+        BulkHistogramReader(exporter, bulk, export_interval_millis=interval)
+        for exporter, interval in metric_exporters
+    ]
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    register_bulk_histograms(meter_provider, bulk)
+    _own_providers.add(tracer_provider)
+    _own_providers.add(meter_provider)
+    return tracer_provider, meter_provider
 
 
 def _set_global(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> None:

@@ -47,8 +47,11 @@ def test_probe_alone_pins_tokens_matches_the_engine_counter_and_the_simulated_cu
         assert level.quiescent
         truth = box.predicted_rate("qwen", level.streams)
         # Each stream's own wall includes its time to first token, so it reads a little under the
-        # pure decode rate; never above it.
-        assert level.per_stream_median == pytest.approx(truth, rel=0.06)
+        # pure decode rate; never above it. A client starved of CPU (a loaded test machine) reads
+        # lower still, and then the probe must say so rather than report the engine as slower.
+        assert level.per_stream_median == pytest.approx(truth, rel=0.06) or level.client_cpu_over_budget, (
+            f"{level.streams} streams read {level.per_stream_median:.2f} tok/s against {truth:.2f}, unflagged"
+        )
         assert level.per_stream_median <= truth * 1.01
         assert level.ttft_s_median is not None
         assert 25 < level.power_w < 45  # the simulated box's nearly flat power curve, model time

@@ -361,6 +361,20 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
     assert after
     assert float(after[0]["value"][1]) > marks["outage_end"]
 
+    # The ceiling cell's stream: its chunk intervals, recorded in one bulk record per stream,
+    # reach Prometheus over OTLP with the count the store holds (two readers, one histogram).
+    with Store(store_path) as store:
+        last_counts = {
+            json.dumps(s.attributes, sort_keys=True): s.value
+            for s in store.samples(sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK + ".count")
+        }
+    assert sum(last_counts.values()) > 0
+    chunk_counts = stack.prometheus.query(
+        'sum({__name__=~"gen_ai_client_operation_time_per_output_chunk.*_count"})'
+    )
+    assert chunk_counts
+    assert float(chunk_counts[0]["value"][1]) == sum(last_counts.values())
+
     # (c) the concurrency and neighbour-cost panels give the values the CLI computes.
     _compare_concurrency(stack, store_path, serial_eval, load_eval, marks, run_start, panel_time)
     _compare_neighbour_cost(stack, store_path, serial_eval, load_eval, marks, run_start)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 from typing import Any
 
@@ -18,7 +19,12 @@ import httpx2
 import openai
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import (
+    InMemoryMetricReader,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -28,9 +34,11 @@ from tests.instrumentation.support import MODEL, one_span, request_spans
 import spark_otel
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError
+from spark_otel.bulk_histogram import BulkHistogram
 from spark_otel.instrumentation import InstrumentationConfig
 from spark_otel.instrumentation._config import CHUNK_METRICS_ENV
 from spark_otel.instrumentation._sse import _MARKED, SseScanner, _followed_by
+from spark_otel.telemetry import build_providers
 
 MESSAGES = [{"role": "user", "content": "count chunks"}]
 USAGE = {"include_usage": True}
@@ -44,25 +52,65 @@ _METRICS = (
 )
 
 
-class _Telemetry:
-    """Fresh providers and in-memory readers for one instrumented run."""
+class _LastExport(MetricExporter):
+    """Keeps the latest export of a spark-otel-built provider's reader."""
 
     def __init__(self) -> None:
+        super().__init__()
+        self.last: MetricsData | None = None
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        self.last = metrics_data
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+def _points(data: MetricsData | None, name: str) -> list[Any]:
+    return [
+        point
+        for rm in (data.resource_metrics if data else ())
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+    ]
+
+
+class _Telemetry:
+    """Fresh providers for one instrumented run: the user's own SDK providers with an in-memory
+    reader, or the providers spark-otel builds (whose reader takes the per-chunk histogram in bulk)."""
+
+    def __init__(self, pipeline: str) -> None:
         self.spans = InMemorySpanExporter()
-        self.reader = InMemoryMetricReader()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        processor = SimpleSpanProcessor(self.spans)
+        if pipeline == "spark-otel":
+            exporter = _LastExport()
+            self.tracer_provider, self.meter_provider = build_providers([processor], [(exporter, math.inf)])
+            self.read = lambda: self.meter_provider.force_flush() and exporter.last
+        else:
+            reader = InMemoryMetricReader()
+            self.tracer_provider = TracerProvider()
+            self.tracer_provider.add_span_processor(processor)
+            self.meter_provider = MeterProvider(metric_readers=[reader])
+            self.read = reader.get_metrics_data
 
     def snapshot(self) -> dict[str, Any]:
         """Span attributes and, per metric, each point's attributes and count (not timed values)."""
         span = one_span(self.spans)
         attrs = {k: v for k, v in (span.attributes or {}).items() if k not in _TIMING_ATTRIBUTES}
+        data = self.read()
         points: dict[str, Any] = {}
         for name in _METRICS:
-            found = metric_points(self.reader, name)
+            found = _points(data, name)
             points[name] = sorted((json.dumps(dict(p.attributes), sort_keys=True), p.count) for p in found)
-        token_sums = sorted(p.sum for p in metric_points(self.reader, sc.GEN_AI_CLIENT_TOKEN_USAGE))
+        token_sums = sorted(p.sum for p in _points(data, sc.GEN_AI_CLIENT_TOKEN_USAGE))
         return {"name": span.name, "kind": span.kind, "span": attrs, "points": points, "tokens": token_sums}
 
     def close(self) -> None:
@@ -100,8 +148,10 @@ def _raw_stream(base_url: str) -> int:
         return sum(1 for line in r.iter_lines() if line.startswith("data:") and "[DONE]" not in line)
 
 
-def _run(base_url: str, path: str, chunk_metrics: bool | None) -> tuple[dict[str, Any], int]:
-    telemetry = _Telemetry()
+def _run(
+    base_url: str, path: str, chunk_metrics: bool | None, pipeline: str = "user-sdk"
+) -> tuple[dict[str, Any], int]:
+    telemetry = _Telemetry(pipeline)
     spark_otel.instrument(
         tracer_provider=telemetry.tracer_provider,
         meter_provider=telemetry.meter_provider,
@@ -131,10 +181,13 @@ def _no_chunk_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("_no_chunk_env")
+@pytest.mark.parametrize("pipeline", ["user-sdk", "spark-otel"])
 @pytest.mark.parametrize("path", ["openai", "async-openai", "raw-httpx2"])
-def test_chunk_metrics_off_drops_only_time_per_output_chunk(base_url: str, path: str) -> None:
-    on, chunks = _run(base_url, path, chunk_metrics=None)  # the default
-    off, chunks_off = _run(base_url, path, chunk_metrics=False)
+def test_chunk_metrics_off_drops_only_time_per_output_chunk(base_url: str, path: str, pipeline: str) -> None:
+    """Both ways of recording the per-chunk histogram: one SDK record per chunk into the user's
+    providers, the whole stream at once into the providers spark-otel builds."""
+    on, chunks = _run(base_url, path, chunk_metrics=None, pipeline=pipeline)  # the default
+    off, chunks_off = _run(base_url, path, chunk_metrics=False, pipeline=pipeline)
     assert chunks == chunks_off > 2
 
     # On (the default): one time-per-output-chunk point counting every chunk after the first.
@@ -152,6 +205,24 @@ def test_chunk_metrics_off_drops_only_time_per_output_chunk(base_url: str, path:
     assert output_tokens == 6
     assert len(on["points"][sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK]) == 1
     assert len(on["points"][sc.GEN_AI_CLIENT_OPERATION_DURATION]) == 1
+
+
+@pytest.mark.usefixtures("_no_chunk_env")
+def test_only_providers_spark_otel_built_take_a_stream_in_one_bulk_record(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches: list[int] = []
+    record_many = BulkHistogram.record_many
+
+    def spy(self: BulkHistogram, values: Any, attributes: Any) -> None:
+        batches.append(len(values))
+        record_many(self, values, attributes)
+
+    monkeypatch.setattr(BulkHistogram, "record_many", spy)
+    _, chunks = _run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
+    assert batches == [chunks - 1]
+    _run(base_url, "openai", chunk_metrics=None, pipeline="user-sdk")
+    assert batches == [chunks - 1]  # the user's providers got SDK records instead
 
 
 @pytest.mark.parametrize(

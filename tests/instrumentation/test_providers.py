@@ -168,3 +168,37 @@ def test_opentelemetry_instrument_keywords_are_accepted(
     assert instrumentor.is_instrumented
     instrumentor.uninstrument()
     assert not instrumentor.is_instrumented
+
+
+def _stream(base_url: str, max_tokens: int) -> int:
+    stream = openai.OpenAI(base_url=base_url, api_key="sk").chat.completions.create(  # type: ignore[call-overload]
+        model=MODEL,
+        messages=[{"role": "user", "content": "count"}],
+        max_tokens=max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    return sum(1 for _ in stream)
+
+
+def _chunk_counts(path: Path) -> list[float]:
+    with Store(path) as store:
+        return [s.value for s in store.samples(sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK + ".count")]
+
+
+def test_the_store_gets_every_chunk_interval_in_bulk_across_a_reconfigure(
+    base_url: str, tmp_path: Path
+) -> None:
+    """spark-otel's own providers take a stream's chunk intervals at once (`BulkHistogramReader`);
+    a `configure()` moves them to the new providers like every other metric."""
+    spark_otel.configure(store=tmp_path / "b.sqlite")
+    spark_otel.instrument()
+    first = [_stream(base_url, max_tokens=5), _stream(base_url, max_tokens=4)]
+    _flush()
+    spark_otel.configure(store=tmp_path / "c.sqlite")  # flushes and shuts down b's providers
+    second = _stream(base_url, max_tokens=7)
+    _flush()
+    assert min(first) > 4
+    # Cumulative points: the last one counts every interval after each stream's first chunk.
+    assert _chunk_counts(tmp_path / "b.sqlite")[-1] == sum(n - 1 for n in first)
+    assert _chunk_counts(tmp_path / "c.sqlite")[-1] == second - 1

@@ -28,6 +28,7 @@ from .._guard import report_failure
 from .._instruments import Instruments, instruments
 from .._request_notes import RequestNotes, current_request_notes
 from .._version import __version__
+from ..bulk_histogram import BulkHistograms, bulk_histograms_of
 from ..cells import CellState, current_cell
 from ..telemetry import Telemetry, current_telemetry
 from ._config import InstrumentationConfig
@@ -61,6 +62,7 @@ class Runtime:
         "_tracer_provider",
         "active",
         "bound",
+        "bulk",
         "capture_content",
         "chunk_metrics",
         "config",
@@ -91,6 +93,7 @@ class Runtime:
         self.bound: Telemetry | None = None
         self.tracer: Tracer
         self.instruments: Instruments
+        self.bulk: BulkHistograms | None
         self._bind(current_telemetry() if self.follows else None)
         self.shapes: dict[ShapeKey, RequestShape] = {}
         self.active = True
@@ -114,6 +117,7 @@ class Runtime:
             schema_url=sc.SCHEMA_URL,
         )
         self.instruments = instruments(meter_provider)
+        self.bulk = bulk_histograms_of(meter_provider)
         self.bound = telemetry  # last: a thread that sees it also sees the tracer and instruments
 
     def shape(self, key: ShapeKey) -> RequestShape:
@@ -466,6 +470,16 @@ class RequestTelemetry:
 
         rt = self.rt
         inst = rt.instruments
+        if self.streaming and first_ns and intervals and rt.chunk_metrics:
+            scale = _clock.time_scale() / _NS_PER_S
+            if rt.bulk is not None:
+                # A provider spark-otel built: the whole stream at once, before the duration
+                # record below (a reader exports bulk points along with SDK points).
+                rt.bulk.time_per_output_chunk.record_many([i * scale for i in intervals], metric_attrs)
+            else:  # one SDK record per chunk; the same attributes object every time
+                record = inst.time_per_output_chunk.record
+                for interval in intervals:
+                    record(interval * scale, metric_attrs)
         duration_attrs = metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
         inst.operation_duration.record(_clock.to_model_ns(end_ns - self.start_ns) / _NS_PER_S, duration_attrs)
         if input_tokens is not None:
@@ -476,12 +490,6 @@ class RequestTelemetry:
             inst.time_to_first_chunk.record(
                 _clock.to_model_ns(first_ns - self.start_ns) / _NS_PER_S, metric_attrs
             )
-            if intervals and rt.chunk_metrics:
-                # One SDK record per chunk (semconv); the same attributes object every time.
-                record = inst.time_per_output_chunk.record
-                scale = _clock.time_scale() / _NS_PER_S
-                for interval in intervals:
-                    record(interval * scale, metric_attrs)
         if self.cell is not None:
             self.cell.add_request(
                 input_tokens=input_tokens, output_tokens=output_tokens, error_type=error_type

@@ -1,0 +1,246 @@
+"""`BulkHistogram` against the SDK's own explicit-bucket histogram, fed the same values.
+
+Both live in one meter provider whose one reader is a `BulkHistogramReader`, so each
+collection holds the SDK's points and the bulk points side by side, in the same scope.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.metrics import Histogram as SdkHistogram
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from spark_otel import _semconv as sc
+from spark_otel.bulk_histogram import (
+    CARDINALITY_LIMIT,
+    BulkHistogram,
+    BulkHistogramReader,
+    BulkHistograms,
+    bulk_histograms_of,
+)
+
+BOUNDS = tuple(sc.DURATION_BUCKETS_S)
+SCOPE = InstrumentationScope("bulk-test", "1", "https://example.test/schema")
+
+
+class Capture(MetricExporter):
+    """Keeps every export."""
+
+    def __init__(self, temporality: AggregationTemporality) -> None:
+        super().__init__(preferred_temporality={SdkHistogram: temporality})
+        self.exports: list[MetricsData] = []
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        self.exports.append(metrics_data)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+class SideBySide:
+    """An SDK histogram and a bulk histogram in one provider, read by one bulk reader."""
+
+    def __init__(self, temporality: AggregationTemporality, scope: InstrumentationScope = SCOPE) -> None:
+        self.exporter = Capture(temporality)
+        self.bulk = BulkHistogram("bulk", unit="s", description="bulk twin", boundaries=BOUNDS)
+        self.reader = BulkHistogramReader(
+            self.exporter, BulkHistograms(scope, self.bulk), export_interval_millis=math.inf
+        )
+        self.provider = MeterProvider(metric_readers=[self.reader], shutdown_on_exit=False)
+        meter = self.provider.get_meter(SCOPE.name, SCOPE.version, schema_url=SCOPE.schema_url)
+        self.sdk = meter.create_histogram("sdk", unit="s", explicit_bucket_boundaries_advisory=list(BOUNDS))
+
+    def record(self, values: Sequence[float], attributes: dict[str, Any]) -> None:
+        self.bulk.record_many(values, attributes)
+        for value in values:
+            self.sdk.record(value, attributes)
+
+    def collect(self) -> MetricsData | None:
+        before = len(self.exporter.exports)
+        self.reader.collect()
+        return self.exporter.exports[-1] if len(self.exporter.exports) > before else None
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+def points(data: MetricsData | None, name: str) -> dict[str, HistogramDataPoint]:
+    found: dict[str, HistogramDataPoint] = {}
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name == name:
+                    for p in metric.data.data_points:
+                        found[repr(sorted((p.attributes or {}).items()))] = p
+    return found
+
+
+def assert_same_points(data: MetricsData | None) -> None:
+    sdk, bulk = points(data, "sdk"), points(data, "bulk")
+    assert sdk.keys() == bulk.keys()
+    for key, want in sdk.items():
+        got = bulk[key]
+        assert got.bucket_counts == want.bucket_counts, key
+        assert got.count == want.count
+        assert got.sum == pytest.approx(want.sum, rel=1e-12, abs=1e-300)
+        assert (got.min, got.max) == (want.min, want.max)
+        assert tuple(got.explicit_bounds) == tuple(want.explicit_bounds)
+        assert got.start_time_unix_nano <= got.time_unix_nano
+
+
+# Values at, just under and just over every boundary, besides arbitrary ones, and ones the SDK drops.
+_edges = st.sampled_from([b * f for b in BOUNDS for f in (1.0, 1 - 1e-12, 1 + 1e-12)])
+_value = st.one_of(
+    st.floats(min_value=0, max_value=200, allow_nan=False),
+    _edges,
+    st.sampled_from([-1.0, math.inf, math.nan]),
+)
+_batch = st.tuples(st.sampled_from(["a", "b", "c"]), st.lists(_value, max_size=40))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    collections=st.lists(st.lists(_batch, max_size=5), min_size=1, max_size=4),
+    temporality=st.sampled_from([AggregationTemporality.CUMULATIVE, AggregationTemporality.DELTA]),
+)
+def test_points_equal_the_sdk_histogram_fed_the_same_values(
+    collections: list[list[tuple[str, list[float]]]], temporality: AggregationTemporality
+) -> None:
+    twin = SideBySide(temporality)
+    try:
+        for batches in collections:
+            for model, values in batches:
+                twin.record(values, {"gen_ai.request.model": model, "server.port": 8000})
+            assert_same_points(twin.collect())
+    finally:
+        twin.close()
+
+
+def test_delta_points_start_at_the_previous_collection() -> None:
+    twin = SideBySide(AggregationTemporality.DELTA)
+    try:
+        twin.record([0.5, 0.7], {"k": "v"})
+        first = points(twin.collect(), "bulk")["[('k', 'v')]"]
+        assert first.count == 2
+        twin.record([0.1], {"k": "v"})
+        second = points(twin.collect(), "bulk")["[('k', 'v')]"]
+        assert second.count == 1  # only what came since
+        assert second.start_time_unix_nano >= first.time_unix_nano
+    finally:
+        twin.close()
+
+
+def test_cumulative_points_keep_their_start_and_grow() -> None:
+    twin = SideBySide(AggregationTemporality.CUMULATIVE)
+    try:
+        twin.record([0.5], {"k": "v"})
+        first = points(twin.collect(), "bulk")["[('k', 'v')]"]
+        twin.record([0.1, 3.0], {"k": "v"})
+        second = points(twin.collect(), "bulk")["[('k', 'v')]"]
+        assert (first.count, second.count) == (1, 3)
+        assert second.start_time_unix_nano == first.start_time_unix_nano
+        assert (second.min, second.max) == (0.1, 3.0)
+    finally:
+        twin.close()
+
+
+def test_attribute_sets_past_the_cardinality_limit_overflow_as_in_the_sdk() -> None:
+    twin = SideBySide(AggregationTemporality.CUMULATIVE)
+    try:
+        for i in range(CARDINALITY_LIMIT + 5):
+            twin.record([0.01 * (i % 7)], {"set": i})
+        data = twin.collect()
+        assert_same_points(data)
+        bulk = points(data, "bulk")
+        assert len(bulk) == CARDINALITY_LIMIT + 1
+        assert bulk["[('otel.metric.overflow', True)]"].count == 5
+    finally:
+        twin.close()
+
+
+def test_bulk_points_join_the_sdk_scope_or_come_in_their_own() -> None:
+    same = SideBySide(AggregationTemporality.CUMULATIVE)
+    other = SideBySide(AggregationTemporality.CUMULATIVE, InstrumentationScope("elsewhere", "2"))
+    try:
+        for twin in (same, other):
+            twin.record([0.2], {"k": "v"})
+        merged, apart = same.collect(), other.collect()
+        assert merged is not None
+        assert apart is not None
+        (scope_metrics,) = merged.resource_metrics[0].scope_metrics
+        assert {m.name for m in scope_metrics.metrics} == {"sdk", "bulk"}
+        by_scope = {
+            sm.scope.name: {m.name for m in sm.metrics} for sm in apart.resource_metrics[0].scope_metrics
+        }
+        assert by_scope == {SCOPE.name: {"sdk"}, "elsewhere": {"bulk"}}
+    finally:
+        same.close()
+        other.close()
+
+
+def test_bulk_points_wait_for_a_collection_the_sdk_has_data_for() -> None:
+    """The SDK exports nothing when it has nothing; the bulk points are kept, not lost."""
+    twin = SideBySide(AggregationTemporality.DELTA)
+    try:
+        twin.bulk.record_many([0.3, 0.4], {"k": "v"})
+        assert twin.collect() is None
+        twin.sdk.record(1.0, {"k": "other"})
+        data = twin.collect()
+        assert points(data, "bulk")["[('k', 'v')]"].count == 2
+        assert points(data, "sdk")["[('k', 'other')]"].count == 1
+    finally:
+        twin.close()
+
+
+def test_every_reader_gets_every_value_in_its_own_temporality() -> None:
+    bulk = BulkHistogram("bulk", unit="s", description="", boundaries=BOUNDS)
+    histograms = BulkHistograms(SCOPE, bulk)
+    exporters = [Capture(AggregationTemporality.DELTA), Capture(AggregationTemporality.CUMULATIVE)]
+    readers = [BulkHistogramReader(e, histograms, export_interval_millis=math.inf) for e in exporters]
+    provider = MeterProvider(metric_readers=readers, shutdown_on_exit=False)
+    sdk = provider.get_meter(SCOPE.name, SCOPE.version).create_histogram("sdk")
+    try:
+        for round_ in range(3):
+            bulk.record_many([0.05] * (round_ + 1), {"k": "v"})
+            sdk.record(1.0)
+            for reader in readers:
+                reader.collect()
+        delta = [points(d, "bulk")["[('k', 'v')]"].count for d in exporters[0].exports]
+        cumulative = [points(d, "bulk")["[('k', 'v')]"].count for d in exporters[1].exports]
+        assert (delta, cumulative) == ([1, 2, 3], [1, 3, 6])
+    finally:
+        provider.shutdown()
+
+
+def test_only_providers_spark_otel_built_take_bulk_records() -> None:
+    import spark_otel
+
+    own = spark_otel.telemetry.build_providers([], [(Capture(AggregationTemporality.CUMULATIVE), math.inf)])
+    foreign = MeterProvider(shutdown_on_exit=False)
+    try:
+        assert bulk_histograms_of(own[1]) is not None
+        assert bulk_histograms_of(foreign) is None
+        assert bulk_histograms_of(object()) is None
+    finally:
+        own[1].shutdown()
+        foreign.shutdown()
