@@ -43,16 +43,12 @@ class Instruments:
 _TPOC_DESCRIPTION = "Time between consecutive chunks of a streaming response, after the first."
 
 
-def _scope() -> InstrumentationScope:
-    return InstrumentationScope(_SCOPE, __version__, sc.SCHEMA_URL)
-
-
 def bulk_histograms() -> BulkHistograms:
     """The histograms a provider spark-otel builds takes in bulk: the per-chunk one.
 
     Same name, unit, description, buckets and scope as the SDK instrument it stands in for."""
     return BulkHistograms(
-        scope=_scope(),
+        scope=InstrumentationScope(_SCOPE, __version__, sc.SCHEMA_URL),
         time_per_output_chunk=BulkHistogram(
             sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
             unit="s",

@@ -16,6 +16,7 @@ SDK, one value at a time (`bulk_histograms_of` tells which).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import weakref
@@ -44,6 +45,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import AttributeValue
 
 __all__ = ["BulkHistogram", "BulkHistogramReader", "bulk_histograms_of", "register_bulk_histograms"]
+
+_logger = logging.getLogger(__name__)
 
 CARDINALITY_LIMIT = 2000
 """Distinct attribute sets per histogram and reader before the overflow point (the SDK's default)."""
@@ -214,9 +217,12 @@ class BulkHistogramReader(PeriodicExportingMetricReader):
     def _receive_metrics(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
     ) -> None:
-        metrics = self._produce()
-        if metrics:
-            metrics_data = self._merge(metrics_data, metrics)
+        try:
+            metrics = self._produce()
+            if metrics:
+                metrics_data = self._merge(metrics_data, metrics)
+        except Exception:  # never cost the SDK's own points
+            _logger.exception("spark_otel: adding the bulk histograms to a metric export failed")
         super()._receive_metrics(metrics_data, timeout_millis, **kwargs)
 
     def _produce(self) -> list[Metric]:

@@ -244,3 +244,23 @@ def test_only_providers_spark_otel_built_take_bulk_records() -> None:
     finally:
         own[1].shutdown()
         foreign.shutdown()
+
+
+def test_a_failing_bulk_collection_still_exports_the_sdk_points(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Injected (no real input makes it fail): the SDK's own points must never be lost to it."""
+
+    def broken(self: BulkHistogram, state: Any, now_ns: int) -> None:
+        raise RuntimeError("injected")
+
+    twin = SideBySide(AggregationTemporality.CUMULATIVE)
+    try:
+        twin.record([0.2], {"k": "v"})
+        monkeypatch.setattr(BulkHistogram, "collect", broken)
+        data = twin.collect()
+        assert points(data, "sdk")["[('k', 'v')]"].count == 1
+        assert points(data, "bulk") == {}
+        assert "bulk histograms" in caplog.text
+    finally:
+        twin.close()

@@ -400,3 +400,22 @@ def test_sse_marker_scan_matches_the_plain_substring_checks() -> None:
         if _MARKED.search(line) is not None:
             got = (_followed_by(line, b'"usage":', b"{"), _followed_by(line, b'"finish_reason":', b'"'))
         assert got == expected, line
+
+
+@pytest.mark.usefixtures("_no_chunk_env")
+def test_a_failing_bulk_record_costs_only_the_per_chunk_histogram(
+    base_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Injected: no real input makes the bulk record fail, but if it did, the stream, the span
+    and every other metric must be as they are without the per-chunk histogram."""
+
+    def broken(self: BulkHistogram, values: Any, attributes: Any) -> None:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(BulkHistogram, "record_many", broken)
+    with caplog.at_level(logging.WARNING, logger="spark_otel"):
+        failed, chunks = _run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
+    off, chunks_off = _run(base_url, "openai", chunk_metrics=False, pipeline="spark-otel")
+    assert chunks == chunks_off > 2
+    assert failed == off
+    assert "chunk metrics failed" in caplog.text

@@ -471,15 +471,10 @@ class RequestTelemetry:
         rt = self.rt
         inst = rt.instruments
         if self.streaming and first_ns and intervals and rt.chunk_metrics:
-            scale = _clock.time_scale() / _NS_PER_S
-            if rt.bulk is not None:
-                # A provider spark-otel built: the whole stream at once, before the duration
-                # record below (a reader exports bulk points along with SDK points).
-                rt.bulk.time_per_output_chunk.record_many([i * scale for i in intervals], metric_attrs)
-            else:  # one SDK record per chunk; the same attributes object every time
-                record = inst.time_per_output_chunk.record
-                for interval in intervals:
-                    record(interval * scale, metric_attrs)
+            try:  # a failure here must not cost the request's other metrics
+                self._record_chunk_intervals(intervals, metric_attrs)
+            except Exception as exc:
+                report_failure("chunk metrics", exc)
         duration_attrs = metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
         inst.operation_duration.record(_clock.to_model_ns(end_ns - self.start_ns) / _NS_PER_S, duration_attrs)
         if input_tokens is not None:
@@ -494,6 +489,18 @@ class RequestTelemetry:
             self.cell.add_request(
                 input_tokens=input_tokens, output_tokens=output_tokens, error_type=error_type
             )
+
+    def _record_chunk_intervals(self, intervals: array[int], metric_attrs: dict[str, AttributeValue]) -> None:
+        rt = self.rt
+        scale = _clock.time_scale() / _NS_PER_S
+        if rt.bulk is not None:
+            # A provider spark-otel built: the whole stream at once, before the request's duration
+            # record (its readers export bulk points along with SDK points; see bulk_histogram).
+            rt.bulk.time_per_output_chunk.record_many([i * scale for i in intervals], metric_attrs)
+        else:  # one SDK record per chunk; the same attributes object every time
+            record = rt.instruments.time_per_output_chunk.record
+            for interval in intervals:
+                record(interval * scale, metric_attrs)
 
     def _output_messages(self, texts: Mapping[int, list[str]], reasons: Mapping[int, str] | None) -> str:
         reasons = reasons or {}
