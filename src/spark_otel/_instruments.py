@@ -22,7 +22,6 @@ _cache: weakref.WeakKeyDictionary[object, Instruments] = weakref.WeakKeyDictiona
 _global_key = object()
 _global_instruments: dict[object, Instruments] = {}
 _lock = threading.Lock()
-_SCOPE = "spark_otel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +47,7 @@ def bulk_histograms() -> BulkHistograms:
 
     Same name, unit, description, buckets and scope as the SDK instrument it stands in for."""
     return BulkHistograms(
-        scope=InstrumentationScope(_SCOPE, __version__, sc.SCHEMA_URL),
+        scope=InstrumentationScope(sc.SCOPE_NAME, __version__, sc.SCHEMA_URL),
         time_per_output_chunk=BulkHistogram(
             sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
             unit="s",
@@ -59,7 +58,9 @@ def bulk_histograms() -> BulkHistograms:
 
 
 def _create(meter_provider: MeterProvider | None) -> Instruments:
-    meter = metrics.get_meter(_SCOPE, __version__, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL)
+    meter = metrics.get_meter(
+        sc.SCOPE_NAME, __version__, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL
+    )
     duration = list(sc.DURATION_BUCKETS_S)
     return Instruments(
         operation_duration=meter.create_histogram(

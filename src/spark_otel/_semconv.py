@@ -9,6 +9,8 @@ from __future__ import annotations
 
 SEMCONV_VERSION = "1.41.0"
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
+SCOPE_NAME = "spark_otel"
+"""The instrumentation scope of spark-otel's own spans and metrics; the store keeps this scope's metrics."""
 
 # --- GenAI span and metric attributes (semconv v1.41) -------------------------------------------
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"

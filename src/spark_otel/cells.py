@@ -218,7 +218,7 @@ class cell:
             tracer_provider, meter_provider = _providers()
         self._meter_provider = meter_provider
         tracer = trace.get_tracer(
-            "spark_otel", __version__, tracer_provider=tracer_provider, schema_url=sc.SCHEMA_URL
+            sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider, schema_url=sc.SCHEMA_URL
         )
         cell_id = self.cell_id or uuid.uuid4().hex[:12]
         attrs: dict[str, AttributeValue] = {

@@ -569,7 +569,7 @@ class _Prober:
         if telemetry is not None and telemetry.otlp:
             with guard("probe load-window span"):
                 tracer = telemetry.tracer_provider.get_tracer(
-                    "spark_otel", __version__, schema_url=sc.SCHEMA_URL
+                    sc.SCOPE_NAME, __version__, schema_url=sc.SCHEMA_URL
                 )
                 span = tracer.start_span(
                     name,

@@ -155,7 +155,7 @@ class StoreMetricExporter(MetricExporter):
     their scopes are skipped here rather than stored twice.
     """
 
-    def __init__(self, store: Store, scope_name: str = "spark_otel") -> None:
+    def __init__(self, store: Store, scope_name: str = sc.SCOPE_NAME) -> None:
         super().__init__()
         self._store = store
         self._scope_name = scope_name
