@@ -1,19 +1,32 @@
-"""Shared fixtures: in-memory OpenTelemetry providers, a temporary store, free ports."""
+"""Shared fixtures: in-memory OpenTelemetry providers, a temporary store, free ports, the
+process's model clock put back; and helpers to read metric points and to wait for a condition."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    InMemoryMetricReader,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
+from opentelemetry.sdk.metrics.view import Aggregation
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from spark_otel import _clock
 from spark_otel.store import Store
+
+T = TypeVar("T")
 
 DATA = Path(__file__).parent / "data"
 
@@ -44,6 +57,16 @@ def meter_provider(metric_reader: InMemoryMetricReader) -> Iterator[MeterProvide
 
 
 @pytest.fixture
+def instrumented(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> Iterator[None]:
+    """`spark_otel.instrument()` into the in-memory providers for one test."""
+    import spark_otel
+
+    spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    yield
+    spark_otel.uninstrument()
+
+
+@pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store(tmp_path / "store.sqlite") as s:
         yield s
@@ -56,15 +79,77 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def metric_points(reader: InMemoryMetricReader, name: str) -> list:
-    """Every data point of metric ``name`` the reader holds now."""
-    data = reader.get_metrics_data()
-    points: list = []
+@pytest.fixture
+def restore_clock() -> Iterator[None]:
+    """Put the process's model clock back exactly as it was: `_clock.set_time_scale(1.0)` keeps
+    the monotonic clock's offset and restarts Unix time, so resetting the scale is not enough."""
+    anchor = _clock._Anchor
+    saved = {k: v for k, v in vars(anchor).items() if not k.startswith("__")}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(anchor, key, value)
+
+
+def points_in(data: MetricsData | None, name: str) -> list[Any]:
+    """Every data point of metric ``name`` in one collection."""
     if data is None:
-        return points
-    for rm in data.resource_metrics:
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                if metric.name == name:
-                    points.extend(metric.data.data_points)
-    return points
+        return []
+    return [
+        point
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+    ]
+
+
+def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+    """Every data point of metric ``name`` the reader holds now."""
+    return points_in(reader.get_metrics_data(), name)
+
+
+class CapturingExporter(MetricExporter):
+    """A push exporter that keeps every export: the readers spark-otel builds take an exporter,
+    not a pull reader."""
+
+    def __init__(
+        self,
+        preferred_temporality: dict[type, AggregationTemporality] | None = None,
+        preferred_aggregation: dict[type, Aggregation] | None = None,
+    ) -> None:
+        super().__init__(
+            preferred_temporality=preferred_temporality, preferred_aggregation=preferred_aggregation
+        )
+        self.exports: list[MetricsData] = []
+
+    @property
+    def last(self) -> MetricsData | None:
+        return self.exports[-1] if self.exports else None
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        self.exports.append(metrics_data)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+def wait_for(predicate: Callable[[], T], what: str, timeout_s: float, interval_s: float = 0.2) -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that; fail the test
+    saying what never happened, rather than letting a later assertion fail on stale data."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g}s waiting for {what} (last: {result!r})")
+        time.sleep(interval_s)

@@ -16,7 +16,7 @@ import httpx2
 import openai
 import pytest
 
-from spark_otel import _clock, cell
+from spark_otel import cell
 from spark_otel.analysis import concurrency, neighbour_cost
 from spark_otel.cells import ContextThreadPoolExecutor
 from spark_otel.sim import Box, run_box
@@ -34,17 +34,6 @@ pytestmark = pytest.mark.slow
 def box() -> Iterator[Box]:
     with run_box({"qwen": "dense", "nemotron": "moe"}, speed=SPEED, seed=0) as b:
         yield b
-
-
-@pytest.fixture
-def model_time() -> Iterator[None]:
-    """Record in the box's model time; put the process clock back exactly afterwards."""
-    saved = dict(vars(_clock._Anchor))
-    _clock.set_time_scale(SPEED)
-    yield
-    for key, value in saved.items():
-        if not key.startswith("__"):
-            setattr(_clock._Anchor, key, value)
 
 
 @pytest.fixture
@@ -93,9 +82,7 @@ def _cells(tel: Telemetry) -> Store:
     return tel.store
 
 
-def test_neighbour_cost_recovers_the_simulated_cross_engine_cost(
-    box: Box, model_time: None, telemetry: Telemetry
-) -> None:
+def test_neighbour_cost_recovers_the_simulated_cross_engine_cost(box: Box, telemetry: Telemetry) -> None:
     qwen = openai.OpenAI(base_url=box.url("qwen") + "/v1", api_key="none", max_retries=0)
     qwen_model, nemo_model = _model(box, "qwen"), _model(box, "nemotron")
 
@@ -172,9 +159,7 @@ def test_neighbour_cost_recovers_the_simulated_cross_engine_cost(
     assert window.cost == pytest.approx(truth, abs=0.02)
 
 
-def test_concurrency_sees_four_cells_in_flight_at_the_simulated_rate(
-    box: Box, model_time: None, telemetry: Telemetry
-) -> None:
+def test_concurrency_sees_four_cells_in_flight_at_the_simulated_rate(box: Box, telemetry: Telemetry) -> None:
     qwen = openai.OpenAI(base_url=box.url("qwen") + "/v1", api_key="none", max_retries=0)
     model = _model(box, "qwen")
     for k in range(2):

@@ -87,7 +87,17 @@ def resolve_otelcol(say: Callable[[str], object] | None = None, timeout_s: float
         return Unusable(
             f"building the collector failed (run `make collector` to see why): {proc.stderr[-2000:]}"
         )
-    return Path(proc.stdout.strip().splitlines()[-1])
+    # The build said it succeeded: output without an executable path is a broken script, which
+    # skipping would hide.
+    lines = proc.stdout.strip().splitlines()
+    if not lines:
+        return Unusable("scripts/build-collector.sh succeeded but printed no path", always_fails=True)
+    path = Path(lines[-1])
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return Unusable(
+            f"scripts/build-collector.sh printed {lines[-1]!r}: not an executable file", always_fails=True
+        )
+    return path
 
 
 def free_ports(count: int) -> list[int]:
@@ -186,6 +196,8 @@ class Prometheus:
         return list(resp.json()["data"])
 
     def wait_for(self, expr: str, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+        """The first non-empty result of ``expr``, or the empty one after ``timeout_s``: callers
+        that need data assert on it, and some check that a series never arrives."""
         deadline = time.monotonic() + timeout_s
         while True:
             result = self.query(expr)

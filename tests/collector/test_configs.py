@@ -4,6 +4,7 @@ statically where they cannot (Tempo, Grafana and Docker are not installable here
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
@@ -12,12 +13,12 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import collector_stack
 import httpx
 import pytest
 import yaml
 from collector_stack import (
     COLLECTOR_DIR,
-    OTELCOL_KEY,
     ROOT,
     Prometheus,
     Unusable,
@@ -231,13 +232,6 @@ def test_prometheus_ships_the_scrape_path_off_and_reads_targets_without_a_restar
         prom.stop()
 
 
-def test_collector_is_resolved_at_collection_outside_any_test_timeout(
-    pytestconfig: pytest.Config, otelcol_bin: Path
-) -> None:
-    """A cold build takes minutes: it runs once the tests are collected, never inside a test."""
-    assert pytestconfig.stash[OTELCOL_KEY] == otelcol_bin
-
-
 def test_unusable_collector_path_fails_even_outside_ci(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -248,6 +242,29 @@ def test_unusable_collector_path_fails_even_outside_ci(
     assert isinstance(resolved, Unusable)
     assert resolved.always_fails
     assert "not an executable file" in resolved.reason
+
+
+@pytest.mark.parametrize("prints_path", [False, True], ids=["no output", "not executable"])
+def test_a_build_without_an_executable_path_fails_even_outside_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, prints_path: bool
+) -> None:
+    """The build script exits 0 but names no executable: a broken script, never a skip."""
+    not_executable = tmp_path / "otelcol-spark"
+    not_executable.write_text("")
+    script = tmp_path / "scripts" / "build-collector.sh"
+    script.parent.mkdir()
+    script.write_text("echo building >&2\n" + (f"echo {not_executable}\n" if prints_path else ""))
+    go = tmp_path / "bin" / "go"  # resolve_otelcol builds only where Go is installed
+    go.parent.mkdir()
+    go.write_text("#!/bin/sh\n")
+    go.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{go.parent}:{os.environ['PATH']}")
+    monkeypatch.delenv("SPARK_OTEL_OTELCOL", raising=False)
+    monkeypatch.setattr(collector_stack, "ROOT", tmp_path)
+    resolved = resolve_otelcol()
+    assert isinstance(resolved, Unusable)
+    assert resolved.always_fails
+    assert ("not an executable file" if prints_path else "printed no path") in resolved.reason
 
 
 def test_tempo_config_is_monolithic_3x_with_generator_writing_to_prometheus() -> None:

@@ -29,6 +29,7 @@ from dashboards import build, lint, series
 from dashboards.prometheus_names import Kind, base_names, prometheus_name
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard
+from tests.conftest import wait_for
 
 from spark_otel import _semconv as sc
 
@@ -345,15 +346,14 @@ def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
         expr = grafana_expr({"expr": query.expr}, values, rate_interval="5s")
         return {r["metric"]["instance"]: float(r["value"][1]) for r in api.query(expr)}
 
+    def full_interval() -> bool:
+        """Both boxes have a full rate interval of samples (rate extrapolates less before)."""
+        counts = api.query("count_over_time(spark_otel_gpu_power_watts[6s])")
+        return len(counts) == 2 and min(float(c["value"][1]) for c in counts) >= 6
+
     try:
         prom.start()
-        # Until both boxes have a full rate interval of samples (rate extrapolates less before).
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            counts = api.query("count_over_time(spark_otel_gpu_power_watts[6s])")
-            if len(counts) == 2 and min(float(c["value"][1]) for c in counts) >= 6:
-                break
-            time.sleep(0.5)
+        wait_for(full_interval, "6 s of GPU power samples from both boxes", 30, interval_s=0.5)
         assert panel(instruments.GPU_POWER, all_boxes) == two_boxes
         assert set(panel(instruments.GPU_UTILIZATION, all_boxes)) == set(two_boxes)
         per_joule = panel(instruments.TOKENS_PER_WATT, all_boxes)

@@ -24,19 +24,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 import yaml
 from collector_stack import COLLECTOR_DIR, ROOT, Stack, grafana_expr, variable_values
 from dashboards import build, concurrency, lint, neighbour_cost
+from tests.conftest import wait_for
 
-from spark_otel import _clock
+import spark_otel
 from spark_otel import _semconv as sc
+from spark_otel.deadline import stream_with_deadline
+from spark_otel.receivers.gpu import SimGpuSource
+from spark_otel.receivers.receiver import Receiver
+from spark_otel.sim import run_box
+from spark_otel.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -54,39 +61,6 @@ OUTAGE_REAL_S = 2.5
 RATE_INTERVAL = "5s"
 
 
-def _import_pieces() -> dict[str, Any]:
-    """The pieces built by the other issues; a missing one fails here with its name."""
-    missing = []
-    pieces: dict[str, Any] = {}
-    for name, module, attr in (
-        ("simulated engines", "spark_otel.sim", "run_box"),
-        ("instrumentation", "spark_otel.instrumentation", "instrument"),
-        ("receiver", "spark_otel.receivers.receiver", "Receiver"),
-        ("simulated GPU source", "spark_otel.receivers.gpu", "SimGpuSource"),
-        ("deadline helper", "spark_otel.deadline", "stream_with_deadline"),
-        ("openai client", "openai", "OpenAI"),
-    ):
-        try:
-            mod = __import__(module, fromlist=[attr])
-            pieces[attr] = getattr(mod, attr)
-        except (ImportError, AttributeError) as exc:
-            missing.append(f"{name} ({module}.{attr}): {exc}")
-    if missing:
-        pytest.fail("the end-to-end test needs: " + "; ".join(missing))
-    return pieces
-
-
-@pytest.fixture
-def model_clock() -> Iterator[None]:
-    """Model time for this test only: the clock's anchor is restored afterwards."""
-    saved = {k: getattr(_clock._Anchor, k) for k in vars(_clock._Anchor) if not k.startswith("__")}
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            setattr(_clock._Anchor, key, value)
-
-
 @dataclass
 class Lane:
     """One eval's cells on one engine, run back to back until stopped."""
@@ -102,8 +76,6 @@ class Lane:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, stop: threading.Event, worker: int) -> None:
-        import spark_otel
-
         count = 0
         while not stop.is_set():
             cell_id = f"{self.engine}-w{worker}-{count:04d}"
@@ -160,11 +132,8 @@ def _captured_just_now(path: Path) -> None:
 
 
 def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
-    stack_factory: Callable[..., Stack], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_clock: None
+    stack_factory: Callable[..., Stack], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_clock: None
 ) -> None:
-    pieces = _import_pieces()
-    import spark_otel
-
     stack = stack_factory()
     store_path = tmp_path / "store.sqlite"
     for key, value in {
@@ -187,22 +156,21 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
     nsight = tmp_path / "capture.sqlite"
     _nsight_capture(nsight)
     run_start = time.time()
-    with pieces["run_box"]({"qwen": "dense", "nemotron": "moe"}, speed=SPEED, seed=0) as box:
-        _clock.set_time_scale(SPEED)
+    # The box runs this process's clock at its speed, and puts the scale back when it stops.
+    with run_box({"qwen": "dense", "nemotron": "moe"}, speed=SPEED, seed=0) as box:
         telemetry = spark_otel.configure(
             otlp=True, store=store_path, metric_export_interval_ms=1000, set_global=False
         )
         spark_otel.instrument()
-        receiver = pieces["Receiver"](
+        receiver = Receiver(
             {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
             interval_s=SPEED * 1.0,
             meter_provider=telemetry.meter_provider,
-            gpu=pieces["SimGpuSource"](box.url("qwen")),
+            gpu=SimGpuSource(box.url("qwen")),
             close_gpu=True,
         )
-        OpenAI = pieces["OpenAI"]
-        qwen = OpenAI(base_url=box.url("qwen") + "/v1", api_key="sim", max_retries=0, timeout=60)
-        nemo = OpenAI(base_url=box.url("nemotron") + "/v1", api_key="sim", max_retries=0, timeout=60)
+        qwen = openai.OpenAI(base_url=box.url("qwen") + "/v1", api_key="sim", max_retries=0, timeout=60)
+        nemo = openai.OpenAI(base_url=box.url("nemotron") + "/v1", api_key="sim", max_retries=0, timeout=60)
         qwen_model, nemo_model = qwen.models.list().data[0].id, nemo.models.list().data[0].id
         serial = Lane(qwen, qwen_model, serial_eval, "qwen", 1, SERIAL_TOKENS)
         load = Lane(nemo, nemo_model, load_eval, "nemotron", LOAD_WORKERS, LOAD_TOKENS)
@@ -240,7 +208,7 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
                 time.sleep(2.0)
                 # One cell cut off at its ceiling that keeps what it streamed: a degraded cell.
                 with spark_otel.cell(deadline_eval, "ceiling-1", engine="nemotron", deadline_s=20, workers=1):
-                    result = pieces["stream_with_deadline"](
+                    result = stream_with_deadline(
                         nemo,
                         deadline_s=20,
                         model=nemo_model,
@@ -347,8 +315,6 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
     assert during, "no serial cell ran during the collector outage"
     assert max(during) <= statistics.median(baseline_real) + EXPORT_TIMEOUT_S
     # ... no cell is missing from the embedded store ...
-    from spark_otel.store import Store
-
     with Store(store_path) as store:
         stored_ids = {c.cell_id for c in store.cells(eval_name=serial_eval)}
         stored_load = {c.cell_id for c in store.cells(eval_name=load_eval)}
@@ -394,12 +360,7 @@ def _query_every_panel(stack: Stack, run_start: float) -> dict[str, list[dict[st
         for panel, target in lint.targets(model):
             expr = grafana_expr(target, values, rate_interval=RATE_INTERVAL, range_=range_, interval="1s")
             key = f"{model['title']} / {panel['title']} / {target['refId']}"
-            deadline = time.monotonic() + 20
-            while True:
-                results[key] = stack.prometheus.query(expr)
-                if results[key] or time.monotonic() > deadline:
-                    break
-                time.sleep(1.0)
+            results[key] = stack.prometheus.wait_for(expr, 20)  # empty ones are reported together
     return results
 
 
@@ -429,13 +390,14 @@ def _follow_trace_to_metrics_links(stack: Stack, span: dict[str, Any], at: float
 
 
 def _wait_for_spans(stack: Stack, timeout_s: float = 30.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """Every span at the stand-in, once a cell span is among them."""
+
+    def with_a_cell() -> list[dict[str, Any]]:
         spans = stack.spans()
         kinds = {s["attributes"].get(sc.SPAN_KIND_ATTR) for s in spans}
-        if sc.SPAN_KIND_CELL in kinds or time.monotonic() > deadline:
-            return spans
-        time.sleep(0.5)
+        return spans if sc.SPAN_KIND_CELL in kinds else []
+
+    return wait_for(with_a_cell, "a cell span at the trace stand-in", timeout_s, interval_s=0.5)
 
 
 def _panel_series(

@@ -15,14 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.metrics import Histogram as SdkHistogram
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality,
-    HistogramDataPoint,
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-)
+from opentelemetry.sdk.metrics.export import AggregationTemporality, HistogramDataPoint, MetricsData
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from tests.conftest import CapturingExporter, points_in
 
 from spark_otel import _semconv as sc
 from spark_otel.bulk_histogram import (
@@ -37,31 +32,11 @@ BOUNDS = tuple(sc.DURATION_BUCKETS_S)
 SCOPE = InstrumentationScope("bulk-test", "1", "https://example.test/schema")
 
 
-class Capture(MetricExporter):
-    """Keeps every export."""
-
-    def __init__(self, temporality: AggregationTemporality) -> None:
-        super().__init__(preferred_temporality={SdkHistogram: temporality})
-        self.exports: list[MetricsData] = []
-
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> MetricExportResult:
-        self.exports.append(metrics_data)
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        pass
-
-
 class SideBySide:
     """An SDK histogram and a bulk histogram in one provider, read by one bulk reader."""
 
     def __init__(self, temporality: AggregationTemporality, scope: InstrumentationScope = SCOPE) -> None:
-        self.exporter = Capture(temporality)
+        self.exporter = CapturingExporter({SdkHistogram: temporality})
         self.bulk = BulkHistogram("bulk", unit="s", description="bulk twin", boundaries=BOUNDS)
         self.reader = BulkHistogramReader(
             self.exporter, BulkHistograms(scope, self.bulk), export_interval_millis=math.inf
@@ -85,14 +60,8 @@ class SideBySide:
 
 
 def points(data: MetricsData | None, name: str) -> dict[str, HistogramDataPoint]:
-    found: dict[str, HistogramDataPoint] = {}
-    for rm in data.resource_metrics if data else ():
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                if metric.name == name:
-                    for p in metric.data.data_points:
-                        found[repr(sorted((p.attributes or {}).items()))] = p
-    return found
+    """Metric ``name``'s points by their attribute set."""
+    return {repr(sorted((p.attributes or {}).items())): p for p in points_in(data, name)}
 
 
 def assert_same_points(data: MetricsData | None) -> None:
@@ -215,7 +184,10 @@ def test_bulk_points_wait_for_a_collection_the_sdk_has_data_for() -> None:
 def test_every_reader_gets_every_value_in_its_own_temporality() -> None:
     bulk = BulkHistogram("bulk", unit="s", description="", boundaries=BOUNDS)
     histograms = BulkHistograms(SCOPE, bulk)
-    exporters = [Capture(AggregationTemporality.DELTA), Capture(AggregationTemporality.CUMULATIVE)]
+    exporters = [
+        CapturingExporter({SdkHistogram: t})
+        for t in (AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE)
+    ]
     readers = [BulkHistogramReader(e, histograms, export_interval_millis=math.inf) for e in exporters]
     provider = MeterProvider(metric_readers=readers, shutdown_on_exit=False)
     sdk = provider.get_meter(SCOPE.name, SCOPE.version).create_histogram("sdk")
@@ -235,7 +207,7 @@ def test_every_reader_gets_every_value_in_its_own_temporality() -> None:
 def test_only_providers_spark_otel_built_take_bulk_records() -> None:
     import spark_otel
 
-    own = spark_otel.telemetry.build_providers([], [(Capture(AggregationTemporality.CUMULATIVE), math.inf)])
+    own = spark_otel.telemetry.build_providers([], [(CapturingExporter(), math.inf)])
     foreign = MeterProvider(shutdown_on_exit=False)
     try:
         assert bulk_histograms_of(own[1]) is not None

@@ -4,18 +4,12 @@ anchorable to another process."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from spark_otel import _clock
 
-
-@pytest.fixture(autouse=True)
-def restore_scale() -> Iterator[None]:
-    before = _clock.time_scale()
-    yield
-    _clock.set_time_scale(before)
+pytestmark = pytest.mark.usefixtures("restore_clock")
 
 
 def test_model_time_runs_scale_times_faster_and_never_goes_back() -> None:

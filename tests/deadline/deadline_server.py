@@ -49,6 +49,11 @@ def findings_document(findings: list[dict[str, Any]] = FINDINGS) -> str:
     return f"<think>check {{braces}} and [brackets]</think>\nHere is the review.\n```json\n{body}\n```\n"
 
 
+DOC = findings_document()
+# Two whole findings, then half of the third: what a seed cut off mid-answer has sent.
+HALF = DOC[: DOC.index('"id": 3') + 20]
+
+
 def pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -133,7 +138,7 @@ class MisbehavingServer:
                 pass
             self._mark(tag, "disconnected")
             return Response(status_code=204)
-        text = params.get("text", findings_document())
+        text = params.get("text", DOC)
         gen = self._events(scenario, params, pieces(text, int(params.get("piece_chars", 8))), chat, tag)
         return StreamingResponse(gen, media_type="text/event-stream")
 

@@ -30,7 +30,7 @@ import httpx
 import httpx2
 import openai
 import pytest
-from tests.deadline.deadline_server import FINDINGS, MisbehavingServer, findings_document, pieces
+from tests.deadline.deadline_server import DOC, FINDINGS, HALF, MisbehavingServer, pieces
 
 from spark_otel import _clock, deadline
 from spark_otel._exceptions import ConfigError
@@ -49,9 +49,6 @@ from spark_otel.store import Store
 # The contract: a cut-off request is closed within this long of its deadline.
 PROMPTNESS_S = 0.1
 KINDS = ["openai", "httpx2", "httpx"]
-DOC = findings_document()
-# Two whole findings, then half of the third: what a seed cut off mid-answer has sent.
-HALF = DOC[: DOC.index('"id": 3') + 20]
 
 
 def make_client(kind: str, url: str, *, is_async: bool, **kwargs: Any) -> Any:
@@ -92,22 +89,6 @@ def no_leaked_threads() -> Iterator[None]:
     yield
     after = {t.ident for t in threading.enumerate()}
     assert after <= before, f"threads left running: {after - before}"
-
-
-@pytest.fixture
-def restore_time_scale() -> Iterator[None]:
-    anchor = _clock._Anchor
-    saved = (
-        anchor.scale,
-        anchor.model_wall_ns,
-        anchor.model_perf_ns,
-        anchor.real_wall_ns,
-        anchor.real_perf_ns,
-    )
-    yield
-    (anchor.scale, anchor.model_wall_ns, anchor.model_perf_ns, anchor.real_wall_ns, anchor.real_perf_ns) = (
-        saved
-    )
 
 
 def run_sync(kind: str, server: MisbehavingServer, scenario: str, params: dict[str, Any], **kw: Any) -> Any:
@@ -469,7 +450,7 @@ def test_absolute_deadline_cuts_off_at_that_time(
 
 
 def test_deadline_and_timings_are_in_model_time(
-    test_server: MisbehavingServer, tag: str, restore_time_scale: None
+    test_server: MisbehavingServer, tag: str, restore_clock: None
 ) -> None:
     _clock.set_time_scale(10.0)
     result, took = run_sync("httpx2", test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=3.0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -11,31 +10,14 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.deadline.deadline_server import FINDINGS, MisbehavingServer, findings_document
+from tests.deadline.deadline_server import FINDINGS, HALF, MisbehavingServer
+from tests.instrumentation.support import cell_span, request_spans
 
 import spark_otel
 from spark_otel import _semconv as sc
 from spark_otel.deadline import DeadlineStatus, astream_with_deadline, stream_with_deadline
 
-DOC = findings_document()
-HALF = DOC[: DOC.index('"id": 3') + 20]
 MESSAGES = [{"role": "user", "content": "find the bugs"}]
-
-
-def cell_span(exporter: InMemorySpanExporter) -> ReadableSpan:
-    (span,) = [s for s in exporter.get_finished_spans() if s.attributes.get(sc.SPAN_KIND_ATTR) == "cell"]
-    return span
-
-
-def request_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [s for s in exporter.get_finished_spans() if s.attributes.get(sc.SPAN_KIND_ATTR) != "cell"]
-
-
-@pytest.fixture
-def instrumented(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> Iterator[None]:
-    spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    yield
-    spark_otel.uninstrument()
 
 
 def _cell(tracer_provider: TracerProvider, meter_provider: MeterProvider, seed: str) -> Any:

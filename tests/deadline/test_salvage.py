@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from spark_otel._exceptions import ConfigError
 from spark_otel.salvage import (
     CallableFindings,
+    Extractor,
     JsonFindings,
     JsonLinesFindings,
     RegexFindings,
@@ -112,27 +114,40 @@ def _chunks(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(points)]
 
 
-@settings(max_examples=150, deadline=None)
-@given(json_documents(), st.data())
-def test_json_salvage_of_any_prefix_is_exactly_the_complete_findings(
-    document: tuple[str, list[dict[str, Any]], list[int]], data: st.DataObject
-) -> None:
+def _salvages_exactly_the_complete_findings(
+    document: tuple[str, list[dict[str, Any]], list[int]],
+    data: st.DataObject,
+    whole: Callable[[str], list[Any]],
+    extractor: Extractor,
+) -> list[Any]:
+    """A random prefix of ``document``, salvaged whole and fed in random chunks: both give the
+    findings complete within it, and what `feed` and `close` return adds up to them. Returns
+    what `close` returned."""
     text, findings, ends = document
     cut = data.draw(st.integers(0, len(text)), label="cut")
     prefix = text[:cut]
     expected = [f for f, end in zip(findings, ends, strict=True) if end <= cut]
 
-    assert json_findings(prefix) == expected
+    assert whole(prefix) == expected
 
-    extractor = JsonFindings()
     fed: list[Any] = []
     for chunk in _chunks(
         prefix, data.draw(st.lists(st.integers(0, len(prefix)), max_size=8), label="splits")
     ):
         fed.extend(extractor.feed(chunk))
-    extractor.close()
-    assert fed == expected
+    closed = extractor.close()
+    assert fed + closed == expected
     assert extractor.findings == expected
+    return closed
+
+
+@settings(max_examples=150, deadline=None)
+@given(json_documents(), st.data())
+def test_json_salvage_of_any_prefix_is_exactly_the_complete_findings(
+    document: tuple[str, list[dict[str, Any]], list[int]], data: st.DataObject
+) -> None:
+    # A JSON finding completes with its closing brace, so feeding returns it and closing adds nothing.
+    assert _salvages_exactly_the_complete_findings(document, data, json_findings, JsonFindings()) == []
 
 
 @settings(max_examples=150, deadline=None)
@@ -140,20 +155,7 @@ def test_json_salvage_of_any_prefix_is_exactly_the_complete_findings(
 def test_jsonl_salvage_of_any_prefix_is_exactly_the_complete_lines(
     document: tuple[str, list[dict[str, Any]], list[int]], data: st.DataObject
 ) -> None:
-    text, findings, ends = document
-    cut = data.draw(st.integers(0, len(text)), label="cut")
-    prefix = text[:cut]
-    expected = [f for f, end in zip(findings, ends, strict=True) if end <= cut]
-
-    assert jsonl_findings(prefix) == expected
-
-    extractor = JsonLinesFindings()
-    for chunk in _chunks(
-        prefix, data.draw(st.lists(st.integers(0, len(prefix)), max_size=8), label="splits")
-    ):
-        extractor.feed(chunk)
-    extractor.close()
-    assert extractor.findings == expected
+    _salvages_exactly_the_complete_findings(document, data, jsonl_findings, JsonLinesFindings())
 
 
 def test_json_salvage_passes_over_prose_with_brackets_before_the_document() -> None:
@@ -211,13 +213,17 @@ def test_regex_salvage_drops_a_match_that_may_be_cut_off() -> None:
     ]
 
 
-def test_regex_salvage_fed_in_chunks_matches_the_whole_text() -> None:
-    extractor = RegexFindings(r"F(\d+)\n")
+@pytest.mark.parametrize(("cut_off", "last"), [(True, []), (False, ["F3"])])
+def test_regex_salvage_fed_in_chunks_matches_the_whole_text(cut_off: bool, last: list[str]) -> None:
+    # "F3" at the end may be the start of "F34": kept only if the text was not cut off.
+    extractor = RegexFindings(r"F\d+")
+    fed: list[Any] = []
     for chunk in ["F1\nF", "2", "\nF3"]:
-        extractor.feed(chunk)
-    assert extractor.findings == ["F1\n", "F2\n"]
-    extractor.close(cut_off=False)
-    assert extractor.findings == ["F1\n", "F2\n"]
+        fed.extend(extractor.feed(chunk))
+    assert fed == extractor.findings == ["F1", "F2"]
+    assert extractor.close(cut_off=cut_off) == last
+    assert extractor.findings == ["F1", "F2", *last]
+    assert regex_findings(r"F\d+", "F1\nF2\nF3", cut_off=cut_off) == extractor.findings
 
 
 def test_a_plain_callable_runs_once_on_the_whole_text() -> None:

@@ -7,8 +7,6 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.trace import TracerProvider
 from tests.instrumentation.support import LocalServer, ServerLog
 
 import spark_otel
@@ -42,13 +40,6 @@ def _always_uninstrument() -> Iterator[None]:
     yield
     if SparkOtelInstrumentor().is_instrumented:
         spark_otel.uninstrument()
-
-
-@pytest.fixture
-def instrumented(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> Iterator[None]:
-    spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    yield
-    spark_otel.uninstrument()
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tests.instrumentation.support import request_spans
 
-from spark_otel import _clock, cell
 from spark_otel import _semconv as sc
+from spark_otel import cell
 from spark_otel.sim import Box, run_box
 
 SPEED = 50.0
@@ -27,24 +27,12 @@ def box() -> Iterator[Box]:
         yield b
 
 
-@pytest.fixture
-def model_time() -> Iterator[None]:
-    """Run in the box's model time, and put the process clock back exactly afterwards."""
-    saved = dict(vars(_clock._Anchor))
-    _clock.set_time_scale(SPEED)
-    yield
-    for key, value in saved.items():
-        if not key.startswith("__"):
-            setattr(_clock._Anchor, key, value)
-
-
 def _model(box: Box) -> str:
     return str(httpx2.get(box.url("qwen") + "/sim/info").json()["model"])
 
 
 def test_openai_stream_in_a_cell_counts_exact_tokens_in_model_time(
     box: Box,
-    model_time: None,
     instrumented: None,
     tracer_provider: TracerProvider,
     meter_provider: MeterProvider,

@@ -10,20 +10,13 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from tests.instrumentation.support import MODEL, one_span, request_spans
+from tests.instrumentation.support import MODEL, cell_span, one_span, request_spans
 
 from spark_otel import ContextThreadPoolExecutor, cell
 from spark_otel import _semconv as sc
 from spark_otel._request_notes import request_notes
 
 MESSAGES = [{"role": "user", "content": "one two"}]
-
-
-def _cell_span(exporter: InMemorySpanExporter):  # type: ignore[no-untyped-def]
-    (found,) = [
-        s for s in exporter.get_finished_spans() if (s.attributes or {}).get(sc.SPAN_KIND_ATTR) == "cell"
-    ]
-    return found
 
 
 def test_requests_in_worker_threads_nest_under_the_cell_and_sum_tokens(
@@ -55,17 +48,17 @@ def test_requests_in_worker_threads_nest_under_the_cell_and_sum_tokens(
     assert state.requests == 3
     assert state.completion_tokens == 9
     assert state.prompt_tokens == 6
-    cell_span = _cell_span(span_exporter)
+    parent = cell_span(span_exporter)
     for span in request_spans(span_exporter):
         assert span.parent is not None
-        assert span.parent.span_id == cell_span.context.span_id
-        assert span.context.trace_id == cell_span.context.trace_id
+        assert span.parent.span_id == parent.context.span_id
+        assert span.context.trace_id == parent.context.trace_id
         a = span.attributes or {}
         assert a[sc.EVAL_NAME] == "golden"
         assert a[sc.CELL_ID] == "B#1"
         assert a[sc.ENGINE] == "qwen"
         assert a[sc.CELL_UID] == state.uid
-    assert cell_span.attributes[sc.CELL_COMPLETION_TOKENS] == 9  # type: ignore[index]
+    assert parent.attributes[sc.CELL_COMPLETION_TOKENS] == 9  # type: ignore[index]
 
 
 async def test_streams_in_tasks_inside_an_async_cell_add_up_when_they_end(
@@ -88,10 +81,10 @@ async def test_streams_in_tasks_inside_an_async_cell_add_up_when_they_end(
     assert counts == [3, 5]
     assert state.completion_tokens == 8
     assert state.prompt_tokens == 6
-    cell_span = _cell_span(span_exporter)
+    parent = cell_span(span_exporter)
     spans = request_spans(span_exporter)
     assert len(spans) == 2
-    assert all(s.parent is not None and s.parent.span_id == cell_span.context.span_id for s in spans)
+    assert all(s.parent is not None and s.parent.span_id == parent.context.span_id for s in spans)
 
 
 def test_failed_request_counts_as_failed_in_the_cell(

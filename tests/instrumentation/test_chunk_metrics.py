@@ -19,16 +19,11 @@ import httpx2
 import openai
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    InMemoryMetricReader,
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-)
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import metric_points
+from tests.conftest import CapturingExporter, metric_points, points_in
 from tests.instrumentation.support import MODEL, one_span, request_spans
 
 import spark_otel
@@ -52,37 +47,6 @@ _METRICS = (
 )
 
 
-class _LastExport(MetricExporter):
-    """Keeps the latest export of a spark-otel-built provider's reader."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last: MetricsData | None = None
-
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> MetricExportResult:
-        self.last = metrics_data
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        pass
-
-
-def _points(data: MetricsData | None, name: str) -> list[Any]:
-    return [
-        point
-        for rm in (data.resource_metrics if data else ())
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == name
-        for point in metric.data.data_points
-    ]
-
-
 class _Telemetry:
     """Fresh providers for one instrumented run: the user's own SDK providers with an in-memory
     reader, or the providers spark-otel builds (whose reader takes the per-chunk histogram in bulk)."""
@@ -91,7 +55,7 @@ class _Telemetry:
         self.spans = InMemorySpanExporter()
         processor = SimpleSpanProcessor(self.spans)
         if pipeline == "spark-otel":
-            exporter = _LastExport()
+            exporter = CapturingExporter()
             self.tracer_provider, self.meter_provider = build_providers([processor], [(exporter, math.inf)])
             self.read = lambda: self.meter_provider.force_flush() and exporter.last
         else:
@@ -108,9 +72,9 @@ class _Telemetry:
         data = self.read()
         points: dict[str, Any] = {}
         for name in _METRICS:
-            found = _points(data, name)
+            found = points_in(data, name)
             points[name] = sorted((json.dumps(dict(p.attributes), sort_keys=True), p.count) for p in found)
-        token_sums = sorted(p.sum for p in _points(data, sc.GEN_AI_CLIENT_TOKEN_USAGE))
+        token_sums = sorted(p.sum for p in points_in(data, sc.GEN_AI_CLIENT_TOKEN_USAGE))
         return {"name": span.name, "kind": span.kind, "span": attrs, "points": points, "tokens": token_sums}
 
     def close(self) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import gc
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from tests.conftest import metric_points
-from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans
+from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans, sse_chunk, sse_transport
 
 import spark_otel
 from spark_otel import _semconv as sc
@@ -237,28 +236,14 @@ def test_in_stream_error_event_propagates_and_keeps_partial_counts(
     assert span.attributes[sc.REQUEST_CHUNKS] == len(seen) == 4  # type: ignore[index]
 
 
-def _interrupting_transport() -> httpx2.MockTransport:
-    """A body that raises KeyboardInterrupt mid-stream: no real peer can do this on demand."""
-
-    class Body(httpx2.SyncByteStream):
-        def __iter__(self) -> Iterator[bytes]:
-            yield b'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m",'
-            yield b'"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}\n\n'
-            raise KeyboardInterrupt
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
-
-    return httpx2.MockTransport(handler)
-
-
 def test_keyboard_interrupt_mid_stream_is_recorded_and_reraised(
     instrumented: None, span_exporter: InMemorySpanExporter
 ) -> None:
     client = openai.OpenAI(
         base_url="http://127.0.0.1:9/v1",
         api_key="sk",
-        http_client=httpx2.Client(transport=_interrupting_transport()),
+        # KeyboardInterrupt mid-body: no real peer can do this on demand.
+        http_client=httpx2.Client(transport=sse_transport([sse_chunk("a")], fail=KeyboardInterrupt())),
     )
     stream = _stream(client)
     assert next(stream).choices[0].delta.content == "a"

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
-from tests.conftest import metric_points
+from tests.conftest import metric_points, wait_for
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -71,18 +71,24 @@ def test_receiver_serves_both_engines_and_the_simulated_gpu(
         gpu=gpu,
         close_gpu=True,
     ) as receiver:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (
-            receiver.rate("qwen") and receiver.rate("nemotron") and receiver.gpu_readings()
-        ):
-            time.sleep(0.02)
+        wait_for(
+            lambda: receiver.rate("qwen") and receiver.rate("nemotron") and receiver.gpu_readings(),
+            "rates of both engines and a GPU reading",
+            30.0,
+            0.02,
+        )
         _complete(box, "nemotron", 32)
         before = receiver.latest("nemotron")
-        while time.monotonic() < deadline:
-            latest = receiver.latest("nemotron")
-            if latest and before and latest.generation_tokens == before.generation_tokens + 32:  # type: ignore[operator]
-                break
-            time.sleep(0.02)
+        assert before is not None
+        wait_for(
+            lambda: (
+                (latest := receiver.latest("nemotron")) is not None
+                and latest.generation_tokens == before.generation_tokens + 32
+            ),  # type: ignore[operator]
+            "the 32 completed tokens in a scrape",
+            30.0,
+            0.02,
+        )
         points = metric_points(metric_reader, sc.ENGINE_GENERATION_TOKENS)
     assert {p.attributes[sc.ENGINE] for p in points} == {"qwen", "nemotron"}
     by_engine = {p.attributes[sc.ENGINE]: p.value for p in points}

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points
+from tests.conftest import metric_points, wait_for
 from tests.receivers.metrics_server import MetricsServer, OtlpSink
 
 from spark_otel import _semconv as sc
@@ -31,14 +30,6 @@ def _counting_text(hits: int) -> str:
         "# TYPE vllm:kv_cache_usage_perc gauge\n"
         'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5\n'
     )
-
-
-def _wait_for(predicate, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def _points_by_engine(reader: InMemoryMetricReader, name: str) -> dict[str, float]:
@@ -63,8 +54,8 @@ def test_a_dead_engine_is_reported_and_retried_while_the_live_one_is_served(
         store=store,
     )
     with receiver:
-        _wait_for(lambda: receiver.rate("live") is not None, "two scrapes of the live engine")
-        _wait_for(lambda: receiver.failures("dead") >= 2, "the dead engine to be retried")
+        wait_for(lambda: receiver.rate("live") is not None, "two scrapes of the live engine", 20.0, 0.02)
+        wait_for(lambda: receiver.failures("dead") >= 2, "the dead engine to be retried", 20.0, 0.02)
         assert receiver.is_up("live") is True
         assert receiver.is_up("dead") is False
         up = _points_by_engine(metric_reader, sc.ENGINE_UP)
@@ -101,12 +92,33 @@ def test_an_engine_that_recovers_is_marked_up_again(
     with Receiver(
         {"flaky": metrics_server.url}, interval_s=0.05, max_backoff_s=0.1, meter_provider=meter_provider
     ) as receiver:
-        _wait_for(lambda: receiver.failures("flaky") >= 1, "a failed scrape")
+        wait_for(lambda: receiver.failures("flaky") >= 1, "a failed scrape", 20.0, 0.02)
         assert _points_by_engine(metric_reader, sc.ENGINE_UP) == {"flaky": 0}
         metrics_server.status = 200
-        _wait_for(lambda: receiver.is_up("flaky") is True, "recovery")
+        wait_for(lambda: receiver.is_up("flaky") is True, "recovery", 20.0, 0.02)
         assert receiver.failures("flaky") == 0
         assert _points_by_engine(metric_reader, sc.ENGINE_UP) == {"flaky": 1}
+
+
+def test_stored_up_is_one_series_before_and_after_the_kind_is_known(
+    metrics_server: MetricsServer, meter_provider: MeterProvider, store: Store
+) -> None:
+    metrics_server.text_fn = _counting_text
+    metrics_server.status = 500
+    receiver = Receiver({"flaky": metrics_server.url}, meter_provider=meter_provider, store=store)
+    try:
+        receiver.scrape_once()  # down before the first scrape: the kind is not known yet
+        metrics_server.status = 200
+        receiver.scrape_once()  # up: now it is vllm
+        metrics_server.status = 500
+        receiver.scrape_once()  # down again, the kind known
+    finally:
+        receiver.stop()
+    up = store.samples(sc.ENGINE_UP)
+    assert [s.value for s in up] == [0.0, 1.0, 0.0]
+    assert [s.attributes for s in up] == [{sc.ENGINE: "flaky"}] * 3
+    [gen] = store.samples(sc.ENGINE_GENERATION_TOKENS)
+    assert gen.attributes == {sc.ENGINE: "flaky", sc.ENGINE_KIND: "vllm"}
 
 
 def test_stop_interrupts_a_long_sleep_and_ends_every_thread(
@@ -114,7 +126,7 @@ def test_stop_interrupts_a_long_sleep_and_ends_every_thread(
 ) -> None:
     metrics_server.text_fn = _counting_text
     receiver = Receiver({"a": metrics_server.url}, interval_s=3600, meter_provider=meter_provider).start()
-    _wait_for(lambda: receiver.latest("a") is not None, "the first scrape")
+    wait_for(lambda: receiver.latest("a") is not None, "the first scrape", 20.0, 0.02)
     receiver.stop(timeout_s=10)
     assert not any(t.name.startswith("spark-otel-receiver") for t in threading.enumerate())
     receiver.stop()  # idempotent
@@ -237,7 +249,7 @@ def test_scrape_once_does_not_claim_to_retry_but_the_running_loop_does(
             {"gone": dead}, interval_s=0.05, max_backoff_s=0.1, meter_provider=meter_provider, timeout_s=1
         )
         with looping:
-            _wait_for(lambda: looping.failures("gone") >= 1, "a failed scrape")
+            wait_for(lambda: looping.failures("gone") >= 1, "a failed scrape", 20.0, 0.02)
         assert "retrying with backoff" in caplog.records[0].getMessage()
 
 
