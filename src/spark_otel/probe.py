@@ -44,7 +44,7 @@ from . import _semconv as sc
 from ._exceptions import ConfigError, EngineError, InputError
 from ._guard import guard
 from ._version import __version__
-from .analysis.stats import percentile
+from .analysis.stats import summarize
 from .model import AttributeValue, LoadWindow
 from .probe_results import (
     CLIENT_CPU_BUDGET_CORE_FRACTION,
@@ -56,7 +56,7 @@ from .probe_results import (
     curve_of,
 )
 from .receivers.gpu import GpuSource
-from .receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta
+from .receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta, engine_base_url
 from .store import Store
 from .telemetry import current_telemetry
 
@@ -68,7 +68,6 @@ __all__ = [
     "default_engine_label",
     "level_warnings",
     "mean_power",
-    "parse_probe_engine",
     "probe_prompt",
     "run_probe",
     "summarize_level",
@@ -92,15 +91,6 @@ class ProbeIncomplete(EngineError):
     def __init__(self, message: str, report: ProbeReport) -> None:
         super().__init__(message)
         self.report = report
-
-
-def parse_probe_engine(spec: str) -> tuple[str | None, str]:
-    """``NAME=URL`` (as ``spark-otel receive`` takes it) or a bare URL: ``(name or None, url)``."""
-    head, sep, tail = spec.partition("=")
-    name, url = (head.strip(), tail.strip()) if sep and "://" not in head else (None, spec.strip())
-    if (name is not None and not name) or not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--engine {spec!r}: expected URL or NAME=URL, e.g. qwen=http://127.0.0.1:8011")
-    return name, url
 
 
 def default_engine_label(url: str) -> str:
@@ -234,9 +224,9 @@ def summarize_level(m: LevelMeasurement) -> ProbeLevel:
     if ok:
         real_wall_s = (max(r.end_ns for r in ok) - min(r.start_ns for r in m.results)) / _NS_PER_S
         wall_s = _clock.to_model_s(real_wall_s)
-    ttfts = sorted(
+    ttfts = [
         _clock.to_model_ns(r.first_ns - r.start_ns) / _NS_PER_S for r in ok if r.first_ns and m.streaming
-    )
+    ]
     engine_tokens = None
     if m.before is not None and m.after is not None:
         delta = counter_delta(m.before, m.after)
@@ -244,7 +234,8 @@ def summarize_level(m: LevelMeasurement) -> ProbeLevel:
     probe_rate = probe_tokens / wall_s if wall_s > 0 else None
     engine_rate = engine_tokens / wall_s if engine_tokens is not None and wall_s > 0 else None
     cpu_us = m.cpu_s * 1e6 / probe_tokens if probe_tokens else None
-    median = percentile(rates, 0.5) if rates else None
+    rate_stats = summarize(rates)
+    median = rate_stats.median
     core = m.cpu_s / real_wall_s if real_wall_s > 0 else None
     # One inter-token interval in real seconds is 1 / (model rate x time scale).
     step = cpu_us * 1e-6 * m.streams * median * _clock.time_scale() if cpu_us and median else None
@@ -266,8 +257,8 @@ def summarize_level(m: LevelMeasurement) -> ProbeLevel:
         error_messages=sorted({e for e in errors if e})[:5],
         stream_rates=rates,
         per_stream_median=median,
-        per_stream_p10=percentile(rates, 0.1) if rates else None,
-        per_stream_p90=percentile(rates, 0.9) if rates else None,
+        per_stream_p10=rate_stats.p10,
+        per_stream_p90=rate_stats.p90,
         probe_aggregate_rate=probe_rate,
         engine_generation_tokens=engine_tokens,
         engine_aggregate_rate=engine_rate,
@@ -275,7 +266,7 @@ def summarize_level(m: LevelMeasurement) -> ProbeLevel:
         requests_running_before=m.before.requests_running if m.before else None,
         requests_running_after=m.after.requests_running if m.after else None,
         quiescent=m.quiescent,
-        ttft_s_median=percentile(ttfts, 0.5) if ttfts else None,
+        ttft_s_median=summarize(ttfts).median,
         power_w=m.power_w,
         client_cpu_s=m.cpu_s,
         client_cpu_us_per_token=cpu_us,
@@ -354,19 +345,19 @@ class _PowerMeter:
             self._source.close()
 
 
-def _power_meter(mode: str, engine_url: str, sim_info: dict[str, Any] | None) -> _PowerMeter | None:
-    """The requested power source; ``auto`` reads the simulated box's GPU, else NVML or nvidia-smi."""
-    if mode == "none":
+def _power_meter(requested: str, engine_url: str, sim_info: dict[str, Any] | None) -> _PowerMeter | None:
+    """The requested power source; ``auto`` reads the simulated box's GPU, else NVML or nvidia-smi,
+    and leaves power out when the source it picked does not answer."""
+    if requested == "none":
         return None
     from ._exceptions import NoGpuError
     from .receivers.gpu import open_gpu_source
 
-    if mode == "auto" and sim_info is not None:
-        mode = "sim"
+    mode = "sim" if requested == "auto" and sim_info is not None else requested
     try:
         return _PowerMeter(open_gpu_source(mode, sim_url=engine_url))  # type: ignore[arg-type]
     except (NoGpuError, EngineError) as exc:
-        if mode == "auto":
+        if requested == "auto":
             _logger.info("probe: no GPU power source (%s); power is left out", exc)
             return None
         raise
@@ -404,7 +395,7 @@ class _Prober:
     """One probe run against one engine; holds the clients and what discovery found."""
 
     def __init__(self, engine_url: str, settings: ProbeSettings, store: Store | None) -> None:
-        self.url = engine_url.rstrip("/").removesuffix("/v1")
+        self.url = engine_base_url(engine_url)
         self.settings = settings
         self.store = store
         self.run_id = uuid.uuid4().hex[:12]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._exceptions import InputError
 from ._version import __version__
 from .analysis.curve import CurvePoint, RateCurve
+from .analysis.stats import summarize
 
 __all__ = [
     "PROBE_REPORT_VERSION",
@@ -166,8 +167,6 @@ def curve_of(engine: str, levels: list[ProbeLevel]) -> RateCurve:
 
     Raises `InputError` naming the levels when none has a rate (a curve needs one point).
     """
-    from .analysis.stats import summarize
-
     points: list[CurvePoint] = []
     for streams in sorted({lv.streams for lv in levels}):
         rounds = [lv for lv in levels if lv.streams == streams and lv.stream_rates]

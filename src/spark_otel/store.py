@@ -400,6 +400,18 @@ class Store:
             for r in rows
         ]
 
+    def has_samples(
+        self,
+        name: str,
+        *,
+        since_unix_ns: int | None = None,
+        until_unix_ns: int | None = None,
+        source: str | None = None,
+    ) -> bool:
+        """Whether `samples` with these filters would return any, without reading them."""
+        where, params = self._where({"name": name, "source": source}, since_unix_ns, until_unix_ns, "unix_ns")
+        return bool(self._select(f"SELECT EXISTS(SELECT 1 FROM metric_samples{where})", params)[0][0])
+
     def sample_names(self) -> list[str]:
         return [r[0] for r in self._select("SELECT DISTINCT name FROM metric_samples ORDER BY name", ())]
 

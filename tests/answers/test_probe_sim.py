@@ -194,11 +194,12 @@ def test_probe_levels_reach_an_otlp_export_as_load_windows(
 
 
 class _PlainEngine:
-    """A vLLM-like engine on 127.0.0.1 that, like a real vLLM, answers no ``/sim/info``.
+    """A vLLM-like engine on 127.0.0.1 that, like a real vLLM, answers no ``/sim/info`` by default.
 
     ``/v1/completions`` streams ``max_tokens`` SSE events ``step_s`` apart, then the usage chunk;
     ``/metrics`` counts generated tokens and running requests in vLLM's names; ``/sim/gpu`` reads
     ``busy_w`` while any answer streams and ``idle_w`` otherwise, with the energy integrated.
+    With ``sim_info`` it answers ``/sim/info`` with it; without ``gpu`` it has no ``/sim/gpu``.
     It misbehaves on request: completions after the first ``fail_after`` answer HTTP 503; the
     ``stall``-th completion (1-based) trickles SSE comments and never ends; a finished request
     stays counted as running for ``linger_s`` (a real engine's gauge lags its requests too).
@@ -213,6 +214,8 @@ class _PlainEngine:
         linger_s: float = 0.0,
         busy_w: float = 300.0,
         idle_w: float = 100.0,
+        sim_info: dict[str, object] | None = None,
+        gpu: bool = True,
     ) -> None:
         import socket
 
@@ -221,7 +224,7 @@ class _PlainEngine:
         from starlette.routing import Route
 
         self.step_s, self.fail_after, self.stall, self.linger_s = step_s, fail_after, stall, linger_s
-        self.busy_w, self.idle_w = busy_w, idle_w
+        self.busy_w, self.idle_w, self.sim_info = busy_w, idle_w, sim_info
         self.completions = self.generated = self.running = self.streaming = 0
         self.energy_j, self._since = 0.0, time.time_ns()
         self._sock = socket.socket()
@@ -232,7 +235,8 @@ class _PlainEngine:
                 Route("/v1/completions", self._complete, methods=["POST"]),
                 Route("/v1/models", self._models),
                 Route("/metrics", self._metrics),
-                Route("/sim/gpu", self._gpu),
+                *([Route("/sim/gpu", self._gpu)] if gpu else []),
+                *([Route("/sim/info", self._info)] if sim_info is not None else []),
             ]
         )
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
@@ -276,6 +280,11 @@ class _PlainEngine:
             "# TYPE vllm:num_requests_running gauge\n"
             f'vllm:num_requests_running{{model_name="plain-model"}} {self.running}\n'
         )
+
+    async def _info(self, request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse(self.sim_info)
 
     async def _gpu(self, request):
         from starlette.responses import JSONResponse
@@ -439,3 +448,16 @@ def test_probe_power_covers_the_streams_not_the_wait_for_the_engine_to_settle(st
     assert level.power_w is not None
     # Read after the settle wait, the mean would be about (0.6 x 300 + 1 x 100) / 1.6 = 175 W.
     assert level.power_w > 250
+
+
+def test_probe_with_gpu_auto_leaves_power_out_when_the_sim_info_engine_has_no_gpu_readout(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # /sim/info answers, so auto picks the simulated box's /sim/gpu, which is not there (HTTP 404).
+    with _PlainEngine(sim_info={"engine": "qwen"}, gpu=False) as engine, caplog.at_level("INFO"):
+        report = run_probe(engine.url, ProbeSettings(streams=[1], tokens=16, warmup=False), store=store)
+    [level] = report.levels
+    assert level.probe_tokens == 16
+    assert level.power_w is None
+    assert report.metadata.gpu_source is None
+    assert "no GPU power source" in caplog.text

@@ -16,12 +16,12 @@ from spark_otel.probe import (
     _usage_from_tail,
     default_engine_label,
     level_warnings,
-    parse_probe_engine,
     probe_prompt,
     summarize_level,
 )
 from spark_otel.probe_results import ProbeMetadata, ProbeReport, ProbeSettings, curve_of, load_probe_report
-from spark_otel.receivers.prometheus import EngineSnapshot
+from spark_otel.receivers.prometheus import EngineSnapshot, engine_base_url, metrics_url
+from spark_otel.receivers.receiver import split_engine_spec
 
 S = 1_000_000_000
 
@@ -196,13 +196,25 @@ def test_mean_power_uses_the_energy_counter_on_the_right_clock() -> None:
 
 
 def test_probe_engine_takes_a_bare_url_or_name_equals_url() -> None:
-    assert parse_probe_engine("qwen=http://127.0.0.1:8011") == ("qwen", "http://127.0.0.1:8011")
-    assert parse_probe_engine("http://127.0.0.1:8011") == (None, "http://127.0.0.1:8011")
+    def parse(spec: str) -> tuple[str | None, str]:
+        return split_engine_spec(spec, name_optional=True)
+
+    assert parse("qwen=http://127.0.0.1:8011") == ("qwen", "http://127.0.0.1:8011")
+    assert parse("http://127.0.0.1:8011") == (None, "http://127.0.0.1:8011")
     # An '=' inside the URL (a query) is not a name.
-    assert parse_probe_engine("http://h:1/?a=b") == (None, "http://h:1/?a=b")
+    assert parse("http://h:1/?a=b") == (None, "http://h:1/?a=b")
+    assert split_engine_spec("qwen=http://h:1/?a=b") == ("qwen", "http://h:1/?a=b")
     for bad in ("qwen=", "=http://h:1", "127.0.0.1:8011", "qwen=h:1"):
         with pytest.raises(ConfigError, match="expected URL or NAME=URL"):
-            parse_probe_engine(bad)
+            parse(bad)
+    with pytest.raises(ConfigError, match="expected NAME=URL"):
+        split_engine_spec("http://127.0.0.1:8011")  # receive needs the name
+
+
+def test_every_engine_url_form_reaches_the_same_base() -> None:
+    for url in ("http://h:1", "http://h:1/", "http://h:1/v1", " http://h:1/v1/ "):
+        assert engine_base_url(url) == "http://h:1", url
+        assert metrics_url(url) == "http://h:1/metrics", url
 
 
 def test_an_engine_without_a_name_is_labelled_by_host_and_port_not_its_model() -> None:

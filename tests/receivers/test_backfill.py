@@ -406,3 +406,36 @@ def test_backfill_cli_summary_median_is_the_true_median_and_timeouts_are_not_rat
     assert cells == ["8", "8", "0", "1", "6", "11.56"]
     with Store(store_path) as store:
         assert len(store.cells(eval_name="c")) == 8  # all kept, the cut-off and failed ones too
+
+
+def test_backfilled_deadline_and_error_cells_end_their_spans_as_live_cells_do(tmp_path: Path) -> None:
+    from opentelemetry.trace import StatusCode
+
+    from spark_otel import _semconv as sc
+
+    rows = [
+        "ok,q,2026-09-19T06:00:00Z,100,1000,ok",
+        "cut,q,2026-09-19T07:00:00Z,1800,900,timeout",
+        "err,q,2026-09-19T08:00:00Z,60,6000,error",
+    ]
+    path = tmp_path / "cells.csv"
+    path.write_text("cell_id,engine,start,elapsed_s,completion_tokens,status\n" + "\n".join(rows) + "\n")
+    cells = backfill_files([path], load_mapping("generic-csv"), eval_name="c").cells
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(id_generator=FixedIdGenerator())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    export_cells_as_spans(cells, provider)
+    spans = {s.attributes[sc.CELL_ID]: s for s in exporter.get_finished_spans()}
+    assert spans["ok"].status.status_code is StatusCode.UNSET
+    assert sc.ERROR_TYPE not in spans["ok"].attributes
+    assert spans["cut"].status.status_code is StatusCode.ERROR
+    assert spans["cut"].status.description == "cell hit its deadline"
+    assert spans["cut"].attributes[sc.ERROR_TYPE] == sc.ERROR_TYPE_DEADLINE
+    assert spans["err"].status.status_code is StatusCode.ERROR
+    assert spans["err"].attributes[sc.ERROR_TYPE] == sc.ERROR_TYPE_OTHER
+    # The store path and the span path still give the same cells.
+    with Store(tmp_path / "s.sqlite") as store:
+        StoreSpanExporter(store).export(list(spans.values()))
+        stored = {c.uid: c for c in store.cells()}
+    for cell in cells:
+        assert stored[cell.uid].model_dump(exclude={"trace_id"}) == cell.model_dump(exclude={"trace_id"})

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import time
 import types
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points
+from tests.conftest import metric_points, wait_for
 from tests.receivers.metrics_server import MetricsServer
 
 from spark_otel import _semconv as sc
@@ -218,9 +217,7 @@ def test_receiver_exports_gpu_gauges_and_energy_counter(
         store=store,
         close_gpu=True,
     ) as receiver:
-        deadline = time.monotonic() + 20
-        while not receiver.gpu_readings() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(receiver.gpu_readings, "a GPU reading", 20.0, 0.02)
         [util] = metric_points(metric_reader, sc.GPU_UTILIZATION)
         [energy] = metric_points(metric_reader, sc.GPU_ENERGY)
     assert util.value == 0.96
@@ -309,6 +306,29 @@ def test_gpu_sample_cli_once_reports_a_failed_read(
         )
     assert code == 1
     assert capsys.readouterr().err.startswith("spark-otel: error: ")
+
+
+@pytest.mark.parametrize(("case", "code"), [("the store cannot open", 1), ("two engines share a name", 2)])
+def test_receive_cli_closes_the_gpu_source_when_it_cannot_start(
+    case: str, code: int, metrics_server: MetricsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    metrics_server.json_body = SIM_GPU
+    closed: list[SimGpuSource] = []
+    original = SimGpuSource.close
+
+    def close(self: SimGpuSource) -> None:
+        closed.append(self)
+        original(self)
+
+    monkeypatch.setattr(SimGpuSource, "close", close)
+    url = metrics_server.url
+    engines = ["--engine", f"a={url}"] + (
+        ["--engine", f"a={url}"] if case == "two engines share a name" else []
+    )
+    store = tmp_path if case == "the store cannot open" else tmp_path / "s.sqlite"  # a directory cannot
+    args = ["receive", *engines, "--gpu", "sim", "--sim-url", url, "--once", "--store", str(store)]
+    assert main(args) == code
+    assert len(closed) == 1
 
 
 def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:

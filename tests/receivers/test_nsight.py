@@ -22,6 +22,7 @@ from spark_otel.receivers.nsight import (
     read_capture,
     samples_for_store,
     split_metric_name,
+    store_source,
 )
 from spark_otel.store import Store
 
@@ -237,6 +238,19 @@ def test_cli_ingests_good_files_reports_bad_ones_and_does_not_duplicate(
     assert len(samples) == 19 * 101
     assert docs[0]["body"]["capture"] == "capture-0716.sqlite"
     assert docs[0]["body"]["metrics"][2]["name"] == "SM Issue"
+
+
+def test_stored_samples_are_found_by_their_capture_source(tmp_path: Path) -> None:
+    path, _, _ = _small(tmp_path, "raw")
+    capture = read_capture(path)
+    source = store_source(capture.summary)
+    with Store(tmp_path / "s.sqlite") as store:
+        assert not store.has_samples(sc.NSIGHT_METRIC, source=source)
+        store.write_samples(samples_for_store(capture))
+        assert store.has_samples(sc.NSIGHT_METRIC, source=source)
+        assert not store.has_samples(sc.NSIGHT_METRIC, source=source + "x")
+        assert not store.has_samples(sc.NSIGHT_METRIC, source=source, until_unix_ns=SESSION_START_UNIX_NS - 1)
+    assert {s.source for s in samples_for_store(capture)} == {source}
 
 
 def test_cli_exports_historical_points_over_otlp(

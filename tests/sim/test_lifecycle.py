@@ -120,6 +120,21 @@ def test_the_box_sets_and_restores_the_model_clock() -> None:
     assert _clock.time_scale() == 1.0
 
 
+def test_a_box_refused_for_its_speed_leaves_its_port_free() -> None:
+    with run_box({"a": "dense"}, speed=250):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with (
+            pytest.raises(ConfigError, match="speed") as refused,
+            run_box([EngineSpec("c", DENSE, port)], speed=10),
+        ):
+            pass
+        assert "speed 10 cannot start" in str(refused.value)
+        # `refused` keeps the traceback alive, so a socket the failed box left open would still listen
+        assert _refused(port)
+
+
 def test_unpinned_outputs_reproduce_with_the_seed_whatever_the_order() -> None:
     def outputs(seed: int, order: list[int]) -> dict[int, tuple[int, str]]:
         with (

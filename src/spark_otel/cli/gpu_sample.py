@@ -22,13 +22,9 @@ as a table, and exits.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-import threading
-from typing import Any
 
-from ._common import add_store_argument, print_json, print_table
+from ._common import add_store_argument, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,91 +47,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError
     from ..receivers.gpu import open_gpu_source
-    from ..receivers.receiver import Receiver
-    from ..telemetry import configure
+    from ._receiving import print_gpu_table, receiving, run_until_stopped
 
     if args.interval <= 0:
         raise ConfigError(f"--interval must be positive, got {args.interval}")
     source = open_gpu_source(args.source, sim_url=args.sim_url)
-    store_choice: Any = args.store if args.store else None
-    try:
-        telemetry = configure(
-            service_name=os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-gpu-sample",
-            store=store_choice,
-            metric_export_interval_ms=max(1000, int(args.interval * 1000)),
-            set_global=False,
-        )
-    except BaseException:
-        source.close()
-        raise
-    receiver = Receiver(
-        [],
-        interval_s=args.interval,
-        meter_provider=telemetry.meter_provider,
-        store=telemetry.store,
-        gpu=source,
-        close_gpu=True,
-    )
-    try:
+    with receiving(args, service_name="spark-otel-gpu-sample", gpu=source) as receiver:
         if args.once:
             # One reading, stored and exported exactly as a sampling loop's would be.
             failure = receiver.scrape_once().get("gpu")
             if isinstance(failure, Exception):
                 raise failure
-            _print_readings(receiver.gpu_readings(), args.json)
+            if args.json:
+                print_json([r.model_dump() for r in receiver.gpu_readings()])
+            else:
+                print_gpu_table(receiver.gpu_readings())
             return 0
         print(
             f"spark-otel: sampling the GPU via {source.kind} every {args.interval:g} s; Ctrl-C stops",
             file=sys.stderr,
         )
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            receiver.start()
-            stop.wait(args.duration)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        run_until_stopped(receiver, args.duration)
         return 0
-    finally:
-        receiver.stop()
-        telemetry.shutdown()
-
-
-def _print_readings(readings: list, as_json: bool) -> None:
-    if as_json:
-        print_json([r.model_dump() for r in readings])
-        return
-
-    def num(value: float | None, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
-
-    print_table(
-        "GPU (utilization is the resident-kernel flag, not load)",
-        [
-            "gpu",
-            "name",
-            "util",
-            "power W",
-            "energy J",
-            "SM MHz",
-            "mem MHz",
-            "memory used MiB",
-            "memory total MiB",
-        ],
-        [
-            [
-                r.gpu_id,
-                r.name,
-                num(r.utilization, ".0%"),
-                num(r.power_w, ".1f"),
-                num(r.energy_j, ",.1f"),
-                num(r.sm_clock_mhz, ".0f"),
-                num(r.memory_clock_mhz, ".0f"),
-                num(r.memory_used_bytes / 2**20 if r.memory_used_bytes is not None else None, ",.0f"),
-                num(r.memory_total_bytes / 2**20 if r.memory_total_bytes is not None else None, ",.0f"),
-            ]
-            for r in readings
-        ],
-    )

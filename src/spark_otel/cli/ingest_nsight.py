@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .. import _semconv as sc
     from .._exceptions import ConfigError, SparkOtelError
-    from ..receivers.nsight import metrics_data, read_capture, samples_for_store
+    from ..receivers.nsight import metrics_data, read_capture, samples_for_store, store_source
     from ..telemetry import otlp_configured, otlp_metric_exporter
 
     if args.interval_ms <= 0:
@@ -74,12 +74,11 @@ def run(args: argparse.Namespace) -> int:
                 continue
             summary = capture.summary
             if store is not None:
-                source = f"nsight:{summary.uid}"
-                already = store.samples(
+                already = store.has_samples(
                     sc.NSIGHT_METRIC,
                     since_unix_ns=summary.session_start_unix_ns,
                     until_unix_ns=summary.end_unix_ns + int(args.interval_ms * 1e6),
-                    source=source,
+                    source=store_source(summary),
                 )
                 if not already:
                     store.write_samples(samples_for_store(capture))

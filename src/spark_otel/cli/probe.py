@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ._common import add_store_argument, fmt_number, print_table
+from ._common import add_store_argument, fmt_number, open_store, print_table
 
 if TYPE_CHECKING:
     from ..probe_results import ProbeReport
@@ -133,13 +133,13 @@ def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from ..probe import ProbeIncomplete, ProbeSettings, parse_probe_engine, run_probe
-    from ..store import Store
+    from ..probe import ProbeIncomplete, ProbeSettings, run_probe
+    from ..receivers.receiver import split_engine_spec
     from ..telemetry import configure, otlp_configured
 
     if args.tokens < 1 or args.repeats < 1 or args.prompt_chars < 1:
         raise ConfigError("--tokens, --repeats and --prompt-chars must be positive")
-    name, url = parse_probe_engine(args.engine)
+    name, url = split_engine_spec(args.engine, name_optional=True)
     if name and args.engine_name and name != args.engine_name:
         raise ConfigError(f"--engine names the engine {name!r} but --engine-name says {args.engine_name!r}")
     settings = ProbeSettings(
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         time_scale=args.time_scale,
         request_timeout_s=args.timeout,
     )
-    store = None if args.no_store else (Store(args.store) if args.store else Store())
+    store = None if args.no_store else open_store(args)
     total = len(settings.streams) * settings.repeats
     telemetry = None
     if otlp_configured():  # levels go to the collector as load-window spans as well

@@ -24,12 +24,15 @@ reported and the exit code is 1.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import threading
-from typing import Any
+import sys
+from typing import TYPE_CHECKING
 
-from ._common import add_store_argument, print_json, print_table
+from ._common import add_store_argument, fmt_number, print_json, print_table
+
+if TYPE_CHECKING:
+    from .._exceptions import SparkOtelError
+    from ..receivers.prometheus import EngineSnapshot
+    from ..receivers.receiver import EngineTarget, Receiver
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,10 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._exceptions import ConfigError, SparkOtelError
+    from .._exceptions import ConfigError
     from ..receivers.gpu import open_gpu_source
-    from ..receivers.receiver import Receiver, parse_engine_spec
-    from ..telemetry import configure
+    from ..receivers.receiver import parse_engine_spec
+    from ._receiving import receiving, run_until_stopped
 
     targets = [parse_engine_spec(spec) for spec in args.engine]
     if not targets and args.gpu is None:
@@ -76,51 +79,34 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--interval must be positive, got {args.interval}")
     gpu_url = args.sim_url or (targets[0].url if args.gpu == "sim" and targets else None)
     gpu = open_gpu_source(args.gpu, sim_url=gpu_url) if args.gpu else None
-
-    store_choice: Any = args.store if args.store else None
-    telemetry = configure(
-        service_name=os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-receiver",
-        store=store_choice,
-        metric_export_interval_ms=max(1000, int(args.interval * 1000)),
-        set_global=False,
-    )
-    receiver = Receiver(
-        targets,
-        interval_s=args.interval,
-        meter_provider=telemetry.meter_provider,
-        store=telemetry.store,
-        gpu=gpu,
-        timeout_s=args.timeout,
-        close_gpu=True,
-    )
-    try:
+    with receiving(
+        args, service_name="spark-otel-receiver", targets=targets, gpu=gpu, timeout_s=args.timeout
+    ) as receiver:
         if args.once:
-            results = receiver.scrape_once()
-            return _print_once(targets, results, receiver, args.json, SparkOtelError)
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        receiver.start()
-        try:
-            stop.wait(args.duration)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+            return _print_once(targets, receiver.scrape_once(), receiver, args.json)
+        run_until_stopped(receiver, args.duration)
         return 0
-    finally:
-        receiver.stop()
-        telemetry.shutdown()
 
 
-def _print_once(targets: list, results: dict, receiver: Any, as_json: bool, error_type: type) -> int:
-    failed = {name: str(value) for name, value in results.items() if isinstance(value, error_type)}
+def _print_once(
+    targets: list[EngineTarget],
+    results: dict[str, EngineSnapshot | SparkOtelError],
+    receiver: Receiver,
+    as_json: bool,
+) -> int:
+    from .._exceptions import SparkOtelError
+    from ..receivers.prometheus import EngineSnapshot
+    from ._receiving import print_gpu_table
+
+    failed = {name: str(value) for name, value in results.items() if isinstance(value, SparkOtelError)}
+    snapshots = {name: value for name, value in results.items() if isinstance(value, EngineSnapshot)}
     if as_json:
         print_json(
             {
                 "engines": {
-                    t.name: (
-                        results[t.name].model_dump() if t.name not in failed else {"error": failed[t.name]}
-                    )
+                    t.name: snapshots[t.name].model_dump()
+                    if t.name in snapshots
+                    else {"error": failed[t.name]}
                     for t in targets
                 },
                 "gpu": [r.model_dump() for r in receiver.gpu_readings()],
@@ -130,8 +116,8 @@ def _print_once(targets: list, results: dict, receiver: Any, as_json: bool, erro
     else:
         rows = []
         for t in targets:
-            snap = results[t.name]
-            if t.name in failed:
+            snap = snapshots.get(t.name)
+            if snap is None:
                 rows.append([t.name, "-", t.url, "down", "", "", "", "", ""])
                 continue
             rows.append(
@@ -140,10 +126,10 @@ def _print_once(targets: list, results: dict, receiver: Any, as_json: bool, erro
                     snap.kind,
                     t.url,
                     "up",
-                    _num(snap.generation_tokens),
-                    _num(snap.prompt_tokens),
-                    _num(snap.requests_running),
-                    _num(snap.requests_waiting),
+                    fmt_number(snap.generation_tokens, 0),
+                    fmt_number(snap.prompt_tokens, 0),
+                    fmt_number(snap.requests_running, 0),
+                    fmt_number(snap.requests_waiting, 0),
                     f"{snap.kv_cache_usage:.1%}" if snap.kv_cache_usage is not None else "-",
                 ]
             )
@@ -165,30 +151,9 @@ def _print_once(targets: list, results: dict, receiver: Any, as_json: bool, erro
             )
         readings = receiver.gpu_readings()
         if readings:
-            print_table(
-                "GPU",
-                ["gpu", "name", "util", "power W", "energy J", "SM MHz", "memory used"],
-                [
-                    [
-                        r.gpu_id,
-                        r.name,
-                        f"{r.utilization:.0%}" if r.utilization is not None else "-",
-                        _num(r.power_w, 1),
-                        _num(r.energy_j, 1),
-                        _num(r.sm_clock_mhz),
-                        _num(r.memory_used_bytes),
-                    ]
-                    for r in readings
-                ],
-            )
+            print_gpu_table(readings)
     if failed:
-        import sys
-
         for name, message in failed.items():
             print(f"spark-otel: error: {name}: {message}", file=sys.stderr)
         return 1
     return 0
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"

@@ -12,6 +12,8 @@ file of many, the mtime is when the last one ended). Unix times are told apart b
 
 A timeout (a true ``timeout_flag`` or a status that maps to ``deadline``) becomes a
 ``deadline`` cell; without tokens it stays a timeout with no rate, listed but never averaged.
+Deadline and error cells carry ``error.type`` (``deadline``, else ``_OTHER``) and their spans
+end with ERROR status, as live cells do.
 Each cell's uid is a hash of (file, record position), so backfilling the same files again
 replaces those cells instead of duplicating them. A record that does not fit is reported
 with its file and line and skipped; the others still load.
@@ -25,7 +27,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -296,9 +298,17 @@ def _flag(value: Any) -> bool:
     return bool(value)
 
 
-def record_uid(path: Path, position: int | None) -> str:
-    """16 hex digits: usable as an OTel span id, so store and OTLP paths agree on it."""
-    digest = hashlib.sha256(f"{path.resolve()}|{position}".encode()).hexdigest()
+def mapping_statuses(mapping: FieldMapping) -> dict[str, CellStatus]:
+    """Every status string ``mapping`` knows: its own over the defaults."""
+    return {**DEFAULT_STATUS_VALUES, **mapping.status_values}
+
+
+def record_uid(resolved_path: Path, position: int | None) -> str:
+    """16 hex digits: usable as an OTel span id, so store and OTLP paths agree on it.
+
+    ``resolved_path`` is the file's `Path.resolve`, taken once per file by the caller.
+    """
+    digest = hashlib.sha256(f"{resolved_path}|{position}".encode()).hexdigest()
     uid = digest[:16]
     return uid if uid != "0" * 16 else "0" * 15 + "1"
 
@@ -312,12 +322,14 @@ def cell_from_record(
     engine: str | None = None,
     file_mtime_ns: int | None = None,
     file_records: int = 1,
+    statuses: Mapping[str, CellStatus] | None = None,
 ) -> Cell:
     """One record to one cell (pure). Raises ValueError saying which field does not fit.
 
     ``file_mtime_ns`` places a record without start and end fields (mtime minus elapsed) only
     when its file holds that one record (``file_records`` == 1): a file of many records was
     last written when the last of them ended, so the mtime would stack them all on one interval.
+    ``statuses`` is `mapping_statuses` of ``mapping``, for a caller that builds it once for many records.
     """
     if not isinstance(record, dict):
         raise ValueError(f"a record must be an object, got {type(record).__name__}")
@@ -380,7 +392,7 @@ def cell_from_record(
         raw_status = _lookup(record, mapping.status)
         if raw_status is not _MISSING:
             key = str(raw_status).strip().lower()
-            known = {**DEFAULT_STATUS_VALUES, **mapping.status_values}
+            known = statuses if statuses is not None else mapping_statuses(mapping)
             if key not in known:
                 raise ValueError(
                     f"status {raw_status!r} at {mapping.status!r} is not one this mapping knows "
@@ -402,6 +414,11 @@ def cell_from_record(
         value = _lookup(record, path)
         if isinstance(value, str | int | float | bool):
             attributes[attr] = value
+    # As a live cell records them (cells.py): its span, and so the cell stored from it, carry error.type.
+    if status is CellStatus.DEADLINE:
+        attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_DEADLINE
+    elif status is CellStatus.ERROR:
+        attributes.setdefault(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
     return Cell(
         uid=uid,
         eval_name=str(name),
@@ -429,10 +446,12 @@ def backfill_files(
 ) -> BackfillResult:
     """Every record of every file as a cell; records (and files) that do not fit become errors."""
     result = BackfillResult()
+    statuses = mapping_statuses(mapping)
     for raw_path in paths:
         path = Path(raw_path)
         try:
             mtime_ns = path.stat().st_mtime_ns
+            resolved = path.resolve()
             records = list(read_records(path))
             for position, record in records:
                 result.records += 1
@@ -444,11 +463,12 @@ def backfill_files(
                         cell_from_record(
                             record,
                             mapping,
-                            uid=record_uid(path, position),
+                            uid=record_uid(resolved, position),
                             eval_name=eval_name,
                             engine=engine,
                             file_mtime_ns=mtime_ns,
                             file_records=len(records),
+                            statuses=statuses,
                         )
                     )
                 except ValueError as exc:  # pydantic's ValidationError is a ValueError too
@@ -502,8 +522,11 @@ def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
         span = tracer.start_span(
             f"cell {cell.cell_id}", start_time=cell.start_unix_ns, attributes=cell_span_attributes(cell)
         )
+        # Error and deadline cells end as a live cell's span does (error.type is in its attributes).
         if cell.status is CellStatus.ERROR:
             span.set_status(Status(StatusCode.ERROR))
+        elif cell.status is CellStatus.DEADLINE:
+            span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
         span.end(end_time=cell.end_unix_ns)
         count += 1
     return count

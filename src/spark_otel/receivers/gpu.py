@@ -30,6 +30,7 @@ from .. import _clock
 from .. import _semconv as sc
 from .._exceptions import ConfigError, EngineError, NoGpuError
 from ..model import AttributeValue, MetricSample
+from .prometheus import engine_base_url
 
 __all__ = [
     "GpuReading",
@@ -87,15 +88,15 @@ class GpuSource(Protocol):
     def close(self) -> None: ...
 
 
-# (field on GpuReading, metric name, unit) — the table docs/receivers.md documents.
-GPU_METRICS: tuple[tuple[str, str, str], ...] = (
-    ("utilization", sc.GPU_UTILIZATION, "1"),
-    ("power_w", sc.GPU_POWER, "W"),
-    ("energy_j", sc.GPU_ENERGY, "J"),
-    ("sm_clock_mhz", sc.GPU_CLOCK_SM, "MHz"),
-    ("memory_clock_mhz", sc.GPU_CLOCK_MEMORY, "MHz"),
-    ("memory_used_bytes", sc.GPU_MEMORY_USED, "By"),
-    ("memory_total_bytes", sc.GPU_MEMORY_TOTAL, "By"),
+# (field on GpuReading, metric name, unit, instrument) — the table docs/receivers.md documents.
+GPU_METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("utilization", sc.GPU_UTILIZATION, "1", "gauge"),
+    ("power_w", sc.GPU_POWER, "W", "gauge"),
+    ("energy_j", sc.GPU_ENERGY, "J", "counter"),
+    ("sm_clock_mhz", sc.GPU_CLOCK_SM, "MHz", "gauge"),
+    ("memory_clock_mhz", sc.GPU_CLOCK_MEMORY, "MHz", "gauge"),
+    ("memory_used_bytes", sc.GPU_MEMORY_USED, "By", "gauge"),
+    ("memory_total_bytes", sc.GPU_MEMORY_TOTAL, "By", "gauge"),
 )
 
 
@@ -111,7 +112,7 @@ def gpu_samples(readings: Sequence[GpuReading], *, source: str = "gpu") -> list[
     out: list[MetricSample] = []
     for reading in readings:
         attrs = gpu_attributes(reading)
-        for field, name, unit in GPU_METRICS:
+        for field, name, unit, _ in GPU_METRICS:
             value = getattr(reading, field)
             if value is not None:
                 out.append(
@@ -278,8 +279,7 @@ class SimGpuSource:
     kind = "sim"
 
     def __init__(self, url: str, *, timeout_s: float = 5.0) -> None:
-        base = url.strip().rstrip("/").removesuffix("/v1")
-        self.url = base + "/sim/gpu"
+        self.url = engine_base_url(url) + "/sim/gpu"
         self._client = httpx2.Client(timeout=timeout_s)
         try:
             self.read()

@@ -47,6 +47,7 @@ __all__ = [
     "percentile_from_counts",
     "read_capture",
     "samples_for_store",
+    "store_source",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -498,9 +499,14 @@ def point_attributes(capture: NsightCapture, gpu_id: str, metric: str) -> dict[s
     return attrs
 
 
+def store_source(summary: NsightSummary) -> str:
+    """The ``source`` of a capture's stored samples: names the capture, so a re-ingest can find them."""
+    return f"{SOURCE}:{summary.uid}"
+
+
 def samples_for_store(capture: NsightCapture) -> list[MetricSample]:
     """The downsampled series as metric samples at their original times (pure)."""
-    source = f"{SOURCE}:{capture.summary.uid}"
+    source = store_source(capture.summary)
     out: list[MetricSample] = []
     for (gpu_id, metric), points in capture.series.items():
         attrs = point_attributes(capture, gpu_id, metric)
@@ -536,16 +542,15 @@ def metrics_data(capture: NsightCapture, resource: Any | None = None) -> Any:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    points = [
-        NumberDataPoint(
-            attributes=point_attributes(capture, gpu_id, metric),
-            start_time_unix_nano=p.unix_ns,
-            time_unix_nano=p.unix_ns,
-            value=p.value,
+    points: list[NumberDataPoint] = []
+    for (gpu_id, full_name), series in capture.series.items():
+        attrs = point_attributes(capture, gpu_id, full_name)
+        points.extend(
+            NumberDataPoint(
+                attributes=attrs, start_time_unix_nano=p.unix_ns, time_unix_nano=p.unix_ns, value=p.value
+            )
+            for p in series
         )
-        for (gpu_id, metric), series in capture.series.items()
-        for p in series
-    ]
     metric = Metric(
         name=sc.NSIGHT_METRIC,
         description="Nsight Systems GPU metric, mean over each downsampling interval",

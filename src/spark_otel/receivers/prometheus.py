@@ -42,6 +42,7 @@ __all__ = [
     "EngineSnapshot",
     "ascrape_engine",
     "counter_delta",
+    "engine_base_url",
     "metrics_url",
     "parse_metrics",
     "scrape_engine",
@@ -221,14 +222,16 @@ class CounterDelta(BaseModel):
     reset: bool = False
 
 
+def engine_base_url(url: str) -> str:
+    """An engine's base URL (what ``/metrics``, ``/sim/*`` and ``/v1/*`` hang off), given it or its
+    OpenAI ``/v1`` URL."""
+    return url.strip().rstrip("/").removesuffix("/v1")
+
+
 def metrics_url(url: str) -> str:
     """The ``/metrics`` address for an engine given as a base URL, an OpenAI ``/v1`` URL or itself."""
     base = url.strip().rstrip("/")
-    if base.endswith("/metrics"):
-        return base
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return base + "/metrics"
+    return base if base.endswith("/metrics") else engine_base_url(base) + "/metrics"
 
 
 def _families(text: str, url: str) -> list[Any]:

@@ -43,7 +43,15 @@ from ..store import Store
 from .gpu import GPU_METRICS, GpuReading, GpuSource, gpu_attributes, gpu_samples
 from .prometheus import CounterDelta, EngineSnapshot, counter_delta, scrape_engine
 
-__all__ = ["ENGINE_METRICS", "METER_SCOPE", "EngineTarget", "Receiver", "engine_samples", "parse_engine_spec"]
+__all__ = [
+    "ENGINE_METRICS",
+    "METER_SCOPE",
+    "EngineTarget",
+    "Receiver",
+    "engine_samples",
+    "parse_engine_spec",
+    "split_engine_spec",
+]
 
 _logger = logging.getLogger(__name__)
 METER_SCOPE = "spark_otel.receivers"
@@ -83,12 +91,21 @@ class EngineTarget:
     model_name: str | None = None
 
 
+def split_engine_spec(spec: str, *, name_optional: bool = False) -> tuple[str | None, str]:
+    """``NAME=URL`` (as ``--engine qwen=http://127.0.0.1:8011`` gives it), or with ``name_optional``
+    also a bare URL: ``(name or None, url)``. An ``=`` inside the URL (a query) is not a name."""
+    head, sep, tail = spec.partition("=")
+    name, url = (head.strip(), tail.strip()) if sep and "://" not in head else (None, spec.strip())
+    if (name is None and not name_optional) or name == "" or not url.startswith(("http://", "https://")):
+        expected = "URL or NAME=URL" if name_optional else "NAME=URL"
+        raise ConfigError(f"--engine {spec!r}: expected {expected}, e.g. qwen=http://127.0.0.1:8011")
+    return name, url
+
+
 def parse_engine_spec(spec: str) -> EngineTarget:
-    """``NAME=URL`` (as ``--engine qwen=http://127.0.0.1:8011`` gives it)."""
-    name, sep, url = spec.partition("=")
-    name, url = name.strip(), url.strip()
-    if not sep or not name or not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--engine {spec!r}: expected NAME=URL, e.g. qwen=http://127.0.0.1:8011")
+    """``NAME=URL`` as an `EngineTarget`."""
+    name, url = split_engine_spec(spec)
+    assert name is not None
     return EngineTarget(name, url)
 
 
@@ -99,6 +116,19 @@ def engine_attributes(name: str, kind: str | None) -> dict[str, AttributeValue]:
     return attrs
 
 
+def _up_attributes(name: str) -> dict[str, AttributeValue]:
+    """``up`` carries only the engine name: it exists before the kind is known, as one series."""
+    return {sc.ENGINE: name}
+
+
+def _metric_value(
+    field_name: str, snapshot: EngineSnapshot | None, delta: CounterDelta | None
+) -> float | None:
+    """One `ENGINE_METRICS` field: from the delta for rates and means, else from the snapshot."""
+    holder: Any = delta if field_name in _DELTA_FIELDS else snapshot
+    return getattr(holder, field_name) if holder is not None else None
+
+
 def engine_samples(
     name: str, snapshot: EngineSnapshot, delta: CounterDelta | None, *, source: str = SOURCE
 ) -> list[MetricSample]:
@@ -106,12 +136,16 @@ def engine_samples(
     attrs = engine_attributes(name, snapshot.kind)
     out = [
         MetricSample(
-            name=sc.ENGINE_UP, unix_ns=snapshot.unix_ns, value=1.0, unit="1", attributes=attrs, source=source
+            name=sc.ENGINE_UP,
+            unix_ns=snapshot.unix_ns,
+            value=1.0,
+            unit="1",
+            attributes=_up_attributes(name),
+            source=source,
         )
     ]
     for field_name, metric, unit, _ in ENGINE_METRICS:
-        holder: Any = delta if field_name in _DELTA_FIELDS else snapshot
-        value = getattr(holder, field_name) if holder is not None else None
+        value = _metric_value(field_name, snapshot, delta)
         if value is not None:
             out.append(
                 MetricSample(
@@ -211,9 +245,9 @@ class Receiver:
             sc.ENGINE_UP, callbacks=[self._up_callback], unit="1", description="1 when the last scrape worked"
         )
         if self._gpu is not None:
-            for field_name, name, unit in GPU_METRICS:
+            for field_name, name, unit, instrument in GPU_METRICS:
                 callback = self._gpu_callback(field_name)
-                if name == sc.GPU_ENERGY:
+                if instrument == "counter":
                     meter.create_observable_counter(name, callbacks=[callback], unit=unit)
                 else:
                     meter.create_observable_gauge(name, callbacks=[callback], unit=unit)
@@ -225,8 +259,7 @@ class Receiver:
                 for name, state in self._states.items():
                     if not state.up:
                         continue  # down (or never up): its last values would pass for live ones
-                    holder: Any = state.delta if field_name in _DELTA_FIELDS else state.snapshot
-                    value = getattr(holder, field_name) if holder is not None else None
+                    value = _metric_value(field_name, state.snapshot, state.delta)
                     if value is not None:
                         out.append(Observation(value, engine_attributes(name, state.kind)))
             return out
@@ -236,7 +269,7 @@ class Receiver:
     def _up_callback(self, _: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
             return [
-                Observation(1 if state.up else 0, {sc.ENGINE: name})
+                Observation(1 if state.up else 0, _up_attributes(name))
                 for name, state in self._states.items()
                 if state.up is not None
             ]
@@ -280,7 +313,6 @@ class Receiver:
         with self._lock:
             first = state.up is not False
             state.up, state.failures, state.last_error = False, state.failures + 1, str(exc)
-            attrs = engine_attributes(state.target.name, state.kind)
         self._errors.add(1, {sc.RECEIVER_NAME: "engine", sc.ENGINE: state.target.name})
         if first:
             _logger.warning("engine %s: %s%s", state.target.name, exc, self._retry_note())
@@ -293,7 +325,7 @@ class Receiver:
                     unix_ns=_clock.wall_ns(),
                     value=0.0,
                     unit="1",
-                    attributes=attrs,
+                    attributes=_up_attributes(state.target.name),
                     source=SOURCE,
                 )
             ]

@@ -84,9 +84,12 @@ class Profile:
     output_tokens_median: int = 256
     output_tokens_sigma: float = 0.8
     description: str = field(default="", compare=False)
+    #: ``rate_curve`` as (streams, step seconds), built once: every decode step reads it.
+    _step_curve: Curve = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rate_curve", _check_curve(self.name, "rate_curve", self.rate_curve))
+        object.__setattr__(self, "_step_curve", tuple((n, 1.0 / rate) for n, rate in self.rate_curve))
         object.__setattr__(self, "power_curve", _check_curve(self.name, "power_curve", self.power_curve))
         for attr in ("prefill_tokens_per_s", "max_num_batched_tokens", "max_num_seqs", "max_model_len"):
             if not getattr(self, attr) > 0:
@@ -101,8 +104,9 @@ class Profile:
         """Seconds one decode step takes with ``n_streams`` decoding and the neighbours' pressure."""
         if n_streams < 1:
             raise ValueError(f"a decode step needs at least one stream, got {n_streams}")
-        step_curve = tuple((n, 1.0 / rate) for n, rate in self.rate_curve)
-        return _interpolate(step_curve, n_streams) * (1.0 + self.memory_sensitivity * neighbour_pressure)
+        return _interpolate(self._step_curve, n_streams) * (
+            1.0 + self.memory_sensitivity * neighbour_pressure
+        )
 
     def per_stream_rate(self, n_streams: int, neighbour_pressure: float = 0.0) -> float:
         """The ground truth: tok/s each of ``n_streams`` decoding streams gets (prefill excluded)."""

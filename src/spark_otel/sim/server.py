@@ -311,24 +311,22 @@ def run_box(
     if not (contention >= 0 and math.isfinite(contention)):
         raise ConfigError(f"contention must be a finite number >= 0, got {contention!r}")
     specs = _specs(engines, ports)
+    # Take the clock before binding: a box at another speed fails here with no socket to leak.
+    _ClockHold.acquire(speed)
     sockets: list[socket.socket] = []
+    runner: _Runner | None = None
     try:
         for spec in specs:
             sockets.append(_bind(host, spec))
-    except ConfigError:
-        for sock in sockets:
-            sock.close()
-        raise
-    bound_ports = [int(sock.getsockname()[1]) for sock in sockets]
-    _ClockHold.acquire(speed)
-    runner = _Runner(specs, sockets, float(speed), seed, contention)
-    try:
+        bound_ports = [int(sock.getsockname()[1]) for sock in sockets]
+        runner = _Runner(specs, sockets, float(speed), seed, contention)
         runner.start()
         if not runner.ready.wait(_START_TIMEOUT_S) or runner.error is not None or runner.model is None:
             raise ConfigError(f"the simulated box did not start: {runner.error!r}")
         yield Box(host, specs, bound_ports, runner)
     finally:
-        runner.stop()
+        if runner is not None:
+            runner.stop()
         for sock in sockets:
             sock.close()
         _ClockHold.release(speed)

@@ -1,0 +1,112 @@
+"""What `receive` and `gpu-sample` share: telemetry and a `Receiver` set up and torn down together,
+the run loop that stops on SIGTERM, Ctrl-C or ``--duration``, and the GPU table.
+
+Imported inside the commands' ``run``, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from ..receivers.gpu import GpuReading, GpuSource
+from ..receivers.receiver import EngineTarget, Receiver
+from ..telemetry import configure
+from ._common import fmt_number, print_table
+
+
+@contextmanager
+def receiving(
+    args: argparse.Namespace,
+    *,
+    service_name: str,
+    targets: Sequence[EngineTarget] = (),
+    gpu: GpuSource | None = None,
+    timeout_s: float = 5.0,
+) -> Iterator[Receiver]:
+    """A receiver (not started) on ``args.interval`` and ``args.store``; everything is shut down at exit.
+
+    The receiver owns ``gpu``; it is closed here too when telemetry or the receiver cannot be set up.
+    """
+    try:
+        telemetry = configure(
+            service_name=os.environ.get("OTEL_SERVICE_NAME") or service_name,
+            store=args.store or None,
+            metric_export_interval_ms=max(1000, int(args.interval * 1000)),
+            set_global=False,
+        )
+    except BaseException:
+        if gpu is not None:
+            gpu.close()
+        raise
+    try:
+        receiver = Receiver(
+            list(targets),
+            interval_s=args.interval,
+            meter_provider=telemetry.meter_provider,
+            store=telemetry.store,
+            gpu=gpu,
+            timeout_s=timeout_s,
+            close_gpu=True,
+        )
+    except BaseException:
+        if gpu is not None:
+            gpu.close()
+        telemetry.shutdown()
+        raise
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
+        telemetry.shutdown()
+
+
+def run_until_stopped(receiver: Receiver, duration_s: float | None) -> None:
+    """Run the receiver's loop until ``duration_s`` passes (None: forever), SIGTERM or Ctrl-C."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        receiver.start()
+        stop.wait(duration_s)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def print_gpu_table(readings: Sequence[GpuReading]) -> None:
+    def mib(value: float | None) -> str:
+        return fmt_number(value / 2**20 if value is not None else None, 0)
+
+    print_table(
+        "GPU (utilization is the resident-kernel flag, not load)",
+        [
+            "gpu",
+            "name",
+            "util",
+            "power W",
+            "energy J",
+            "SM MHz",
+            "mem MHz",
+            "memory used MiB",
+            "memory total MiB",
+        ],
+        [
+            [
+                r.gpu_id,
+                r.name,
+                f"{r.utilization:.0%}" if r.utilization is not None else "-",
+                fmt_number(r.power_w, 1),
+                fmt_number(r.energy_j, 1),
+                fmt_number(r.sm_clock_mhz, 0),
+                fmt_number(r.memory_clock_mhz, 0),
+                mib(r.memory_used_bytes),
+                mib(r.memory_total_bytes),
+            ]
+            for r in readings
+        ],
+    )
