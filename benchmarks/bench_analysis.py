@@ -1,4 +1,5 @@
-"""Neighbour cost and concurrency over 100,000 cells and 1,000 load windows (target: under 3 s).
+"""Neighbour cost and concurrency over 100,000 cells and 1,000 load windows (target: under 3 s),
+and `overview` (every eval's neighbour costs, concurrency, curves and advice) over the same box.
 
 Both analyses sweep sorted interval endpoints. For the ratio, the same analyses are also run
 as naive all-pairs loops (every cell against every window, every cell against every cell on
@@ -18,8 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from spark_otel.analysis import concurrency, neighbour_cost
-from spark_otel.analysis.neighbour import is_timeout
+from spark_otel.analysis import ceiling_hit, concurrency, neighbour_cost, overview
 from spark_otel.model import Cell, CellStatus, LoadWindow
 
 S = 1_000_000_000
@@ -165,6 +165,11 @@ def main() -> None:
         f"  both, one pass   wall {wall:6.3f} s  cpu {cpu:6.3f} s  "
         f"(target < {TARGET_BUDGET_S:.0f} s: {verdict})"
     )
+    ov, ov_wall, ov_cpu = timed(lambda: overview(cells, windows), args.repeat)
+    print(
+        f"  overview         wall {ov_wall:6.3f} s  cpu {ov_cpu:6.3f} s  "
+        f"({len(ov.neighbours)} neighbour reports)"
+    )
 
     small, small_windows = make_box(args.naive_cells, args.windows, seed=1)
     sweep_nb, t_sweep_nb, _ = timed(
@@ -176,7 +181,7 @@ def main() -> None:
     assert {r.uid: sorted(r.windows) for r in sweep_nb.cells} == naive_nb, "sweep and all pairs disagree"
     sweep_flight = {c.uid: c.in_flight for e in sweep_conc.engines for c in e.cells}
     assert all(abs(sweep_flight[u] - v) < 1e-9 for u, v in naive_conc.items()), "in-flight disagrees"
-    timeouts = sum(is_timeout(c) for c in small if c.eval_name == TARGET)
+    timeouts = sum(ceiling_hit(c) for c in small if c.eval_name == TARGET)
     print(
         f"side by side: {len(small):,} cells, {len(small_windows):,} windows ({timeouts} timeouts), "
         "same answers"

@@ -8,7 +8,8 @@ ceiling the whole time, instrumented like any eval (``spark_otel.instrument()`` 
 
 1. a probe on qwen (one and four more streams), recorded as load windows;
 2. a quiet gap;
-3. an eval at four workers on nemotron, recorded as that eval's cells and a load window.
+3. an eval at four workers on nemotron, recorded as that eval's cells (the analyses make its
+   load windows from them).
 
 Then it reads the eval's own records back and answers the article's questions: the probe's
 curve, per-cell rate against concurrency, what each load cost the serial eval (the same-engine
@@ -18,7 +19,7 @@ HTML report.
 Its records are simulated, so by default they go to a store of their own beside the report
 (``<out>/store.sqlite``, replaced on each run), never the user's store: demo cells there would
 read as load overlapping real evals. Demo cells carry ``source="demo"``, eval names a run tag
-(``demo-serial-<tag>``), and the windows the run's name (``demo probe <tag>``, ``demo-load-<tag>``).
+(``demo-serial-<tag>``), and the probe's windows the run's name (``demo probe <tag>``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 from . import _clock
 from . import _semconv as sc
 from ._exceptions import ConfigError, EngineError
-from .model import LoadWindow
 
 if TYPE_CHECKING:
     from .analysis.neighbour import NeighbourReport
@@ -295,7 +295,6 @@ def run_demo(
                 phase("quiet gap")
                 _sleep_model(plan.gap_s)
                 phase("eval at 4 workers on nemotron")
-                load_start = _clock.wall_ns()
                 load_lane = _Lane(
                     client=nemotron,
                     model=nemotron_model,
@@ -311,20 +310,6 @@ def run_demo(
                 stop_load.set()
                 for f in loads:
                     f.result()
-                store.write_windows(
-                    [
-                        LoadWindow(
-                            uid=_load_window_uid(tag),
-                            name=f"nemotron eval, {LOAD_WORKERS} workers",
-                            kind="eval",
-                            engine=LOAD_ENGINE,
-                            start_unix_ns=load_start,
-                            end_unix_ns=_clock.wall_ns(),
-                            streams=LOAD_WORKERS,
-                            attributes={sc.EVAL_NAME: load_eval},
-                        )
-                    ]
-                )
                 phase("serial eval alone again")
                 _sleep_model(plan.tail_s)
                 stop_serial.set()
@@ -450,11 +435,7 @@ def _analyse(
     from .report import ReportInputs, build_report
 
     cells = store.cells(eval_name=serial_eval) + store.cells(eval_name=load_eval)
-    windows = [
-        w
-        for w in store.windows()
-        if w.attributes.get(sc.PROBE_RUN) == _probe_name(tag) or w.uid == _load_window_uid(tag)
-    ]
+    windows = [w for w in store.windows() if w.attributes.get(sc.PROBE_RUN) == _probe_name(tag)]
     inputs = ReportInputs(
         source=f"{store.path} (demo run {tag})", cells=cells, windows=windows, probes=[probe]
     )
@@ -465,7 +446,3 @@ def _analyse(
 
 def _probe_name(tag: str) -> str:
     return f"demo probe {tag}"
-
-
-def _load_window_uid(tag: str) -> str:
-    return f"demo-load-{tag}"

@@ -2,12 +2,11 @@
 
 Reporting is separate from measuring: `inputs_from_store` and `inputs_from_otlp_json` turn
 recorded data (from the embedded store, an OTLP JSON export or backfilled records) into
-`ReportInputs`; `build_report` runs the analyses (`spark_otel.analysis.overview`, the very call
+`ReportInputs`; `build_report` runs the analyses (`overview_from_inputs`, the very call
 `spark-otel advise` makes, so both give the same rules) into a `ReportContent`; `render_html`
-formats it into
-one self-contained page (inline CSS, plots embedded as base64 PNG data URIs) and `write_report`
-writes the page and the same PNGs as separate files. Plotting needs the ``plot`` extra
-(matplotlib), imported on first use.
+formats it into one self-contained page (inline CSS, plots embedded as base64 PNG data URIs)
+and `write_report` writes the page and the same PNGs as separate files. Plotting needs the
+``plot`` extra (matplotlib), imported on first use.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from . import _semconv as sc
 from ._exceptions import ConfigError, InputError
 from ._version import __version__
+from .analysis.neighbour import windows_touched
 from .analysis.rates import ceiling_hit
 from .model import NS_PER_S, Cell, CellStatus, LoadWindow
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .analysis.concurrency import ConcurrencyReport
     from .analysis.curve import RateCurve
     from .analysis.neighbour import NeighbourReport
+    from .analysis.overview import Overview
     from .probe_results import ProbeReport
     from .store import Store
 
@@ -46,6 +47,7 @@ __all__ = [
     "build_report",
     "deadline_outcomes",
     "inputs_from_store",
+    "overview_from_inputs",
     "plot_probe",
     "render_html",
     "write_report",
@@ -99,20 +101,21 @@ class ReportContent:
 
 
 # -- gathering (I/O) ---------------------------------------------------------------------------------
-def inputs_from_store(store: Store, *, source: str | None = None) -> ReportInputs:
+def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: bool = True) -> ReportInputs:
     """Cells, load windows, probe documents and GPU and token-rate samples from the embedded store.
 
-    Curves are read from every probe document as `spark-otel advise` reads them, so a document
-    that is not a whole probe report (no table to show) still lends its curve."""
+    Curves are read from every probe document, so a document that is not a whole probe report
+    (no table to show) still lends its curve. ``probe_tables=False`` reads the curves only, for
+    `spark-otel advise`, which shows no probe table and so has none to skip or warn about."""
     from .analysis.curve import curves_from_documents
     from .probe_results import load_probe_report
 
     documents = store.documents("probe")
     curves, problems = curves_from_documents(documents)
     for problem in problems:
-        _logger.warning("report: skipping %s", problem)
+        _logger.warning("skipping %s", problem)
     probes = []
-    for doc in documents:
+    for doc in documents if probe_tables else ():
         try:
             probes.append(load_probe_report(doc["body"], where=f"probe document {doc['name']!r}"))
         except InputError as exc:
@@ -158,28 +161,41 @@ def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
     return out
 
 
+def overview_from_inputs(
+    inputs: ReportInputs,
+    *,
+    config: AdvisorConfig | None = None,
+    eval_name: str | None = None,
+    engine: str | None = None,
+) -> Overview:
+    """`spark_otel.analysis.overview` of recorded inputs: the one call `spark-otel advise` and
+    `spark-otel report` both make, so the same records give the same rules. An unknown
+    ``eval_name`` is an `InputError` naming the inputs' source."""
+    from .analysis.overview import overview
+
+    try:
+        return overview(
+            inputs.cells,
+            inputs.windows,
+            inputs.curves or [p.curve for p in inputs.probes],
+            config=config,
+            gpu_utilization=inputs.gpu_utilization,
+            token_rates=inputs.token_rates or None,
+            eval_name=eval_name,
+            engine=engine,
+        )
+    except InputError as exc:
+        raise InputError(f"{inputs.source}: {exc}") from exc
+
+
 def build_report(
     inputs: ReportInputs, *, eval_name: str | None = None, config: AdvisorConfig | None = None
 ) -> ReportContent:
     """Run every analysis the inputs allow, as `spark-otel advise` does (``config`` holds the
     ceiling and threshold). Raises `InputError` when there is nothing to report."""
-    from .analysis.overview import overview
-
     if not inputs.cells and not inputs.probes and not inputs.windows:
         raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
-    evals = sorted({c.eval_name for c in inputs.cells})
-    if eval_name is not None and eval_name not in evals:
-        known = ", ".join(evals) or "none"
-        raise InputError(f"{inputs.source}: no cells recorded for eval {eval_name!r} (evals: {known})")
-    found = overview(
-        inputs.cells,
-        inputs.windows,
-        inputs.curves or [p.curve for p in inputs.probes],
-        config=config,
-        gpu_utilization=inputs.gpu_utilization,
-        token_rates=inputs.token_rates or None,
-        eval_name=eval_name,
-    )
+    found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
     return ReportContent(
         source=inputs.source,
@@ -254,7 +270,7 @@ def plot_probe(report: ProbeReport, path: Path | None = None) -> bytes:
 def plot_neighbour(result: NeighbourReport) -> bytes:
     """Per-window median rates (with their range) against the baseline band."""
     plt = _pyplot()
-    touched = [w for w in result.windows if w.n_cells]
+    touched = windows_touched(result)
     fig, ax = plt.subplots(figsize=(8, 0.6 * max(len(touched), 1) + 1.8))
     base = result.baseline
     if base.p10 is not None and base.p90 is not None:
@@ -305,7 +321,7 @@ def render_images(content: ReportContent) -> dict[str, bytes]:
     if content.concurrency is not None and any(e.cells for e in content.concurrency.engines):
         images["concurrency.png"] = plot_concurrency(content.concurrency)
     for result in content.neighbours:
-        if any(w.n_cells for w in result.windows):
+        if windows_touched(result):
             images[_neighbour_png(result)] = plot_neighbour(result)
     return images
 
@@ -330,10 +346,10 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], warn_col: int 
     for row in rows:
         cells = []
         for i, v in enumerate(row):
-            cls = (
-                ' class="warn"' if warn_col is not None and i == warn_col and v not in ("", "-", "0") else ""
-            )
-            cells.append(f"<td{cls}>{html.escape(str(v))}</td>")
+            text = str(v)  # a count of 0 arrives as an int: compare what the cell shows
+            warn = warn_col is not None and i == warn_col and text not in ("", "-", "0")
+            cls = ' class="warn"' if warn else ""
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -451,7 +467,6 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
             f"p10 {_f(b.p10)}, p90 {_f(b.p90)}. {result.timeouts} of {result.n_cells} cells timed out "
             f"and {result.failures} failed (listed, kept out of rates).</p>"
         )
-        touched = [w for w in result.windows if w.n_cells]
         rows = [
             [
                 w.name,
@@ -465,7 +480,7 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
                 f"{_f(w.min_rate)} to {_f(w.max_rate)}",
                 "-" if w.cost is None else f"{w.cost:.0%}",
             ]
-            for w in touched
+            for w in windows_touched(result)
         ]
         parts.append(
             _table(

@@ -211,3 +211,10 @@ def test_advise_for_an_engine_without_cells_names_the_engines_there_are(article_
     assert {c["engine"] for c in data["classes"]} == {"nemotron"}
     # The cross-engine rule names nemotron as the load's engine, so it stays.
     assert [r["engine"] for r in data["rules"] if r["kind"] == "cross-engine"] == ["nemotron"]
+
+
+def test_a_negative_merge_gap_is_a_usage_error(article_store, capsys) -> None:
+    for argv in (["neighbour-cost", "--eval", D_EVAL], ["concurrency"]):
+        assert main([*argv, "--store", article_store, "--merge-gap", "-5"]) == 2
+        err = capsys.readouterr().err
+        assert err == "spark-otel: error: merge gap -5.0 s must not be negative\n"

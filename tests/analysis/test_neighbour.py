@@ -217,9 +217,8 @@ def test_windows_from_cells_merge_per_engine_and_worker_count_within_the_gap() -
         c("f", 0, 10, None, "n"),
         c("g", 5, 15, None, "n"),
         c("h", 6, 9, None, "n"),  # no workers: peak 3
-        Cell(uid="mine", eval_name="mine", cell_id="mine", start_unix_ns=0, end_unix_ns=S),
     ]
-    windows = windows_from_cells(cells, exclude_eval="mine", merge_gap_s=60)
+    windows = windows_from_cells(cells, merge_gap_s=60)
     got = sorted(
         (w.engine, w.streams, w.start_unix_ns // S, w.end_unix_ns // S, w.attributes["cells"])
         for w in windows
@@ -466,3 +465,68 @@ def test_an_eval_at_several_worker_counts_is_priced_per_count_or_warned_about() 
     assert [(r.workers, r.n_cells, r.baseline.median) for r in reports] == [(1, 5, 10.0), (8, 5, 8.0)]
     with pytest.raises(InputError, match="no cells at 4 workers"):
         neighbour_cost("e", cells, workers=4)
+
+
+def _varied_box(seed: int) -> tuple[list[Cell], list[LoadWindow]]:
+    """Evals at one, several or no worker counts on two engines (some on none), with timeouts,
+    failures, zero-length cells, ties in time, and recorded windows of every sort."""
+    import random
+
+    rng = random.Random(seed)
+    cells = []
+    for k in range(160):
+        ev = rng.choice(["a", "b", "c", "d"])
+        workers = {"a": rng.choice([1, 4]), "b": 2, "c": rng.choice([None, 1, 8]), "d": None}[ev]
+        start = rng.randrange(0, 4000, 50)  # coarse, so starts tie
+        status = rng.choice([CellStatus.OK] * 6 + [CellStatus.DEADLINE, CellStatus.ERROR])
+        cells.append(
+            Cell(
+                uid=f"u{k}",
+                eval_name=ev,
+                cell_id=f"c{k % 9}",
+                engine=rng.choice(["q", "n", None]),
+                start_unix_ns=start * S,
+                end_unix_ns=(start + rng.choice([0, 40, 100, 300])) * S,
+                completion_tokens=rng.randint(100, 3000),
+                status=status,
+                workers=workers,
+            )
+        )
+    windows = [
+        LoadWindow(uid="p1", name="probe 2 streams", kind="probe", engine="q", start_unix_ns=500 * S,
+                   end_unix_ns=900 * S, streams=2),
+        LoadWindow(uid="p2", name="probe 2 streams", kind="probe", engine="q", start_unix_ns=500 * S,
+                   end_unix_ns=700 * S, streams=2),
+        LoadWindow(uid="own", name="a run", kind="eval", engine="q", start_unix_ns=0, end_unix_ns=4000 * S,
+                   attributes={sc.EVAL_NAME: "a"}),
+        LoadWindow(uid="gone", name="zz eval", kind="eval", engine="n", start_unix_ns=1000 * S,
+                   end_unix_ns=2500 * S, attributes={sc.EVAL_NAME: "zz"}),
+        LoadWindow(uid="dup", name="d", kind="eval", engine="n", start_unix_ns=200 * S, end_unix_ns=800 * S),
+    ]  # fmt: skip
+    return cells, windows
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_neighbour_costs_equal_neighbour_cost_per_eval_and_worker_count(seed: int) -> None:
+    cells, windows = _varied_box(seed)
+    expected = []
+    for name in sorted({c.eval_name for c in cells}):
+        counts = sorted({c.workers for c in cells if c.eval_name == name and c.workers is not None})
+        for workers in counts if len(counts) > 1 else [None]:
+            expected.append(neighbour_cost(name, cells, windows, workers=workers, merge_gap_s=30))
+    got = neighbour_costs(cells, windows, min_cells=1, merge_gap_s=30)
+    assert [(r.eval_name, r.workers) for r in got] == [(r.eval_name, r.workers) for r in expected]
+    assert len(got) > 4  # some eval was priced per worker count
+    assert [r.model_dump() for r in got] == [r.model_dump() for r in expected]
+    assert any(w.n_cells for r in got for w in r.windows)
+
+
+def test_a_negative_merge_gap_is_refused_by_every_analysis_that_merges() -> None:
+    cells = [Cell(uid="a", eval_name="e", cell_id="a", start_unix_ns=0, end_unix_ns=S)]
+    for call in (
+        lambda: windows_from_cells(cells, merge_gap_s=-1),
+        lambda: neighbour_cost("e", cells, merge_gap_s=-1),
+        lambda: neighbour_costs(cells, merge_gap_s=-1),
+    ):
+        with pytest.raises(ConfigError, match="merge gap -1 s must not be negative"):
+            call()

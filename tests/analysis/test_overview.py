@@ -14,7 +14,14 @@ from tests.analysis.article import (
 )
 
 from spark_otel._exceptions import InputError
-from spark_otel.analysis import AdvisorConfig, CurvePoint, RateCurve, overview
+from spark_otel.analysis import (
+    AdvisorConfig,
+    CurvePoint,
+    RateCurve,
+    concurrency,
+    overview,
+    windows_touched,
+)
 
 
 def test_overview_takes_the_newest_probe_curve_and_falls_back_to_cells() -> None:
@@ -53,3 +60,19 @@ def test_overview_of_no_cells_has_curves_but_no_advice() -> None:
     found = overview([], probe_curves=[QWEN_CURVE])
     assert found.curves == [QWEN_CURVE]
     assert (found.concurrency, found.advice, found.neighbours) == (None, None, [])
+
+
+def test_overview_for_one_engine_shows_that_engine_as_concurrency_reports_it() -> None:
+    probes, others = appendix_d_loads()
+    cells = appendix_c_cells() + appendix_d_cells() + others
+    for engine in ("qwen", "nemotron"):
+        found = overview(cells, probes, [QWEN_CURVE, NEMOTRON_CURVE], engine=engine)
+        assert found.concurrency == concurrency(cells, engine=engine)
+        assert [c.engine for c in found.curves] == [engine]
+        assert found.neighbours
+        assert all(
+            n.engine == engine or any(w.engine == engine for w in windows_touched(n))
+            for n in found.neighbours
+        )
+    both = overview(cells, probes, eval_name=D_EVAL, engine="qwen")
+    assert both.concurrency == concurrency(cells, eval_name=D_EVAL, engine="qwen")

@@ -13,7 +13,14 @@ from spark_otel.cli import main
 from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.probe import LevelMeasurement, summarize_level
 from spark_otel.probe_results import ProbeMetadata, ProbeReport, ProbeSettings, curve_of
-from spark_otel.report import build_report, deadline_outcomes, inputs_from_store, write_report
+from spark_otel.report import (
+    ReportInputs,
+    build_report,
+    deadline_outcomes,
+    inputs_from_store,
+    render_html,
+    write_report,
+)
 from spark_otel.store import Store
 
 S = 1_000_000_000
@@ -157,6 +164,15 @@ def test_report_from_the_store_has_every_section_and_embeds_its_plots(tmp_path: 
         assert (tmp_path / "out" / name).read_bytes() == png
     assert "<script" not in text
     assert 'href="http' not in text
+
+
+def test_tables_mark_a_nonzero_count_and_never_a_zero() -> None:
+    cells, windows = _records()
+    page = render_html(build_report(ReportInputs(source="t", cells=cells, windows=windows)), {})
+    marked = re.findall(r'<td class="warn">([^<]*)</td>', page)
+    assert "1" in marked  # the serial eval's ceiling hit
+    assert "0" not in marked  # nemotron's cells hit no ceiling
+    assert "<td>0</td>" in page
 
 
 def test_report_for_one_eval_names_an_unknown_eval(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import Cell
 from ._rows import Result
-from .concurrency import in_flight
+from .concurrency import UNKNOWN_ENGINE, in_flight, in_flight_level
 from .curve import RateCurve
 from .neighbour import NeighbourReport, WindowCost
 from .rates import ceiling_hit, rated_decode_rate
@@ -440,7 +440,7 @@ def advise(
     curve_by_engine = {c.engine: c for c in curves if engine is None or c.engine == engine}
     by_engine: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
-        by_engine[cell.engine or "unknown"].append(cell)
+        by_engine[cell.engine or UNKNOWN_ENGINE].append(cell)
 
     classes: list[ClassAdvice] = []
     rules: list[QueueRule] = []
@@ -460,7 +460,7 @@ def advise(
                 )
             )
             continue
-        levels = [max(1, math.floor(x + 0.5)) if x is not None else 1 for x in in_flight(engine_cells)]
+        levels = [in_flight_level(x) if x is not None else 1 for x in in_flight(engine_cells)]
         per_eval: dict[str, list[tuple[Cell, int]]] = defaultdict(list)
         for cell, level in zip(engine_cells, levels, strict=True):
             # Failed cells and cells without tokens tell nothing about length: load only.

@@ -23,12 +23,11 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from .._exceptions import ConfigError
 from ..model import NS_PER_S, Cell, CellStatus
 from ._rows import Result, rows
 from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize
-from .windows import split_at_gaps
+from .windows import DEFAULT_MERGE_GAP_S, merge_gap_ns, split_at_gaps
 
 __all__ = [
     "CellLoad",
@@ -39,11 +38,11 @@ __all__ = [
     "Speedup",
     "concurrency",
     "in_flight",
+    "in_flight_level",
     "union_seconds",
 ]
 
 UNKNOWN_ENGINE = "unknown"
-DEFAULT_MERGE_GAP_S = 60.0
 
 
 class CellLoad(Result):
@@ -175,6 +174,12 @@ def in_flight(cells: Sequence[Cell]) -> list[float | None]:
     return out
 
 
+def in_flight_level(weight: float) -> int:
+    """The in-flight level a time-weighted count reads as: rounded half up, at least 1 (the
+    cell itself)."""
+    return max(1, math.floor(weight + 0.5))
+
+
 def union_seconds(intervals: Iterable[tuple[int, int]]) -> float:
     """Seconds covered by the union of ``(start_unix_ns, end_unix_ns)`` intervals."""
     total = 0
@@ -292,7 +297,7 @@ def _speedups(runs: list[RunSummary], cell_ids: dict[int, frozenset[str]]) -> li
 
 
 def _engine_report(
-    engine: str, engine_cells: list[Cell], eval_name: str | None, merge_gap_s: float
+    engine: str, engine_cells: list[Cell], eval_name: str | None, gap_ns: int
 ) -> EngineConcurrency | None:
     weights = in_flight(engine_cells)
     loads = rows(
@@ -314,7 +319,7 @@ def _engine_report(
                 "ceiling_hit": ceiling_hit(cell),
                 "failed": failed(cell),
                 "in_flight": weight,
-                "level": None if weight is None else max(1, math.floor(weight + 0.5)),
+                "level": None if weight is None else in_flight_level(weight),
             }
             for cell, weight in zip(engine_cells, weights, strict=True)
             if eval_name is None or cell.eval_name == eval_name
@@ -325,7 +330,6 @@ def _engine_report(
     groups: dict[tuple[str, int | None], list[CellLoad]] = defaultdict(list)
     for load in loads:
         groups[(load.eval_name, load.workers)].append(load)
-    gap_ns = int(merge_gap_s * NS_PER_S)
     runs: list[RunSummary] = []
     cell_ids: dict[int, frozenset[str]] = {}
     for (ev, workers), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
@@ -366,8 +370,7 @@ def concurrency(
     gaps between runs do not dilute throughput. Cells of one eval at one worker count more
     than ``merge_gap_s`` apart are separate runs.
     """
-    if merge_gap_s < 0:
-        raise ConfigError(f"merge gap {merge_gap_s} s must not be negative")
+    gap_ns = merge_gap_ns(merge_gap_s)
     by_engine: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_engine[cell.engine or UNKNOWN_ENGINE].append(cell)
@@ -375,7 +378,7 @@ def concurrency(
     for name in sorted(by_engine):
         if engine is not None and name != engine:
             continue
-        report = _engine_report(name, by_engine[name], eval_name, merge_gap_s)
+        report = _engine_report(name, by_engine[name], eval_name, gap_ns)
         if report is not None:
             engines.append(report)
     return ConcurrencyReport(eval_name=eval_name, engines=engines)

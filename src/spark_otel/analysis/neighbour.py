@@ -23,7 +23,8 @@ load, like any other eval's); without it, a report over mixed worker counts carr
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import Field
 
@@ -33,13 +34,12 @@ from ..model import NS_PER_S, Cell, CellStatus, LoadWindow
 from ._rows import Result, rows
 from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize
-from .windows import overlapping_pairs, windows_from_cells
+from .windows import DEFAULT_MERGE_GAP_S, EvalRun, keyed_windows_from_cells, overlapping_pairs
 
 __all__ = [
     "CellRate",
     "NeighbourReport",
     "WindowCost",
-    "is_timeout",
     "neighbour_cost",
     "neighbour_costs",
     "windows_touched",
@@ -119,28 +119,62 @@ class NeighbourReport(Result):
         raise KeyError(name)
 
 
-def is_timeout(cell: Cell) -> bool:
-    """A cell cut off at its ceiling (failed cells are counted apart, see `rates.failed`)."""
-    return ceiling_hit(cell)
-
-
 def _is_own_window(window: LoadWindow, eval_name: str) -> bool:
     return window.attributes.get(sc.EVAL_NAME) == eval_name or (
         window.kind == "eval" and window.name == eval_name
     )
 
 
-def _recorded_loads(
-    windows: Iterable[LoadWindow], eval_name: str, derived_evals: set[str]
-) -> list[LoadWindow]:
-    """Recorded windows that are other load: not the eval's own, and not an eval window whose
-    cells are here (they become windows of their own, run by run, so it would count twice)."""
-    return [
-        w
-        for w in windows
-        if not _is_own_window(w, eval_name)
-        and not (w.kind == "eval" and (w.attributes.get(sc.EVAL_NAME) or w.name) in derived_evals)
-    ]
+def _is_other_load(
+    window: LoadWindow, run: EvalRun | None, eval_name: str, workers: int | None, evals: set[str]
+) -> bool:
+    """Whether ``window`` is other load for ``eval_name`` (at ``workers``, None: every count).
+
+    A derived window (``run`` is its cells' eval and worker count) is, unless it is the priced
+    cells'. A recorded one (``run`` None) is, unless it is the eval's own or an eval window of
+    an eval whose cells are in ``evals`` (they become windows of their own, run by run, so it
+    would count twice)."""
+    if run is not None:
+        return run[0] != eval_name or (workers is not None and run[1] != workers)
+    return not _is_own_window(window, eval_name) and not (
+        window.kind == "eval" and (window.attributes.get(sc.EVAL_NAME) or window.name) in evals
+    )
+
+
+def _candidate_loads(
+    windows: Iterable[LoadWindow], derived: list[tuple[EvalRun, LoadWindow]]
+) -> list[tuple[EvalRun | None, LoadWindow]]:
+    """Every load any eval may be priced against, in time order (recorded windows first at equal
+    times and names), each with the run a derived window came from."""
+    loads: list[tuple[EvalRun | None, LoadWindow]] = [(None, w) for w in windows]
+    loads += derived
+    loads.sort(key=lambda rw: (rw[1].start_unix_ns, rw[1].name))
+    return loads
+
+
+def _own_cells(eval_name: str, mine: list[Cell], workers: int | None) -> tuple[list[Cell], list[str]]:
+    """The cells priced, in start order, and the warning a mix of worker counts deserves."""
+    warnings: list[str] = []
+    if workers is None:
+        counts = sorted({c.workers for c in mine if c.workers is not None})
+        if len(counts) > 1:
+            warnings.append(
+                f"{eval_name} ran at {', '.join(map(str, counts))} workers: one baseline across them "
+                "prices its own batching as load; price one worker count at a time"
+            )
+        own = list(mine)
+    else:
+        own = [c for c in mine if c.workers == workers]
+        if not own:
+            have = sorted({str(c.workers) for c in mine})
+            raise InputError(f"eval {eval_name!r} has no cells at {workers} workers (has: {', '.join(have)})")
+    own.sort(key=lambda c: c.start_unix_ns)
+    return own, warnings
+
+
+def _check_fraction(min_overlap_fraction: float) -> None:
+    if not 0.0 <= min_overlap_fraction <= 1.0:
+        raise ConfigError(f"min_overlap_fraction {min_overlap_fraction} must be within 0..1")
 
 
 def neighbour_cost(
@@ -151,7 +185,7 @@ def neighbour_cost(
     workers: int | None = None,
     min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
     derive_from_cells: bool = True,
-    merge_gap_s: float = 60.0,
+    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
 ) -> NeighbourReport:
     """The neighbour-cost analysis of ``eval_name`` against every other load.
 
@@ -161,34 +195,44 @@ def neighbour_cost(
     ignored, and so is a recorded eval window of an eval whose cells are given. ``workers``
     prices only the eval's cells at that worker count.
     """
-    if not 0.0 <= min_overlap_fraction <= 1.0:
-        raise ConfigError(f"min_overlap_fraction {min_overlap_fraction} must be within 0..1")
+    _check_fraction(min_overlap_fraction)
     all_cells = list(cells)
     mine = [c for c in all_cells if c.eval_name == eval_name]
     if not mine:
         raise InputError(f"no cells recorded for eval {eval_name!r}")
-    warnings: list[str] = []
-    if workers is None:
-        counts = sorted({c.workers for c in mine if c.workers is not None})
-        if len(counts) > 1:
-            warnings.append(
-                f"{eval_name} ran at {', '.join(map(str, counts))} workers: one baseline across them "
-                "prices its own batching as load; price one worker count at a time"
-            )
-        own = mine
-        others = [c for c in all_cells if c.eval_name != eval_name]
-    else:
-        own = [c for c in mine if c.workers == workers]
-        if not own:
-            have = sorted({str(c.workers) for c in mine})
-            raise InputError(f"eval {eval_name!r} has no cells at {workers} workers (has: {', '.join(have)})")
-        others = [c for c in all_cells if not (c.eval_name == eval_name and c.workers == workers)]
-    own.sort(key=lambda c: c.start_unix_ns)
-    derived_evals = {c.eval_name for c in others} if derive_from_cells else set()
-    loads = _recorded_loads(windows, eval_name, derived_evals)
+    own, warnings = _own_cells(eval_name, mine, workers)
+    derived: list[tuple[EvalRun, LoadWindow]] = []
+    evals: set[str] = set()
     if derive_from_cells:
-        loads += windows_from_cells(others, merge_gap_s=merge_gap_s)
-    loads.sort(key=lambda w: (w.start_unix_ns, w.name))
+        others = [c for c in all_cells if not (c.eval_name == eval_name and workers in (None, c.workers))]
+        derived = keyed_windows_from_cells(others, merge_gap_s=merge_gap_s)
+        evals = {c.eval_name for c in others}
+    return _priced(
+        eval_name,
+        own,
+        _candidate_loads(windows, derived),
+        workers=workers,
+        evals=evals,
+        min_overlap_fraction=min_overlap_fraction,
+        warnings=warnings,
+    )
+
+
+_NO_RATES = RateSummary(n=0)
+
+
+def _priced(
+    eval_name: str,
+    own: list[Cell],
+    candidates: list[tuple[EvalRun | None, LoadWindow]],
+    *,
+    workers: int | None,
+    evals: set[str],
+    min_overlap_fraction: float,
+    warnings: list[str],
+) -> NeighbourReport:
+    """The report of ``own`` (in start order) against the candidates that are other load."""
+    loads = [w for run, w in candidates if _is_other_load(w, run, eval_name, workers, evals)]
     engines = Counter(c.engine for c in own if c.engine)
     engine = engines.most_common(1)[0][0] if engines else None
 
@@ -211,34 +255,48 @@ def neighbour_cost(
     for i, js in attributed.items():
         for j in js:
             per_window[j].append(i)
-    window_costs = []
-    for j, w in enumerate(loads):
-        members = per_window.get(j, [])
+
+    untouched: dict[str, Any] = {
+        "n_cells": 0,
+        "timeouts": 0,
+        "failures": 0,
+        "rate": _NO_RATES,
+        "min_rate": None,
+        "max_rate": None,
+        "cost": None,
+    }
+
+    def window_cost(j: int, w: LoadWindow) -> dict[str, Any]:
+        value = {
+            "uid": w.uid,
+            "name": w.name,
+            "kind": w.kind,
+            "engine": w.engine,
+            "streams": w.streams,
+            "start_unix_ns": w.start_unix_ns,
+            "end_unix_ns": w.end_unix_ns,
+            "same_engine": (w.engine == engine) if w.engine and engine else None,
+        }
+        members = per_window.get(j)
+        if members is None:  # most windows, in a long history: nothing of the eval ran beside them
+            return value | untouched
         member_rates = [r for i in members if (r := rates[i]) is not None]
         summary = summarize(member_rates)
         cost = None
         if summary.median is not None and baseline.median:
             cost = 1.0 - summary.median / baseline.median
-        window_costs.append(
-            WindowCost(
-                uid=w.uid,
-                name=w.name,
-                kind=w.kind,
-                engine=w.engine,
-                streams=w.streams,
-                start_unix_ns=w.start_unix_ns,
-                end_unix_ns=w.end_unix_ns,
-                same_engine=(w.engine == engine) if w.engine and engine else None,
-                n_cells=len(members),
-                timeouts=sum(timed_out[i] for i in members),
-                failures=sum(failures[i] for i in members),
-                rate=summary,
-                min_rate=min(member_rates, default=None),
-                max_rate=max(member_rates, default=None),
-                cost=cost,
-            )
-        )
+        return value | {
+            "n_cells": len(members),
+            "timeouts": sum(timed_out[i] for i in members),
+            "failures": sum(failures[i] for i in members),
+            "rate": summary,
+            "min_rate": min(member_rates, default=None),
+            "max_rate": max(member_rates, default=None),
+            "cost": cost,
+        }
 
+    # Every value comes from a validated window or cell, or our own arithmetic: no re-validation.
+    window_costs = rows(WindowCost, (window_cost(j, w) for j, w in enumerate(loads)))
     baseline_set = set(baseline_idx)
     cell_rows = rows(
         CellRate,
@@ -286,16 +344,21 @@ def neighbour_costs(
     eval_names: Iterable[str] | None = None,
     min_cells: int = MIN_CELLS_FOR_NEIGHBOUR,
     min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
-    merge_gap_s: float = 60.0,
+    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
 ) -> list[NeighbourReport]:
     """Every eval's neighbour cost (or ``eval_names``'), one report per worker count when an eval
-    ran at several; evals with fewer than ``min_cells`` cells (per worker count) are skipped."""
+    ran at several; evals with fewer than ``min_cells`` cells (per worker count) are skipped.
+
+    Each report equals `neighbour_cost` of that eval (and worker count) over the same input; the
+    windows every eval's cells make are derived and put in time order once for all of them."""
+    _check_fraction(min_overlap_fraction)
     all_cells = list(cells)
-    all_windows = list(windows)
     by_eval: dict[str, list[Cell]] = defaultdict(list)
     for c in all_cells:
         by_eval[c.eval_name].append(c)
     names = sorted(by_eval) if eval_names is None else [n for n in eval_names if n in by_eval]
+    candidates = _candidate_loads(windows, keyed_windows_from_cells(all_cells, merge_gap_s=merge_gap_s))
+    evals = set(by_eval)
     reports = []
     for name in names:
         counts = Counter(c.workers for c in by_eval[name] if c.workers is not None)
@@ -304,19 +367,21 @@ def neighbour_costs(
         )
         for workers, n in groups:
             if n >= min_cells:
+                own, warnings = _own_cells(name, by_eval[name], workers)
                 reports.append(
-                    neighbour_cost(
+                    _priced(
                         name,
-                        all_cells,
-                        all_windows,
+                        own,
+                        candidates,
                         workers=workers,
+                        evals=evals,
                         min_overlap_fraction=min_overlap_fraction,
-                        merge_gap_s=merge_gap_s,
+                        warnings=warnings,
                     )
                 )
     return reports
 
 
-def windows_touched(report: NeighbourReport) -> Sequence[WindowCost]:
+def windows_touched(report: NeighbourReport) -> list[WindowCost]:
     """The windows at least one of the eval's cells is attributed to, in time order."""
     return [w for w in report.windows if w.n_cells]

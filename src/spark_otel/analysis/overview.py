@@ -24,9 +24,10 @@ from .._exceptions import ConfigError, InputError
 from ..model import Cell, LoadWindow
 from ._rows import Result
 from .advisor import Advice, AdvisorConfig, advise
-from .concurrency import DEFAULT_MERGE_GAP_S, ConcurrencyReport, concurrency
+from .concurrency import ConcurrencyReport, concurrency
 from .curve import RateCurve, curve_from_concurrency
-from .neighbour import MIN_CELLS_FOR_NEIGHBOUR, NeighbourReport, neighbour_costs
+from .neighbour import MIN_CELLS_FOR_NEIGHBOUR, NeighbourReport, neighbour_costs, windows_touched
+from .windows import DEFAULT_MERGE_GAP_S
 
 __all__ = ["Overview", "overview"]
 
@@ -63,7 +64,7 @@ def _curves(
 
 def _touches(report: NeighbourReport, engine: str) -> bool:
     """The eval ran on ``engine``, or some of its cells ran beside load on it."""
-    return report.engine == engine or any(w.engine == engine and w.n_cells for w in report.windows)
+    return report.engine == engine or any(w.engine == engine for w in windows_touched(report))
 
 
 def overview(
@@ -91,10 +92,17 @@ def overview(
         raise InputError(f"no cells recorded for eval {eval_name!r} (evals: {', '.join(evals) or 'none'})")
     notes: list[str] = []
     everything = concurrency(all_cells, merge_gap_s=merge_gap_s) if all_cells else None
-    curves = _curves(probe_curves, everything, notes)
+    curves = [
+        c for c in _curves(probe_curves, everything, notes).values() if engine is None or c.engine == engine
+    ]
     shown = everything
-    if everything is not None and (eval_name is not None or engine is not None):
+    if everything is not None and eval_name is not None:
+        # Levels, runs and throughput sum the reported cells only: one eval's need a pass of their own.
         shown = concurrency(all_cells, eval_name=eval_name, engine=engine, merge_gap_s=merge_gap_s)
+    elif everything is not None and engine is not None:
+        shown = ConcurrencyReport(
+            eval_name=None, engines=[e for e in everything.engines if e.engine == engine]
+        )
     neighbours = [
         report
         for report in neighbour_costs(
@@ -104,8 +112,7 @@ def overview(
             min_cells=MIN_CELLS_FOR_NEIGHBOUR,
             merge_gap_s=merge_gap_s,
         )
-        if (report.baseline.n or any(w.n_cells for w in report.windows))
-        and (engine is None or _touches(report, engine))
+        if (report.baseline.n or windows_touched(report)) and (engine is None or _touches(report, engine))
     ]
     for report in neighbours:
         notes.extend(report.warnings)
@@ -113,7 +120,7 @@ def overview(
     if all_cells:
         advice = advise(
             all_cells,
-            [c for c in curves.values() if engine is None or c.engine == engine],
+            curves,
             neighbour=neighbours,
             config=config,
             gpu_utilization=gpu_utilization,
@@ -125,7 +132,7 @@ def overview(
         eval_name=eval_name,
         engine=engine,
         config=config,
-        curves=[c for c in curves.values() if engine is None or c.engine == engine],
+        curves=curves,
         concurrency=shown,
         neighbours=neighbours,
         advice=advice,

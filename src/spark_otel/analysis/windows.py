@@ -13,12 +13,27 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from .. import _semconv as sc
+from .._exceptions import ConfigError
 from ..model import NS_PER_S, Cell, LoadWindow
 from ._rows import rows
 
-__all__ = ["overlapping_pairs", "peak_concurrency", "split_at_gaps", "windows_from_cells"]
+__all__ = [
+    "DEFAULT_MERGE_GAP_S",
+    "keyed_windows_from_cells",
+    "merge_gap_ns",
+    "overlapping_pairs",
+    "peak_concurrency",
+    "split_at_gaps",
+    "windows_from_cells",
+]
+
+DEFAULT_MERGE_GAP_S = 60.0
+"""Cells of one eval this close together are one load (and one run): a serial runner's pause
+between cells does not take its load away."""
 
 Interval = tuple[int, int]
+EvalRun = tuple[str, int | None]
+"""An eval's cells at one ``workers`` value: ``(eval_name, workers)``."""
 _T = TypeVar("_T")
 
 
@@ -76,25 +91,29 @@ def split_at_gaps(items: Iterable[_T], gap_ns: int, interval: Callable[[_T], Int
     return runs
 
 
+def merge_gap_ns(merge_gap_s: float) -> int:
+    """``merge_gap_s`` in nanoseconds; a negative gap would split cells that overlap into separate
+    runs, so it is refused here, for every analysis that merges cells."""
+    if not merge_gap_s >= 0:
+        raise ConfigError(f"merge gap {merge_gap_s} s must not be negative")
+    return int(merge_gap_s * NS_PER_S)
+
+
 def _cell_interval(cell: Cell) -> Interval:
     return cell.start_unix_ns, cell.end_unix_ns
 
 
-def windows_from_cells(
-    cells: Iterable[Cell], *, exclude_eval: str | None = None, merge_gap_s: float = 60.0
-) -> list[LoadWindow]:
-    """Merge each eval's cells into load windows, per engine and ``workers`` value.
-
-    Cells of one eval at one worker count on one engine become one window while they overlap
-    or follow each other within ``merge_gap_s`` (a serial eval's runner pauses between cells
-    without the load going away). A window's ``streams`` is the cells' ``workers`` value, or
-    the peak number in flight when they carry none.
-    """
+def keyed_windows_from_cells(
+    cells: Iterable[Cell], *, merge_gap_s: float = DEFAULT_MERGE_GAP_S
+) -> list[tuple[EvalRun, LoadWindow]]:
+    """`windows_from_cells`, each window with the ``(eval_name, workers)`` of its cells, so one
+    derivation over every eval serves each eval priced against the others (`neighbour_costs`)."""
+    gap_ns = merge_gap_ns(merge_gap_s)
     groups: dict[tuple[str, str | None, int | None], list[Cell]] = defaultdict(list)
     for cell in cells:
-        if cell.eval_name != exclude_eval and cell.end_unix_ns > cell.start_unix_ns:
+        if cell.end_unix_ns > cell.start_unix_ns:
             groups[(cell.eval_name, cell.engine, cell.workers)].append(cell)
-    gap_ns = int(merge_gap_s * NS_PER_S)
+    keys: list[EvalRun] = []
     values: list[dict[str, Any]] = []
     for (eval_name, engine, workers), group in groups.items():
         runs = split_at_gaps(group, gap_ns, _cell_interval)
@@ -102,6 +121,7 @@ def windows_from_cells(
         label += f" on {engine}" if engine else ""
         for run in runs:
             start = run[0].start_unix_ns
+            keys.append((eval_name, workers))
             values.append(
                 {
                     "uid": f"eval:{eval_name}:{engine}:{workers}:{start}",
@@ -115,6 +135,19 @@ def windows_from_cells(
                 }
             )
     # Every value comes from validated cells, so the windows skip re-validation.
-    windows = rows(LoadWindow, values)
-    windows.sort(key=lambda w: (w.start_unix_ns, w.name))
-    return windows
+    keyed = list(zip(keys, rows(LoadWindow, values), strict=True))
+    keyed.sort(key=lambda kw: (kw[1].start_unix_ns, kw[1].name))
+    return keyed
+
+
+def windows_from_cells(
+    cells: Iterable[Cell], *, merge_gap_s: float = DEFAULT_MERGE_GAP_S
+) -> list[LoadWindow]:
+    """Merge each eval's cells into load windows, per engine and ``workers`` value, in time order.
+
+    Cells of one eval at one worker count on one engine become one window while they overlap
+    or follow each other within ``merge_gap_s`` (a serial eval's runner pauses between cells
+    without the load going away). A window's ``streams`` is the cells' ``workers`` value, or
+    the peak number in flight when they carry none.
+    """
+    return [window for _, window in keyed_windows_from_cells(cells, merge_gap_s=merge_gap_s)]

@@ -19,6 +19,32 @@ def add_store_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_advisor_arguments(parser: argparse.ArgumentParser, *, ceiling: bool = True) -> None:
+    """--ceiling (unless ``ceiling`` is False) and --threshold, defaulting to `AdvisorConfig`'s, so
+    advise, report and neighbour-cost agree on them."""
+    from ..analysis.advisor import AdvisorConfig
+
+    fields = AdvisorConfig.model_fields
+    if ceiling:
+        default_ceiling = fields["ceiling_s"].default
+        parser.add_argument(
+            "--ceiling",
+            type=float,
+            default=default_ceiling,
+            metavar="SECONDS",
+            help=f"per-cell ceiling (default {default_ceiling:g})",
+        )
+    default_threshold = fields["threshold"].default
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=default_threshold,
+        metavar="FRACTION",
+        help=f"neighbour cost past which a load is flagged (default {default_threshold:g}, "
+        f"i.e. {default_threshold:.0%}%)",  # argparse reads %% as %
+    )
+
+
 def open_store(args: argparse.Namespace) -> Store:
     return Store(args.store) if getattr(args, "store", None) else Store()
 
@@ -29,8 +55,8 @@ def print_json(value: Any) -> None:
 
 
 def fmt_number(value: float | None, digits: int = 2) -> str:
-    """A table cell for a number that may be missing ("-")."""
-    return "-" if value is None else f"{value:.{digits}f}"
+    """A table cell for a number that may be missing ("-"), thousands separated."""
+    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:

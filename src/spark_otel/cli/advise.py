@@ -22,60 +22,37 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ._common import add_store_argument, open_store, print_json, print_table
+from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
 
 _logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
-    parser.add_argument(
-        "--ceiling", type=float, default=1800.0, metavar="SECONDS", help="per-cell ceiling (default 1800)"
-    )
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=0.2,
-        metavar="FRACTION",
-        help="neighbour cost that flags a cross-engine load (default 0.2)",
-    )
+    add_advisor_arguments(parser)
     parser.add_argument("--engine", metavar="E", help="only advise on this engine")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import _semconv as sc
     from .._exceptions import InputError
-    from ..analysis import AdvisorConfig, curves_from_documents, overview
+    from ..analysis import AdvisorConfig
+    from ..analysis.concurrency import UNKNOWN_ENGINE
+    from ..report import inputs_from_store, overview_from_inputs
 
     config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
     with open_store(args) as store:
-        cells = store.cells()
-        windows = store.windows()
-        probes = store.documents("probe")
-        utilization = [s.value for s in store.samples(sc.GPU_UTILIZATION)]
-        token_rates = [s.value for s in store.samples(sc.ENGINE_GENERATION_TOKEN_RATE)]
-        path = store.path
-    if not cells:
-        raise InputError(f"{path}: no cells recorded; instrument an eval or run `spark-otel backfill` first")
-    if args.engine is not None and not any(c.engine == args.engine for c in cells):
-        engines = sorted({c.engine or "unknown" for c in cells})
+        inputs = inputs_from_store(store, probe_tables=False)
+    if not inputs.cells:
         raise InputError(
-            f"{path}: no cells recorded on engine {args.engine!r} (engines: {', '.join(engines)})"
+            f"{inputs.source}: no cells recorded; instrument an eval or run `spark-otel backfill` first"
         )
-
-    curves, problems = curves_from_documents(probes)  # oldest first: the newest of an engine wins
-    for problem in problems:
-        _logger.warning("advise: skipping %s", problem)
-    found = overview(
-        cells,
-        windows,
-        curves,
-        config=config,
-        gpu_utilization=utilization,
-        token_rates=token_rates or None,
-        engine=args.engine,
-    )
+    if args.engine is not None and not any(c.engine == args.engine for c in inputs.cells):
+        engines = sorted({c.engine or UNKNOWN_ENGINE for c in inputs.cells})
+        raise InputError(
+            f"{inputs.source}: no cells recorded on engine {args.engine!r} (engines: {', '.join(engines)})"
+        )
+    found = overview_from_inputs(inputs, config=config, engine=args.engine)
     for note in found.notes:
         _logger.info("advise: %s", note)
     advice = found.advice

@@ -26,15 +26,17 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..analysis.windows import DEFAULT_MERGE_GAP_S
+
     add_store_argument(parser)
     parser.add_argument("--eval", dest="eval_name", metavar="NAME", help="only this eval's cells")
     parser.add_argument("--engine", metavar="E", help="only cells on this engine")
     parser.add_argument(
         "--merge-gap",
         type=float,
-        default=60.0,
+        default=DEFAULT_MERGE_GAP_S,
         metavar="SECONDS",
-        help="an idle gap longer than this between an eval's cells starts a new run (default 60)",
+        help="an idle gap longer than this between an eval's cells starts a new run (default %(default)g)",
     )
     parser.add_argument("--cells", action="store_true", help="also list every cell with its in-flight load")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")

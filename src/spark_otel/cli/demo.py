@@ -54,6 +54,7 @@ def _pct(value: float | None) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from ..analysis.neighbour import windows_touched
     from ..demo import run_demo
     from .probe import level_rows
 
@@ -102,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
             _pct(w.cost),
             _pct(truth.get("load") if w.engine == "nemotron" else truth.get(w.name)),
         ]
-        for w in nb.windows
-        if w.n_cells
+        for w in windows_touched(nb)
     ]
     print_table(
         f"What other load cost {nb.eval_name} (baseline {fmt_number(nb.baseline.median)} tok/s over "

@@ -24,35 +24,32 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ._common import add_store_argument, open_store, print_json, print_table
+from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
     from ..analysis.neighbour import CellRate, NeighbourReport, WindowCost
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..analysis.neighbour import DEFAULT_MIN_OVERLAP_FRACTION
+    from ..analysis.windows import DEFAULT_MERGE_GAP_S
+
     add_store_argument(parser)
     parser.add_argument("--eval", dest="eval_name", metavar="NAME", required=True, help="the eval to price")
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=0.2,
-        metavar="FRACTION",
-        help="mark loads that cost the eval more than this (default 0.2, i.e. 20%%)",
-    )
+    add_advisor_arguments(parser, ceiling=False)
     parser.add_argument(
         "--min-overlap",
         type=float,
-        default=0.25,
+        default=DEFAULT_MIN_OVERLAP_FRACTION,
         metavar="FRACTION",
-        help="share of a cell's time inside a window for the cell to count for it (default 0.25)",
+        help="share of a cell's time inside a window for the cell to count for it (default %(default)g)",
     )
     parser.add_argument(
         "--merge-gap",
         type=float,
-        default=60.0,
+        default=DEFAULT_MERGE_GAP_S,
         metavar="SECONDS",
-        help="other evals' cells this close together form one window (default 60)",
+        help="other evals' cells this close together form one window (default %(default)g)",
     )
     parser.add_argument(
         "--workers",
@@ -87,6 +84,8 @@ def _output(c: CellRate) -> str:
 
 
 def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> None:
+    from ..analysis.neighbour import windows_touched
+
     b = report.baseline
     if b.median is None:
         baseline = "no cells overlapping no other load: costs cannot be computed"
@@ -120,8 +119,7 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
                 _rates(w),
                 "-" if w.cost is None else f"{w.cost:.0%}" + (" !" if w.cost > threshold else ""),
             ]
-            for w in report.windows
-            if w.n_cells
+            for w in windows_touched(report)
         ],
     )
     print_table(
@@ -145,12 +143,10 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError, InputError
-    from ..analysis.neighbour import neighbour_cost
+    from ..analysis.neighbour import neighbour_cost, neighbour_costs
 
     if not 0 <= args.threshold <= 1:
         raise ConfigError(f"--threshold {args.threshold} must be a fraction between 0 and 1")
-    if args.merge_gap < 0:
-        raise ConfigError(f"--merge-gap {args.merge_gap} must not be negative")
     with open_store(args) as store:
         evals = store.eval_names()
         if args.eval_name not in evals:
@@ -160,22 +156,26 @@ def run(args: argparse.Namespace) -> int:
             )
         cells = store.cells()
         windows = store.windows()
-    counts = sorted({c.workers for c in cells if c.eval_name == args.eval_name and c.workers is not None})
     if args.workers is not None:
-        chosen: list[int | None] = [args.workers]
-    else:
-        chosen = list(counts) if len(counts) > 1 else [None]
-    reports = [
-        neighbour_cost(
-            args.eval_name,
+        reports = [
+            neighbour_cost(
+                args.eval_name,
+                cells,
+                windows,
+                workers=args.workers,
+                min_overlap_fraction=args.min_overlap,
+                merge_gap_s=args.merge_gap,
+            )
+        ]
+    else:  # each worker count in turn where the eval ran at several, however few its cells
+        reports = neighbour_costs(
             cells,
             windows,
-            workers=workers,
+            eval_names=[args.eval_name],
+            min_cells=1,
             min_overlap_fraction=args.min_overlap,
             merge_gap_s=args.merge_gap,
         )
-        for workers in chosen
-    ]
     for report in reports:
         for warning in report.warnings:
             print(f"spark-otel: warning: {warning}", file=sys.stderr)

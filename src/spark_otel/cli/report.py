@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError, InputError
-from ._common import add_store_argument
+from ._common import add_advisor_arguments, add_store_argument
 
 if TYPE_CHECKING:
     from ..report import ReportInputs
@@ -38,16 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eval", dest="eval_name", help="report on this eval only (and name --records' eval)"
     )
-    parser.add_argument(
-        "--ceiling", type=float, default=1800.0, metavar="SECONDS", help="per-cell ceiling (default 1800)"
-    )
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=0.2,
-        metavar="FRACTION",
-        help="neighbour cost that flags a cross-engine load (default 0.2)",
-    )
+    add_advisor_arguments(parser)
     parser.add_argument("--out", default="spark-otel-report", metavar="DIR", help="output directory")
 
 
