@@ -6,6 +6,7 @@ view the user configures still wins.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from dataclasses import dataclass
@@ -19,8 +20,6 @@ from ._version import __version__
 from .bulk_histogram import BulkHistogram, BulkHistograms
 
 _cache: weakref.WeakKeyDictionary[object, Instruments] = weakref.WeakKeyDictionary()
-_global_key = object()
-_global_instruments: dict[object, Instruments] = {}
 _lock = threading.Lock()
 
 
@@ -120,14 +119,16 @@ def _create(meter_provider: MeterProvider | None) -> Instruments:
     )
 
 
+@functools.cache
+def _global_instruments() -> Instruments:
+    return _create(None)
+
+
 def instruments(meter_provider: MeterProvider | None = None) -> Instruments:
     """The instruments for ``meter_provider`` (the global one when None), created on first use."""
     with _lock:
         if meter_provider is None:
-            found = _global_instruments.get(_global_key)
-            if found is None:
-                found = _global_instruments[_global_key] = _create(None)
-            return found
+            return _global_instruments()
         found = _cache.get(meter_provider)
         if found is None:
             found = _cache[meter_provider] = _create(meter_provider)

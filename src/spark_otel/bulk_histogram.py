@@ -41,6 +41,7 @@ from opentelemetry.sdk.metrics.export import (
     ResourceMetrics,
     ScopeMetrics,
 )
+from opentelemetry.sdk.metrics.view import DefaultAggregation
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import AttributeValue
 
@@ -157,7 +158,7 @@ class BulkHistogram:
                 state.previous_collection_ns = now_ns
             data = [
                 HistogramDataPoint(
-                    attributes=dict(p.attributes),
+                    attributes=p.attributes,  # the point's own copy, never changed after
                     start_time_unix_nano=p.start_ns,
                     time_unix_nano=now_ns,
                     count=sum(p.counts),
@@ -211,8 +212,16 @@ class BulkHistogramReader(PeriodicExportingMetricReader):
             (t for cls, t in self._instrument_class_temporality.items() if issubclass(cls, SdkHistogram)),
             AggregationTemporality.CUMULATIVE,
         )
+        aggregation = next(
+            (a for cls, a in self._instrument_class_aggregation.items() if issubclass(cls, SdkHistogram)),
+            DefaultAggregation(),
+        )
+        self.takes_bulk = isinstance(aggregation, DefaultAggregation)
+        """False when the exporter wants histograms aggregated otherwise (e.g. exponential buckets,
+        ``OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION``): its provider then records
+        every value through the SDK instead (see `build_providers`)."""
         self._bulk = histograms
-        self._states = [(h, h.attach(temporality)) for h in histograms.all()]
+        self._states = [(h, h.attach(temporality)) for h in histograms.all()] if self.takes_bulk else []
 
     def _receive_metrics(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
@@ -250,7 +259,8 @@ _registry: weakref.WeakKeyDictionary[MeterProvider, BulkHistograms] = weakref.We
 
 
 def register_bulk_histograms(meter_provider: MeterProvider, histograms: BulkHistograms) -> None:
-    """Declare that every reader of ``meter_provider`` is a `BulkHistogramReader` of ``histograms``."""
+    """Declare that every reader of ``meter_provider`` is a `BulkHistogramReader` of ``histograms``
+    that `takes_bulk`."""
     _registry[meter_provider] = histograms
 
 

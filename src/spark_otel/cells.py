@@ -96,6 +96,14 @@ class CellState:
         self.span = span
         ctx = span.get_span_context()
         self.uid = format(ctx.span_id, "016x") if ctx.is_valid else uuid.uuid4().hex[:16]
+        self.request_attributes: dict[str, AttributeValue] = {
+            sc.EVAL_NAME: eval_name,
+            sc.CELL_ID: cell_id,
+            sc.CELL_UID: self.uid,
+        }
+        """What a request span inside this cell carries, so traces can be filtered by eval."""
+        if engine is not None:
+            self.request_attributes[sc.ENGINE] = engine
         self.start_ns = _clock.perf_ns()
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
@@ -107,32 +115,23 @@ class CellState:
         self._explicit_status: CellStatus | None = None
         self._lock = threading.Lock()
 
-    @property
-    def request_attributes(self) -> dict[str, AttributeValue]:
-        """What a request span inside this cell carries, so traces can be filtered by eval."""
-        attrs: dict[str, AttributeValue] = {
-            sc.EVAL_NAME: self.eval_name,
-            sc.CELL_ID: self.cell_id,
-            sc.CELL_UID: self.uid,
-        }
-        if self.engine is not None:
-            attrs[sc.ENGINE] = self.engine
-        return attrs
-
     def add_tokens(self, *, prompt: int | None = None, completion: int | None = None) -> None:
         """Add token counts by hand, for calls the instrumentation does not see."""
         with self._lock:
-            if prompt is not None:
-                self.prompt_tokens = (self.prompt_tokens or 0) + prompt
-            if completion is not None:
-                self.completion_tokens = (self.completion_tokens or 0) + completion
+            self._add_tokens_locked(prompt, completion)
+
+    def _add_tokens_locked(self, prompt: int | None, completion: int | None) -> None:
+        if prompt is not None:
+            self.prompt_tokens = (self.prompt_tokens or 0) + prompt
+        if completion is not None:
+            self.completion_tokens = (self.completion_tokens or 0) + completion
 
     def add_request(
         self, *, input_tokens: int | None, output_tokens: int | None, error_type: str | None
     ) -> None:
         """Called by the instrumentation when a request inside this cell finalizes."""
-        self.add_tokens(prompt=input_tokens, completion=output_tokens)
         with self._lock:
+            self._add_tokens_locked(input_tokens, output_tokens)
             self.requests += 1
             if error_type is not None:
                 self.failed_requests += 1
@@ -206,6 +205,9 @@ class cell:
         self.attributes = attributes
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
+        self._bound_meter_provider: MeterProvider | None = None
+        """The provider this entry records to; the argument above stays as given, so an instance
+        entered again after a `configure()` resolves afresh."""
         self._state: CellState | None = None
         self._token: contextvars.Token[CellState | None] | None = None
         self._otel_token: object | None = None
@@ -216,7 +218,7 @@ class cell:
         tracer_provider, meter_provider = self._tracer_provider, self._meter_provider
         if tracer_provider is None and meter_provider is None:
             tracer_provider, meter_provider = _providers()
-        self._meter_provider = meter_provider
+        self._bound_meter_provider = meter_provider
         tracer = trace.get_tracer(
             sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider, schema_url=sc.SCHEMA_URL
         )
@@ -268,7 +270,9 @@ class cell:
             if self._in_flight:
                 self._in_flight = False
                 with guard("cell in-flight metric"):
-                    instruments(self._meter_provider).cells_in_flight.add(-1, self._metric_attributes(state))
+                    instruments(self._bound_meter_provider).cells_in_flight.add(
+                        -1, self._metric_attributes(state)
+                    )
             if self._token is not None:
                 with guard("cell context reset"):
                     _current_cell.reset(self._token)
@@ -355,7 +359,7 @@ class cell:
             span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_DEADLINE)
             span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
 
-        inst = instruments(self._meter_provider)
+        inst = instruments(self._bound_meter_provider)
         done = self._metric_attributes(state)
         done[sc.CELL_STATUS] = status.value
         if state.workers is not None:

@@ -55,6 +55,7 @@ from ._exceptions import ConfigError
 from ._guard import guard
 from ._request_notes import RequestNotes, request_notes
 from .cells import current_cell
+from .instrumentation._sse import error_of
 from .salvage import ExtractorSpec, as_extractor
 
 __all__ = [
@@ -584,11 +585,8 @@ def _take_dict(run: _Run, data: dict[str, Any]) -> bool:
 
 
 def _server_error(data: dict[str, Any]) -> str | None:
-    """vLLM reports a failure mid-stream as an event ``{"error": {...}}`` (older: ``object:
-    error``)."""
-    error = data.get("error")
-    if error is None and data.get("object") == "error":
-        error = data
+    """The message of a failure the server reported mid-stream (see `error_of`)."""
+    error = error_of(data)
     if error is None:
         return None
     if isinstance(error, dict):

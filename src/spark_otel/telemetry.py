@@ -27,7 +27,7 @@ from pathlib import Path
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
+from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -222,12 +222,13 @@ def build_providers(
     for processor in span_processors:
         tracer_provider.add_span_processor(processor)
     bulk = bulk_histograms()
-    readers: list[MetricReader] = [
+    readers = [
         BulkHistogramReader(exporter, bulk, export_interval_millis=interval)
         for exporter, interval in metric_exporters
     ]
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    register_bulk_histograms(meter_provider, bulk)
+    if all(reader.takes_bulk for reader in readers):
+        register_bulk_histograms(meter_provider, bulk)
     _own_providers.add(tracer_provider)
     _own_providers.add(meter_provider)
     return tracer_provider, meter_provider

@@ -3,25 +3,28 @@ force (followed across `configure()`), the user's global providers, or a default
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import openai
 import pytest
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import ExponentialHistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import metric_points
+from tests.conftest import CapturingExporter, metric_points, points_in
 from tests.instrumentation.support import MODEL, one_span, request_spans
 
 import spark_otel
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError
+from spark_otel.bulk_histogram import bulk_histograms_of
 from spark_otel.instrumentation import SparkOtelInstrumentor
 from spark_otel.store import Store
-from spark_otel.telemetry import current_telemetry
+from spark_otel.telemetry import build_providers, current_telemetry
 
 pytestmark = pytest.mark.usefixtures("fresh_globals")
 
@@ -202,3 +205,42 @@ def test_the_store_gets_every_chunk_interval_in_bulk_across_a_reconfigure(
     # Cumulative points: the last one counts every interval after each stream's first chunk.
     assert _chunk_counts(tmp_path / "b.sqlite")[-1] == sum(n - 1 for n in first)
     assert _chunk_counts(tmp_path / "c.sqlite")[-1] == second - 1
+
+
+def test_a_cell_entered_again_after_a_reconfigure_records_to_the_new_setup(tmp_path: Path) -> None:
+    reused = spark_otel.cell("ev", "c1", engine="e")
+    spark_otel.configure(store=tmp_path / "a.sqlite")
+    with reused as state:
+        state.add_tokens(completion=1)
+    spark_otel.configure(store=tmp_path / "b.sqlite")  # flushes and shuts down a's providers
+    with reused as state:
+        state.add_tokens(completion=2)
+    _flush()
+    with Store(tmp_path / "a.sqlite") as a, Store(tmp_path / "b.sqlite") as b:
+        assert [c.completion_tokens for c in a.cells()] == [1]
+        assert [c.completion_tokens for c in b.cells()] == [2]
+
+
+def test_an_exporter_wanting_exponential_histograms_gets_the_chunk_intervals_through_the_sdk(
+    base_url: str,
+) -> None:
+    """The bulk histogram only makes explicit-bucket points; a reader asking for another
+    aggregation leaves its provider on plain SDK records, so every histogram arrives alike."""
+    exponential = CapturingExporter(
+        preferred_aggregation={Histogram: ExponentialBucketHistogramAggregation()}
+    )
+    tracer_provider, meter_provider = build_providers([], [(exponential, math.inf)])
+    assert bulk_histograms_of(meter_provider) is None
+    _, default = build_providers([], [(CapturingExporter(), math.inf)])
+    assert bulk_histograms_of(default) is not None
+    spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    try:
+        chunks = _stream(base_url, max_tokens=5)
+    finally:
+        spark_otel.uninstrument()
+    meter_provider.force_flush()
+    (point,) = points_in(exponential.last, sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK)
+    assert isinstance(point, ExponentialHistogramDataPoint)
+    assert point.count == chunks - 1
+    for provider in (tracer_provider, meter_provider, default):
+        provider.shutdown()

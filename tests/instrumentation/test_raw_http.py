@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from tests.conftest import metric_points
-from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans
+from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans, sse_chunk, sse_transport
 
 from spark_otel import _semconv as sc
 
@@ -254,33 +254,14 @@ def test_raw_layer_injects_traceparent_when_asked(
 # -- what a real peer cannot produce on demand: MockTransport ----------------------------------------
 
 
-def _sse_transport(blocks: list[bytes], *, fail: BaseException | None = None) -> httpx2.MockTransport:
-    class Body(httpx2.SyncByteStream):
-        def __iter__(self) -> Iterator[bytes]:
-            yield from blocks
-            if fail is not None:
-                raise fail
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
-
-    return httpx2.MockTransport(handler)
-
-
-def _chunk(text: str, reason: str | None = None) -> bytes:
-    choice = {"index": 0, "delta": {"content": text}, "finish_reason": reason}
-    body = {"id": "r1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-
 def test_truncated_sse_without_finish_or_usage_keeps_partial_counts(
     instrumented: None, span_exporter: InMemorySpanExporter, metric_reader: InMemoryMetricReader
 ) -> None:
     # Events split across blocks mid-line, and the body ends without [DONE], finish or usage.
-    raw = _chunk("a") + _chunk("b") + _chunk("c")
+    raw = sse_chunk("a") + sse_chunk("b") + sse_chunk("c")
     blocks = [raw[:10], raw[10:77], raw[77:]]
     with (
-        httpx2.Client(transport=_sse_transport(blocks)) as client,
+        httpx2.Client(transport=sse_transport(blocks)) as client,
         client.stream(
             "POST", "http://engine.local:8000/v1/chat/completions", json={"model": "m", "stream": True}
         ) as r,
@@ -299,7 +280,7 @@ def test_truncated_sse_without_finish_or_usage_keeps_partial_counts(
 def test_mid_stream_transport_error_is_recorded_and_reraised(
     instrumented: None, span_exporter: InMemorySpanExporter
 ) -> None:
-    transport = _sse_transport([_chunk("a"), _chunk("b")], fail=httpx2.ReadError("peer reset"))
+    transport = sse_transport([sse_chunk("a"), sse_chunk("b")], fail=httpx2.ReadError("peer reset"))
     with (
         httpx2.Client(transport=transport) as client,
         client.stream("POST", "http://e:1/v1/chat/completions", json={"model": "m", "stream": True}) as r,
@@ -321,7 +302,7 @@ async def test_async_mock_stream_with_usage_in_final_chunk(
 
     class Body(httpx2.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            for block in (_chunk("a"), _chunk("b", "stop"), usage, b"data: [DONE]\n\n"):
+            for block in (sse_chunk("a"), sse_chunk("b", "stop"), usage, b"data: [DONE]\n\n"):
                 yield block
 
     def handler(request: httpx2.Request) -> httpx2.Response:
@@ -417,3 +398,25 @@ async def test_async_stream_traceparent_is_taken_off_once_sent(
         await response.aread()
         await response.aclose()
     assert _parent_of(server_log.headers[-1]["traceparent"]) == _traceparent_of(one_span(span_exporter))
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=lambda m: m.__name__)
+def test_sse_body_read_in_one_go_keeps_counts_but_claims_no_chunk_timing(
+    lib: Any,
+    base_url: str,
+    instrumented: None,
+    span_exporter: InMemorySpanExporter,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    """``post(..., json={"stream": True})`` without stream mode: the whole SSE body is read inside
+    ``send``, so every event arrives at once and no gap between them was observed."""
+    with lib.Client() as client:
+        resp = client.post(f"{base_url}/chat/completions", json={**CHAT, **STREAM})
+    events = [line for line in resp.text.splitlines() if line.startswith("data: {")]
+    a = one_span(span_exporter).attributes or {}
+    assert a[sc.REQUEST_CHUNKS] == len(events) > 2
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == CHAT["max_tokens"]
+    assert sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK not in a
+    assert metric_points(metric_reader, sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK) == []
+    assert metric_points(metric_reader, sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK) == []
+    assert [p.count for p in metric_points(metric_reader, sc.GEN_AI_CLIENT_OPERATION_DURATION)] == [1]

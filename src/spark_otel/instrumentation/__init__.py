@@ -201,8 +201,9 @@ def instrument(
     server spans join the trace (``SPARK_OTEL_TRACEPARENT``); ``provider_name`` is the
     ``gen_ai.provider.name`` reported (``vllm``: semconv has no value for local engines);
     ``chunk_metrics=False`` (or ``SPARK_OTEL_CHUNK_METRICS=0``) drops the one per-chunk metric,
-    ``gen_ai.client.operation.time_per_output_chunk``, whose SDK record per streamed chunk is
-    most of a stream's overhead (on by default, as semconv recommends).
+    ``gen_ai.client.operation.time_per_output_chunk`` (on by default, as semconv recommends;
+    on the user's own providers its SDK record per streamed chunk is most of a stream's overhead,
+    on providers spark-otel builds it is one bulk record per stream).
     """
     SparkOtelInstrumentor().instrument(
         tracer_provider=tracer_provider,

@@ -23,7 +23,7 @@ from opentelemetry import context as otel_context
 from .. import _semconv as sc
 from .._guard import report_failure
 from ._openai_patch import IN_OPENAI_CALL
-from ._request import RequestTelemetry, Runtime, error_type_of
+from ._request import DEFAULT_PORTS, RequestTelemetry, Runtime, error_type_of
 from ._sse import SseScanner
 
 __all__ = ["async_httpx_send", "httpx_send"]
@@ -78,7 +78,7 @@ def _start(rt: Runtime, request: Any) -> tuple[RequestTelemetry | None, list[str
             return None, None
         params = _request_params(request)
         url = request.url
-        port = url.port or (443 if url.scheme == "https" else 80)
+        port = url.port or DEFAULT_PORTS.get(url.scheme)
         streaming = params.get("stream") is True
         telemetry = RequestTelemetry(
             rt, operation, params, url.host or None, port, streaming=streaming, layer="httpx"
@@ -156,7 +156,11 @@ class _Observer:
         self.finish(sc.ERROR_TYPE_STREAM_CLOSED if isinstance(exc, GeneratorExit) else error_type_of(exc))
 
 
-def _finish_sse(request: RequestTelemetry, scanner: SseScanner, error_type: str | None) -> None:
+def _finish_sse(
+    request: RequestTelemetry, scanner: SseScanner, error_type: str | None, *, timed: bool = True
+) -> None:
+    """``timed=False``: the body arrived in one read, so its events carry no timing of their own
+    (no time to first chunk, no per-chunk intervals); counts, reasons and usage still hold."""
     scanner.flush()
     summary = scanner.summary(chat=request.operation == sc.OPERATION_CHAT)
     request.finish(
@@ -166,8 +170,8 @@ def _finish_sse(request: RequestTelemetry, scanner: SseScanner, error_type: str 
         reasons=summary.reasons,
         input_tokens=summary.input_tokens,
         output_tokens=summary.output_tokens,
-        first_ns=scanner.first_ns,
-        intervals=scanner.intervals,
+        first_ns=scanner.first_ns if timed else 0,
+        intervals=scanner.intervals if timed else None,
         chunks=scanner.chunks,
         texts=summary.texts,
     )
@@ -194,12 +198,12 @@ def _finish_read(request: RequestTelemetry, response: Any) -> None:
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             scanner = SseScanner(capture=request.rt.capture_content)
             scanner.feed(content)
-            _finish_sse(request, scanner, None)
+            _finish_sse(request, scanner, None, timed=False)
         else:
             _finish_json(request, content, None)
     except Exception as exc:
         report_failure("httpx response", exc)
-    request.finish()
+        request.finish()
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from opentelemetry.trace import set_span_in_context
 
 from .. import _semconv as sc
 from .._guard import guard, report_failure
-from ._request import RequestTelemetry, Runtime
+from ._request import DEFAULT_PORTS, RequestTelemetry, Runtime
 from ._stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
 __all__ = [
@@ -38,7 +38,6 @@ IN_OPENAI_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "spark_otel_in_openai_call", default=False
 )
 _RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
-_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -57,7 +56,7 @@ def _server(instance: Any) -> tuple[str | None, int | None]:
     found = _servers.get(id(url))
     if found is not None and found[0] is url:
         return found[1], found[2]
-    host, port = url.host or None, url.port or _DEFAULT_PORTS.get(url.scheme)
+    host, port = url.host or None, url.port or DEFAULT_PORTS.get(url.scheme)
     if len(_servers) >= _MAX_SERVERS:
         _servers.clear()
     _servers[id(url)] = (url, host, port)

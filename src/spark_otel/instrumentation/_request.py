@@ -33,9 +33,11 @@ from ..cells import CellState, current_cell
 from ..telemetry import Telemetry, current_telemetry
 from ._config import InstrumentationConfig
 
-__all__ = ["RequestTelemetry", "Runtime", "error_type_of", "request_content_messages"]
+__all__ = ["DEFAULT_PORTS", "RequestTelemetry", "Runtime", "error_type_of", "request_content_messages"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+DEFAULT_PORTS = {"https": 443, "http": 80}
+"""``server.port`` when the URL names none."""
 _NS_PER_S = 1e9
 _MAX_SHAPES = 1024
 ShapeKey = tuple[str, str | None, str | None, int | None, str, bool]

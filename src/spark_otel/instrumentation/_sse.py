@@ -173,11 +173,20 @@ def _followed_by(line: bytes, key: bytes, opener: bytes) -> bool:
     return False
 
 
+def error_of(body: Any) -> Any:
+    """The error an in-stream event reports, None for any other event. vLLM sends
+    ``{"error": {...}}``; older releases send the error response itself (``object: error``)."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if error is None and body.get("object") == "error":
+        error = body
+    return error
+
+
 def error_event_type(body: Any) -> str:
     """``error.type`` of an in-stream error event: its numeric code, else its type name."""
-    error = body.get("error") if isinstance(body, dict) else None
-    if error is None and isinstance(body, dict) and body.get("object") == "error":
-        error = body
+    error = error_of(body)
     if isinstance(error, dict):
         code = error.get("code")
         if isinstance(code, int):
