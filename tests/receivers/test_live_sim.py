@@ -77,9 +77,11 @@ def test_receiver_serves_both_engines_and_the_simulated_gpu(
             30.0,
             0.02,
         )
-        _complete(box, "nemotron", 32)
+        # Read the baseline before the request: a scrape landing between the engine counting
+        # the tokens and the client returning would otherwise already hold them.
         before = receiver.latest("nemotron")
         assert before is not None
+        _complete(box, "nemotron", 32)
         wait_for(
             lambda: (
                 (latest := receiver.latest("nemotron")) is not None
