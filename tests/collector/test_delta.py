@@ -49,8 +49,11 @@ def test_delta_sdk_lands_counters_and_histograms_through_the_guard(
     stack = stack_factory()
     found = _run_delta_cells(stack, tmp_path / "store.sqlite", monkeypatch)
     assert found == dict.fromkeys(SERIES, True)
-    total = stack.prometheus.query('sum(spark_otel_cells_total{spark_otel_eval="delta-eval"})')
-    assert float(total[0]["value"][1]) == 3.0  # accumulated, not the last delta
+    # Accumulated, not the last delta; a periodic export may have split the cells over two
+    # writes, so wait for the sum rather than read whichever write landed first.
+    total = stack.prometheus.wait_for('sum(spark_otel_cells_total{spark_otel_eval="delta-eval"}) == 3', 15)
+    assert total, "the three cells' deltas never summed to 3 in Prometheus"
+    assert float(total[0]["value"][1]) == 3.0
 
 
 def test_without_the_guard_delta_counters_and_histograms_are_lost(

@@ -205,8 +205,9 @@ def test_sync_stall_mid_answer_keeps_the_complete_findings_and_closes_within_100
     test_server: MisbehavingServer, kind: str, tag: str, no_leaked_threads: None
 ) -> None:
     # The stall begins after a drip, so the request's own read timeout (set at the start) would
-    # end it well past the deadline: only the watchdog can meet the 100 ms.
-    deadline = 0.5
+    # end it well past the deadline: only the watchdog can meet the 100 ms. The deadline leaves
+    # the ~0.27 s drip room to finish on a loaded machine, where each 5 ms sleep runs long.
+    deadline = 1.0
     params = {"tag": tag, "text": HALF, "delay_s": 0.005}
     result, took = run_sync(kind, test_server, "stall_body", params, deadline_s=deadline)
     assert result.status is DeadlineStatus.DEADLINE
