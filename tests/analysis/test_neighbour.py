@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +31,21 @@ from spark_otel.model import Cell, CellStatus, LoadWindow
 NEMOTRON = "nemotron-cards eval, 4 workers on nemotron"
 AB_ONE = "qwen-ab eval, 1 worker on qwen"
 AB_FOUR = "qwen-ab eval, 4 workers on qwen"
+
+
+def _cell(
+    uid: str, start_s: int, end_s: int, *, eval_name: str = "e", engine: str | None = "q", **fields: Any
+) -> Cell:
+    """A cell from ``start_s`` to ``end_s`` seconds; its id is its uid unless ``cell_id`` says."""
+    fields.setdefault("cell_id", uid)
+    return Cell(
+        uid=uid,
+        eval_name=eval_name,
+        engine=engine,
+        start_unix_ns=start_s * S,
+        end_unix_ns=end_s * S,
+        **fields,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,26 +118,7 @@ def test_cells_list_their_windows_and_timeouts_stay_out_of_rates(article_report)
 
 
 def test_a_cell_that_only_brushes_a_window_is_neither_baseline_nor_attributed() -> None:
-    cells = [
-        Cell(
-            uid="a",
-            eval_name="e",
-            cell_id="a",
-            engine="q",
-            start_unix_ns=0,
-            end_unix_ns=100 * S,
-            completion_tokens=1000,
-        ),
-        Cell(
-            uid="b",
-            eval_name="e",
-            cell_id="b",
-            engine="q",
-            start_unix_ns=200 * S,
-            end_unix_ns=300 * S,
-            completion_tokens=500,
-        ),
-    ]
+    cells = [_cell("a", 0, 100, completion_tokens=1000), _cell("b", 200, 300, completion_tokens=500)]
     window = LoadWindow(uid="w", name="w", kind="load", engine="q", start_unix_ns=90 * S, end_unix_ns=250 * S)
     strict = neighbour_cost("e", cells, [window], min_overlap_fraction=0.25)
     assert strict.window("w").n_cells == 1  # b: 50 of 100 s inside; a: 10 of 100 s
@@ -133,15 +131,7 @@ def test_a_cell_that_only_brushes_a_window_is_neither_baseline_nor_attributed() 
 
 def test_cost_is_one_minus_window_median_over_baseline_median() -> None:
     def c(uid: str, start: int, tokens: int) -> Cell:
-        return Cell(
-            uid=uid,
-            eval_name="e",
-            cell_id=uid,
-            engine="q",
-            start_unix_ns=start * S,
-            end_unix_ns=(start + 100) * S,
-            completion_tokens=tokens,
-        )
+        return _cell(uid, start, start + 100, completion_tokens=tokens)
 
     cells = [c("b1", 0, 1000), c("b2", 200, 1200), c("b3", 400, 1100), c("l1", 1000, 800), c("l2", 1200, 600)]
     window = LoadWindow(
@@ -162,17 +152,7 @@ def test_cost_is_one_minus_window_median_over_baseline_median() -> None:
 
 
 def test_recorded_windows_of_the_eval_itself_are_not_its_neighbours() -> None:
-    cells = [
-        Cell(
-            uid="a",
-            eval_name="e",
-            cell_id="a",
-            engine="q",
-            start_unix_ns=0,
-            end_unix_ns=100 * S,
-            completion_tokens=1000,
-        )
-    ]
+    cells = [_cell("a", 0, 100, completion_tokens=1000)]
     own = LoadWindow(uid="w", name="e", kind="eval", engine="q", start_unix_ns=0, end_unix_ns=100 * S)
     tagged = LoadWindow(
         uid="x",
@@ -198,15 +178,7 @@ def test_neighbour_cost_names_a_missing_eval_and_a_bad_fraction() -> None:
 
 def test_windows_from_cells_merge_per_engine_and_worker_count_within_the_gap() -> None:
     def c(uid: str, start: int, end: int, workers: int | None, engine: str = "q") -> Cell:
-        return Cell(
-            uid=uid,
-            eval_name="other",
-            cell_id=uid,
-            engine=engine,
-            start_unix_ns=start * S,
-            end_unix_ns=end * S,
-            workers=workers,
-        )
+        return _cell(uid, start, end, eval_name="other", engine=engine, workers=workers)
 
     cells = [
         c("a", 0, 100, 1),
@@ -229,26 +201,8 @@ def test_windows_from_cells_merge_per_engine_and_worker_count_within_the_gap() -
 
 def test_timeouts_inside_a_window_are_counted_but_not_rated() -> None:
     cells = [
-        Cell(
-            uid="t",
-            eval_name="e",
-            cell_id="t",
-            engine="q",
-            start_unix_ns=0,
-            end_unix_ns=1800 * S,
-            status=CellStatus.DEADLINE,
-            deadline_hit=True,
-            completion_tokens=9000,
-        ),
-        Cell(
-            uid="r",
-            eval_name="e",
-            cell_id="r",
-            engine="q",
-            start_unix_ns=1800 * S,
-            end_unix_ns=2000 * S,
-            completion_tokens=1000,
-        ),
+        _cell("t", 0, 1800, status=CellStatus.DEADLINE, deadline_hit=True, completion_tokens=9000),
+        _cell("r", 1800, 2000, completion_tokens=1000),
     ]
     window = LoadWindow(uid="w", name="w", kind="load", start_unix_ns=0, end_unix_ns=2000 * S)
     w = neighbour_cost("e", cells, [window]).window("w")
@@ -281,18 +235,7 @@ def test_overlapping_pairs_sweep_equals_all_pairs(left, right) -> None:
     st.sampled_from([0.0, 0.25, 0.5, 1.0]),
 )
 def test_neighbour_cost_attribution_equals_all_pairs(cells_iv, windows_iv, fraction) -> None:
-    cells = [
-        Cell(
-            uid=str(i),
-            eval_name="e",
-            cell_id=str(i),
-            engine="q",
-            start_unix_ns=s * S,
-            end_unix_ns=e * S,
-            completion_tokens=10 + i,
-        )
-        for i, (s, e) in enumerate(cells_iv)
-    ]
+    cells = [_cell(str(i), s, e, completion_tokens=10 + i) for i, (s, e) in enumerate(cells_iv)]
     windows = [
         LoadWindow(uid=f"w{j}", name=f"w{j}", kind="load", start_unix_ns=s * S, end_unix_ns=e * S)
         for j, (s, e) in enumerate(windows_iv)
@@ -334,13 +277,13 @@ def _serial_and_nemotron() -> tuple[list[Cell], LoadWindow]:
         t = 100 * i
         rate = 5.0 if 1000 <= t < 1600 else 11.5
         cells.append(
-            Cell(
-                uid=f"u{i}",
+            _cell(
+                f"u{i}",
+                t,
+                t + 100,
                 eval_name="serial",
-                cell_id=f"c{i}",
                 engine="qwen",
-                start_unix_ns=t * S,
-                end_unix_ns=(t + 100) * S,
+                cell_id=f"c{i}",
                 completion_tokens=int(rate * 100),
                 workers=1,
             )
@@ -349,13 +292,12 @@ def _serial_and_nemotron() -> tuple[list[Cell], LoadWindow]:
         for k in range(4):
             s = 1000 + j * 200
             cells.append(
-                Cell(
-                    uid=f"n{j}{k}",
+                _cell(
+                    f"n{j}{k}",
+                    s,
+                    s + 200,
                     eval_name="nemo",
-                    cell_id=f"n{j}{k}",
                     engine="nemotron",
-                    start_unix_ns=s * S,
-                    end_unix_ns=(s + 200) * S,
                     completion_tokens=300,
                     workers=4,
                 )
@@ -389,16 +331,8 @@ def test_a_recorded_eval_window_whose_cells_are_here_is_not_counted_twice() -> N
 
 
 def test_failed_cells_are_counted_apart_from_timeouts() -> None:
-    def c(uid: str, start: int, **kw: object) -> Cell:
-        return Cell(
-            uid=uid,
-            eval_name="e",
-            cell_id=uid,
-            engine="q",
-            start_unix_ns=start * S,
-            end_unix_ns=(start + 100) * S,
-            **({"completion_tokens": 1000} | kw),
-        )
+    def c(uid: str, start: int, **kw: Any) -> Cell:
+        return _cell(uid, start, start + 100, **({"completion_tokens": 1000} | kw))
 
     cells = [
         c("ok", 0),
@@ -419,30 +353,11 @@ def test_failed_cells_are_counted_apart_from_timeouts() -> None:
 def _mixed_workers() -> list[Cell]:
     """One eval: five serial cells at 10 tok/s, then five at 8 workers (8 tok/s each), alone."""
     cells = [
-        Cell(
-            uid=f"s{k}",
-            eval_name="e",
-            cell_id=f"c{k}",
-            engine="q",
-            start_unix_ns=100 * k * S,
-            end_unix_ns=100 * (k + 1) * S,
-            completion_tokens=1000,
-            workers=1,
-        )
+        _cell(f"s{k}", 100 * k, 100 * (k + 1), cell_id=f"c{k}", completion_tokens=1000, workers=1)
         for k in range(5)
     ]
     cells += [
-        Cell(
-            uid=f"p{k}",
-            eval_name="e",
-            cell_id=f"c{k}",
-            engine="q",
-            start_unix_ns=10_000 * S,
-            end_unix_ns=10_100 * S,
-            completion_tokens=800,
-            workers=8,
-        )
-        for k in range(5)
+        _cell(f"p{k}", 10_000, 10_100, cell_id=f"c{k}", completion_tokens=800, workers=8) for k in range(5)
     ]
     return cells
 
@@ -480,13 +395,13 @@ def _varied_box(seed: int) -> tuple[list[Cell], list[LoadWindow]]:
         start = rng.randrange(0, 4000, 50)  # coarse, so starts tie
         status = rng.choice([CellStatus.OK] * 6 + [CellStatus.DEADLINE, CellStatus.ERROR])
         cells.append(
-            Cell(
-                uid=f"u{k}",
+            _cell(
+                f"u{k}",
+                start,
+                start + rng.choice([0, 40, 100, 300]),
                 eval_name=ev,
-                cell_id=f"c{k % 9}",
                 engine=rng.choice(["q", "n", None]),
-                start_unix_ns=start * S,
-                end_unix_ns=(start + rng.choice([0, 40, 100, 300])) * S,
+                cell_id=f"c{k % 9}",
                 completion_tokens=rng.randint(100, 3000),
                 status=status,
                 workers=workers,
