@@ -32,7 +32,7 @@ import httpx2
 import openai
 
 from spark_otel.deadline import astream_with_deadline, stream_with_deadline
-from spark_otel.salvage import JsonFindings, json_findings
+from spark_otel.deadline.salvage import JsonFindings, json_findings
 
 CHUNK_CHARS = 4
 

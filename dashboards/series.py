@@ -1,6 +1,6 @@
 """Every Prometheus series and label the dashboards query, derived from ``_semconv.py``.
 
-Units and kinds are the ones the emitters declare (``_instruments.py`` for cells, the
+Units and kinds are the ones the emitters declare (``spark_otel.telemetry.instruments`` for cells, the
 receivers for engines and GPUs); `prometheus_name` turns them into the stored names.
 """
 
@@ -34,7 +34,7 @@ NSIGHT_CAPTURE = label(sc.NSIGHT_CAPTURE)
 INSTANCE = "instance"
 JOB = "job"
 
-# Cells (spark_otel._instruments)
+# Cells (spark_otel.telemetry.instruments)
 CELL_DECODE_RATE = prometheus_name(sc.CELL_DECODE_RATE_METRIC, "{token}/s", Kind.HISTOGRAM)
 CELL_DURATION = prometheus_name(sc.CELL_DURATION, "s", Kind.HISTOGRAM)
 CELL_TOKENS = prometheus_name(sc.CELL_TOKENS, "{token}", Kind.HISTOGRAM)

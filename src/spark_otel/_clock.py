@@ -17,6 +17,7 @@ import os
 import time
 
 __all__ = [
+    "NS_PER_S",
     "TIME_SCALE_ENV",
     "perf_ns",
     "set_time_scale",
@@ -27,6 +28,8 @@ __all__ = [
     "wall_ns",
 ]
 
+NS_PER_S = 1_000_000_000
+"""Nanoseconds per second: every conversion between the two goes through this one name."""
 TIME_SCALE_ENV = "SPARK_OTEL_TIME_SCALE"
 
 

@@ -30,10 +30,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 
 from . import _clock
 from . import _semconv as sc
+from ._clock import NS_PER_S
 from ._guard import guard
-from ._instruments import instruments
 from ._version import __version__
 from .model import AttributeValue, CellStatus
+from .telemetry.instruments import instruments
 
 __all__ = ["CellState", "ContextThreadPoolExecutor", "carry_context", "cell", "current_cell"]
 
@@ -328,7 +329,7 @@ class cell:
         return attrs
 
     def _finish(self, state: CellState, exc: BaseException | None) -> None:
-        elapsed_s = (_clock.perf_ns() - state.start_ns) / 1e9
+        elapsed_s = (_clock.perf_ns() - state.start_ns) / NS_PER_S
         status = state._final_status(exc)
         span = state.span
         attrs: dict[str, AttributeValue] = {

@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import _clock
 from . import _semconv as sc
+from ._clock import NS_PER_S
 from ._exceptions import ConfigError, EngineError
 
 if TYPE_CHECKING:
     from .analysis.neighbour import NeighbourReport
-    from .probe_results import ProbeReport
+    from .probe.results import ProbeReport
     from .report import ReportContent
 
 __all__ = ["DemoPlan", "DemoResult", "demo_store_path", "run_demo"]
@@ -247,7 +248,7 @@ def run_demo(
         # past that the run ends near the real present, so the store holds no future records
         # for a later real eval to mistake for overlapping load.
         _clock.set_time_scale(
-            plan.speed, model_unix_ns=time.time_ns() - int(1.25 * plan.expected_model_s * 1e9)
+            plan.speed, model_unix_ns=time.time_ns() - int(1.25 * plan.expected_model_s * NS_PER_S)
         )
         telemetry = configure(service_name="spark-otel-demo", store=path, metric_export_interval_ms=60_000)
         spark_otel.instrument()

@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._clock import NS_PER_S
+
 __all__ = ["Cell", "CellStatus", "LoadWindow", "MetricSample", "Request"]
 
 AttributeValue = str | int | float | bool
-NS_PER_S = 1_000_000_000
 
 
 class CellStatus(StrEnum):

@@ -32,9 +32,8 @@ import openai
 import pytest
 from tests.deadline.deadline_server import DOC, FINDINGS, HALF, MisbehavingServer, pieces
 
-from spark_otel import _clock, deadline
+from spark_otel import _clock
 from spark_otel._exceptions import ConfigError
-from spark_otel._request_notes import RequestNotes, current_request_notes
 from spark_otel._semconv import (
     ERROR_TYPE_DEADLINE,
     REQUEST_DEADLINE_STATUS,
@@ -42,8 +41,10 @@ from spark_otel._semconv import (
     REQUEST_TOKENS_SOURCE,
 )
 from spark_otel.deadline import DeadlineResult, DeadlineStatus, astream_with_deadline, stream_with_deadline
+from spark_otel.deadline.run import StreamRun
+from spark_otel.deadline.salvage import json_findings
+from spark_otel.instrumentation.request_notes import RequestNotes, current_request_notes
 from spark_otel.model import CellStatus
-from spark_otel.salvage import json_findings
 from spark_otel.store import Store
 
 # The contract: a cut-off request is closed within this long of its deadline.
@@ -325,7 +326,7 @@ def test_the_watchdog_never_shuts_a_connection_already_back_in_the_pool(
     # deadline passes before the stream path has let go of the socket. Hold the stream path at
     # exactly that point until the watchdog has fired: the pooled connection must be untouched.
     fired = threading.Event()
-    expire = deadline._Run.expire
+    expire = StreamRun.expire
 
     def expire_and_tell(run: Any) -> None:
         expire(run)
@@ -338,7 +339,7 @@ def test_the_watchdog_never_shuts_a_connection_already_back_in_the_pool(
         release(stream)  # the connection is back in the pool now
         fired.wait(timeout=5)
 
-    monkeypatch.setattr(deadline._Run, "expire", expire_and_tell)
+    monkeypatch.setattr(StreamRun, "expire", expire_and_tell)
     monkeypatch.setattr(pool_stream, "close", release_then_wait)
     with make_client(kind, test_server.url, is_async=False) as client:
         pool = client._transport._pool

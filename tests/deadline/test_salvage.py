@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_otel._exceptions import ConfigError
-from spark_otel.salvage import (
+from spark_otel.deadline.salvage import (
     CallableFindings,
     Extractor,
     JsonFindings,

@@ -14,7 +14,7 @@ from tests.instrumentation.support import MODEL, cell_span, one_span, request_sp
 
 from spark_otel import ContextThreadPoolExecutor, cell
 from spark_otel import _semconv as sc
-from spark_otel._request_notes import request_notes
+from spark_otel.instrumentation.request_notes import request_notes
 
 MESSAGES = [{"role": "user", "content": "one two"}]
 

@@ -29,11 +29,11 @@ from tests.instrumentation.support import MODEL, one_span, request_spans
 import spark_otel
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError
-from spark_otel.bulk_histogram import BulkHistogram
 from spark_otel.instrumentation import InstrumentationConfig
 from spark_otel.instrumentation._config import CHUNK_METRICS_ENV
 from spark_otel.instrumentation._sse import _MARKED, SseScanner, _followed_by
 from spark_otel.telemetry import build_providers
+from spark_otel.telemetry.bulk_histogram import BulkHistogram
 
 MESSAGES = [{"role": "user", "content": "count chunks"}]
 USAGE = {"include_usage": True}

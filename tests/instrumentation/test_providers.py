@@ -21,10 +21,10 @@ from tests.instrumentation.support import MODEL, one_span, request_spans
 import spark_otel
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError
-from spark_otel.bulk_histogram import bulk_histograms_of
 from spark_otel.instrumentation import SparkOtelInstrumentor
 from spark_otel.store import Store
 from spark_otel.telemetry import build_providers, current_telemetry
+from spark_otel.telemetry.bulk_histogram import bulk_histograms_of
 
 pytestmark = pytest.mark.usefixtures("fresh_globals")
 

@@ -24,7 +24,7 @@ from spark_otel.receivers.backfill import (
     load_mapping,
 )
 from spark_otel.store import Store
-from spark_otel.store_exporters import StoreSpanExporter
+from spark_otel.store.exporters import StoreSpanExporter
 
 BACKFILL = DATA / "backfill"
 SERIAL = BACKFILL / "serial-arm-2026-09-17.jsonl"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
+from .._clock import NS_PER_S
 from ._common import add_store_argument, open_store, print_json, print_table
 
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             f"{c.elapsed_s:.1f}",
             f"{c.decode_rate:.2f}" if c.decode_rate is not None else "-",
             c.salvaged_findings,
-            datetime.fromtimestamp(c.start_unix_ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            datetime.fromtimestamp(c.start_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M:%S"),
         ]
         for c in cells
     ]

@@ -23,6 +23,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from .._clock import NS_PER_S
 from ._common import add_store_argument, print_json, print_table
 
 
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: Any) -> None:
-    started = datetime.fromtimestamp(summary.start_unix_ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    started = datetime.fromtimestamp(summary.start_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     samples = max((m.samples for m in summary.metrics), default=0)
     rate = samples / summary.duration_s if summary.duration_s > 0 else 0.0
     gpus = sorted({f"{m.gpu_name or 'GPU'} ({m.gpu_id})" for m in summary.metrics})

@@ -29,7 +29,7 @@ from .._exceptions import ConfigError
 from ._common import add_store_argument, fmt_number, open_store, print_table
 
 if TYPE_CHECKING:
-    from ..probe_results import ProbeReport
+    from ..probe.results import ProbeReport
 
 
 def _levels(text: str) -> list[int]:
@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
     """The Appendix A table of a `ProbeReport`."""
-    from ..probe_results import ProbeReport
+    from ..probe.results import ProbeReport
 
     assert isinstance(report, ProbeReport)
     columns = [

@@ -24,21 +24,21 @@ from opentelemetry.util.types import AttributeValue
 
 from .. import _clock
 from .. import _semconv as sc
+from .._clock import NS_PER_S
 from .._guard import report_failure
-from .._instruments import Instruments, instruments
-from .._request_notes import RequestNotes, current_request_notes
 from .._version import __version__
-from ..bulk_histogram import BulkHistograms, bulk_histograms_of
 from ..cells import CellState, current_cell
 from ..telemetry import Telemetry, current_telemetry
+from ..telemetry.bulk_histogram import BulkHistograms, bulk_histograms_of
+from ..telemetry.instruments import Instruments, instruments
 from ._config import InstrumentationConfig
+from .request_notes import RequestNotes, current_request_notes
 
 __all__ = ["DEFAULT_PORTS", "RequestTelemetry", "Runtime", "error_type_of", "request_content_messages"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 DEFAULT_PORTS = {"https": 443, "http": 80}
 """``server.port`` when the URL names none."""
-_NS_PER_S = 1e9
 _MAX_SHAPES = 1024
 ShapeKey = tuple[str, str | None, str | None, int | None, str, bool]
 """Operation, request model, server host and port, layer, streaming: what `RequestShape` keys on."""
@@ -454,7 +454,7 @@ class RequestTelemetry:
             if self.streaming:
                 if first_ns:
                     attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
-                        _clock.to_model_ns(first_ns - self.start_ns) / _NS_PER_S
+                        _clock.to_model_ns(first_ns - self.start_ns) / NS_PER_S
                     )
                 if chunks is not None:
                     attrs[sc.REQUEST_CHUNKS] = chunks
@@ -478,14 +478,14 @@ class RequestTelemetry:
             except Exception as exc:
                 report_failure("chunk metrics", exc)
         duration_attrs = metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
-        inst.operation_duration.record(_clock.to_model_ns(end_ns - self.start_ns) / _NS_PER_S, duration_attrs)
+        inst.operation_duration.record(_clock.to_model_ns(end_ns - self.start_ns) / NS_PER_S, duration_attrs)
         if input_tokens is not None:
             inst.token_usage.record(input_tokens, sets.input_tokens)
         if output_tokens is not None:
             inst.token_usage.record(output_tokens, sets.output_tokens)
         if self.streaming and first_ns:
             inst.time_to_first_chunk.record(
-                _clock.to_model_ns(first_ns - self.start_ns) / _NS_PER_S, metric_attrs
+                _clock.to_model_ns(first_ns - self.start_ns) / NS_PER_S, metric_attrs
             )
         if self.cell is not None:
             self.cell.add_request(
@@ -494,7 +494,7 @@ class RequestTelemetry:
 
     def _record_chunk_intervals(self, intervals: array[int], metric_attrs: dict[str, AttributeValue]) -> None:
         rt = self.rt
-        scale = _clock.time_scale() / _NS_PER_S
+        scale = _clock.time_scale() / NS_PER_S
         if rt.bulk is not None:
             # A provider spark-otel built: the whole stream at once, before the request's duration
             # record (its readers export bulk points along with SDK points; see bulk_histogram).

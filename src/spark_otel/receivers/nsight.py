@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from .. import _semconv as sc
+from .._clock import NS_PER_S
 from .._exceptions import ConfigError, InputError, NoGpuMetricsError
 from ..model import AttributeValue, MetricSample
 
@@ -471,7 +472,7 @@ def _assemble(export: _Export, interval_ns: int, interval_ms: float) -> NsightCa
         session_start_unix_ns=session_start,
         start_unix_ns=start,
         end_unix_ns=end,
-        duration_s=(end - start) / 1e9,
+        duration_s=(end - start) / NS_PER_S,
         interval_ms=interval_ms,
         metrics=summaries,
     )

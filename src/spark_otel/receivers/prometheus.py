@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict
 
 from .. import _clock
+from .._clock import NS_PER_S
 from .._exceptions import EngineError
 
 __all__ = [
@@ -51,7 +52,6 @@ __all__ = [
 _logger = logging.getLogger(__name__)
 
 EngineKind = Literal["vllm", "sglang", "llamacpp"]
-_NS_PER_S = 1_000_000_000
 _MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
@@ -440,7 +440,7 @@ def counter_delta(before: EngineSnapshot, after: EngineSnapshot) -> CounterDelta
     )
     generation, gen_reset = _counter_step(before.generation_tokens, after.generation_tokens, restarted)
     prompt, prompt_reset = _counter_step(before.prompt_tokens, after.prompt_tokens, restarted)
-    elapsed_s = (after.unix_ns - before.unix_ns) / _NS_PER_S
+    elapsed_s = (after.unix_ns - before.unix_ns) / NS_PER_S
 
     def rate(tokens: float | None) -> float | None:
         return tokens / elapsed_s if tokens is not None and elapsed_s > 0 else None

@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .._clock import NS_PER_S
 from .box import BoxModel, EngineModel, SimRequest
 
 __all__ = ["build_app", "count_text_tokens"]
@@ -248,14 +249,14 @@ class _EngineApp:
 
     def _respond(self, req: SimRequest, params: _CommonParams, chat: bool) -> Response:
         include_usage = bool(params.stream_options and params.stream_options.include_usage)
-        created = self.box.clock.unix_ns(req.arrival_ns) // 1_000_000_000
+        created = self.box.clock.unix_ns(req.arrival_ns) // NS_PER_S
         response_id = f"{'chatcmpl' if chat else 'cmpl'}-sim{self.engine.name}{req.id:08d}"
         if params.stream:
             return _TokenStream(self, req, response_id, created, chat=chat, include_usage=include_usage)
         return _WholeCompletion(self, req, response_id, created, chat)
 
     async def models(self, request: Request) -> Response:
-        created = self.box.clock.unix_ns(self.box.clock.now_ns()) // 1_000_000_000
+        created = self.box.clock.unix_ns(self.box.clock.now_ns()) // NS_PER_S
         data = [
             {
                 "id": name,
@@ -293,7 +294,7 @@ class _EngineApp:
                 "unix_ns": self.box.clock.unix_ns(self.box.clock.now_ns()),
                 # Model time this engine skipped because the process fell behind the wall clock;
                 # while it grows, measured rates read slower than the profile.
-                "dropped_model_s": self.engine.dropped_ns / 1e9,
+                "dropped_model_s": self.engine.dropped_ns / NS_PER_S,
             }
         )
 

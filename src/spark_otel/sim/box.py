@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import _clock
+from .._clock import NS_PER_S
 from .metrics import EngineMetrics
 from .profiles import Profile
 
@@ -79,7 +80,7 @@ class _ScaledClock:
         return self._unix0 + (model_ns - self._perf0)
 
     def wall_s(self, model_ns: int) -> float:
-        return model_ns / 1e9 / self.speed
+        return model_ns / NS_PER_S / self.speed
 
     def advance(self, model_ns: int) -> None:
         """Real time advances by itself."""
@@ -193,11 +194,11 @@ class RequestTiming:
 
     @property
     def ttft_s(self) -> float | None:
-        return None if self.first_token_ns is None else (self.first_token_ns - self.arrival_ns) / 1e9
+        return None if self.first_token_ns is None else (self.first_token_ns - self.arrival_ns) / NS_PER_S
 
     @property
     def e2e_s(self) -> float:
-        return (self.finished_ns - self.arrival_ns) / 1e9
+        return (self.finished_ns - self.arrival_ns) / NS_PER_S
 
     @property
     def decode_rate(self) -> float | None:
@@ -208,7 +209,7 @@ class RequestTiming:
             or self.last_token_ns <= self.first_token_ns
         ):
             return None
-        return (self.completion_tokens - 1) / ((self.last_token_ns - self.first_token_ns) / 1e9)
+        return (self.completion_tokens - 1) / ((self.last_token_ns - self.first_token_ns) / NS_PER_S)
 
 
 @dataclass(frozen=True)
@@ -307,8 +308,8 @@ class EngineModel:
             running=len(self._prefilling) + len(self._decoding),
             waiting=len(self._waiting),
             decoding=len(self._decoding),
-            model_time_s=self.cursor_ns / 1e9,
-            dropped_model_s=self.dropped_ns / 1e9,
+            model_time_s=self.cursor_ns / NS_PER_S,
+            dropped_model_s=self.dropped_ns / NS_PER_S,
         )
 
     def submit(
@@ -374,7 +375,7 @@ class EngineModel:
             if not clock.finite:
                 await self._keep_pace()
             chunks, step_s = self._plan()
-            end = self.cursor_ns + max(1, round(step_s * 1e9))
+            end = self.cursor_ns + max(1, round(step_s * NS_PER_S))
             if clock.finite:
                 ahead_s = clock.wall_s(end - clock.now_ns())
                 if ahead_s > _MAX_LEAD_WALL_S:
@@ -450,7 +451,7 @@ class EngineModel:
         finished: list[SimRequest] = []
         for req in self._decoding:
             req.produced += 1
-            itl.observe(max(0, end - req.last_token_ns) / 1e9)
+            itl.observe(max(0, end - req.last_token_ns) / NS_PER_S)
             req.last_token_ns = end
             if req.produced >= req.target_tokens:
                 finished.append(req)
@@ -468,7 +469,7 @@ class EngineModel:
                 req.produced = 1
                 produced += 1
                 req.first_token_ns = req.last_token_ns = end
-                metrics.time_to_first_token.observe(max(0, end - req.arrival_ns) / 1e9)
+                metrics.time_to_first_token.observe(max(0, end - req.arrival_ns) / NS_PER_S)
                 if req.target_tokens <= 1:
                     finished.append(req)
                 else:
@@ -492,7 +493,7 @@ class EngineModel:
         self.finished[reason] += 1
         metrics = self.metrics
         metrics.request_success[reason].inc()
-        metrics.e2e_request_latency.observe(max(0, now - req.arrival_ns) / 1e9)
+        metrics.e2e_request_latency.observe(max(0, now - req.arrival_ns) / NS_PER_S)
         metrics.request_prompt_tokens.observe(req.prompt_tokens)
         metrics.request_generation_tokens.observe(req.produced)
         timing = RequestTiming(
@@ -566,7 +567,7 @@ class BoxModel:
     def account(self, now_ns: int) -> None:
         """Integrate energy up to ``now_ns`` at the power held since, then take the new power."""
         if now_ns > self._energy_ns:
-            self._energy_j += self._power_w * (now_ns - self._energy_ns) / 1e9
+            self._energy_j += self._power_w * (now_ns - self._energy_ns) / NS_PER_S
             self._energy_ns = now_ns
         self._power_w, _ = self._power_now()
 
@@ -574,7 +575,7 @@ class BoxModel:
         """The readout now; reads state without changing it, so any thread may call it."""
         now = max(self.clock.now_ns(), self._energy_ns)
         power, busy = self._power_now()
-        energy = self._energy_j + self._power_w * (now - self._energy_ns) / 1e9
+        energy = self._energy_j + self._power_w * (now - self._energy_ns) / NS_PER_S
         wobble = 0.4 * math.sin(now / 7e9)
         return GpuReadout(
             utilization_gpu_pct=round(BUSY_UTILIZATION_PCT + wobble, 1) if busy else 0.0,

@@ -33,70 +33,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from .. import _semconv as sc
-from .._exceptions import ConfigError, InputError
-from ..model import Cell, CellStatus
+from ... import _semconv as sc
+from ..._clock import NS_PER_S
+from ..._exceptions import InputError
+from ...model import Cell, CellStatus
+from .mapping import FieldMapping, mapping_statuses
 
 __all__ = [
     "BackfillResult",
-    "FieldMapping",
     "RecordError",
     "backfill_files",
     "cell_from_record",
-    "cell_span_attributes",
-    "export_cells_as_spans",
-    "load_mapping",
     "read_records",
+    "record_uid",
 ]
 
-_NS_PER_S = 1_000_000_000
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
-DEFAULT_STATUS_VALUES: dict[str, CellStatus] = {
-    **dict.fromkeys(("ok", "complete", "completed", "success", "succeeded", "done", "pass"), CellStatus.OK),
-    **dict.fromkeys(
-        ("timeout", "timed_out", "timedout", "deadline", "cutoff", "cut_off"), CellStatus.DEADLINE
-    ),
-    **dict.fromkeys(("length", "length_cap", "max_tokens", "truncated"), CellStatus.LENGTH_CAP),
-    **dict.fromkeys(("error", "fail", "failed", "failure", "exception", "crashed"), CellStatus.ERROR),
-}
 # Unix times are told apart by magnitude; anything outside these years is a unit mix-up.
-_EARLIEST_NS = int(datetime(2000, 1, 1, tzinfo=UTC).timestamp()) * _NS_PER_S
-_LATEST_NS = int(datetime(2100, 1, 1, tzinfo=UTC).timestamp()) * _NS_PER_S
-
-
-class FieldMapping(BaseModel):
-    """Where a record keeps each cell field. Paths are dotted (``usage.completion_tokens``);
-    a value with ``{...}`` is a template over paths (``"{pr} {angle} run{run}"``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(description="the mapping's name, recorded on every cell it makes")
-    description: str = ""
-    cell_id: str = Field(description="path or template giving the cell's id; 'a || b' tries each in turn")
-    eval_name: str | None = Field(default=None, description="path to the eval name; else --eval")
-    engine: str | None = Field(default=None, description="path to the engine name; else --engine")
-    prompt_tokens: str | None = None
-    completion_tokens: str | None = None
-    elapsed: str | None = Field(default=None, description="path to the cell's elapsed time")
-    elapsed_unit: str = Field(default="s", pattern="^(s|ms|ns)$")
-    start: str | None = Field(default=None, description="path to the start time: ISO 8601, or Unix s/ms/ns")
-    end: str | None = Field(default=None, description="path to the end time: ISO 8601, or Unix s/ms/ns")
-    mtime_is_end: bool = Field(
-        default=True, description="without start/end fields, the file's mtime is the end"
-    )
-    status: str | None = Field(default=None, description="path to a status string")
-    status_values: dict[str, CellStatus] = Field(
-        default_factory=dict, description="extra status strings (lower case) and the cell status each means"
-    )
-    timeout_flag: str | None = Field(default=None, description="path to a boolean that is true for a timeout")
-    deadline_s: str | float | None = Field(
-        default=None, description="path to the per-cell ceiling, or a number"
-    )
-    workers: str | None = None
-    attributes: dict[str, str] = Field(default_factory=dict, description="attribute name -> path")
+_EARLIEST_NS = int(datetime(2000, 1, 1, tzinfo=UTC).timestamp()) * NS_PER_S
+_LATEST_NS = int(datetime(2100, 1, 1, tzinfo=UTC).timestamp()) * NS_PER_S
 
 
 @dataclass(frozen=True)
@@ -115,32 +70,6 @@ class BackfillResult:
     cells: list[Cell] = field(default_factory=list)
     errors: list[RecordError] = field(default_factory=list)
     records: int = 0
-
-
-# -- mappings ------------------------------------------------------------------------------------------
-def load_mapping(name_or_path: str) -> FieldMapping:
-    """A built-in mapping by name, or a JSON file holding one."""
-    from .mappings import BUILTIN_MAPPINGS
-
-    if name_or_path in BUILTIN_MAPPINGS:
-        return BUILTIN_MAPPINGS[name_or_path]
-    path = Path(name_or_path)
-    if not path.is_file():
-        raise ConfigError(
-            f"--mapping {name_or_path!r}: neither a built-in mapping ({', '.join(sorted(BUILTIN_MAPPINGS))}) "
-            "nor a JSON file"
-        )
-    try:
-        return FieldMapping.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, ValueError, OSError) as exc:
-        raise ConfigError(f"{path}: not a valid field mapping: {_first_error(exc)}") from exc
-
-
-def _first_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        err = exc.errors()[0]
-        return f"{'.'.join(str(p) for p in err['loc']) or 'mapping'}: {err['msg']}"
-    return str(exc)
 
 
 # -- reading records -----------------------------------------------------------------------------------
@@ -261,9 +190,9 @@ def _check_era(ns: int, what: str) -> None:
 
 def _year(ns: int) -> str:
     try:
-        return str(datetime.fromtimestamp(ns / _NS_PER_S, tz=UTC).year)
+        return str(datetime.fromtimestamp(ns / NS_PER_S, tz=UTC).year)
     except (OverflowError, ValueError, OSError):
-        return "~" + format(1970 + ns / _NS_PER_S / 31_556_952, ".0f")
+        return "~" + format(1970 + ns / NS_PER_S / 31_556_952, ".0f")
 
 
 def _parse_time_ns(value: Any, what: str) -> int:
@@ -289,18 +218,13 @@ def _parse_time_ns(value: Any, what: str) -> int:
         return round(number * 1_000)
     if number >= 1e11:
         return round(number * 1_000_000)
-    return round(number * _NS_PER_S)
+    return round(number * NS_PER_S)
 
 
 def _flag(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "y", "t")
     return bool(value)
-
-
-def mapping_statuses(mapping: FieldMapping) -> dict[str, CellStatus]:
-    """Every status string ``mapping`` knows: its own over the defaults."""
-    return {**DEFAULT_STATUS_VALUES, **mapping.status_values}
 
 
 def record_uid(resolved_path: Path, position: int | None) -> str:
@@ -354,7 +278,7 @@ def cell_from_record(
     completion = optional(mapping.completion_tokens, _int, "completion tokens")
     scale = {"s": 1.0, "ms": 1e-3, "ns": 1e-9}[mapping.elapsed_unit]
     elapsed_raw = optional(mapping.elapsed, _number, "elapsed")
-    elapsed_ns = round(elapsed_raw * scale * _NS_PER_S) if elapsed_raw is not None else None
+    elapsed_ns = round(elapsed_raw * scale * NS_PER_S) if elapsed_raw is not None else None
     start = optional(mapping.start, _time_ns, "start")
     end = optional(mapping.end, _time_ns, "end")
     if start is not None and end is None and elapsed_ns is not None:
@@ -385,7 +309,7 @@ def cell_from_record(
             )
         )
     if end < start:
-        raise ValueError(f"ends before it starts ({(end - start) / 1e9:.3f} s)")
+        raise ValueError(f"ends before it starts ({(end - start) / NS_PER_S:.3f} s)")
 
     status = CellStatus.OK
     if mapping.status:
@@ -478,77 +402,3 @@ def backfill_files(
         except OSError as exc:
             result.errors.append(RecordError(str(path), None, f"cannot read: {exc.strerror or exc}"))
     return result
-
-
-# -- as spans ------------------------------------------------------------------------------------------
-def cell_span_attributes(cell: Cell) -> dict[str, Any]:
-    """The attributes a live cell span carries, so collectors and the store see the same cell."""
-    attrs: dict[str, Any] = {
-        sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
-        sc.EVAL_NAME: cell.eval_name,
-        sc.CELL_ID: cell.cell_id,
-        sc.CELL_STATUS: cell.status.value,
-        sc.CELL_DEADLINE_HIT: cell.deadline_hit,
-        sc.CELL_ELAPSED_S: cell.elapsed_s,
-        sc.CELL_SOURCE: cell.source,
-    }
-    optional = {
-        sc.ENGINE: cell.engine,
-        sc.CELL_PROMPT_TOKENS: cell.prompt_tokens,
-        sc.CELL_COMPLETION_TOKENS: cell.completion_tokens,
-        sc.CELL_DEADLINE_S: cell.deadline_s,
-        sc.CELL_WORKERS: cell.workers,
-        sc.CELL_DECODE_RATE: cell.decode_rate,
-    }
-    attrs.update({k: v for k, v in optional.items() if v is not None})
-    attrs.update(cell.attributes)
-    return attrs
-
-
-def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
-    """Emit each cell as a span with its historical start and end (span id = the cell's uid).
-
-    ``tracer_provider`` should be one made for the backfill with `FixedIdGenerator`, so the
-    span ids (and so the uids the store exporter or collector derive) are the cells' uids.
-    """
-    from opentelemetry.trace import Status, StatusCode
-
-    tracer = tracer_provider.get_tracer("spark_otel.receivers.backfill", schema_url=sc.SCHEMA_URL)
-    ids = getattr(tracer_provider, "id_generator", None)
-    count = 0
-    for cell in cells:
-        if isinstance(ids, FixedIdGenerator):
-            ids.next_uid(cell.uid)
-        span = tracer.start_span(
-            f"cell {cell.cell_id}", start_time=cell.start_unix_ns, attributes=cell_span_attributes(cell)
-        )
-        # Error and deadline cells end as a live cell's span does (error.type is in its attributes).
-        if cell.status is CellStatus.ERROR:
-            span.set_status(Status(StatusCode.ERROR))
-        elif cell.status is CellStatus.DEADLINE:
-            span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
-        span.end(end_time=cell.end_unix_ns)
-        count += 1
-    return count
-
-
-class FixedIdGenerator(IdGenerator):
-    """Span and trace ids derived from the next cell's uid; random once none is queued."""
-
-    def __init__(self) -> None:
-        self._random = RandomIdGenerator()
-        self._uid: str | None = None
-
-    def next_uid(self, uid: str) -> None:
-        self._uid = uid
-
-    def generate_span_id(self) -> int:
-        if self._uid is None:
-            return self._random.generate_span_id()
-        uid, self._uid = self._uid, None
-        return int(uid[:16], 16) or 1
-
-    def generate_trace_id(self) -> int:
-        if self._uid is None:
-            return self._random.generate_trace_id()
-        return int(hashlib.sha256(self._uid.encode()).hexdigest()[:32], 16) or 1

@@ -27,11 +27,11 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from . import _semconv as sc
-from ._exceptions import InputError
-from .model import Cell, LoadWindow, Request
-from .store import Store
-from .store_exporters import cell_from_span, request_from_span, window_from_span
+from .. import _semconv as sc
+from .._exceptions import InputError
+from ..model import Cell, LoadWindow, Request
+from ..store import Store
+from ..store.codec import cell_from_span, request_from_span, window_from_span
 
 __all__ = ["OtlpRecords", "decode_any_value", "read_otlp_json", "records_from_export", "spans_from_export"]
 

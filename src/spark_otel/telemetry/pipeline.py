@@ -20,45 +20,35 @@ import atexit
 import logging
 import os
 import threading
-import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from opentelemetry import metrics, trace
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from ._exceptions import ConfigError
-from ._instruments import bulk_histograms
-from .bulk_histogram import BulkHistogramReader, register_bulk_histograms
-from .store import STORE_ENV, Store
-from .store_exporters import StoreMetricExporter, StoreSpanExporter
+from ..store import STORE_ENV, Store
+from ..store.exporters import StoreMetricExporter, StoreSpanExporter
+from .providers import (
+    build_providers,
+    is_own_provider,
+    otlp_configured,
+    otlp_metric_exporter,
+    otlp_span_exporter,
+    set_global_providers,
+)
 
-__all__ = [
-    "Telemetry",
-    "build_providers",
-    "configure",
-    "current_telemetry",
-    "otlp_configured",
-    "otlp_metric_exporter",
-    "otlp_span_exporter",
-    "shutdown",
-]
+__all__ = ["Telemetry", "configure", "current_telemetry", "shutdown", "user_pipeline_installed"]
 
 _logger = logging.getLogger(__name__)
-DEFAULT_SERVICE_NAME = "spark-otel"
 # The store keeps every cell: a deep queue so a burst of short cells is never dropped.
 _STORE_QUEUE_SIZE = 65_536
 _STORE_METRIC_INTERVAL_MS = 10_000
 
 _lock = threading.Lock()
 _current: Telemetry | None = None
-# Every provider configure() created, so a global one can be told apart from the user's own.
-_own_providers: weakref.WeakSet[object] = weakref.WeakSet()
 
 
 @dataclass
@@ -88,59 +78,6 @@ class Telemetry:
         finally:
             if self.store is not None and self.owns_store:
                 self.store.close()
-
-
-def otlp_configured(signal: str = "traces") -> bool:
-    """True when the standard variables name an OTLP endpoint for ``signal``."""
-    return bool(
-        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
-    )
-
-
-def _protocol(signal: str) -> str:
-    return (
-        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    ).strip()
-
-
-def _checked_protocol(signal: str) -> str:
-    proto = _protocol(signal)
-    if proto not in ("http/protobuf", "grpc"):
-        raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={proto!r}: use 'http/protobuf' or 'grpc'")
-    return proto
-
-
-def otlp_span_exporter() -> SpanExporter:
-    """An OTLP span exporter configured by the standard variables (protocol, endpoint, headers)."""
-    try:
-        if _checked_protocol("traces") == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-            return OTLPSpanExporter()
-    except ImportError as exc:
-        raise ConfigError("OTLP over gRPC needs the grpc extra: pip install 'spark-otel[grpc]'") from exc
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-
-    return HttpSpanExporter()
-
-
-def otlp_metric_exporter() -> MetricExporter:
-    """An OTLP metric exporter configured by the standard variables (temporality included)."""
-    try:
-        if _checked_protocol("metrics") == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
-            return OTLPMetricExporter()
-    except ImportError as exc:
-        raise ConfigError("OTLP over gRPC needs the grpc extra: pip install 'spark-otel[grpc]'") from exc
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
-
-    return HttpMetricExporter()
 
 
 def configure(
@@ -201,45 +138,8 @@ def configure(
     if previous is not None:
         previous.shutdown()
     if set_global:
-        _set_global(tracer_provider, meter_provider)
+        set_global_providers(tracer_provider, meter_provider)
     return telemetry
-
-
-def build_providers(
-    span_processors: Sequence[SpanProcessor],
-    metric_exporters: Sequence[tuple[MetricExporter, float | None]],
-    *,
-    service_name: str | None = None,
-) -> tuple[TracerProvider, MeterProvider]:
-    """Providers that send spans to ``span_processors`` and metrics to each exporter at its
-    interval (None: ``OTEL_METRIC_EXPORT_INTERVAL``), with the resource from the ``OTEL_*``
-    settings. Their readers also export spark-otel's bulk histograms (see `bulk_histogram`)."""
-    resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        # Neither the argument, OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES named the service.
-        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    for processor in span_processors:
-        tracer_provider.add_span_processor(processor)
-    bulk = bulk_histograms()
-    readers = [
-        BulkHistogramReader(exporter, bulk, export_interval_millis=interval)
-        for exporter, interval in metric_exporters
-    ]
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    if all(reader.takes_bulk for reader in readers):
-        register_bulk_histograms(meter_provider, bulk)
-    _own_providers.add(tracer_provider)
-    _own_providers.add(meter_provider)
-    return tracer_provider, meter_provider
-
-
-def _set_global(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> None:
-    """Install as the global providers where the user has not installed their own."""
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        trace.set_tracer_provider(tracer_provider)
-    if type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider":
-        metrics.set_meter_provider(meter_provider)
 
 
 def current_telemetry() -> Telemetry | None:
@@ -250,7 +150,7 @@ def user_pipeline_installed() -> bool:
     """Whether the user installed a global tracer provider of their own (not spark-otel's,
     not the API's placeholder): then spark-otel records into it instead of setting up its own."""
     provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider) and provider not in _own_providers
+    return not isinstance(provider, trace.ProxyTracerProvider) and not is_own_provider(provider)
 
 
 def shutdown() -> None:

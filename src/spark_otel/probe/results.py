@@ -16,10 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._exceptions import InputError
-from ._version import __version__
-from .analysis.curve import CurvePoint, RateCurve
-from .analysis.stats import summarize
+from .._exceptions import InputError
+from .._version import __version__
+from ..analysis.curve import RateCurve
 
 __all__ = [
     "PROBE_REPORT_VERSION",
@@ -31,11 +30,6 @@ __all__ = [
 ]
 
 PROBE_REPORT_VERSION: Literal[1] = 1
-# The client's budget (anchors-benchmarking.md §7.4), so the probe cannot bias what it measures:
-# it uses at most a quarter of a core, and consumes one decode step's chunks of all N streams
-# within a tenth of the step (N x CPU per token <= 0.1 x inter-token latency, in real time).
-CLIENT_CPU_BUDGET_CORE_FRACTION = 0.25
-CLIENT_CPU_BUDGET_STEP_FRACTION = 0.1
 
 
 class _Model(BaseModel):
@@ -160,34 +154,3 @@ def load_probe_report(body: object, *, where: str = "probe document") -> ProbeRe
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise InputError(f"{where}: not a probe report: {loc}: {first['msg']}") from exc
-
-
-def curve_of(engine: str, levels: list[ProbeLevel]) -> RateCurve:
-    """One curve point per concurrency level: medians over the level's repeats.
-
-    Raises `InputError` naming the levels when none has a rate (a curve needs one point).
-    """
-    points: list[CurvePoint] = []
-    for streams in sorted({lv.streams for lv in levels}):
-        rounds = [lv for lv in levels if lv.streams == streams and lv.stream_rates]
-        medians = summarize(lv.per_stream_median for lv in rounds)
-        if medians.median is None or medians.median <= 0:
-            continue
-        pooled = summarize([r for lv in rounds for r in lv.stream_rates])
-        aggregates = summarize(lv.probe_aggregate_rate for lv in rounds)
-        points.append(
-            CurvePoint(
-                streams=streams,
-                per_stream_rate=medians.median,
-                aggregate_rate=aggregates.median or 0.0,
-                p10=pooled.p10,
-                p90=pooled.p90,
-            )
-        )
-    if not points:
-        measured = ", ".join(str(lv.streams) for lv in levels) or "none"
-        raise InputError(
-            f"no level measured a positive per-stream rate (levels: {measured}), so there is no "
-            "curve: did every stream report 0 completion tokens or fail?"
-        )
-    return RateCurve(engine=engine, points=points, source="probe")

@@ -16,8 +16,8 @@ from spark_otel import _semconv as sc
 from spark_otel._exceptions import InputError
 from spark_otel.cells import cell
 from spark_otel.model import CellStatus
-from spark_otel.otlp_json import decode_any_value, read_otlp_json
-from spark_otel.store_exporters import cell_from_span, request_from_span
+from spark_otel.receivers.otlp_json import decode_any_value, read_otlp_json
+from spark_otel.store.codec import cell_from_span, request_from_span
 
 
 def _record_spans(tracer_provider: TracerProvider) -> None:

@@ -15,8 +15,8 @@ from opentelemetry import metrics
 from opentelemetry.metrics import Counter, Histogram, MeterProvider, UpDownCounter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from . import _semconv as sc
-from ._version import __version__
+from .. import _semconv as sc
+from .._version import __version__
 from .bulk_histogram import BulkHistogram, BulkHistograms
 
 _cache: weakref.WeakKeyDictionary[object, Instruments] = weakref.WeakKeyDictionary()

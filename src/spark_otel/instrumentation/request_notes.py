@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .model import AttributeValue
+from ..model import AttributeValue
 
 __all__ = ["RequestNotes", "current_request_notes", "request_notes"]
 

@@ -20,7 +20,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from tests.conftest import CapturingExporter, points_in
 
 from spark_otel import _semconv as sc
-from spark_otel.bulk_histogram import (
+from spark_otel.telemetry.bulk_histogram import (
     CARDINALITY_LIMIT,
     BulkHistogram,
     BulkHistogramReader,

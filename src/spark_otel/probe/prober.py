@@ -24,58 +24,34 @@ answers ``GET /sim/info`` with a finite ``speed`` sets the clock's time scale.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import math
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 from opentelemetry import context as otel_context
 
-from . import _clock
-from . import _semconv as sc
-from ._exceptions import ConfigError, EngineError, InputError
-from ._guard import guard
-from ._version import __version__
-from .analysis.stats import summarize
-from .model import AttributeValue, LoadWindow
-from .probe_results import (
-    CLIENT_CPU_BUDGET_CORE_FRACTION,
-    CLIENT_CPU_BUDGET_STEP_FRACTION,
-    ProbeLevel,
-    ProbeMetadata,
-    ProbeReport,
-    ProbeSettings,
-    curve_of,
-)
-from .receivers.gpu import GpuSource
-from .receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta, engine_base_url
-from .store import Store
-from .telemetry import current_telemetry
+from .. import _clock
+from .. import _semconv as sc
+from .._exceptions import ConfigError, EngineError, InputError
+from .._guard import guard
+from .._version import __version__
+from ..analysis.probe_levels import LevelMeasurement, curve_of, level_warnings, mean_power, summarize_level
+from ..model import AttributeValue, LoadWindow
+from ..receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta, engine_base_url
+from ..store import Store
+from ..telemetry import current_telemetry
+from .power import PowerMeter, power_meter, sample_power
+from .results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from .streams import plain_once, request_body, stream_once
 
-__all__ = [
-    "LevelMeasurement",
-    "ProbeIncomplete",
-    "ProbeSettings",
-    "arun_probe",
-    "default_engine_label",
-    "level_warnings",
-    "mean_power",
-    "probe_prompt",
-    "run_probe",
-    "summarize_level",
-]
+__all__ = ["ProbeIncomplete", "arun_probe", "default_engine_label", "run_probe"]
 
 _logger = logging.getLogger(__name__)
-_NS_PER_S = 1_000_000_000
-_TAIL_CHUNKS = 8
 # How long (real seconds) to wait after a level for the engine's running count to settle.
 _SETTLE_WALL_S = 5.0
 _SETTLE_POLL_S = 0.02
@@ -97,298 +73,6 @@ def default_engine_label(url: str) -> str:
     """An engine that names itself nowhere is labelled by its address, never by its model id:
     the eval's cells name the engine, and a model id would read as another engine."""
     return urlsplit(url).netloc or url
-
-
-def probe_prompt(chars: int) -> str:
-    """A fixed, plain prompt of exactly ``chars`` characters (no chat template, so no thinking)."""
-    seed = "Write a long, detailed essay on the history of measurement and the instruments people built. "
-    return (seed * (chars // len(seed) + 1))[:chars]
-
-
-@dataclass(slots=True)
-class _Stream:
-    """What one stream's timing loop saw; parsed after the loop, never inside it."""
-
-    start_ns: int
-    end_ns: int = 0
-    first_ns: int = 0
-    events: int = 0
-    completion_tokens: int | None = None
-    error: str | None = None
-
-
-def _usage_from_tail(tail: bytes) -> dict[str, Any] | None:
-    """The ``usage`` object of the last SSE event that carries one (the final usage chunk)."""
-    for event in reversed(tail.split(b"data:")):
-        payload = event.strip()
-        if not payload or payload == b"[DONE]" or b'"usage"' not in payload:
-            continue
-        try:
-            usage = json.loads(payload).get("usage")
-        except ValueError:
-            return None  # the usage chunk was cut in the kept tail
-        if isinstance(usage, dict):
-            return usage
-    return None
-
-
-async def _stream_once(client: httpx2.AsyncClient, body: bytes) -> _Stream:
-    perf = time.perf_counter_ns
-    st = _Stream(start_ns=perf())
-    tail: deque[bytes] = deque(maxlen=_TAIL_CHUNKS)
-    try:
-        async with client.stream("POST", "/v1/completions", content=body) as response:
-            if response.status_code != 200:
-                text = (await response.aread())[:200].decode("utf-8", "replace")
-                st.error = f"HTTP {response.status_code}: {text}"
-                return st
-            async for chunk in response.aiter_raw():
-                if not st.first_ns:
-                    st.first_ns = perf()
-                st.events += chunk.count(b"data:")
-                tail.append(chunk)
-        st.end_ns = perf()
-    except Exception as exc:
-        st.error = f"{type(exc).__name__}: {exc}"
-        return st
-    usage = _usage_from_tail(b"".join(tail))
-    if usage is None:
-        st.error = "no usage chunk at the end of the stream (is stream_options.include_usage supported?)"
-    else:
-        st.completion_tokens = int(usage.get("completion_tokens") or 0)
-    return st
-
-
-async def _plain_once(client: httpx2.AsyncClient, body: bytes) -> _Stream:
-    perf = time.perf_counter_ns
-    st = _Stream(start_ns=perf())
-    try:
-        response = await client.post("/v1/completions", content=body)
-        st.end_ns = st.first_ns = perf()
-        if response.status_code != 200:
-            st.error = f"HTTP {response.status_code}: {response.text[:200]}"
-            return st
-        usage = response.json().get("usage") or {}
-        st.completion_tokens = int(usage.get("completion_tokens") or 0)
-    except Exception as exc:
-        st.error = f"{type(exc).__name__}: {exc}"
-    return st
-
-
-def _request_body(settings: ProbeSettings, model: str, tokens: int) -> bytes:
-    body: dict[str, Any] = {
-        "model": model,
-        "prompt": probe_prompt(settings.prompt_chars),
-        "max_tokens": tokens,
-        "min_tokens": tokens,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream": settings.mode == "stream",
-    }
-    if settings.mode == "stream":
-        body["stream_options"] = {"include_usage": True}
-    return json.dumps(body).encode()
-
-
-@dataclass(slots=True)
-class LevelMeasurement:
-    """Everything one level's timing loop and quiescent reads collected (perf times in real ns)."""
-
-    streams: int
-    repeat: int
-    tokens: int
-    streaming: bool
-    results: list[_Stream]
-    before: EngineSnapshot | None
-    after: EngineSnapshot | None
-    quiescent: bool
-    start_unix_ns: int
-    end_unix_ns: int
-    cpu_s: float
-    power_w: float | None = None
-
-
-def summarize_level(m: LevelMeasurement) -> ProbeLevel:
-    """A level's figures from its raw measurement (pure): rates in model time, counter deltas."""
-    ok = [r for r in m.results if r.error is None and r.completion_tokens is not None]
-    errors = [r.error for r in m.results if r.error is not None]
-    errors.extend(["timed out"] * (m.streams - len(m.results)))
-    mismatched = [r.completion_tokens or 0 for r in ok if r.completion_tokens != m.tokens]
-    probe_tokens = sum(r.completion_tokens or 0 for r in ok)
-    rates = sorted(
-        (r.completion_tokens or 0) / (_clock.to_model_ns(r.end_ns - r.start_ns) / _NS_PER_S)
-        for r in ok
-        if r.end_ns > r.start_ns
-    )
-    wall_s = real_wall_s = 0.0
-    if ok:
-        real_wall_s = (max(r.end_ns for r in ok) - min(r.start_ns for r in m.results)) / _NS_PER_S
-        wall_s = _clock.to_model_s(real_wall_s)
-    ttfts = [
-        _clock.to_model_ns(r.first_ns - r.start_ns) / _NS_PER_S for r in ok if r.first_ns and m.streaming
-    ]
-    engine_tokens = None
-    if m.before is not None and m.after is not None:
-        delta = counter_delta(m.before, m.after)
-        engine_tokens = None if delta.reset else delta.generation_tokens
-    probe_rate = probe_tokens / wall_s if wall_s > 0 else None
-    engine_rate = engine_tokens / wall_s if engine_tokens is not None and wall_s > 0 else None
-    cpu_us = m.cpu_s * 1e6 / probe_tokens if probe_tokens else None
-    rate_stats = summarize(rates)
-    median = rate_stats.median
-    core = m.cpu_s / real_wall_s if real_wall_s > 0 else None
-    # One inter-token interval in real seconds is 1 / (model rate x time scale).
-    step = cpu_us * 1e-6 * m.streams * median * _clock.time_scale() if cpu_us and median else None
-    over = (core is not None and core > CLIENT_CPU_BUDGET_CORE_FRACTION) or (
-        step is not None and step > CLIENT_CPU_BUDGET_STEP_FRACTION
-    )
-    return ProbeLevel(
-        streams=m.streams,
-        repeat=m.repeat,
-        start_unix_ns=m.start_unix_ns,
-        end_unix_ns=m.end_unix_ns,
-        wall_s=wall_s,
-        tokens_expected=m.tokens,
-        probe_tokens=probe_tokens,
-        token_mismatches=len(mismatched),
-        sse_events=sum(r.events for r in ok) if m.streaming else None,
-        mismatched_counts=mismatched,
-        errors=len(errors),
-        error_messages=sorted({e for e in errors if e})[:5],
-        stream_rates=rates,
-        per_stream_median=median,
-        per_stream_p10=rate_stats.p10,
-        per_stream_p90=rate_stats.p90,
-        probe_aggregate_rate=probe_rate,
-        engine_generation_tokens=engine_tokens,
-        engine_aggregate_rate=engine_rate,
-        engine_probe_ratio=engine_rate / probe_rate if engine_rate is not None and probe_rate else None,
-        requests_running_before=m.before.requests_running if m.before else None,
-        requests_running_after=m.after.requests_running if m.after else None,
-        quiescent=m.quiescent,
-        ttft_s_median=summarize(ttfts).median,
-        power_w=m.power_w,
-        client_cpu_s=m.cpu_s,
-        client_cpu_us_per_token=cpu_us,
-        client_cpu_core_fraction=core,
-        client_cpu_step_fraction=step,
-        client_cpu_over_budget=over,
-    )
-
-
-def level_warnings(level: ProbeLevel) -> list[str]:
-    """What a reader must know before trusting a level's figures."""
-    out: list[str] = []
-    n = level.streams
-    if level.client_cpu_over_budget:
-        out.append(
-            f"level {n}: the client is past its CPU budget "
-            f"({level.client_cpu_us_per_token or 0:.1f} us/token, "
-            f"{level.client_cpu_core_fraction or 0:.0%} of a core, {level.client_cpu_step_fraction or 0:.0%} "
-            f"of a decode step; budget {CLIENT_CPU_BUDGET_CORE_FRACTION:.0%} and "
-            f"{CLIENT_CPU_BUDGET_STEP_FRACTION:.0%}): its own lag may read as the engine's"
-        )
-    if level.token_mismatches:
-        out.append(
-            f"level {n}: {level.token_mismatches} streams did not produce exactly "
-            f"{level.tokens_expected} tokens (got {sorted(set(level.mismatched_counts))})"
-        )
-    if level.errors:
-        first = level.error_messages[0] if level.error_messages else "unknown error"
-        out.append(f"level {n}: {level.errors} of {n} streams failed: {first}")
-    if not level.quiescent:
-        out.append(
-            f"level {n}: the engine's running count did not settle; the engine aggregate is approximate"
-        )
-    return out
-
-
-GpuPoint = tuple[int, float | None, float | None]  # (unix ns in model time, power W, energy J)
-
-
-class _PowerMeter:
-    """Mean GPU power over a window: energy-counter delta where there is one, else mean samples.
-
-    Readings of every GPU the source sees are summed: the probe reports the box's draw. A real
-    GPU's energy counter runs in real time while reading timestamps are model time; the
-    simulated box integrates its energy in model time.
-    """
-
-    def __init__(self, source: GpuSource) -> None:
-        self._source = source
-        self.source = source.kind
-        self.real_time = source.kind != "sim"
-
-    @property
-    def sample_interval_wall_s(self) -> float:
-        """3 s between samples, as the article sampled nvidia-smi: real seconds for a real GPU."""
-        return 3.0 if self.real_time else max(0.05, _clock.to_wall_s(3.0))
-
-    async def reading(self) -> GpuPoint | None:
-        try:
-            readings = await asyncio.to_thread(self._source.read)
-        except Exception:
-            _logger.debug("probe: GPU reading from %s failed", self.source, exc_info=True)
-            return None
-        if not readings:
-            return None
-        powers = [r.power_w for r in readings]
-        energies = [r.energy_j for r in readings]
-        return (
-            max(r.unix_ns for r in readings),
-            sum(p for p in powers if p is not None) if all(p is not None for p in powers) else None,
-            sum(e for e in energies if e is not None) if all(e is not None for e in energies) else None,
-        )
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._source.close()
-
-
-def _power_meter(requested: str, engine_url: str, sim_info: dict[str, Any] | None) -> _PowerMeter | None:
-    """The requested power source; ``auto`` reads the simulated box's GPU, else NVML or nvidia-smi,
-    and leaves power out when the source it picked does not answer."""
-    if requested == "none":
-        return None
-    from ._exceptions import NoGpuError
-    from .receivers.gpu import open_gpu_source
-
-    mode = "sim" if requested == "auto" and sim_info is not None else requested
-    try:
-        return _PowerMeter(open_gpu_source(mode, sim_url=engine_url))  # type: ignore[arg-type]
-    except (NoGpuError, EngineError) as exc:
-        if requested == "auto":
-            _logger.info("probe: no GPU power source (%s); power is left out", exc)
-            return None
-        raise
-
-
-def mean_power(
-    before: GpuPoint | None, after: GpuPoint | None, samples: list[float], *, real_time: bool
-) -> float | None:
-    """Mean power over a window (pure): the energy-counter delta where both ends have one, else
-    the mean of the power readings. ``real_time``: the energy counter runs in real time (a real
-    GPU) while timestamps are model time; the simulated box keeps energy in model time."""
-    if before is None or after is None:
-        return None
-    (t0, p0, e0), (t1, p1, e1) = before, after
-    seconds = (t1 - t0) / _NS_PER_S
-    if real_time:
-        seconds /= _clock.time_scale()
-    if e0 is not None and e1 is not None and seconds > 0 and e1 >= e0:
-        return (e1 - e0) / seconds
-    points = [p for p in (p0, *samples, p1) if p is not None]
-    return sum(points) / len(points) if points else None
-
-
-async def _sample_power(meter: _PowerMeter, out: list[float], stop: asyncio.Event) -> None:
-    interval_wall = meter.sample_interval_wall_s
-    while not stop.is_set():
-        reading = await meter.reading()
-        if reading is not None and reading[1] is not None:
-            out.append(reading[1])
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_wall)
 
 
 class _Prober:
@@ -482,23 +166,23 @@ class _Prober:
             _logger.warning("probe: %s", message)
 
     async def warm_up(self, client: httpx2.AsyncClient) -> None:
-        body = _request_body(self.settings, self.model, min(self.settings.tokens, 16))
-        once = _stream_once if self.settings.mode == "stream" else _plain_once
+        body = request_body(self.settings, self.model, min(self.settings.tokens, 16))
+        once = stream_once if self.settings.mode == "stream" else plain_once
         result = await once(client, body)
         if result.error:
             raise EngineError(f"{self.url}/v1/completions: warm-up request failed: {result.error}")
 
     async def level(
-        self, client: httpx2.AsyncClient, streams: int, repeat: int, meter: _PowerMeter | None
+        self, client: httpx2.AsyncClient, streams: int, repeat: int, meter: PowerMeter | None
     ) -> ProbeLevel:
         tokens = self.settings.tokens
-        body = _request_body(self.settings, self.model, tokens)
-        once = _stream_once if self.settings.mode == "stream" else _plain_once
+        body = request_body(self.settings, self.model, tokens)
+        once = stream_once if self.settings.mode == "stream" else plain_once
         before = await self.scrape()
         power_before = await meter.reading() if meter else None
         samples: list[float] = []
         stop = asyncio.Event()
-        sampler = asyncio.create_task(_sample_power(meter, samples, stop)) if meter else None
+        sampler = asyncio.create_task(sample_power(meter, samples, stop)) if meter else None
         start_unix_ns = _clock.wall_ns()
         cpu0 = time.thread_time()
         ceiling = _clock.to_wall_s(self.settings.request_timeout_s)
@@ -528,13 +212,21 @@ class _Prober:
                 tokens=tokens,
                 streaming=self.settings.mode == "stream",
                 results=results,
-                before=before,
-                after=after,
+                engine_generation_tokens=_engine_tokens(before, after),
+                requests_running_before=before.requests_running if before else None,
+                requests_running_after=after.requests_running if after else None,
                 quiescent=quiescent,
                 start_unix_ns=start_unix_ns,
                 end_unix_ns=end_unix_ns,
                 cpu_s=cpu_s,
-                power_w=mean_power(power_before, power_after, samples, real_time=meter.real_time)
+                time_scale=_clock.time_scale(),
+                power_w=mean_power(
+                    power_before,
+                    power_after,
+                    samples,
+                    real_time=meter.real_time,
+                    time_scale=_clock.time_scale(),
+                )
                 if meter
                 else None,
             )
@@ -590,6 +282,14 @@ class _Prober:
         self.store.write_windows([window])
 
 
+def _engine_tokens(before: EngineSnapshot | None, after: EngineSnapshot | None) -> float | None:
+    """The engine's generation tokens between two quiescent reads; None across a counter reset."""
+    if before is None or after is None:
+        return None
+    delta = counter_delta(before, after)
+    return None if delta.reset else delta.generation_tokens
+
+
 def _validate(settings: ProbeSettings) -> None:
     if not settings.streams:
         raise ConfigError("--streams: give at least one concurrency level, e.g. 1,2,4,8")
@@ -609,7 +309,7 @@ async def arun_probe(
     settings = settings or ProbeSettings()
     _validate(settings)
     prober = _Prober(engine_url, settings, store)
-    meter: _PowerMeter | None = None
+    meter: PowerMeter | None = None
     levels: list[ProbeLevel] = []
     previous_scale = _clock.time_scale()
     # Instrumentations honour this key: the probe must not trace (and pay for) its own requests.
@@ -617,7 +317,7 @@ async def arun_probe(
     try:
         await prober.discover()
         prober.check_label()
-        meter = _power_meter(settings.gpu, prober.url, prober.sim_info)
+        meter = power_meter(settings.gpu, prober.url, prober.sim_info)
         top = max(settings.streams)
         limits = httpx2.Limits(max_connections=top, max_keepalive_connections=top, keepalive_expiry=60.0)
         timeout = httpx2.Timeout(_clock.to_wall_s(settings.request_timeout_s), connect=10.0)
@@ -658,7 +358,7 @@ async def arun_probe(
     return report
 
 
-def _report(prober: _Prober, meter: _PowerMeter | None, levels: list[ProbeLevel]) -> ProbeReport:
+def _report(prober: _Prober, meter: PowerMeter | None, levels: list[ProbeLevel]) -> ProbeReport:
     try:
         curve = curve_of(prober.engine, levels)
     except InputError as exc:
@@ -686,7 +386,7 @@ def _store_report(prober: _Prober, report: ProbeReport) -> None:
 
 
 def _partial_report(
-    prober: _Prober, meter: _PowerMeter | None, levels: list[ProbeLevel], exc: BaseException
+    prober: _Prober, meter: PowerMeter | None, levels: list[ProbeLevel], exc: BaseException
 ) -> ProbeReport | None:
     """The report of the levels measured before ``exc``, stored; None when there is none."""
     if not levels:

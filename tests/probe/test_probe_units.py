@@ -7,42 +7,39 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel import _clock
 from spark_otel._exceptions import ConfigError, InputError
-from spark_otel.cli import main
-from spark_otel.probe import (
+from spark_otel.analysis.probe_levels import (
     LevelMeasurement,
-    _Stream,
-    _usage_from_tail,
-    default_engine_label,
+    StreamTiming,
+    curve_of,
     level_warnings,
-    probe_prompt,
     summarize_level,
 )
-from spark_otel.probe_results import ProbeMetadata, ProbeReport, ProbeSettings, curve_of, load_probe_report
-from spark_otel.receivers.prometheus import EngineSnapshot, engine_base_url, metrics_url
+from spark_otel.cli import main
+from spark_otel.probe import default_engine_label
+from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings, load_probe_report
+from spark_otel.probe.streams import probe_prompt, usage_from_tail
+from spark_otel.receivers.prometheus import engine_base_url, metrics_url
 from spark_otel.receivers.receiver import split_engine_spec
 
 S = 1_000_000_000
 
 
-def _snap(tokens: float, running: float = 0.0, t: int = 0) -> EngineSnapshot:
-    return EngineSnapshot(url="u", kind="vllm", unix_ns=t, generation_tokens=tokens, requests_running=running)
-
-
 def _measure(
-    streams: list[_Stream],
+    streams: list[StreamTiming],
     *,
     n: int | None = None,
     before: float = 1000,
     after: float | None = None,
     cpu_s: float = 0.0,
+    time_scale: float = 1.0,
 ) -> LevelMeasurement:
     produced = sum(s.completion_tokens or 0 for s in streams)
     return LevelMeasurement(
         streams=n or len(streams), repeat=0, tokens=512, streaming=True, results=streams,
-        before=_snap(before, t=0), after=_snap(after if after is not None else before + produced, t=S),
-        quiescent=True, start_unix_ns=0, end_unix_ns=S, cpu_s=cpu_s,
+        engine_generation_tokens=(after if after is not None else before + produced) - before,
+        requests_running_before=0.0, requests_running_after=0.0,
+        quiescent=True, start_unix_ns=0, end_unix_ns=S, cpu_s=cpu_s, time_scale=time_scale,
     )  # fmt: skip
 
 
@@ -52,15 +49,15 @@ def test_usage_is_read_from_the_final_usage_chunk_even_when_split_across_chunks(
         b'data: {"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":512,"total_tokens":562}}\n\n'
         b"data: [DONE]\n\n"
     )
-    assert _usage_from_tail(tail)["completion_tokens"] == 512
-    assert _usage_from_tail(b'data: {"choices":[{"text":"x"}],"usage":null}\n\ndata: [DONE]\n\n') is None
-    assert _usage_from_tail(b"data: [DONE]\n\n") is None
+    assert usage_from_tail(tail)["completion_tokens"] == 512
+    assert usage_from_tail(b'data: {"choices":[{"text":"x"}],"usage":null}\n\ndata: [DONE]\n\n') is None
+    assert usage_from_tail(b"data: [DONE]\n\n") is None
 
 
 def test_level_figures_follow_appendix_a_definitions() -> None:
     # Four streams of 512 tokens: two take 50 s, one 40 s, one 64 s; started together at t=0.
     walls = [50, 50, 40, 64]
-    streams = [_Stream(start_ns=0, first_ns=S // 4, end_ns=w * S, completion_tokens=512) for w in walls]
+    streams = [StreamTiming(start_ns=0, first_ns=S // 4, end_ns=w * S, completion_tokens=512) for w in walls]
     level = summarize_level(_measure(streams, after=1000 + 4 * 512 + 640))  # another tenant added 640
     assert level.stream_rates == sorted(512 / w for w in walls)
     assert level.per_stream_median == pytest.approx(512 / 50)
@@ -74,21 +71,17 @@ def test_level_figures_follow_appendix_a_definitions() -> None:
 
 
 def test_level_figures_read_in_model_time_under_a_time_scale() -> None:
-    _clock.set_time_scale(100.0)
-    try:
-        streams = [_Stream(start_ns=0, end_ns=S // 2, completion_tokens=512)]  # half a real second
-        level = summarize_level(_measure(streams))
-    finally:
-        _clock.set_time_scale(1.0)
+    streams = [StreamTiming(start_ns=0, end_ns=S // 2, completion_tokens=512)]  # half a real second
+    level = summarize_level(_measure(streams, time_scale=100.0))
     assert level.wall_s == pytest.approx(50.0)
     assert level.per_stream_median == pytest.approx(512 / 50)
 
 
 def test_level_reports_mismatched_tokens_errors_and_client_cpu_past_budget() -> None:
     streams = [
-        _Stream(start_ns=0, end_ns=10 * S, completion_tokens=512),
-        _Stream(start_ns=0, end_ns=10 * S, completion_tokens=300),
-        _Stream(start_ns=0, error="HTTP 500: boom"),
+        StreamTiming(start_ns=0, end_ns=10 * S, completion_tokens=512),
+        StreamTiming(start_ns=0, end_ns=10 * S, completion_tokens=300),
+        StreamTiming(start_ns=0, error="HTTP 500: boom"),
     ]
     level = summarize_level(_measure(streams, cpu_s=5.0))  # half a core over the 10 s level
     assert level.token_mismatches == 1
@@ -106,7 +99,7 @@ def test_level_reports_mismatched_tokens_errors_and_client_cpu_past_budget() -> 
 
 def test_client_budget_counts_one_decode_step_of_all_streams() -> None:
     # 32 streams at 10 tok/s: an inter-token interval is 100 ms; 400 us/token x 32 = 12.8 ms = 13%.
-    streams = [_Stream(start_ns=0, end_ns=int(51.2 * S), completion_tokens=512) for _ in range(32)]
+    streams = [StreamTiming(start_ns=0, end_ns=int(51.2 * S), completion_tokens=512) for _ in range(32)]
     level = summarize_level(_measure(streams, cpu_s=32 * 512 * 400e-6))
     assert level.client_cpu_step_fraction == pytest.approx(0.128)
     assert level.client_cpu_core_fraction == pytest.approx(6.5536 / 51.2)
@@ -119,7 +112,9 @@ def test_client_budget_counts_one_decode_step_of_all_streams() -> None:
 def test_probe_report_round_trips_through_json_and_refuses_other_versions(tmp_path: Path) -> None:
     levels = [
         summarize_level(
-            _measure([_Stream(start_ns=0, end_ns=int(512 / r * S), completion_tokens=512) for _ in range(n)])
+            _measure(
+                [StreamTiming(start_ns=0, end_ns=int(512 / r * S), completion_tokens=512) for _ in range(n)]
+            )
         )
         for n, r in ((1, 11.1), (8, 10.06))
     ]
@@ -176,16 +171,13 @@ def test_probe_cli_rejects_bad_levels(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_mean_power_uses_the_energy_counter_on_the_right_clock() -> None:
-    from spark_otel.probe import mean_power
+    from spark_otel.analysis.probe_levels import mean_power
 
     # 100 model seconds at 100x is one real second: a real GPU's 300 J over it is 300 W ...
-    _clock.set_time_scale(100.0)
-    try:
-        assert mean_power((0, 280.0, 1000.0), (100 * S, 320.0, 1300.0), [], real_time=True) == pytest.approx(
-            300.0
-        )
-    finally:
-        _clock.set_time_scale(1.0)
+    one_real_second = mean_power(
+        (0, 280.0, 1000.0), (100 * S, 320.0, 1300.0), [], real_time=True, time_scale=100.0
+    )
+    assert one_real_second == pytest.approx(300.0)
     # ... while the simulated box keeps its energy in model time: 3,700 J over 100 s is 37 W.
     assert mean_power((0, 36.0, 0.0), (100 * S, 38.0, 3700.0), [], real_time=False) == pytest.approx(37.0)
     # Without an energy counter (nvidia-smi), the mean of every power reading of the window.
@@ -223,7 +215,7 @@ def test_an_engine_without_a_name_is_labelled_by_host_and_port_not_its_model() -
 
 
 def test_a_probe_with_no_rated_level_says_so_instead_of_a_validation_error() -> None:
-    zero = summarize_level(_measure([_Stream(start_ns=0, end_ns=S, completion_tokens=0)]))
+    zero = summarize_level(_measure([StreamTiming(start_ns=0, end_ns=S, completion_tokens=0)]))
     with pytest.raises(InputError, match=r"no level measured a positive per-stream rate \(levels: 1\)"):
         curve_of("qwen", [zero])
     with pytest.raises(InputError, match=r"levels: none"):

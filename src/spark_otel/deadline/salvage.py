@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ._exceptions import ConfigError
+from .._exceptions import ConfigError
 
 __all__ = [
     "CallableFindings",

@@ -14,7 +14,7 @@ from spark_otel._exceptions import EngineError
 from spark_otel.cli import main
 from spark_otel.model import Cell
 from spark_otel.probe import ProbeIncomplete, ProbeSettings, run_probe
-from spark_otel.probe_results import ProbeReport, load_probe_report
+from spark_otel.probe.results import ProbeReport, load_probe_report
 from spark_otel.sim import run_box
 from spark_otel.store import Store
 
@@ -173,13 +173,13 @@ def test_probe_levels_reach_an_otlp_export_as_load_windows(
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    import spark_otel.probe
-    from spark_otel.otlp_json import read_otlp_json
+    import spark_otel.probe.prober
+    from spark_otel.receivers.otlp_json import read_otlp_json
     from spark_otel.telemetry import Telemetry
 
     # The telemetry in force exports over OTLP; here its spans land in memory instead of a collector.
     telemetry = Telemetry(tracer_provider, meter_provider, store=None, otlp=True)
-    monkeypatch.setattr(spark_otel.probe, "current_telemetry", lambda: telemetry)
+    monkeypatch.setattr(spark_otel.probe.prober, "current_telemetry", lambda: telemetry)
     run_probe(
         box.url("qwen"), ProbeSettings(streams=[1, 2], tokens=64, warmup=False, gpu="none"), store=store
     )
@@ -416,9 +416,9 @@ def test_probe_failing_partway_raises_with_the_partial_report(store: Store) -> N
 def test_a_level_whose_stream_stalls_keeps_the_streams_that_finished(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import spark_otel.probe
+    import spark_otel.probe.prober
 
-    monkeypatch.setattr(spark_otel.probe, "_LEVEL_GRACE_WALL_S", 0.5)
+    monkeypatch.setattr(spark_otel.probe.prober, "_LEVEL_GRACE_WALL_S", 0.5)
     # The second stream of the level trickles comments and never ends; the first finishes at once.
     with _PlainEngine(stall=2) as engine:
         report = run_probe(

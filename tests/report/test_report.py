@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from spark_otel._exceptions import InputError
+from spark_otel.analysis.outcomes import deadline_outcomes
+from spark_otel.analysis.probe_levels import LevelMeasurement, curve_of, summarize_level
 from spark_otel.cli import main
 from spark_otel.model import Cell, CellStatus, LoadWindow
-from spark_otel.probe import LevelMeasurement, summarize_level
-from spark_otel.probe_results import ProbeMetadata, ProbeReport, ProbeSettings, curve_of
+from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.report import (
     ReportInputs,
     build_report,
-    deadline_outcomes,
     inputs_from_store,
     render_html,
     write_report,
@@ -88,16 +88,17 @@ def _records() -> tuple[list[Cell], list[LoadWindow]]:
 
 
 def _probe_report() -> ProbeReport:
-    from spark_otel.probe import _Stream
+    from spark_otel.analysis.probe_levels import StreamTiming
 
     levels = []
     for n, rate in ((1, 11.1), (8, 10.1), (32, 5.8)):
         streams = [
-            _Stream(start_ns=0, first_ns=int(0.2 * S), end_ns=int(512 / rate * S), completion_tokens=512)
+            StreamTiming(start_ns=0, first_ns=int(0.2 * S), end_ns=int(512 / rate * S), completion_tokens=512)
             for _ in range(n)
         ]
         m = LevelMeasurement(
-            streams=n, repeat=0, tokens=512, streaming=True, results=streams, before=None, after=None,
+            streams=n, repeat=0, tokens=512, streaming=True, results=streams, engine_generation_tokens=None,
+            requests_running_before=None, requests_running_after=None,
             quiescent=True, start_unix_ns=T0, end_unix_ns=T0 + S, cpu_s=0.001, power_w=36.0,
         )  # fmt: skip
         levels.append(summarize_level(m))

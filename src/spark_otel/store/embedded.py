@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._exceptions import StoreError
-from .model import Cell, LoadWindow, MetricSample, Request
+from .._exceptions import StoreError
+from ..model import Cell, LoadWindow, MetricSample, Request
 
 __all__ = ["STORE_ENV", "Store", "default_store_path"]
 

@@ -1,0 +1,156 @@
+"""Where a record keeps each cell field (`FieldMapping`), and the built-in layouts:
+
+``spark-bench``   the article's per-cell records (one JSON object per cell, often one file per
+                  cell): ``usage.completion_tokens``, ``elapsed_s``, a ``status`` string or a
+                  ``timeout`` flag; start from ``started_at`` when present, else the file's mtime
+                  minus elapsed when the file holds that one record (Appendix D).
+``generic-csv``   one row per cell with plain columns: ``cell_id``, ``engine``, ``start``
+                  (ISO 8601 or Unix time), ``elapsed_s``, ``prompt_tokens``,
+                  ``completion_tokens``, ``status``, ``workers``. Works for flat JSON/JSONL too.
+``openai-usage``  request logs that keep the OpenAI response body: ``custom_id`` or ``id``,
+                  ``response.body.usage.{prompt,completion}_tokens``, ``started_at`` and
+                  ``completed_at`` (ISO 8601 or Unix time), ``response.body.model`` as the engine.
+
+To write your own, save a JSON object with the `FieldMapping` fields and pass its path to
+``--mapping``; see docs/receivers.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..._exceptions import ConfigError
+from ...model import CellStatus
+
+__all__ = [
+    "BUILTIN_MAPPINGS",
+    "DEFAULT_STATUS_VALUES",
+    "FieldMapping",
+    "load_mapping",
+    "mapping_statuses",
+]
+
+DEFAULT_STATUS_VALUES: dict[str, CellStatus] = {
+    **dict.fromkeys(("ok", "complete", "completed", "success", "succeeded", "done", "pass"), CellStatus.OK),
+    **dict.fromkeys(
+        ("timeout", "timed_out", "timedout", "deadline", "cutoff", "cut_off"), CellStatus.DEADLINE
+    ),
+    **dict.fromkeys(("length", "length_cap", "max_tokens", "truncated"), CellStatus.LENGTH_CAP),
+    **dict.fromkeys(("error", "fail", "failed", "failure", "exception", "crashed"), CellStatus.ERROR),
+}
+
+
+class FieldMapping(BaseModel):
+    """Where a record keeps each cell field. Paths are dotted (``usage.completion_tokens``);
+    a value with ``{...}`` is a template over paths (``"{pr} {angle} run{run}"``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="the mapping's name, recorded on every cell it makes")
+    description: str = ""
+    cell_id: str = Field(description="path or template giving the cell's id; 'a || b' tries each in turn")
+    eval_name: str | None = Field(default=None, description="path to the eval name; else --eval")
+    engine: str | None = Field(default=None, description="path to the engine name; else --engine")
+    prompt_tokens: str | None = None
+    completion_tokens: str | None = None
+    elapsed: str | None = Field(default=None, description="path to the cell's elapsed time")
+    elapsed_unit: str = Field(default="s", pattern="^(s|ms|ns)$")
+    start: str | None = Field(default=None, description="path to the start time: ISO 8601, or Unix s/ms/ns")
+    end: str | None = Field(default=None, description="path to the end time: ISO 8601, or Unix s/ms/ns")
+    mtime_is_end: bool = Field(
+        default=True, description="without start/end fields, the file's mtime is the end"
+    )
+    status: str | None = Field(default=None, description="path to a status string")
+    status_values: dict[str, CellStatus] = Field(
+        default_factory=dict, description="extra status strings (lower case) and the cell status each means"
+    )
+    timeout_flag: str | None = Field(default=None, description="path to a boolean that is true for a timeout")
+    deadline_s: str | float | None = Field(
+        default=None, description="path to the per-cell ceiling, or a number"
+    )
+    workers: str | None = None
+    attributes: dict[str, str] = Field(default_factory=dict, description="attribute name -> path")
+
+
+def mapping_statuses(mapping: FieldMapping) -> dict[str, CellStatus]:
+    """Every status string ``mapping`` knows: its own over the defaults."""
+    return {**DEFAULT_STATUS_VALUES, **mapping.status_values}
+
+
+SPARK_BENCH = FieldMapping(
+    name="spark-bench",
+    description="Spark Bench per-cell eval records (the article's layout)",
+    cell_id="cell_id || {pr} {angle} run{run}",
+    eval_name="eval",
+    engine="engine",
+    prompt_tokens="usage.prompt_tokens",
+    completion_tokens="usage.completion_tokens",
+    elapsed="elapsed_s",
+    start="started_at",
+    status="status",
+    timeout_flag="timeout",
+    deadline_s="deadline_s",
+    workers="workers",
+    attributes={
+        "spark_otel.backfill.pr": "pr",
+        "spark_otel.backfill.angle": "angle",
+        "spark_otel.backfill.run": "run",
+    },
+)
+
+GENERIC_CSV = FieldMapping(
+    name="generic-csv",
+    description="one row per cell: cell_id, engine, start, elapsed_s, prompt/completion tokens, status",
+    cell_id="cell_id",
+    engine="engine",
+    prompt_tokens="prompt_tokens",
+    completion_tokens="completion_tokens",
+    elapsed="elapsed_s",
+    start="start",
+    end="end",
+    status="status",
+    timeout_flag="timeout",
+    deadline_s="deadline_s",
+    workers="workers",
+)
+
+OPENAI_USAGE = FieldMapping(
+    name="openai-usage",
+    description="request logs keeping the OpenAI response body and start/completion times",
+    cell_id="custom_id || id",
+    engine="response.body.model",
+    prompt_tokens="response.body.usage.prompt_tokens",
+    completion_tokens="response.body.usage.completion_tokens",
+    start="started_at",
+    end="completed_at",
+    elapsed="elapsed_s",
+    status="status",
+    mtime_is_end=False,
+)
+
+BUILTIN_MAPPINGS: dict[str, FieldMapping] = {m.name: m for m in (SPARK_BENCH, GENERIC_CSV, OPENAI_USAGE)}
+
+
+def load_mapping(name_or_path: str) -> FieldMapping:
+    """A built-in mapping by name, or a JSON file holding one."""
+    if name_or_path in BUILTIN_MAPPINGS:
+        return BUILTIN_MAPPINGS[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ConfigError(
+            f"--mapping {name_or_path!r}: neither a built-in mapping ({', '.join(sorted(BUILTIN_MAPPINGS))}) "
+            "nor a JSON file"
+        )
+    try:
+        return FieldMapping.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError, OSError) as exc:
+        raise ConfigError(f"{path}: not a valid field mapping: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or 'mapping'}: {err['msg']}"
+    return str(exc)

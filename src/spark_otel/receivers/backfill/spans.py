@@ -1,0 +1,87 @@
+"""Backfilled cells as spans with their historical start and end, for a collector or the store."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+
+from ... import _semconv as sc
+from ...model import Cell, CellStatus
+
+__all__ = ["FixedIdGenerator", "cell_span_attributes", "export_cells_as_spans"]
+
+
+def cell_span_attributes(cell: Cell) -> dict[str, Any]:
+    """The attributes a live cell span carries, so collectors and the store see the same cell."""
+    attrs: dict[str, Any] = {
+        sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
+        sc.EVAL_NAME: cell.eval_name,
+        sc.CELL_ID: cell.cell_id,
+        sc.CELL_STATUS: cell.status.value,
+        sc.CELL_DEADLINE_HIT: cell.deadline_hit,
+        sc.CELL_ELAPSED_S: cell.elapsed_s,
+        sc.CELL_SOURCE: cell.source,
+    }
+    optional = {
+        sc.ENGINE: cell.engine,
+        sc.CELL_PROMPT_TOKENS: cell.prompt_tokens,
+        sc.CELL_COMPLETION_TOKENS: cell.completion_tokens,
+        sc.CELL_DEADLINE_S: cell.deadline_s,
+        sc.CELL_WORKERS: cell.workers,
+        sc.CELL_DECODE_RATE: cell.decode_rate,
+    }
+    attrs.update({k: v for k, v in optional.items() if v is not None})
+    attrs.update(cell.attributes)
+    return attrs
+
+
+def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
+    """Emit each cell as a span with its historical start and end (span id = the cell's uid).
+
+    ``tracer_provider`` should be one made for the backfill with `FixedIdGenerator`, so the
+    span ids (and so the uids the store exporter or collector derive) are the cells' uids.
+    """
+    from opentelemetry.trace import Status, StatusCode
+
+    tracer = tracer_provider.get_tracer("spark_otel.receivers.backfill", schema_url=sc.SCHEMA_URL)
+    ids = getattr(tracer_provider, "id_generator", None)
+    count = 0
+    for cell in cells:
+        if isinstance(ids, FixedIdGenerator):
+            ids.next_uid(cell.uid)
+        span = tracer.start_span(
+            f"cell {cell.cell_id}", start_time=cell.start_unix_ns, attributes=cell_span_attributes(cell)
+        )
+        # Error and deadline cells end as a live cell's span does (error.type is in its attributes).
+        if cell.status is CellStatus.ERROR:
+            span.set_status(Status(StatusCode.ERROR))
+        elif cell.status is CellStatus.DEADLINE:
+            span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
+        span.end(end_time=cell.end_unix_ns)
+        count += 1
+    return count
+
+
+class FixedIdGenerator(IdGenerator):
+    """Span and trace ids derived from the next cell's uid; random once none is queued."""
+
+    def __init__(self) -> None:
+        self._random = RandomIdGenerator()
+        self._uid: str | None = None
+
+    def next_uid(self, uid: str) -> None:
+        self._uid = uid
+
+    def generate_span_id(self) -> int:
+        if self._uid is None:
+            return self._random.generate_span_id()
+        uid, self._uid = self._uid, None
+        return int(uid[:16], 16) or 1
+
+    def generate_trace_id(self) -> int:
+        if self._uid is None:
+            return self._random.generate_trace_id()
+        return int(hashlib.sha256(self._uid.encode()).hexdigest()[:32], 16) or 1

@@ -1,0 +1,88 @@
+"""What a report shows: every analysis the recorded inputs allow, run the way `advise` runs them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .._exceptions import InputError
+from ..analysis.outcomes import DeadlineOutcome, deadline_outcomes
+from .inputs import ReportInputs
+
+if TYPE_CHECKING:
+    from ..analysis.advisor import Advice, AdvisorConfig
+    from ..analysis.concurrency import ConcurrencyReport
+    from ..analysis.curve import RateCurve
+    from ..analysis.neighbour import NeighbourReport
+    from ..analysis.overview import Overview
+    from ..probe.results import ProbeReport
+
+__all__ = ["ReportContent", "build_report", "overview_from_inputs"]
+
+
+@dataclass
+class ReportContent:
+    """Everything the page shows; each part is None or empty where the data does not allow it."""
+
+    source: str
+    eval_name: str | None
+    n_cells: int
+    n_windows: int
+    probes: list[ProbeReport]
+    curves: list[RateCurve]
+    concurrency: ConcurrencyReport | None
+    neighbours: list[NeighbourReport]
+    outcomes: list[DeadlineOutcome]
+    advice: Advice | None
+    notes: list[str] = field(default_factory=list)
+
+
+def overview_from_inputs(
+    inputs: ReportInputs,
+    *,
+    config: AdvisorConfig | None = None,
+    eval_name: str | None = None,
+    engine: str | None = None,
+) -> Overview:
+    """`spark_otel.analysis.overview` of recorded inputs: the one call `spark-otel advise` and
+    `spark-otel report` both make, so the same records give the same rules. An unknown
+    ``eval_name`` is an `InputError` naming the inputs' source."""
+    from ..analysis.overview import overview
+
+    try:
+        return overview(
+            inputs.cells,
+            inputs.windows,
+            inputs.curves or [p.curve for p in inputs.probes],
+            config=config,
+            gpu_utilization=inputs.gpu_utilization,
+            token_rates=inputs.token_rates or None,
+            eval_name=eval_name,
+            engine=engine,
+        )
+    except InputError as exc:
+        raise InputError(f"{inputs.source}: {exc}") from exc
+
+
+def build_report(
+    inputs: ReportInputs, *, eval_name: str | None = None, config: AdvisorConfig | None = None
+) -> ReportContent:
+    """Run every analysis the inputs allow, as `spark-otel advise` does (``config`` holds the
+    ceiling and threshold). Raises `InputError` when there is nothing to report."""
+    if not inputs.cells and not inputs.probes and not inputs.windows:
+        raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
+    found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
+    outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
+    return ReportContent(
+        source=inputs.source,
+        eval_name=eval_name,
+        n_cells=len(inputs.cells),
+        n_windows=len(inputs.windows),
+        probes=inputs.probes,
+        curves=found.curves,
+        concurrency=found.concurrency,
+        neighbours=found.neighbours,
+        outcomes=deadline_outcomes(outcome_cells),
+        advice=found.advice,
+        notes=found.notes,
+    )

@@ -1,0 +1,281 @@
+"""The self-contained HTML page: inline CSS, plots embedded as base64 PNG data URIs."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import InputError
+from .._version import __version__
+from ..analysis.neighbour import windows_touched
+from ..model import NS_PER_S, CellStatus
+from .plots import curve_png_name, neighbour_png_name, render_images
+
+if TYPE_CHECKING:
+    from ..analysis.advisor import Advice
+    from ..probe.results import ProbeReport
+    from .content import ReportContent
+
+__all__ = ["render_html", "write_report"]
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], warn_col: int | None = None) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            text = str(v)  # a count of 0 arrives as an int: compare what the cell shows
+            warn = warn_col is not None and i == warn_col and text not in ("", "-", "0")
+            cls = ' class="warn"' if warn else ""
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _img(name: str, images: dict[str, bytes], alt: str) -> str:
+    png = images.get(name)
+    if png is None:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" data-file="{name}">'
+
+
+def _probe_section(probe: ProbeReport) -> str:
+    meta = probe.metadata
+    when = datetime.fromtimestamp(meta.created_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    rows = [
+        [
+            lv.streams,
+            _f(lv.wall_s, 1),
+            _f(lv.per_stream_median),
+            f"{_f(lv.per_stream_p10)} to {_f(lv.per_stream_p90)}",
+            _f(lv.probe_aggregate_rate, 1),
+            _f(lv.engine_aggregate_rate, 1),
+            _f(lv.engine_probe_ratio),
+            _f(lv.power_w, 1),
+            _f(lv.ttft_s_median),
+            lv.token_mismatches + lv.errors,
+        ]
+        for lv in probe.levels
+    ]
+    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in probe.warnings)
+    return (
+        f"<h3>Probe of {html.escape(meta.engine)} ({html.escape(meta.model)}), {when}</h3>"
+        f'<p class="note">{probe.settings.tokens} tokens per stream, {probe.settings.mode} mode, '
+        f"{probe.settings.repeats} round(s) per level; {html.escape(meta.engine_url)}.</p>"
+        + _table(
+            [
+                "streams",
+                "wall s",
+                "per-stream tok/s (median)",
+                "p10 to p90",
+                "probe aggregate",
+                "engine aggregate",
+                "engine/probe",
+                "power W",
+                "TTFT s",
+                "streams off pin",
+            ],
+            rows,
+            warn_col=9,
+        )
+        + (f'<ul class="warnings">{warnings}</ul>' if warnings else "")
+    )
+
+
+def _concurrency_section(content: ReportContent, images: dict[str, bytes]) -> str:
+    parts = ["<h2>Concurrency: what more streams buy</h2>"]
+    for probe in content.probes:
+        parts.append(_probe_section(probe))
+    for i, curve in enumerate(content.curves):
+        parts.append(_img(curve_png_name(i, curve), images, f"{curve.engine} curve"))
+    conc = content.concurrency
+    if conc is not None:
+        for engine in conc.engines:
+            parts.append(f"<h3>Recorded cells on {html.escape(engine.engine)}</h3>")
+            parts.append(
+                _table(
+                    ["cells in flight", "cells", "median tok/s", "p10", "p90", "ceiling hits"],
+                    [
+                        [
+                            lv.level,
+                            lv.n_cells,
+                            _f(lv.rate.median),
+                            _f(lv.rate.p10),
+                            _f(lv.rate.p90),
+                            lv.ceiling_hits,
+                        ]
+                        for lv in engine.levels
+                    ],
+                    warn_col=5,
+                )
+            )
+            if engine.speedups:
+                parts.append(
+                    _table(
+                        ["eval", "workers", "wall s", "serial wall s", "speedup", "per-cell cost"],
+                        [
+                            [
+                                s.eval_name,
+                                f"{s.base_workers} -> {s.workers}",
+                                _f(s.wall_s, 0),
+                                _f(s.base_wall_s, 0),
+                                f"{s.speedup:.2f}x",
+                                "-" if s.per_cell_cost is None else f"{s.per_cell_cost:.0%}",
+                            ]
+                            for s in engine.speedups
+                        ],
+                    )
+                )
+        parts.append(_img("concurrency.png", images, "per-cell rate against cells in flight"))
+    if len(parts) == 1:
+        parts.append('<p class="empty">No probe runs or cells recorded.</p>')
+    return "".join(parts)
+
+
+def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
+    parts = ["<h2>Neighbour cost: what other load cost an eval</h2>"]
+    if not content.neighbours:
+        parts.append('<p class="empty">No eval with enough cells to compare against a baseline.</p>')
+    for result in content.neighbours:
+        b = result.baseline
+        parts.append(
+            f"<h3>{html.escape(result.label)}</h3>"
+            f"<p>Baseline over {b.n} cells overlapping no other load: median {_f(b.median)} tok/s, "
+            f"p10 {_f(b.p10)}, p90 {_f(b.p90)}. {result.timeouts} of {result.n_cells} cells timed out "
+            f"and {result.failures} failed (listed, kept out of rates).</p>"
+        )
+        rows = [
+            [
+                w.name,
+                w.kind,
+                w.engine or "-",
+                "same" if w.same_engine else ("other" if w.same_engine is False else "-"),
+                w.n_cells,
+                w.timeouts,
+                w.failures,
+                _f(w.rate.median),
+                f"{_f(w.min_rate)} to {_f(w.max_rate)}",
+                "-" if w.cost is None else f"{w.cost:.0%}",
+            ]
+            for w in windows_touched(result)
+        ]
+        parts.append(
+            _table(
+                [
+                    "load elsewhere on the box",
+                    "kind",
+                    "engine",
+                    "engine vs eval",
+                    "cells",
+                    "timeouts",
+                    "failed",
+                    "median tok/s",
+                    "range",
+                    "cost",
+                ],
+                rows,
+                warn_col=5,
+            )
+            if rows
+            else '<p class="empty">No cell of this eval overlapped another load.</p>'
+        )
+        parts.append(_img(neighbour_png_name(result), images, "neighbour cost"))
+    return "".join(parts)
+
+
+def _outcomes_section(content: ReportContent) -> str:
+    parts = ["<h2>Deadline outcomes</h2>"]
+    if not content.outcomes:
+        parts.append('<p class="empty">No cells recorded.</p>')
+        return "".join(parts)
+    statuses = [s.value for s in CellStatus]
+    rows = [
+        [o.eval_name, "-" if o.workers is None else o.workers, o.cells]
+        + [o.statuses[s] for s in statuses]
+        + [o.ceiling_hits, o.salvaged_findings, o.degraded]
+        for o in content.outcomes
+    ]
+    parts.append(
+        _table(
+            ["eval", "workers", "cells", *statuses, "ceiling hits", "salvaged findings", "degraded"],
+            rows,
+            warn_col=7,
+        )
+    )
+    return "".join(parts)
+
+
+def _advice_section(content: ReportContent) -> str:
+    parts = ["<h2>Queue rules</h2>"]
+    if content.advice is not None:
+        config = content.advice.config
+        parts.append(
+            f'<p class="note">Under a {config.ceiling_s:,.0f} s per-cell ceiling; cross-engine loads '
+            f"flagged past a {config.threshold:.0%} neighbour cost (as spark-otel advise).</p>"
+        )
+    rules = _advice_rules(content.advice)
+    if not rules:
+        parts.append(
+            '<p class="empty">The advisor had no measured curve or neighbour cost to reason from.</p>'
+        )
+    else:
+        parts.append(_table(["queue rule", "evidence"], rules))
+    return "".join(parts)
+
+
+def _advice_rules(advice: Advice | None) -> list[list[str]]:
+    return [] if advice is None else [[r.rule, r.evidence] for r in advice.rules]
+
+
+def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
+    """The self-contained page: inline CSS, every image as a data URI."""
+    template = Template(resources.files(__package__).joinpath("template.html").read_text("utf-8"))
+    scope = f"eval {content.eval_name}" if content.eval_name else "all evals"
+    subtitle = (
+        f"From {content.source}: {content.n_cells} cells, {content.n_windows} load windows, "
+        f"{len(content.probes)} probe runs ({scope}); "
+        f"generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}."
+    )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in content.notes)
+    body = "".join(
+        [
+            _concurrency_section(content, images),
+            _neighbour_section(content, images),
+            _outcomes_section(content),
+            _advice_section(content),
+            f'<ul class="warnings">{notes}</ul>' if notes else "",
+        ]
+    )
+    return template.substitute(
+        title=html.escape("spark-otel report" + (f": {content.eval_name}" if content.eval_name else "")),
+        subtitle=html.escape(subtitle),
+        version=__version__,
+        body=body,
+    )
+
+
+def write_report(content: ReportContent, out_dir: str | Path) -> Path:
+    """Write ``report.html`` and every plot as a PNG file into ``out_dir``; returns the page's path."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot create the report directory: {exc}") from exc
+    images = render_images(content)
+    for name, png in images.items():
+        (out / name).write_bytes(png)
+    page = out / "report.html"
+    page.write_text(render_html(content, images), encoding="utf-8")
+    return page
