@@ -7,7 +7,7 @@ process that drives it makes every duration, rate and timestamp spark-otel recor
 model time (tok/s as in the article). Model time equals wall time at the moment the scale
 is set and runs ``scale`` times faster from then on.
 
-Hot paths read `perf_counter_ns` directly and convert durations once with `to_model_ns`.
+Hot paths read `real_monotonic_ns` and convert durations once with `to_model_ns`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ __all__ = [
     "NS_PER_S",
     "TIME_SCALE_ENV",
     "perf_ns",
+    "real_monotonic_ns",
     "set_time_scale",
     "time_scale",
     "to_model_ns",
@@ -79,6 +80,11 @@ def perf_ns() -> int:
     if a.scale == 1.0 and a.model_perf_ns == a.real_perf_ns:
         return time.perf_counter_ns()
     return a.model_perf_ns + int((time.perf_counter_ns() - a.real_perf_ns) * a.scale)
+
+
+real_monotonic_ns = time.perf_counter_ns
+"""The real (unscaled) monotonic clock in ns, for hot paths: they stamp with it and convert a
+duration once with `to_model_ns`, instead of scaling every reading."""
 
 
 def to_model_ns(wall_duration_ns: int) -> int:

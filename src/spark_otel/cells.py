@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanKind, TracerProvider
 
 from . import _clock
 from . import _semconv as sc
@@ -34,6 +34,7 @@ from ._clock import NS_PER_S
 from ._guard import guard
 from ._version import __version__
 from .model import AttributeValue, CellStatus
+from .store.codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
 from .telemetry.instruments import instruments
 
 __all__ = ["CellState", "ContextThreadPoolExecutor", "carry_context", "cell", "current_cell"]
@@ -224,20 +225,15 @@ class cell:
             sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider, schema_url=sc.SCHEMA_URL
         )
         cell_id = self.cell_id or uuid.uuid4().hex[:12]
-        attrs: dict[str, AttributeValue] = {
-            sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
-            sc.EVAL_NAME: self.eval_name,
-            sc.CELL_ID: cell_id,
-        }
-        if self.engine is not None:
-            attrs[sc.ENGINE] = self.engine
-        if self.deadline_s is not None:
-            attrs[sc.CELL_DEADLINE_S] = float(self.deadline_s)
-        if self.workers is not None:
-            attrs[sc.CELL_WORKERS] = int(self.workers)
+        attrs = cell_start_attributes(
+            self.eval_name, cell_id, engine=self.engine, deadline_s=self.deadline_s, workers=self.workers
+        )
         attrs.update(self.attributes)
         span = tracer.start_span(
-            f"cell {self.eval_name}", kind=SpanKind.INTERNAL, attributes=attrs, start_time=_clock.wall_ns()
+            cell_span_name(self.eval_name),
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=_clock.wall_ns(),
         )
         state = CellState(
             eval_name=self.eval_name,
@@ -332,33 +328,23 @@ class cell:
         elapsed_s = (_clock.perf_ns() - state.start_ns) / NS_PER_S
         status = state._final_status(exc)
         span = state.span
-        attrs: dict[str, AttributeValue] = {
-            sc.CELL_STATUS: status.value,
-            sc.CELL_ELAPSED_S: elapsed_s,
-            sc.CELL_DEADLINE_HIT: state.deadline_hit,
-            sc.CELL_SALVAGED_FINDINGS: state.salvaged_findings,
-            sc.CELL_DEGRADED: state.degraded,
-            sc.CELL_REQUESTS: state.requests,
-            sc.CELL_FAILED_REQUESTS: state.failed_requests,
-        }
-        if state.prompt_tokens is not None:
-            attrs[sc.CELL_PROMPT_TOKENS] = state.prompt_tokens
-        rate = None
-        if state.completion_tokens is not None:
-            attrs[sc.CELL_COMPLETION_TOKENS] = state.completion_tokens
-            if elapsed_s > 0 and state.completion_tokens > 0:
-                rate = state.completion_tokens / elapsed_s
-                attrs[sc.CELL_DECODE_RATE] = rate
+        attrs = cell_end_attributes(
+            status=status,
+            elapsed_s=elapsed_s,
+            deadline_hit=state.deadline_hit,
+            salvaged_findings=state.salvaged_findings,
+            degraded=state.degraded,
+            prompt_tokens=state.prompt_tokens,
+            completion_tokens=state.completion_tokens,
+        )
+        attrs[sc.CELL_REQUESTS] = state.requests
+        attrs[sc.CELL_FAILED_REQUESTS] = state.failed_requests
         span.set_attributes(attrs)
-        if status is CellStatus.ERROR:
-            span.set_attribute(
-                sc.ERROR_TYPE, type(exc).__qualname__ if exc is not None else sc.ERROR_TYPE_OTHER
-            )
-            # The type only: an exception's message may quote the prompt or the answer.
-            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__ if exc is not None else None))
-        elif status is CellStatus.DEADLINE:
-            span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_DEADLINE)
-            span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
+        error = cell_error(status, type(exc).__qualname__ if exc is not None else None)
+        if error is not None:
+            span.set_attribute(sc.ERROR_TYPE, error[0])
+            span.set_status(error[1])
+        rate = attrs.get(sc.CELL_DECODE_RATE)
 
         inst = instruments(self._bound_meter_provider)
         done = self._metric_attributes(state)
@@ -373,7 +359,7 @@ class cell:
             inst.cell_tokens.record(
                 state.completion_tokens, {**done, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT}
             )
-        if rate is not None:
+        if isinstance(rate, float):
             inst.cell_decode_rate.record(rate, done)
         if state.deadline_hit:
             inst.cell_deadline_hits.add(1, done)

@@ -21,6 +21,7 @@ from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings, 
 from spark_otel.probe.streams import probe_prompt, usage_from_tail
 from spark_otel.receivers.prometheus import engine_base_url, metrics_url
 from spark_otel.receivers.receiver import split_engine_spec
+from spark_otel.wire.sse import SseDecoder
 
 S = 1_000_000_000
 
@@ -49,9 +50,11 @@ def test_usage_is_read_from_the_final_usage_chunk_even_when_split_across_chunks(
         b'data: {"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":512,"total_tokens":562}}\n\n'
         b"data: [DONE]\n\n"
     )
-    assert usage_from_tail(tail)["completion_tokens"] == 512
-    assert usage_from_tail(b'data: {"choices":[{"text":"x"}],"usage":null}\n\ndata: [DONE]\n\n') is None
-    assert usage_from_tail(b"data: [DONE]\n\n") is None
+    decoder = SseDecoder()
+    split = [e.data for e in decoder.feed(tail[:40])] + [e.data for e in decoder.feed(tail[40:])]
+    assert usage_from_tail(split)["completion_tokens"] == 512
+    assert usage_from_tail([b'{"choices":[{"text":"x"}],"usage":null}', b"[DONE]"]) is None
+    assert usage_from_tail([b"[DONE]"]) is None
 
 
 def test_level_figures_follow_appendix_a_definitions() -> None:

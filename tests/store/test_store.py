@@ -152,3 +152,45 @@ def test_default_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.delenv("SPARK_OTEL_STORE")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_store_path() == tmp_path / "spark-otel" / "store.sqlite"
+
+
+def test_every_record_field_has_its_one_column_and_nothing_else() -> None:
+    from spark_otel.model import Cell, LoadWindow, MetricSample, Request
+    from spark_otel.store.schema import CELLS, LOAD_WINDOWS, METRIC_SAMPLES, REQUESTS
+
+    for table, record in (
+        (CELLS, Cell),
+        (REQUESTS, Request),
+        (LOAD_WINDOWS, LoadWindow),
+        (METRIC_SAMPLES, MetricSample),
+    ):
+        assert set(table.column_names) == set(record.model_fields), table.name
+
+
+def test_a_store_file_keeps_the_schema_it_always_had(tmp_path: Path) -> None:
+    """Derived DDL: the columns, in order, and their types are those of schema version 1."""
+    import sqlite3
+
+    with Store(tmp_path / "s.sqlite"):
+        pass
+    conn = sqlite3.connect(tmp_path / "s.sqlite")
+    columns = {
+        table: [
+            (row[1], row[2], bool(row[3]), bool(row[5]))
+            for row in conn.execute(f"PRAGMA table_info({table})")
+        ]
+        for table in ("cells", "documents")
+    }
+    conn.close()
+    assert [name for name, *_ in columns["cells"]] == [
+        "uid", "eval_name", "cell_id", "engine", "start_unix_ns", "end_unix_ns", "prompt_tokens",
+        "completion_tokens", "status", "deadline_s", "deadline_hit", "workers", "salvaged_findings",
+        "degraded", "source", "trace_id", "attributes",
+    ]  # fmt: skip
+    assert columns["cells"][0] == ("uid", "TEXT", False, True)
+    assert columns["cells"][3] == ("engine", "TEXT", False, False)
+    assert columns["cells"][8] == ("status", "TEXT", True, False)
+    assert columns["documents"] == [
+        ("uid", "TEXT", False, True), ("kind", "TEXT", True, False), ("name", "TEXT", True, False),
+        ("created_unix_ns", "INTEGER", True, False), ("body", "TEXT", True, False),
+    ]  # fmt: skip

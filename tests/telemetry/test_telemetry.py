@@ -169,3 +169,17 @@ def test_cells_from_forked_pool_workers_are_flushed_without_an_explicit_shutdown
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
     assert sorted(c.cell_id for c in Store(path).cells()) == [f"w{i}" for i in range(8)]
+
+
+def test_a_telemetry_shut_down_by_itself_is_no_longer_in_force(tmp_path: Path) -> None:
+    from spark_otel.telemetry import current_telemetry
+
+    first = configure(store=tmp_path / "first.sqlite")
+    first.shutdown()
+    assert current_telemetry() is None  # a cell now sets up afresh instead of using closed providers
+    second = configure(store=tmp_path / "second.sqlite")
+    try:
+        first.shutdown()  # idempotent, and never ends the telemetry now in force
+        assert current_telemetry() is second
+    finally:
+        second.shutdown()

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import codecs
 import json
 from typing import Any
 
-from ..instrumentation._sse import error_of
+from ..wire.chunks import error_of, usage_of
+from ..wire.sse import DONE, SseEvent
 from .run import StreamRun
 
-__all__ = ["SseReader", "server_error", "take_events", "take_sdk_chunk", "usage_of"]
-
-
-def usage_of(usage: Any) -> tuple[int | None, int] | None:
-    if usage is None:
-        return None
-    if isinstance(usage, dict):
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    else:
-        prompt, completion = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
-    if not isinstance(completion, int):
-        return None
-    return (prompt if isinstance(prompt, int) else None), completion
+__all__ = ["server_error", "take_events", "take_sdk_chunk"]
 
 
 def take_sdk_chunk(run: StreamRun, chunk: Any) -> bool:
@@ -72,39 +60,11 @@ def server_error(data: dict[str, Any]) -> str | None:
     return f"server error mid-stream: {error}"
 
 
-class SseReader:
-    """An incremental server-sent-events reader: bytes in, each event's ``data`` out.
-
-    It reads the bytes itself (rather than httpx's ``aiter_lines``) so that closing one
-    generator closes the whole read, with nothing left for the garbage collector to finalize.
-    """
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""
-        self._data: list[str] = []
-
-    def feed(self, raw: bytes) -> list[str]:
-        text = self._partial + self._decoder.decode(raw)
-        lines = text.split("\n")
-        self._partial = lines.pop()
-        events: list[str] = []
-        for raw_line in lines:
-            line = raw_line.removesuffix("\r")
-            if not line:
-                if self._data:
-                    events.append("\n".join(self._data))
-                    self._data = []
-            elif line.startswith("data:"):
-                value = line[5:]
-                self._data.append(value[1:] if value.startswith(" ") else value)
-        return events
-
-
-def take_events(run: StreamRun, sse: SseReader, raw: bytes) -> bool:
-    """The events in one read; False when the stream is over or should stop."""
-    for data in sse.feed(raw):
-        if data.strip() == "[DONE]":
+def take_events(run: StreamRun, events: list[SseEvent]) -> bool:
+    """The events of one read (`SseDecoder.feed`); False when the stream is over or should stop."""
+    for sse in events:
+        data = sse.data
+        if data.strip() == DONE:
             return False
         try:
             event = json.loads(data)

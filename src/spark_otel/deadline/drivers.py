@@ -34,7 +34,8 @@ import httpx2
 from .. import _semconv as sc
 from .._guard import guard
 from ..instrumentation.request_notes import request_notes
-from .chunks import SseReader, take_events, take_sdk_chunk
+from ..wire.sse import SseDecoder, SseError
+from .chunks import take_events, take_sdk_chunk
 from .plan import make_plan
 from .results import DeadlineResult
 from .run import StreamRun
@@ -48,7 +49,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
     Read from ``sys.modules``: a client of a library never imported cannot be in use, and an
     import here would cost its first cut-off a noticeable part of the 100 ms it has."""
-    errors: list[type[BaseException]] = [httpx2.HTTPError, httpx2.StreamError, OSError]
+    errors: list[type[BaseException]] = [httpx2.HTTPError, httpx2.StreamError, OSError, SseError]
     httpx = sys.modules.get("httpx")
     if httpx is not None:
         errors += [httpx.HTTPError, httpx.StreamError]
@@ -121,10 +122,10 @@ def _stream_raw(run: StreamRun, client: Any) -> None:
             response.read()
             run.fail(_http_error(response))
             return
-        sse = SseReader()
+        sse = SseDecoder()
         with closing(response.iter_bytes()) as reads:
             for raw in reads:
-                if not take_events(run, sse, raw):
+                if not take_events(run, sse.feed(raw)):
                     break
     except errors as exc:
         run.fail(exc)
@@ -248,10 +249,10 @@ async def _astream_raw(run: StreamRun, client: Any) -> None:
             await response.aread()
             run.fail(_http_error(response))
             return
-        sse = SseReader()
+        sse = SseDecoder()
         async with aclosing(response.aiter_bytes()) as reads:
             async for raw in reads:
-                if not take_events(run, sse, raw):
+                if not take_events(run, sse.feed(raw)):
                     break
     except errors as exc:
         run.fail(exc)

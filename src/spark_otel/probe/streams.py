@@ -1,25 +1,27 @@
 """The probe's timing loop: one request, timed and nothing more.
 
-A stream's loop stamps the first byte, counts ``data:`` events and keeps the last few raw
-chunks; the usage chunk is parsed once, after the stream ends, so the client's own work stays
-small next to what it measures.
+A stream's loop stamps the first byte, counts the events the shared SSE decoder yields and
+keeps the data of the last few; the usage chunk is parsed once, after the stream ends, so the
+client's own work stays small next to what it measures.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import httpx2
 
+from .._clock import real_monotonic_ns
 from ..analysis.probe_levels import StreamTiming
+from ..wire.sse import DONE, SseDecoder
 from .results import ProbeSettings
 
 __all__ = ["plain_once", "probe_prompt", "request_body", "stream_once", "usage_from_tail"]
 
-_TAIL_CHUNKS = 8
+_TAIL_EVENTS = 4
 
 
 def probe_prompt(chars: int) -> str:
@@ -28,25 +30,25 @@ def probe_prompt(chars: int) -> str:
     return (seed * (chars // len(seed) + 1))[:chars]
 
 
-def usage_from_tail(tail: bytes) -> dict[str, Any] | None:
-    """The ``usage`` object of the last SSE event that carries one (the final usage chunk)."""
-    for event in reversed(tail.split(b"data:")):
-        payload = event.strip()
-        if not payload or payload == b"[DONE]" or b'"usage"' not in payload:
+def usage_from_tail(events: Iterable[bytes]) -> dict[str, Any] | None:
+    """The ``usage`` object of the last event (its data) that carries one: the final usage chunk."""
+    for data in reversed(list(events)):
+        if data == DONE or b'"usage"' not in data:
             continue
         try:
-            usage = json.loads(payload).get("usage")
-        except ValueError:
-            return None  # the usage chunk was cut in the kept tail
+            usage = json.loads(data).get("usage")
+        except (ValueError, AttributeError):
+            return None
         if isinstance(usage, dict):
             return usage
     return None
 
 
 async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
-    perf = time.perf_counter_ns
-    st = StreamTiming(start_ns=perf())
-    tail: deque[bytes] = deque(maxlen=_TAIL_CHUNKS)
+    clock = real_monotonic_ns
+    st = StreamTiming(start_ns=clock())
+    decoder = SseDecoder()
+    tail: deque[bytes] = deque(maxlen=_TAIL_EVENTS)
     try:
         async with client.stream("POST", "/v1/completions", content=body) as response:
             if response.status_code != 200:
@@ -55,27 +57,34 @@ async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
                 return st
             async for chunk in response.aiter_raw():
                 if not st.first_ns:
-                    st.first_ns = perf()
-                st.events += chunk.count(b"data:")
-                tail.append(chunk)
-        st.end_ns = perf()
+                    st.first_ns = clock()
+                events = decoder.feed(chunk)
+                if events:
+                    st.events += len(events)
+                    tail.extend(event.data for event in events)
+            last = decoder.flush()
+            st.events += len(last)
+            tail.extend(event.data for event in last)
+        st.end_ns = clock()
     except Exception as exc:
         st.error = f"{type(exc).__name__}: {exc}"
         return st
-    usage = usage_from_tail(b"".join(tail))
-    if usage is None:
-        st.error = "no usage chunk at the end of the stream (is stream_options.include_usage supported?)"
-    else:
+    usage = usage_from_tail(tail)
+    if usage is not None:
         st.completion_tokens = int(usage.get("completion_tokens") or 0)
+    elif tail and tail[-1] == DONE:
+        st.error = "no usage chunk before [DONE] (is stream_options.include_usage supported?)"
+    else:
+        st.error = "the stream ended without [DONE]: the engine closed it mid-stream"
     return st
 
 
 async def plain_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
-    perf = time.perf_counter_ns
-    st = StreamTiming(start_ns=perf())
+    clock = real_monotonic_ns
+    st = StreamTiming(start_ns=clock())
     try:
         response = await client.post("/v1/completions", content=body)
-        st.end_ns = st.first_ns = perf()
+        st.end_ns = st.first_ns = clock()
         if response.status_code != 200:
             st.error = f"HTTP {response.status_code}: {response.text[:200]}"
             return st

@@ -1,7 +1,9 @@
-"""The one encoding of cells, requests and load windows as spans: span attributes to records.
+"""The one encoding of cells, requests and load windows as spans, both ways.
 
-A live cell (`spark_otel.cell`), a backfilled one (`receivers.backfill`), the store's exporter
-and the OTLP JSON reader all go through here, so a cell reads the same whichever path it took.
+A live cell (`spark_otel.cell`) and a backfilled one (`receivers.backfill`) are written as spans
+by the same functions (`cell_start_attributes`, `cell_end_attributes`, `cell_span_attributes`,
+`cell_error`); the store's exporter and the OTLP JSON reader read every span back through
+`cell_from_span`, `request_from_span` and `window_from_span`. A cell field is added here, once.
 """
 
 from __future__ import annotations
@@ -9,11 +11,108 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import Status, StatusCode
 
 from .. import _semconv as sc
-from ..model import Cell, CellStatus, LoadWindow, Request, attributes_json
+from ..model import AttributeValue, Cell, CellStatus, LoadWindow, Request, attributes_json
 
-__all__ = ["cell_from_span", "request_from_span", "window_from_span"]
+__all__ = [
+    "cell_end_attributes",
+    "cell_error",
+    "cell_from_span",
+    "cell_span_attributes",
+    "cell_span_name",
+    "cell_start_attributes",
+    "request_from_span",
+    "window_from_span",
+]
+
+
+def cell_span_name(eval_name: str) -> str:
+    """A cell span's name: the eval's, never the cell's own id (span names stay low-cardinality)."""
+    return f"cell {eval_name}"
+
+
+def cell_start_attributes(
+    eval_name: str,
+    cell_id: str,
+    *,
+    engine: str | None = None,
+    deadline_s: float | None = None,
+    workers: int | None = None,
+) -> dict[str, AttributeValue]:
+    """What a cell span carries from its start: who it is and what it ran under."""
+    attrs: dict[str, AttributeValue] = {
+        sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
+        sc.EVAL_NAME: eval_name,
+        sc.CELL_ID: cell_id,
+    }
+    if engine is not None:
+        attrs[sc.ENGINE] = engine
+    if deadline_s is not None:
+        attrs[sc.CELL_DEADLINE_S] = float(deadline_s)
+    if workers is not None:
+        attrs[sc.CELL_WORKERS] = int(workers)
+    return attrs
+
+
+def cell_end_attributes(
+    *,
+    status: CellStatus,
+    elapsed_s: float,
+    deadline_hit: bool,
+    salvaged_findings: int = 0,
+    degraded: bool = False,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+) -> dict[str, AttributeValue]:
+    """What a cell span carries once the cell ended; the decode rate is derived, as `Cell`'s is."""
+    attrs: dict[str, AttributeValue] = {
+        sc.CELL_STATUS: status.value,
+        sc.CELL_ELAPSED_S: elapsed_s,
+        sc.CELL_DEADLINE_HIT: deadline_hit,
+        sc.CELL_SALVAGED_FINDINGS: salvaged_findings,
+        sc.CELL_DEGRADED: degraded,
+    }
+    if prompt_tokens is not None:
+        attrs[sc.CELL_PROMPT_TOKENS] = prompt_tokens
+    if completion_tokens is not None:
+        attrs[sc.CELL_COMPLETION_TOKENS] = completion_tokens
+        if elapsed_s > 0 and completion_tokens > 0:
+            attrs[sc.CELL_DECODE_RATE] = completion_tokens / elapsed_s
+    return attrs
+
+
+def cell_error(status: CellStatus, exception_type: str | None = None) -> tuple[str, Status] | None:
+    """``error.type`` and span status of a cell that failed or hit its ceiling; None otherwise.
+
+    The status description names the exception's type only: its message may quote the prompt."""
+    if status is CellStatus.ERROR:
+        return exception_type or sc.ERROR_TYPE_OTHER, Status(StatusCode.ERROR, exception_type)
+    if status is CellStatus.DEADLINE:
+        return sc.ERROR_TYPE_DEADLINE, Status(StatusCode.ERROR, "cell hit its deadline")
+    return None
+
+
+def cell_span_attributes(cell: Cell) -> dict[str, AttributeValue]:
+    """Every attribute of a recorded cell's span, so collectors and the store see one cell alike."""
+    attrs = cell_start_attributes(
+        cell.eval_name, cell.cell_id, engine=cell.engine, deadline_s=cell.deadline_s, workers=cell.workers
+    )
+    attrs.update(
+        cell_end_attributes(
+            status=cell.status,
+            elapsed_s=cell.elapsed_s,
+            deadline_hit=cell.deadline_hit,
+            salvaged_findings=cell.salvaged_findings,
+            degraded=cell.degraded,
+            prompt_tokens=cell.prompt_tokens,
+            completion_tokens=cell.completion_tokens,
+        )
+    )
+    attrs[sc.CELL_SOURCE] = cell.source
+    attrs.update(cell.attributes)
+    return attrs
 
 
 def _hex_span_id(span: ReadableSpan) -> str:

@@ -10,7 +10,6 @@ duplicates.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -19,11 +18,13 @@ import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._exceptions import StoreError
 from ..model import Cell, LoadWindow, MetricSample, Request
+from .schema import CELLS, DOCUMENTS, LOAD_WINDOWS, METRIC_SAMPLES, REQUESTS, TABLES, Table
 
 __all__ = ["STORE_ENV", "Store", "default_store_path"]
 
@@ -32,45 +33,7 @@ SCHEMA_VERSION = 1
 _BUSY_TIMEOUT_MS = 30_000
 _WRITE_ATTEMPTS = 5
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS cells (
-    uid TEXT PRIMARY KEY, eval_name TEXT NOT NULL, cell_id TEXT NOT NULL, engine TEXT,
-    start_unix_ns INTEGER NOT NULL, end_unix_ns INTEGER NOT NULL,
-    prompt_tokens INTEGER, completion_tokens INTEGER, status TEXT NOT NULL,
-    deadline_s REAL, deadline_hit INTEGER NOT NULL, workers INTEGER,
-    salvaged_findings INTEGER NOT NULL, degraded INTEGER NOT NULL,
-    source TEXT NOT NULL, trace_id TEXT, attributes TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS cells_eval_start ON cells (eval_name, start_unix_ns);
-CREATE INDEX IF NOT EXISTS cells_start ON cells (start_unix_ns);
-CREATE TABLE IF NOT EXISTS requests (
-    uid TEXT PRIMARY KEY, trace_id TEXT, cell_uid TEXT, eval_name TEXT, engine TEXT,
-    operation TEXT NOT NULL, request_model TEXT, response_model TEXT,
-    server_address TEXT, server_port INTEGER,
-    start_unix_ns INTEGER NOT NULL, end_unix_ns INTEGER NOT NULL, streaming INTEGER NOT NULL,
-    time_to_first_chunk_s REAL, input_tokens INTEGER, output_tokens INTEGER,
-    finish_reasons TEXT NOT NULL, error_type TEXT
-);
-CREATE INDEX IF NOT EXISTS requests_start ON requests (start_unix_ns);
-CREATE INDEX IF NOT EXISTS requests_cell ON requests (cell_uid);
-CREATE TABLE IF NOT EXISTS load_windows (
-    uid TEXT PRIMARY KEY, name TEXT NOT NULL, kind TEXT NOT NULL, engine TEXT,
-    start_unix_ns INTEGER NOT NULL, end_unix_ns INTEGER NOT NULL, streams INTEGER,
-    attributes TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS load_windows_start ON load_windows (start_unix_ns);
-CREATE TABLE IF NOT EXISTS metric_samples (
-    name TEXT NOT NULL, unix_ns INTEGER NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL,
-    attributes TEXT NOT NULL, source TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS metric_samples_name_time ON metric_samples (name, unix_ns);
-CREATE TABLE IF NOT EXISTS documents (
-    uid TEXT PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL,
-    created_unix_ns INTEGER NOT NULL, body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS documents_kind ON documents (kind, created_unix_ns);
-"""
+_SCHEMA = "\n".join(table.ddl for table in TABLES)
 
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -97,8 +60,15 @@ def default_store_path() -> Path:
     return Path(data_home) / "spark-otel" / "store.sqlite"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+@dataclass(frozen=True)
+class _Document:
+    """A result document as the documents table holds it."""
+
+    uid: str
+    kind: str
+    name: str
+    created_unix_ns: int
+    body: dict[str, Any]
 
 
 class Store:
@@ -168,92 +138,41 @@ class Store:
                 return
 
     # -- writes --------------------------------------------------------------------------------------
-    def write_cells(self, cells: Iterable[Cell]) -> int:
-        rows = [
-            (
-                c.uid,
-                c.eval_name,
-                c.cell_id,
-                c.engine,
-                c.start_unix_ns,
-                c.end_unix_ns,
-                c.prompt_tokens,
-                c.completion_tokens,
-                c.status.value,
-                c.deadline_s,
-                int(c.deadline_hit),
-                c.workers,
-                c.salvaged_findings,
-                int(c.degraded),
-                c.source,
-                c.trace_id,
-                _dumps(c.attributes),
-            )
-            for c in cells
-        ]
+    def _write(self, table: Table, records: Iterable[Any]) -> int:
+        rows = [table.row(r) for r in records]
         with self._transaction() as conn:
-            conn.executemany("INSERT OR REPLACE INTO cells VALUES (" + ",".join("?" * 17) + ")", rows)
+            conn.executemany(table.insert_sql, rows)
         return len(rows)
+
+    def write_cells(self, cells: Iterable[Cell]) -> int:
+        return self._write(CELLS, cells)
 
     def write_requests(self, requests: Iterable[Request]) -> int:
-        rows = [
-            (
-                r.uid,
-                r.trace_id,
-                r.cell_uid,
-                r.eval_name,
-                r.engine,
-                r.operation,
-                r.request_model,
-                r.response_model,
-                r.server_address,
-                r.server_port,
-                r.start_unix_ns,
-                r.end_unix_ns,
-                int(r.streaming),
-                r.time_to_first_chunk_s,
-                r.input_tokens,
-                r.output_tokens,
-                _dumps(r.finish_reasons),
-                r.error_type,
-            )
-            for r in requests
-        ]
-        with self._transaction() as conn:
-            conn.executemany("INSERT OR REPLACE INTO requests VALUES (" + ",".join("?" * 18) + ")", rows)
-        return len(rows)
+        return self._write(REQUESTS, requests)
 
     def write_windows(self, windows: Iterable[LoadWindow]) -> int:
-        rows = [
-            (w.uid, w.name, w.kind, w.engine, w.start_unix_ns, w.end_unix_ns, w.streams, _dumps(w.attributes))
-            for w in windows
-        ]
-        with self._transaction() as conn:
-            conn.executemany("INSERT OR REPLACE INTO load_windows VALUES (?,?,?,?,?,?,?,?)", rows)
-        return len(rows)
+        return self._write(LOAD_WINDOWS, windows)
 
     def write_samples(self, samples: Iterable[MetricSample]) -> int:
-        rows = [(s.name, s.unix_ns, s.value, s.unit, _dumps(s.attributes), s.source) for s in samples]
-        with self._transaction() as conn:
-            conn.executemany("INSERT INTO metric_samples VALUES (?,?,?,?,?,?)", rows)
-        return len(rows)
+        return self._write(METRIC_SAMPLES, samples)
 
     def put_document(self, kind: str, name: str, body: dict[str, Any], *, uid: str | None = None) -> str:
         """Keep a result document (a probe run, an Nsight summary, a report) as JSON."""
         uid = uid or uuid.uuid4().hex
+        document = _Document(uid=uid, kind=kind, name=name, created_unix_ns=time.time_ns(), body=body)
         with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO documents VALUES (?,?,?,?,?)",
-                (uid, kind, name, time.time_ns(), _dumps(body)),
-            )
+            conn.execute(DOCUMENTS.insert_sql, DOCUMENTS.row(document))
         return uid
 
     # -- reads ---------------------------------------------------------------------------------------
-    def _select(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+    def _select(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock:
-            cur = self._conn.execute(sql, params)
-            cur.row_factory = sqlite3.Row
-            return cur.fetchall()
+            return self._conn.execute(sql, params).fetchall()
+
+    def _records(self, table: Table, clauses: str, params: Sequence[Any]) -> list[Any]:
+        """Rows of ``table`` (``clauses``: WHERE, ORDER BY, LIMIT) as its records."""
+        sql = f"SELECT {', '.join(table.column_names)} FROM {table.name}{clauses}"
+        return [table.record(row) for row in self._select(sql, params)]
 
     @staticmethod
     def _where(
@@ -290,31 +209,10 @@ class Store:
             "start_unix_ns",
         )
         order = "DESC" if newest_first else "ASC"
-        sql = f"SELECT * FROM cells{where} ORDER BY start_unix_ns {order}"
+        clauses = f"{where} ORDER BY start_unix_ns {order}"
         if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [
-            Cell(
-                uid=r["uid"],
-                eval_name=r["eval_name"],
-                cell_id=r["cell_id"],
-                engine=r["engine"],
-                start_unix_ns=r["start_unix_ns"],
-                end_unix_ns=r["end_unix_ns"],
-                prompt_tokens=r["prompt_tokens"],
-                completion_tokens=r["completion_tokens"],
-                status=r["status"],
-                deadline_s=r["deadline_s"],
-                deadline_hit=bool(r["deadline_hit"]),
-                workers=r["workers"],
-                salvaged_findings=r["salvaged_findings"],
-                degraded=bool(r["degraded"]),
-                source=r["source"],
-                trace_id=r["trace_id"],
-                attributes=json.loads(r["attributes"]),
-            )
-            for r in self._select(sql, params)
-        ]
+            clauses += f" LIMIT {int(limit)}"
+        return self._records(CELLS, clauses, params)
 
     def requests(
         self,
@@ -327,30 +225,7 @@ class Store:
         where, params = self._where(
             {"cell_uid": cell_uid, "eval_name": eval_name}, since_unix_ns, until_unix_ns, "start_unix_ns"
         )
-        rows = self._select(f"SELECT * FROM requests{where} ORDER BY start_unix_ns", params)
-        return [
-            Request(
-                uid=r["uid"],
-                trace_id=r["trace_id"],
-                cell_uid=r["cell_uid"],
-                eval_name=r["eval_name"],
-                engine=r["engine"],
-                operation=r["operation"],
-                request_model=r["request_model"],
-                response_model=r["response_model"],
-                server_address=r["server_address"],
-                server_port=r["server_port"],
-                start_unix_ns=r["start_unix_ns"],
-                end_unix_ns=r["end_unix_ns"],
-                streaming=bool(r["streaming"]),
-                time_to_first_chunk_s=r["time_to_first_chunk_s"],
-                input_tokens=r["input_tokens"],
-                output_tokens=r["output_tokens"],
-                finish_reasons=json.loads(r["finish_reasons"]),
-                error_type=r["error_type"],
-            )
-            for r in rows
-        ]
+        return self._records(REQUESTS, f"{where} ORDER BY start_unix_ns", params)
 
     def windows(
         self,
@@ -363,20 +238,7 @@ class Store:
         where, params = self._where(
             {"kind": kind, "engine": engine}, since_unix_ns, until_unix_ns, "start_unix_ns"
         )
-        rows = self._select(f"SELECT * FROM load_windows{where} ORDER BY start_unix_ns", params)
-        return [
-            LoadWindow(
-                uid=r["uid"],
-                name=r["name"],
-                kind=r["kind"],
-                engine=r["engine"],
-                start_unix_ns=r["start_unix_ns"],
-                end_unix_ns=r["end_unix_ns"],
-                streams=r["streams"],
-                attributes=json.loads(r["attributes"]),
-            )
-            for r in rows
-        ]
+        return self._records(LOAD_WINDOWS, f"{where} ORDER BY start_unix_ns", params)
 
     def samples(
         self,
@@ -387,18 +249,7 @@ class Store:
         source: str | None = None,
     ) -> list[MetricSample]:
         where, params = self._where({"name": name, "source": source}, since_unix_ns, until_unix_ns, "unix_ns")
-        rows = self._select(f"SELECT * FROM metric_samples{where} ORDER BY unix_ns", params)
-        return [
-            MetricSample(
-                name=r["name"],
-                unix_ns=r["unix_ns"],
-                value=r["value"],
-                unit=r["unit"],
-                attributes=json.loads(r["attributes"]),
-                source=r["source"],
-            )
-            for r in rows
-        ]
+        return self._records(METRIC_SAMPLES, f"{where} ORDER BY unix_ns", params)
 
     def has_samples(
         self,
@@ -419,16 +270,9 @@ class Store:
         """Result documents of one kind, oldest first, each with ``uid``, ``name``, ``created_unix_ns``
         and its ``body``."""
         where, params = self._where({"kind": kind, "name": name}, None, None, "created_unix_ns")
-        rows = self._select(f"SELECT * FROM documents{where} ORDER BY created_unix_ns", params)
-        return [
-            {
-                "uid": r["uid"],
-                "name": r["name"],
-                "created_unix_ns": r["created_unix_ns"],
-                "body": json.loads(r["body"]),
-            }
-            for r in rows
-        ]
+        sql = f"SELECT {', '.join(DOCUMENTS.column_names)} FROM documents{where} ORDER BY created_unix_ns"
+        documents = (DOCUMENTS.fields(row) for row in self._select(sql, params))
+        return [{key: doc[key] for key in ("uid", "name", "created_unix_ns", "body")} for doc in documents]
 
     def eval_names(self) -> list[str]:
         return [r[0] for r in self._select("SELECT DISTINCT eval_name FROM cells ORDER BY eval_name", ())]

@@ -1,4 +1,5 @@
-"""The histograms and counters spark-otel records, created once per meter provider.
+"""The histograms and counters spark-otel records, declared in one table (`SPECS`) and created
+once per meter provider.
 
 Bucket boundaries are given as advice (``explicit_bucket_boundaries_advisory``), so an SDK
 view the user configures still wins.
@@ -10,6 +11,7 @@ import functools
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from opentelemetry import metrics
 from opentelemetry.metrics import Counter, Histogram, MeterProvider, UpDownCounter
@@ -38,21 +40,80 @@ class Instruments:
     cells_in_flight: UpDownCounter
 
 
-_TPOC_DESCRIPTION = "Time between consecutive chunks of a streaming response, after the first."
+@dataclass(frozen=True, slots=True)
+class InstrumentSpec:
+    """One instrument: the `Instruments` field that holds it, its kind, name, unit and buckets."""
+
+    field: str
+    kind: Literal["histogram", "counter", "up_down_counter"]
+    name: str
+    unit: str
+    description: str
+    buckets: tuple[float, ...] = ()
+    bulk: bool = False
+    """Also taken in bulk on the providers spark-otel builds (`bulk_histograms`)."""
+
+
+SPECS: tuple[InstrumentSpec, ...] = (
+    InstrumentSpec(
+        "operation_duration", "histogram", sc.GEN_AI_CLIENT_OPERATION_DURATION, "s",
+        "GenAI operation duration.", sc.DURATION_BUCKETS_S,
+    ),
+    InstrumentSpec(
+        "token_usage", "histogram", sc.GEN_AI_CLIENT_TOKEN_USAGE, "{token}",
+        "Number of input and output tokens used.", sc.TOKEN_BUCKETS,
+    ),
+    InstrumentSpec(
+        "time_to_first_chunk", "histogram", sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK, "s",
+        "Time from issuing a streaming request to receiving its first chunk.", sc.DURATION_BUCKETS_S,
+    ),
+    InstrumentSpec(
+        "time_per_output_chunk", "histogram", sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK, "s",
+        "Time between consecutive chunks of a streaming response, after the first.", sc.DURATION_BUCKETS_S,
+        bulk=True,
+    ),
+    InstrumentSpec(
+        "cell_duration", "histogram", sc.CELL_DURATION, "s",
+        "Wall-clock duration of one eval cell.", sc.CELL_DURATION_BUCKETS_S,
+    ),
+    InstrumentSpec(
+        "cell_tokens", "histogram", sc.CELL_TOKENS, "{token}",
+        "Prompt (input) and completion (output) tokens of one cell.", sc.TOKEN_BUCKETS,
+    ),
+    InstrumentSpec(
+        "cell_decode_rate", "histogram", sc.CELL_DECODE_RATE_METRIC, "{token}/s",
+        "Completion tokens over the cell's wall clock: the cell's own load gauge.", sc.DECODE_RATE_BUCKETS,
+    ),
+    InstrumentSpec("cells", "counter", sc.CELL_COUNT, "{cell}", "Cells finished, by status."),
+    InstrumentSpec(
+        "cell_deadline_hits", "counter", sc.CELL_DEADLINE_HITS, "{cell}",
+        "Cells cut off at their wall-clock ceiling.",
+    ),
+    InstrumentSpec(
+        "cell_salvaged_findings", "counter", sc.CELL_SALVAGED_FINDINGS_METRIC, "{finding}",
+        "Complete findings kept from cut-off streams.",
+    ),
+    InstrumentSpec(
+        "cells_in_flight", "up_down_counter", sc.CELLS_IN_FLIGHT, "{cell}",
+        "Cells running now, per eval and engine.",
+    ),
+)  # fmt: skip
+"""Every instrument spark-otel records, in one table: `Instruments` and the bulk histograms
+are both made from it, so the two can never disagree on a name, unit or bucket."""
 
 
 def bulk_histograms() -> BulkHistograms:
-    """The histograms a provider spark-otel builds takes in bulk: the per-chunk one.
-
-    Same name, unit, description, buckets and scope as the SDK instrument it stands in for."""
+    """The histograms a provider spark-otel builds takes in bulk (the `SPECS` marked ``bulk``),
+    with the same name, unit, description, buckets and scope as the SDK instruments they stand in for."""
     return BulkHistograms(
         scope=InstrumentationScope(sc.SCOPE_NAME, __version__, sc.SCHEMA_URL),
-        time_per_output_chunk=BulkHistogram(
-            sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
-            unit="s",
-            description=_TPOC_DESCRIPTION,
-            boundaries=sc.DURATION_BUCKETS_S,
-        ),
+        **{
+            spec.field: BulkHistogram(
+                spec.name, unit=spec.unit, description=spec.description, boundaries=spec.buckets
+            )
+            for spec in SPECS
+            if spec.bulk
+        },
     )
 
 
@@ -60,63 +121,22 @@ def _create(meter_provider: MeterProvider | None) -> Instruments:
     meter = metrics.get_meter(
         sc.SCOPE_NAME, __version__, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL
     )
-    duration = list(sc.DURATION_BUCKETS_S)
-    return Instruments(
-        operation_duration=meter.create_histogram(
-            sc.GEN_AI_CLIENT_OPERATION_DURATION,
-            unit="s",
-            description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=duration,
-        ),
-        token_usage=meter.create_histogram(
-            sc.GEN_AI_CLIENT_TOKEN_USAGE,
-            unit="{token}",
-            description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
-        ),
-        time_to_first_chunk=meter.create_histogram(
-            sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK,
-            unit="s",
-            description="Time from issuing a streaming request to receiving its first chunk.",
-            explicit_bucket_boundaries_advisory=duration,
-        ),
-        time_per_output_chunk=meter.create_histogram(
-            sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
-            unit="s",
-            description=_TPOC_DESCRIPTION,
-            explicit_bucket_boundaries_advisory=duration,
-        ),
-        cell_duration=meter.create_histogram(
-            sc.CELL_DURATION,
-            unit="s",
-            description="Wall-clock duration of one eval cell.",
-            explicit_bucket_boundaries_advisory=list(sc.CELL_DURATION_BUCKETS_S),
-        ),
-        cell_tokens=meter.create_histogram(
-            sc.CELL_TOKENS,
-            unit="{token}",
-            description="Prompt (input) and completion (output) tokens of one cell.",
-            explicit_bucket_boundaries_advisory=list(sc.TOKEN_BUCKETS),
-        ),
-        cell_decode_rate=meter.create_histogram(
-            sc.CELL_DECODE_RATE_METRIC,
-            unit="{token}/s",
-            description="Completion tokens over the cell's wall clock: the cell's own load gauge.",
-            explicit_bucket_boundaries_advisory=list(sc.DECODE_RATE_BUCKETS),
-        ),
-        cells=meter.create_counter(sc.CELL_COUNT, unit="{cell}", description="Cells finished, by status."),
-        cell_deadline_hits=meter.create_counter(
-            sc.CELL_DEADLINE_HITS, unit="{cell}", description="Cells cut off at their wall-clock ceiling."
-        ),
-        cell_salvaged_findings=meter.create_counter(
-            sc.CELL_SALVAGED_FINDINGS_METRIC,
-            unit="{finding}",
-            description="Complete findings kept from cut-off streams.",
-        ),
-        cells_in_flight=meter.create_up_down_counter(
-            sc.CELLS_IN_FLIGHT, unit="{cell}", description="Cells running now, per eval and engine."
-        ),
-    )
+    made: dict[str, Any] = {}
+    for spec in SPECS:
+        if spec.kind == "histogram":
+            made[spec.field] = meter.create_histogram(
+                spec.name,
+                unit=spec.unit,
+                description=spec.description,
+                explicit_bucket_boundaries_advisory=list(spec.buckets),
+            )
+        elif spec.kind == "counter":
+            made[spec.field] = meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
+        else:
+            made[spec.field] = meter.create_up_down_counter(
+                spec.name, unit=spec.unit, description=spec.description
+            )
+    return Instruments(**made)
 
 
 @functools.cache

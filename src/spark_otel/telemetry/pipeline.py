@@ -68,10 +68,12 @@ class Telemetry:
         return self.meter_provider.force_flush(timeout_millis) and spans
 
     def shutdown(self) -> None:
-        """Flush and stop exporting; idempotent."""
+        """Flush and stop exporting; idempotent. A telemetry in force stops being so: later cells
+        and requests set up afresh instead of recording into closed providers."""
         if self._closed:
             return
         self._closed = True
+        _no_longer_in_force(self)
         try:
             self.tracer_provider.shutdown()
             self.meter_provider.shutdown()
@@ -140,6 +142,13 @@ def configure(
     if set_global:
         set_global_providers(tracer_provider, meter_provider)
     return telemetry
+
+
+def _no_longer_in_force(telemetry: Telemetry) -> None:
+    global _current  # noqa: PLW0603 - this module is the one owner of the telemetry in force
+    with _lock:
+        if _current is telemetry:
+            _current = None
 
 
 def current_telemetry() -> Telemetry | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .mapping import BUILTIN_MAPPINGS, FieldMapping, load_mapping
 from .records import BackfillResult, RecordError, backfill_files, cell_from_record, read_records
-from .spans import FixedIdGenerator, cell_span_attributes, export_cells_as_spans
+from .spans import FixedIdGenerator, export_cells_as_spans
 
 __all__ = [
     "BUILTIN_MAPPINGS",
@@ -19,7 +19,6 @@ __all__ = [
     "RecordError",
     "backfill_files",
     "cell_from_record",
-    "cell_span_attributes",
     "export_cells_as_spans",
     "load_mapping",
     "read_records",

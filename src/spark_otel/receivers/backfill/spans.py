@@ -9,33 +9,10 @@ from typing import Any
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from ... import _semconv as sc
-from ...model import Cell, CellStatus
+from ...model import Cell
+from ...store.codec import cell_error, cell_span_attributes, cell_span_name
 
-__all__ = ["FixedIdGenerator", "cell_span_attributes", "export_cells_as_spans"]
-
-
-def cell_span_attributes(cell: Cell) -> dict[str, Any]:
-    """The attributes a live cell span carries, so collectors and the store see the same cell."""
-    attrs: dict[str, Any] = {
-        sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
-        sc.EVAL_NAME: cell.eval_name,
-        sc.CELL_ID: cell.cell_id,
-        sc.CELL_STATUS: cell.status.value,
-        sc.CELL_DEADLINE_HIT: cell.deadline_hit,
-        sc.CELL_ELAPSED_S: cell.elapsed_s,
-        sc.CELL_SOURCE: cell.source,
-    }
-    optional = {
-        sc.ENGINE: cell.engine,
-        sc.CELL_PROMPT_TOKENS: cell.prompt_tokens,
-        sc.CELL_COMPLETION_TOKENS: cell.completion_tokens,
-        sc.CELL_DEADLINE_S: cell.deadline_s,
-        sc.CELL_WORKERS: cell.workers,
-        sc.CELL_DECODE_RATE: cell.decode_rate,
-    }
-    attrs.update({k: v for k, v in optional.items() if v is not None})
-    attrs.update(cell.attributes)
-    return attrs
+__all__ = ["FixedIdGenerator", "export_cells_as_spans"]
 
 
 def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
@@ -44,8 +21,6 @@ def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
     ``tracer_provider`` should be one made for the backfill with `FixedIdGenerator`, so the
     span ids (and so the uids the store exporter or collector derive) are the cells' uids.
     """
-    from opentelemetry.trace import Status, StatusCode
-
     tracer = tracer_provider.get_tracer("spark_otel.receivers.backfill", schema_url=sc.SCHEMA_URL)
     ids = getattr(tracer_provider, "id_generator", None)
     count = 0
@@ -53,13 +28,13 @@ def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
         if isinstance(ids, FixedIdGenerator):
             ids.next_uid(cell.uid)
         span = tracer.start_span(
-            f"cell {cell.cell_id}", start_time=cell.start_unix_ns, attributes=cell_span_attributes(cell)
+            cell_span_name(cell.eval_name),
+            start_time=cell.start_unix_ns,
+            attributes=cell_span_attributes(cell),
         )
-        # Error and deadline cells end as a live cell's span does (error.type is in its attributes).
-        if cell.status is CellStatus.ERROR:
-            span.set_status(Status(StatusCode.ERROR))
-        elif cell.status is CellStatus.DEADLINE:
-            span.set_status(Status(StatusCode.ERROR, "cell hit its deadline"))
+        error = cell_error(cell.status)  # ends as a live cell's span does (error.type is in its attributes)
+        if error is not None:
+            span.set_status(error[1])
         span.end(end_time=cell.end_unix_ns)
         count += 1
     return count

@@ -1,0 +1,218 @@
+"""The store's tables, each declared once: its columns, how a record's field becomes a column
+and back, and its indexes. The DDL, every INSERT and every row-to-record read are derived from
+these declarations, so a field added to a record is added here and nowhere else in the store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..model import Cell, LoadWindow, MetricSample, Request
+
+__all__ = [
+    "CELLS",
+    "DOCUMENTS",
+    "LOAD_WINDOWS",
+    "META",
+    "METRIC_SAMPLES",
+    "REQUESTS",
+    "TABLES",
+    "Column",
+    "Table",
+]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: named as the record's field, with the conversions a SQLite value needs."""
+
+    name: str
+    sql_type: str
+    nullable: bool = False
+    primary_key: bool = False
+    encode: Callable[[Any], Any] | None = None
+    """Record value to SQLite value (None: stored as it is)."""
+    decode: Callable[[Any], Any] | None = None
+    """SQLite value to record value (None: read as it is)."""
+
+    @property
+    def ddl(self) -> str:
+        if self.primary_key:
+            return f"{self.name} {self.sql_type} PRIMARY KEY"
+        return f"{self.name} {self.sql_type}" + ("" if self.nullable else " NOT NULL")
+
+
+def _text(name: str, *, nullable: bool = False, key: bool = False) -> Column:
+    return Column(name, "TEXT", nullable=nullable, primary_key=key)
+
+
+def _integer(name: str, *, nullable: bool = False) -> Column:
+    return Column(name, "INTEGER", nullable=nullable)
+
+
+def _real(name: str, *, nullable: bool = False) -> Column:
+    return Column(name, "REAL", nullable=nullable)
+
+
+def _flag(name: str) -> Column:
+    return Column(name, "INTEGER", encode=int, decode=bool)
+
+
+def _json(name: str) -> Column:
+    return Column(name, "TEXT", encode=_dumps, decode=json.loads)
+
+
+def _enum(name: str) -> Column:
+    return Column(name, "TEXT", encode=lambda value: value.value)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: its columns in order, its indexes, and the record type its rows are."""
+
+    name: str
+    columns: tuple[Column, ...]
+    indexes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    record_type: type[BaseModel] | None = None
+
+    @cached_property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @cached_property
+    def ddl(self) -> str:
+        columns = ", ".join(c.ddl for c in self.columns)
+        statements = [f"CREATE TABLE IF NOT EXISTS {self.name} ({columns});"]
+        for index, on in self.indexes:
+            statements.append(f"CREATE INDEX IF NOT EXISTS {index} ON {self.name} ({', '.join(on)});")
+        return "\n".join(statements)
+
+    @cached_property
+    def insert_sql(self) -> str:
+        """Keyed rows replace the row with the same key, so re-ingesting never duplicates."""
+        verb = "INSERT OR REPLACE" if any(c.primary_key for c in self.columns) else "INSERT"
+        names = ", ".join(self.column_names)
+        return f"{verb} INTO {self.name} ({names}) VALUES ({', '.join('?' * len(self.columns))})"
+
+    @cached_property
+    def _encoders(self) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+        return tuple((c.name, c.encode) for c in self.columns)
+
+    @cached_property
+    def _decoders(self) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+        return tuple((c.name, c.decode) for c in self.columns)
+
+    def row(self, record: Any) -> tuple[Any, ...]:
+        """A record's values in column order, encoded for SQLite."""
+        values = []
+        for name, encode in self._encoders:
+            value = getattr(record, name)
+            values.append(value if encode is None or value is None else encode(value))
+        return tuple(values)
+
+    def fields(self, row: Sequence[Any]) -> dict[str, Any]:
+        """A row (its values in column order) as the record's fields, decoded."""
+        return {
+            name: value if decode is None or value is None else decode(value)
+            for (name, decode), value in zip(self._decoders, row, strict=True)
+        }
+
+    def record(self, row: Sequence[Any]) -> Any:
+        """A row as its record type (a `Cell`, a `Request`, ...)."""
+        assert self.record_type is not None, f"table {self.name} holds no record type"
+        return self.record_type(**self.fields(row))
+
+
+META = Table("meta", (_text("key", key=True), _text("value")))
+
+CELLS = Table(
+    "cells",
+    (
+        _text("uid", key=True),
+        _text("eval_name"),
+        _text("cell_id"),
+        _text("engine", nullable=True),
+        _integer("start_unix_ns"),
+        _integer("end_unix_ns"),
+        _integer("prompt_tokens", nullable=True),
+        _integer("completion_tokens", nullable=True),
+        _enum("status"),
+        _real("deadline_s", nullable=True),
+        _flag("deadline_hit"),
+        _integer("workers", nullable=True),
+        _integer("salvaged_findings"),
+        _flag("degraded"),
+        _text("source"),
+        _text("trace_id", nullable=True),
+        _json("attributes"),
+    ),
+    indexes=(("cells_eval_start", ("eval_name", "start_unix_ns")), ("cells_start", ("start_unix_ns",))),
+    record_type=Cell,
+)
+
+REQUESTS = Table(
+    "requests",
+    (
+        _text("uid", key=True),
+        _text("trace_id", nullable=True),
+        _text("cell_uid", nullable=True),
+        _text("eval_name", nullable=True),
+        _text("engine", nullable=True),
+        _text("operation"),
+        _text("request_model", nullable=True),
+        _text("response_model", nullable=True),
+        _text("server_address", nullable=True),
+        _integer("server_port", nullable=True),
+        _integer("start_unix_ns"),
+        _integer("end_unix_ns"),
+        _flag("streaming"),
+        _real("time_to_first_chunk_s", nullable=True),
+        _integer("input_tokens", nullable=True),
+        _integer("output_tokens", nullable=True),
+        _json("finish_reasons"),
+        _text("error_type", nullable=True),
+    ),
+    indexes=(("requests_start", ("start_unix_ns",)), ("requests_cell", ("cell_uid",))),
+    record_type=Request,
+)
+
+LOAD_WINDOWS = Table(
+    "load_windows",
+    (
+        _text("uid", key=True),
+        _text("name"),
+        _text("kind"),
+        _text("engine", nullable=True),
+        _integer("start_unix_ns"),
+        _integer("end_unix_ns"),
+        _integer("streams", nullable=True),
+        _json("attributes"),
+    ),
+    indexes=(("load_windows_start", ("start_unix_ns",)),),
+    record_type=LoadWindow,
+)
+
+METRIC_SAMPLES = Table(
+    "metric_samples",
+    (_text("name"), _integer("unix_ns"), _real("value"), _text("unit"), _json("attributes"), _text("source")),
+    indexes=(("metric_samples_name_time", ("name", "unix_ns")),),
+    record_type=MetricSample,
+)
+
+DOCUMENTS = Table(
+    "documents",
+    (_text("uid", key=True), _text("kind"), _text("name"), _integer("created_unix_ns"), _json("body")),
+    indexes=(("documents_kind", ("kind", "created_unix_ns")),),
+)
+
+TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, DOCUMENTS)

@@ -1,0 +1,141 @@
+"""The shared SSE decoder reads every legal framing the same way, at any split of the reads."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_otel.wire.sse import DONE, SseDecoder, SseError, SseEvent
+
+# A data value holds no line break; anything else (spaces, colons, non-UTF-8 bytes) may appear.
+_values = st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
+_line_ends = st.sampled_from([b"\n", b"\r\n", b"\r"])
+
+
+@st.composite
+def _streams(draw: st.DrawFn) -> tuple[bytes, list[SseEvent]]:
+    """An event stream in a random legal framing, and the events it must decode to."""
+    body = b""
+    expected: list[SseEvent] = []
+    for _ in range(draw(st.integers(0, 6))):
+        lines = draw(st.lists(_values, min_size=1, max_size=3))
+        event = draw(st.none() | st.sampled_from(["message", "delta"]))
+        # One line end per event: a CR followed by an LF would be one CRLF, not two line ends.
+        end = draw(_line_ends)
+        frame = b""
+        if draw(st.booleans()):
+            frame += b": keep-alive" + end
+        if event is not None:
+            frame += b"event: " + event.encode() + end
+        for value in lines:
+            # One optional space after the colon is dropped; a value that starts with a space
+            # keeps it only when the separating space is written.
+            space = b" " if value.startswith(b" ") or draw(st.booleans()) else b""
+            frame += b"data:" + space + value + end
+        frame += end
+        body += frame
+        expected.append(SseEvent(b"\n".join(lines), event))
+    return body, expected
+
+
+def _decode(decoder: SseDecoder, reads: list[bytes]) -> list[SseEvent]:
+    events: list[SseEvent] = []
+    for read in reads:
+        events.extend(decoder.feed(read))
+    events.extend(decoder.flush())
+    return events
+
+
+def _without_ids(events: list[SseEvent]) -> list[SseEvent]:
+    return [SseEvent(e.data, e.event) for e in events]
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream=_streams(), cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_every_legal_framing_decodes_to_the_same_events_at_any_split(
+    stream: tuple[bytes, list[SseEvent]], cuts: list[int]
+) -> None:
+    body, expected = stream
+    points = sorted({min(c, len(body)) for c in cuts})
+    reads = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    assert _without_ids(_decode(SseDecoder(), reads)) == expected
+
+
+VLLM_BODY = (
+    b'data: {"id":"cmpl-1","choices":[{"index":0,"text":"Hel"}],"model":"qwen"}\n\n'
+    b'data: {"id":"cmpl-1","choices":[{"index":0,"text":"lo","finish_reason":"stop"}]}\n\n'
+    b'data: {"id":"cmpl-1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def test_a_real_body_split_at_every_byte_gives_the_events_it_gives_whole() -> None:
+    whole = SseDecoder().feed(VLLM_BODY)
+    assert [e.data[-6:] for e in whole][-1] == DONE
+    assert len(whole) == 4
+    for cut in range(len(VLLM_BODY) + 1):
+        assert _decode(SseDecoder(), [VLLM_BODY[:cut], VLLM_BODY[cut:]]) == whole, cut
+    assert _decode(SseDecoder(), [bytes([b]) for b in VLLM_BODY]) == whole
+
+
+def test_a_crlf_split_between_reads_is_one_line_end_not_two() -> None:
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    # The LF completes the CRLF; were it read as a blank line, "a" would be dispatched alone.
+    assert decoder.feed(b"\ndata: b\r\n\r\n") == [SseEvent(b"a\nb")]
+
+
+def test_comments_unknown_fields_and_a_bare_field_name() -> None:
+    body = b": hello\nretry: 100\nfoo: bar\ndata\ndata:x\n\n"
+    assert SseDecoder().feed(body) == [SseEvent(b"\nx")]
+
+
+def test_a_blank_line_without_data_dispatches_nothing_and_event_names_reset() -> None:
+    decoder = SseDecoder()
+    assert decoder.feed(b"event: ping\n\n") == []
+    assert decoder.feed(b"data: 1\n\n") == [SseEvent(b"1")]
+
+
+def test_id_is_kept_across_events_and_an_id_with_nul_is_ignored() -> None:
+    events = SseDecoder().feed(b"id: 7\ndata: a\n\ndata: b\n\nid: 8\x00\ndata: c\n\n")
+    assert [e.id for e in events] == ["7", "7", "7"]
+
+
+def test_flush_dispatches_an_event_the_server_did_not_terminate() -> None:
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: [DO") == []
+    assert decoder.feed(b"NE]") == []
+    assert decoder.flush() == [SseEvent(DONE)]
+    assert decoder.flush() == []
+
+
+def test_the_fast_path_and_the_general_path_agree() -> None:
+    fast = SseDecoder().feed(b'data: {"a":1}\n\n')
+    general = SseDecoder().feed(b'data:{"a":1}\n\n')
+    spaced = SseDecoder().feed(b'data:  {"a":1}\n\n')  # two spaces: one is the separator
+    assert fast == general == [SseEvent(b'{"a":1}')]
+    assert spaced == [SseEvent(b' {"a":1}')]
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        [b"data: " + b"x" * 100 + b"\n\n"],  # one whole event (the fast path)
+        [b"data: " + b"x" * 100],  # a line that never ends
+        [b"data: " + b"x" * 60 + b"\n", b"data: " + b"x" * 60 + b"\n"],  # many lines of one event
+    ],
+)
+def test_an_event_past_the_size_cap_is_a_clear_error(reads: list[bytes]) -> None:
+    decoder = SseDecoder(max_event_bytes=64)
+    *first, last = reads
+    for read in first:
+        assert decoder.feed(read) == []
+    with pytest.raises(SseError, match="larger than 64 bytes"):
+        decoder.feed(last)
+
+
+def test_events_are_frozen() -> None:
+    event = SseDecoder().feed(b"data: a\n\n")[0]
+    with pytest.raises(AttributeError):
+        event.data = b"b"  # type: ignore[misc]
