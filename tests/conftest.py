@@ -81,8 +81,9 @@ def free_port() -> int:
 
 @pytest.fixture
 def restore_clock() -> Iterator[None]:
-    """Put the process's model clock back exactly as it was: `_clock.set_time_scale(1.0)` keeps
-    the monotonic clock's offset and restarts Unix time, so resetting the scale is not enough."""
+    """Put the process's model clock back exactly as it was: leaving `_clock.model_time` keeps the
+    monotonic clock's offset and restarts Unix time, so for tests that compare clock readings
+    across a change of scale, ending the hold is not enough."""
     anchor = _clock._Anchor
     saved = {k: v for k, v in vars(anchor).items() if not k.startswith("__")}
     try:

@@ -11,16 +11,17 @@ With no OTLP endpoint configured, spans, metrics and cells go to the embedded st
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .cells import CellState, ContextThreadPoolExecutor, carry_context, cell, current_cell
-from .model import Cell, CellStatus, LoadWindow, MetricSample, Request
-from .telemetry import Telemetry, configure, shutdown
 
 if TYPE_CHECKING:
+    from .cells import CellState, ContextThreadPoolExecutor, carry_context, cell, current_cell
     from .deadline import DeadlineResult, astream_with_deadline, stream_with_deadline
     from .instrumentation import SparkOtelInstrumentor, instrument, uninstrument
+    from .model import Cell, CellStatus, LoadWindow, MetricSample, Request
+    from .telemetry import Telemetry, configure, shutdown
 
 __all__ = [
     "Cell",
@@ -45,24 +46,36 @@ __all__ = [
     "uninstrument",
 ]
 
-# Imported on first use, so `import spark_otel` stays cheap and the CLI's --help stays fast.
-_LAZY = {
+# Each public name's home, imported on first use: `import spark_otel` costs next to nothing and
+# does nothing else (no provider, no hook, no environment read), and the CLI's --help stays fast.
+_HOMES = {
+    "CellState": "cells",
+    "ContextThreadPoolExecutor": "cells",
+    "carry_context": "cells",
+    "cell": "cells",
+    "current_cell": "cells",
     "DeadlineResult": "deadline",
     "astream_with_deadline": "deadline",
     "stream_with_deadline": "deadline",
     "SparkOtelInstrumentor": "instrumentation",
     "instrument": "instrumentation",
     "uninstrument": "instrumentation",
+    "Cell": "model",
+    "CellStatus": "model",
+    "LoadWindow": "model",
+    "MetricSample": "model",
+    "Request": "model",
+    "Telemetry": "telemetry",
+    "configure": "telemetry",
+    "shutdown": "telemetry",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    home = _HOMES.get(name)
+    if home is None:
         raise AttributeError(f"module 'spark_otel' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
     globals()[name] = value
     return value
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,26 +231,25 @@ def run_demo(
     import spark_otel
 
     from .probe import ProbeSettings, run_probe
+    from .sim.clock import box_model_time
     from .store import Store
     from .telemetry import configure
 
     plan = DemoPlan.quick(speed) if quick else DemoPlan.full(speed)
     phase = on_phase or (lambda _name: None)
-    tag = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
+    now = datetime.fromtimestamp(_clock.real_wall_ns() / NS_PER_S)
+    tag = now.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
     serial_eval, load_eval = f"demo-serial-{tag}", f"demo-nemotron-{tag}"
     path = demo_store_path(store_path, out_dir)
     if store_path is None:
         _clear_own_store(path)
-    started = time.monotonic()
+    started = _clock.real_monotonic_ns()
     phase("starting the simulated box")
-    previous_scale = _clock.time_scale()
-    with _box_process(plan.speed) as urls:
-        # Model time runs `speed` times faster than the real clock; start it far enough in the
-        # past that the run ends near the real present, so the store holds no future records
-        # for a later real eval to mistake for overlapping load.
-        _clock.set_time_scale(
-            plan.speed, model_unix_ns=time.time_ns() - int(1.25 * plan.expected_model_s * NS_PER_S)
-        )
+    # Model time runs `speed` times faster than the real clock; the box's starts far enough in
+    # the past that the run ends near the real present, so the store holds no future records for
+    # a later real eval to mistake for overlapping load. This process follows the box's clock.
+    epoch = _clock.real_wall_ns() - int(1.25 * plan.expected_model_s * NS_PER_S)
+    with _box_process(plan.speed, epoch) as urls, box_model_time(urls[SERIAL_ENGINE]):
         telemetry = configure(service_name="spark-otel-demo", store=path, metric_export_interval_ms=60_000)
         spark_otel.instrument()
         try:
@@ -320,7 +320,6 @@ def run_demo(
             spark_otel.uninstrument()
             telemetry.force_flush()
             telemetry.shutdown()
-            _clock.set_time_scale(previous_scale)
     phase("reading the eval's own records")
     with Store(path) as reader:
         content, neighbour = _analyse(reader, tag, serial_eval, load_eval, probe)
@@ -337,7 +336,7 @@ def run_demo(
         neighbour=neighbour,
         content=content,
         ground_truth=ground_truth,
-        wall_s=time.monotonic() - started,
+        wall_s=(_clock.real_monotonic_ns() - started) / NS_PER_S,
     )
 
 
@@ -388,7 +387,8 @@ def serve_box_main() -> None:
     try:
         from .sim import run_box
 
-        with run_box(_ENGINES, speed=float(sys.argv[1]), seed=0) as box:
+        speed, epoch = float(sys.argv[1]), int(sys.argv[2])
+        with _clock.model_time(speed, epoch_unix_ns=epoch), run_box(_ENGINES, speed=speed, seed=0) as box:
             print(json.dumps({name: box.url(name) for name in box.engines}), flush=True)
             sys.stdin.read()
     except Exception as exc:
@@ -396,14 +396,17 @@ def serve_box_main() -> None:
 
 
 @contextmanager
-def _box_process(speed: float) -> Iterator[dict[str, str]]:
+def _box_process(speed: float, epoch_unix_ns: int) -> Iterator[dict[str, str]]:
     import json
     import subprocess
     import sys
 
     code = "from spark_otel.demo import serve_box_main; serve_box_main()"
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, repr(speed)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, repr(speed), str(epoch_unix_ns)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdin is not None
     assert proc.stdout is not None

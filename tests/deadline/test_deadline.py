@@ -451,11 +451,11 @@ def test_absolute_deadline_cuts_off_at_that_time(
     assert time.time() >= at
 
 
-def test_deadline_and_timings_are_in_model_time(
-    test_server: MisbehavingServer, tag: str, restore_clock: None
-) -> None:
-    _clock.set_time_scale(10.0)
-    result, took = run_sync("httpx2", test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=3.0)
+def test_deadline_and_timings_are_in_model_time(test_server: MisbehavingServer, tag: str) -> None:
+    with _clock.model_time(10.0):
+        result, took = run_sync(
+            "httpx2", test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=3.0
+        )
     assert result.status is DeadlineStatus.DEADLINE
     assert 0.3 <= took < 0.3 + PROMPTNESS_S  # 3 model seconds are 0.3 real ones
     assert result.timings.elapsed_s == pytest.approx(3.0, abs=10 * PROMPTNESS_S)

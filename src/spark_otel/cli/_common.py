@@ -59,10 +59,27 @@ def fmt_number(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def rich_module(name: str) -> Any:
+    """A module of ``rich``, which draws the tables and progress of the CLI (the ``cli`` extra):
+    the core install that `instrument()` needs leaves it out, so a command that would draw one
+    without it says which extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"rich.{name}")
+    except ImportError:
+        from .._exceptions import ConfigError
+
+        raise ConfigError(
+            "this command draws tables with rich, which the core install leaves out: "
+            "pip install 'spark-otel[cli]' (or use --json where the command has it)"
+        ) from None
+
+
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     """A table in the article's style, on stdout; plain text when not a terminal."""
-    from rich.console import Console
-    from rich.table import Table
+    Console = rich_module("console").Console
+    Table = rich_module("table").Table
 
     table = Table(title=title, show_lines=False)
     for column in columns:

@@ -25,7 +25,7 @@ import argparse
 import shlex
 
 from .._exceptions import ConfigError
-from ._common import fmt_number, print_table
+from ._common import fmt_number, print_table, rich_module
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,15 +52,13 @@ def _pct(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from ..analysis.neighbour import windows_touched
     from ..demo import run_demo
     from .probe import level_rows
 
     if not args.speed > 0 or args.speed == float("inf"):
         raise ConfigError(f"--speed must be a positive finite number, got {args.speed}")
-    console = Console(stderr=True)
+    console = rich_module("console").Console(stderr=True)
     with console.status("starting") as status:
         result = run_demo(
             speed=args.speed,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ._common import add_store_argument, fmt_number, open_store, print_table
+from ._common import add_store_argument, fmt_number, open_store, print_table, rich_module
 
 if TYPE_CHECKING:
     from ..probe.results import ProbeReport
@@ -131,8 +131,6 @@ def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
-
     from ..probe import ProbeIncomplete, ProbeSettings, run_probe
     from ..receivers.receiver import split_engine_spec
     from ..telemetry import configure, otlp_configured
@@ -162,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if otlp_configured():  # levels go to the collector as load-window spans as well
         telemetry = configure(service_name="spark-otel-probe", store=False)
     try:
-        with Progress(transient=True) as progress:
+        with rich_module("progress").Progress(transient=True) as progress:
             task = progress.add_task(f"probing {url}", total=total)
             report = run_probe(url, settings, store=store, on_level=lambda _lv: progress.advance(task))
     except ProbeIncomplete as exc:

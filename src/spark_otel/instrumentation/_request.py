@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -325,7 +324,7 @@ class RequestTelemetry:
         self.span: Span = rt.tracer.start_span(
             shape.name, kind=SpanKind.CLIENT, attributes=attrs, start_time=_clock.wall_ns()
         )
-        self.start_ns = time.perf_counter_ns()
+        self.start_ns = _clock.real_monotonic_ns()
 
     # -- during the call ---------------------------------------------------------------------------
     def traceparent_headers(self) -> dict[str, str]:
@@ -395,7 +394,7 @@ class RequestTelemetry:
         """Record everything once; later calls (close after exhaustion, GC) do nothing."""
         if not self._once.acquire(blocking=False):
             return
-        end_ns = time.perf_counter_ns()
+        end_ns = _clock.real_monotonic_ns()
         span = self.span
         try:
             self._record(

@@ -12,13 +12,13 @@ Per chunk: one clock read, a counter, set-once guards and a reference to the usa
 from __future__ import annotations
 
 from array import array
-from time import perf_counter_ns
 from types import TracebackType
 from typing import Any
 
 import wrapt
 
 from .. import _semconv as sc
+from .._clock import real_monotonic_ns
 from .._guard import report_failure
 from ._request import RequestTelemetry, error_type_of
 
@@ -56,7 +56,7 @@ class StreamState:
         self.texts: dict[int, list[str]] | None = {} if request.rt.capture_content else None
 
     def on_chunk(self, chunk: Any) -> None:
-        now = perf_counter_ns()
+        now = real_monotonic_ns()
         if self.first_ns:
             self.intervals.append(now - self.last_ns)
         else:

@@ -24,9 +24,8 @@ answers ``GET /sim/info`` with a finite ``speed`` sets the clock's time scale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import math
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -37,12 +36,14 @@ from opentelemetry import context as otel_context
 
 from .. import _clock
 from .. import _semconv as sc
+from .._clock import NS_PER_S
 from .._exceptions import ConfigError, EngineError, InputError
 from .._guard import guard
 from .._version import __version__
 from ..analysis.probe_levels import LevelMeasurement, curve_of, level_warnings, mean_power, summarize_level
 from ..model import AttributeValue, LoadWindow
 from ..receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta, engine_base_url
+from ..sim.clock import BoxClock, box_clock
 from ..store import Store
 from ..telemetry import current_telemetry
 from .power import PowerMeter, power_meter, sample_power
@@ -90,25 +91,30 @@ class _Prober:
         self.warnings: list[str] = []
         self.control = httpx2.AsyncClient(base_url=self.url, timeout=10.0, trust_env=False)
 
-    async def discover(self) -> None:
-        """Check the engine answers, find its model and (for the simulated box) its speed."""
+    async def discover(self, held: contextlib.ExitStack) -> None:
+        """Check the engine answers, find its model and (for the simulated box) its speed; hold
+        the model clock at that speed in ``held``, lined up with the box's own."""
+        box: BoxClock | None = None
         try:
+            sent = _clock.real_monotonic_ns()
             info = await self.control.get("/sim/info")
             if info.status_code == 200:
                 self.sim_info = info.json()
+                if isinstance(self.sim_info, dict):
+                    box = box_clock(
+                        self.sim_info, sent_real_ns=sent, received_real_ns=_clock.real_monotonic_ns()
+                    )
         except httpx2.HTTPError as exc:
             raise EngineError(f"{self.url}: cannot reach the engine: {type(exc).__name__}: {exc}") from exc
         except ValueError:
             self.sim_info = None
         scale = self.settings.time_scale
-        if scale is None and self.sim_info is not None:
-            speed = self.sim_info.get("speed")
-            if isinstance(speed, int | float) and math.isfinite(speed) and speed > 0:
-                scale = float(speed)
-        if scale is not None and scale != _clock.time_scale():
+        if scale is None and box is not None:
+            scale = box.speed
+        if scale is not None:
             # Line our model clock up with the box's, so load windows meet its other clients' cells.
-            anchor = self.sim_info.get("unix_ns") if self.sim_info is not None else None
-            _clock.set_time_scale(scale, model_unix_ns=anchor if isinstance(anchor, int) else None)
+            epoch = box.epoch_now() if box is not None and box.speed == scale else None
+            held.enter_context(_clock.model_time(scale, epoch_unix_ns=epoch))
         self.time_scale = _clock.time_scale()
         if not self.model:
             try:
@@ -149,14 +155,14 @@ class _Prober:
 
     async def settle(self, running_before: float | None) -> tuple[EngineSnapshot | None, bool]:
         """Scrape until the engine runs no more requests than before the level (or give up)."""
-        limit = time.monotonic() + _SETTLE_WALL_S
+        limit = _clock.real_monotonic_ns() + int(_SETTLE_WALL_S * NS_PER_S)
         while True:
             snap = await self.scrape()
             if snap is None or snap.requests_running is None or running_before is None:
                 return snap, snap is not None
             if snap.requests_running <= running_before:
                 return snap, True
-            if time.monotonic() > limit:
+            if _clock.real_monotonic_ns() > limit:
                 return snap, False
             await asyncio.sleep(_SETTLE_POLL_S)
 
@@ -184,11 +190,11 @@ class _Prober:
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample_power(meter, samples, stop)) if meter else None
         start_unix_ns = _clock.wall_ns()
-        cpu0 = time.thread_time()
+        cpu0 = _clock.thread_cpu_s()
         ceiling = _clock.to_wall_s(self.settings.request_timeout_s)
         tasks = [asyncio.create_task(once(client, body)) for _ in range(streams)]
         done, pending = await asyncio.wait(tasks, timeout=ceiling + _LEVEL_GRACE_WALL_S)
-        cpu_s = time.thread_time() - cpu0
+        cpu_s = _clock.thread_cpu_s() - cpu0
         end_unix_ns = _clock.wall_ns()
         # Power over the streams' own window: read before the settle wait, which is idle time.
         power_after = await meter.reading() if meter else None
@@ -311,11 +317,12 @@ async def arun_probe(
     prober = _Prober(engine_url, settings, store)
     meter: PowerMeter | None = None
     levels: list[ProbeLevel] = []
-    previous_scale = _clock.time_scale()
+    # The model clock holds for this run only: every figure is read in model time inside it.
+    held = contextlib.ExitStack()
     # Instrumentations honour this key: the probe must not trace (and pay for) its own requests.
     token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
     try:
-        await prober.discover()
+        await prober.discover(held)
         prober.check_label()
         meter = power_meter(settings.gpu, prober.url, prober.sim_info)
         top = max(settings.streams)
@@ -339,6 +346,9 @@ async def arun_probe(
                     levels.append(level)
                     if on_level is not None:
                         on_level(level)
+        report = _report(prober, meter, levels)
+        _store_report(prober, report)
+        return report
     except BaseException as exc:
         # What was measured before the failure stays: its windows are stored; add the report.
         partial = _partial_report(prober, meter, levels, exc)
@@ -346,16 +356,11 @@ async def arun_probe(
             raise ProbeIncomplete(str(exc), partial) from exc
         raise
     finally:
-        # The scale holds for this run only; figures already read in model time.
-        if _clock.time_scale() != previous_scale:
-            _clock.set_time_scale(previous_scale)
+        held.close()
         otel_context.detach(token)
         await prober.control.aclose()
         if meter is not None:
             meter.close()
-    report = _report(prober, meter, levels)
-    _store_report(prober, report)
-    return report
 
 
 def _report(prober: _Prober, meter: PowerMeter | None, levels: list[ProbeLevel]) -> ProbeReport:

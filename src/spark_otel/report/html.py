@@ -11,6 +11,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from .._clock import real_wall_ns
 from .._exceptions import InputError
 from .._version import __version__
 from ..analysis.neighbour import windows_touched
@@ -246,7 +247,7 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
     subtitle = (
         f"From {content.source}: {content.n_cells} cells, {content.n_windows} load windows, "
         f"{len(content.probes)} probe runs ({scope}); "
-        f"generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}."
+        f"generated {datetime.fromtimestamp(real_wall_ns() / NS_PER_S, UTC).strftime('%Y-%m-%d %H:%M UTC')}."
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in content.notes)
     body = "".join(

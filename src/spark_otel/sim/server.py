@@ -6,9 +6,9 @@ bound before the thread starts (a busy port fails at once, naming the engine), a
 context always stops everything, also with streams in flight: their requests are aborted, their
 streams end, and the servers close.
 
-While a box with a finite speed runs, it sets this process's model clock
-(`spark_otel._clock.set_time_scale`) to that speed, so every timestamp spark-otel records in the
-process reads in the same model time as the box; the previous scale returns when the last box stops.
+While a box with a finite speed runs, it holds this process's model clock at that speed
+(`spark_otel._clock.model_time`), so every timestamp spark-otel records in the process reads in
+the same model time as the box; real time returns when the last hold ends.
 """
 
 from __future__ import annotations
@@ -245,43 +245,13 @@ class Box:
         self._spec(name)
         return list(self.model.engines[name].timings)  # one C call: atomic against the box's thread
 
+    def unix_ns(self, model_ns: int) -> int:
+        """The model Unix time of one of the box's model-clock stamps (a `RequestTiming`'s)."""
+        return self.model.clock.unix_ns(model_ns)
+
     def gpu(self) -> dict[str, Any]:
         """The same readout ``GET /sim/gpu`` serves."""
         return self.model.gpu().as_dict()
-
-
-class _ClockHold:
-    """Reference-counts boxes that set the process's model clock, so they agree on one speed."""
-
-    lock = threading.Lock()
-    count = 0
-    speed = 1.0
-    previous = 1.0
-
-    @classmethod
-    def acquire(cls, speed: float) -> None:
-        if not math.isfinite(speed):
-            return
-        with cls.lock:
-            if cls.count and speed != cls.speed:
-                raise ConfigError(
-                    f"a simulated box at speed {cls.speed:g} already runs in this process; "
-                    f"all boxes in one process share one model clock, so speed {speed:g} cannot start"
-                )
-            if not cls.count:
-                cls.previous, cls.speed = _clock.time_scale(), speed
-                if cls.previous != speed:
-                    _clock.set_time_scale(speed)
-            cls.count += 1
-
-    @classmethod
-    def release(cls, speed: float) -> None:
-        if not math.isfinite(speed):
-            return
-        with cls.lock:
-            cls.count -= 1
-            if not cls.count and _clock.time_scale() != cls.previous:
-                _clock.set_time_scale(cls.previous)
 
 
 @contextmanager
@@ -311,22 +281,26 @@ def run_box(
     if not (contention >= 0 and math.isfinite(contention)):
         raise ConfigError(f"contention must be a finite number >= 0, got {contention!r}")
     specs = _specs(engines, ports)
-    # Take the clock before binding: a box at another speed fails here with no socket to leak.
-    _ClockHold.acquire(speed)
-    sockets: list[socket.socket] = []
-    runner: _Runner | None = None
-    try:
-        for spec in specs:
-            sockets.append(_bind(host, spec))
-        bound_ports = [int(sock.getsockname()[1]) for sock in sockets]
-        runner = _Runner(specs, sockets, float(speed), seed, contention)
-        runner.start()
-        if not runner.ready.wait(_START_TIMEOUT_S) or runner.error is not None or runner.model is None:
-            raise ConfigError(f"the simulated box did not start: {runner.error!r}")
-        yield Box(host, specs, bound_ports, runner)
-    finally:
-        if runner is not None:
-            runner.stop()
-        for sock in sockets:
-            sock.close()
-        _ClockHold.release(speed)
+    with contextlib.ExitStack() as held:
+        # Take the clock before binding: a box at another speed fails here with no socket to leak.
+        if math.isfinite(speed):  # an infinite box keeps a virtual clock of its own
+            try:
+                held.enter_context(_clock.model_time(speed))
+            except ConfigError as exc:
+                raise ConfigError(f"a simulated box at speed {speed:g} cannot start: {exc}") from None
+        sockets: list[socket.socket] = []
+        runner: _Runner | None = None
+        try:
+            for spec in specs:
+                sockets.append(_bind(host, spec))
+            bound_ports = [int(sock.getsockname()[1]) for sock in sockets]
+            runner = _Runner(specs, sockets, float(speed), seed, contention)
+            runner.start()
+            if not runner.ready.wait(_START_TIMEOUT_S) or runner.error is not None or runner.model is None:
+                raise ConfigError(f"the simulated box did not start: {runner.error!r}")
+            yield Box(host, specs, bound_ports, runner)
+        finally:
+            if runner is not None:
+                runner.stop()
+            for sock in sockets:
+                sock.close()

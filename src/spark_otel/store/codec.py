@@ -8,13 +8,15 @@ by the same functions (`cell_start_attributes`, `cell_end_attributes`, `cell_spa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Status, StatusCode
 
 from .. import _semconv as sc
 from ..model import AttributeValue, Cell, CellStatus, LoadWindow, Request, attributes_json
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
     "cell_end_attributes",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import _clock
 from .._exceptions import StoreError
 from ..model import Cell, LoadWindow, MetricSample, Request
 from .schema import CELLS, DOCUMENTS, LOAD_WINDOWS, METRIC_SAMPLES, REQUESTS, TABLES, Table
@@ -47,7 +48,14 @@ def _reopen_stores_after_fork() -> None:
             _open_stores.discard(store)
 
 
-os.register_at_fork(after_in_child=_reopen_stores_after_fork)
+_fork_hook = threading.Event()
+
+
+def _reopen_in_forked_children() -> None:
+    """Registered when the first store opens, so importing spark-otel registers nothing."""
+    if not _fork_hook.is_set():
+        _fork_hook.set()
+        os.register_at_fork(after_in_child=_reopen_stores_after_fork)
 
 
 def default_store_path() -> Path:
@@ -83,6 +91,7 @@ class Store:
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
         _open_stores.add(self)
+        _reopen_in_forked_children()
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -159,7 +168,7 @@ class Store:
     def put_document(self, kind: str, name: str, body: dict[str, Any], *, uid: str | None = None) -> str:
         """Keep a result document (a probe run, an Nsight summary, a report) as JSON."""
         uid = uid or uuid.uuid4().hex
-        document = _Document(uid=uid, kind=kind, name=name, created_unix_ns=time.time_ns(), body=body)
+        document = _Document(uid=uid, kind=kind, name=name, created_unix_ns=_clock.wall_ns(), body=body)
         with self._transaction() as conn:
             conn.execute(DOCUMENTS.insert_sql, DOCUMENTS.row(document))
         return uid

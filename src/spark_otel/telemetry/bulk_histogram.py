@@ -25,7 +25,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from time import time_ns
 from typing import Any
 
 from opentelemetry.sdk.metrics import Histogram as SdkHistogram
@@ -44,6 +43,8 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.metrics.view import DefaultAggregation
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.util.types import AttributeValue
+
+from .._clock import real_wall_ns
 
 __all__ = ["BulkHistogram", "BulkHistogramReader", "bulk_histograms_of", "register_bulk_histograms"]
 
@@ -142,7 +143,7 @@ class BulkHistogram:
         high = max(batch)
         counts = Counter(map(self._bucket_of, batch))
         key = frozenset(attributes.items())
-        now = time_ns()
+        now = real_wall_ns()
         buckets = len(self.boundaries) + 1
         with self._lock:
             for state in self._states:
@@ -235,7 +236,7 @@ class BulkHistogramReader(PeriodicExportingMetricReader):
         super()._receive_metrics(metrics_data, timeout_millis, **kwargs)
 
     def _produce(self) -> list[Metric]:
-        now = time_ns()
+        now = real_wall_ns()
         produced = (histogram.collect(state, now) for histogram, state in self._states)
         return [m for m in produced if m is not None]
 

@@ -17,10 +17,11 @@ Settings honoured (all standard OpenTelemetry ones are read by the SDK and expor
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from opentelemetry import trace
@@ -46,6 +47,7 @@ _logger = logging.getLogger(__name__)
 # The store keeps every cell: a deep queue so a burst of short cells is never dropped.
 _STORE_QUEUE_SIZE = 65_536
 _STORE_METRIC_INTERVAL_MS = 10_000
+TIME_SCALE_ENV = "SPARK_OTEL_TIME_SCALE"
 
 _lock = threading.Lock()
 _current: Telemetry | None = None
@@ -61,6 +63,8 @@ class Telemetry:
     otlp: bool = False
     owns_store: bool = True
     """False when the caller handed `configure()` its own `Store`: the caller closes it."""
+    _clock_hold: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+    """The model clock this telemetry holds (from the environment), released at shutdown."""
     _closed: bool = False
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -80,6 +84,7 @@ class Telemetry:
         finally:
             if self.store is not None and self.owns_store:
                 self.store.close()
+            self._clock_hold.close()
 
 
 def configure(
@@ -96,8 +101,42 @@ def configure(
     ``SPARK_OTEL_STORE`` is not), True uses the default path, a path or `Store` picks the file,
     False turns it off. ``otlp``: None follows the ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variables.
     Calling again replaces the previous setup (which is flushed and shut down).
+
+    This is where spark-otel reads its environment (nothing is read at import): besides the
+    ``OTEL_*`` settings, ``SPARK_OTEL_STORE``, and the model clock for a simulated box:
+    ``SPARK_OTEL_MODEL_CLOCK=URL`` follows the box at URL (its speed and epoch, so several runner
+    processes agree), ``SPARK_OTEL_TIME_SCALE=N`` runs N times faster from now. A bad value
+    raises `ConfigError`.
     """
     global _current
+    clock_hold = _model_clock_from_environment()
+    try:
+        telemetry = _pipeline(service_name, store, otlp, metric_export_interval_ms)
+    except BaseException:
+        clock_hold.close()
+        raise
+    telemetry._clock_hold = clock_hold
+
+    import multiprocessing.util
+
+    multiprocessing.util.register_after_fork(telemetry, _flush_at_worker_exit)
+    _flush_at_exit()
+    with _lock:
+        previous, _current = _current, telemetry
+    if previous is not None:
+        previous.shutdown()
+    if set_global:
+        set_global_providers(telemetry.tracer_provider, telemetry.meter_provider)
+    return telemetry
+
+
+def _pipeline(
+    service_name: str | None,
+    store: bool | str | os.PathLike[str] | Store | None,
+    otlp: bool | None,
+    metric_export_interval_ms: int | None,
+) -> Telemetry:
+    """The providers, exporters and store `configure` asked for."""
     use_otlp = otlp_configured() or otlp_configured("metrics") if otlp is None else otlp
     if store is None:
         store = (not use_otlp) or bool(os.environ.get(STORE_ENV))
@@ -128,20 +167,9 @@ def configure(
     tracer_provider, meter_provider = build_providers(
         span_processors, metric_exporters, service_name=service_name
     )
-    telemetry = Telemetry(
+    return Telemetry(
         tracer_provider, meter_provider, the_store, bool(use_otlp), owns_store=not isinstance(store, Store)
     )
-
-    import multiprocessing.util
-
-    multiprocessing.util.register_after_fork(telemetry, _flush_at_worker_exit)
-    with _lock:
-        previous, _current = _current, telemetry
-    if previous is not None:
-        previous.shutdown()
-    if set_global:
-        set_global_providers(tracer_provider, meter_provider)
-    return telemetry
 
 
 def _no_longer_in_force(telemetry: Telemetry) -> None:
@@ -179,4 +207,41 @@ def _flush_at_worker_exit(_telemetry: Telemetry) -> None:
     multiprocessing.util.Finalize(None, shutdown, exitpriority=10)
 
 
-atexit.register(shutdown)
+_exit_hook = threading.Event()
+
+
+def _flush_at_exit() -> None:
+    """Flush what is still queued when the interpreter exits; registered by the first configure()."""
+    if not _exit_hook.is_set():
+        _exit_hook.set()
+        atexit.register(shutdown)
+
+
+def _model_clock_from_environment() -> contextlib.ExitStack:
+    """The model clock ``SPARK_OTEL_MODEL_CLOCK`` or ``SPARK_OTEL_TIME_SCALE`` asks for, held."""
+    from .. import _clock
+    from .._exceptions import ConfigError, EngineError
+    from ..sim.clock import MODEL_CLOCK_ENV, box_model_time
+
+    box = os.environ.get(MODEL_CLOCK_ENV, "").strip()
+    scale = os.environ.get(TIME_SCALE_ENV, "").strip()
+    held = contextlib.ExitStack()
+    if box and scale:
+        raise ConfigError(f"set {MODEL_CLOCK_ENV} (follow a simulated box) or {TIME_SCALE_ENV}, not both")
+    if box:
+        try:
+            held.enter_context(box_model_time(box))
+        except EngineError as exc:
+            raise ConfigError(f"{MODEL_CLOCK_ENV}={box!r}: {exc}") from exc
+    elif scale:
+        try:
+            value = float(scale)
+        except ValueError:
+            raise ConfigError(
+                f"{TIME_SCALE_ENV}={scale!r} is not a number (model seconds per real second)"
+            ) from None
+        try:
+            held.enter_context(_clock.model_time(value))
+        except ConfigError as exc:
+            raise ConfigError(f"{TIME_SCALE_ENV}={scale!r}: {exc}") from exc
+    return held

@@ -1,0 +1,89 @@
+"""Lining a process's model clock up with a simulated box's, so several processes agree.
+
+A simulated box runs ``speed`` times faster than real time and reports its model clock in
+``GET /sim/info`` (``speed``, ``unix_ns``). A process that drives it (an eval runner, the probe,
+the demo) reads that once and holds `spark_otel._clock.model_time` at the box's speed and epoch;
+from then on its timestamps and the box's, and those of every other process anchored the same
+way, are on one model clock, whenever each process started. The box stamped ``unix_ns`` at some
+point of the round trip; its middle is taken, so the error is at most half a round trip in real
+time (about 0.1 ms on loopback, times the speed: 10 ms of model time at 100x).
+
+``SPARK_OTEL_MODEL_CLOCK=URL`` makes `spark_otel.configure()` do this for the whole process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _clock
+from .._exceptions import EngineError
+
+__all__ = ["MODEL_CLOCK_ENV", "BoxClock", "box_clock", "box_model_time", "read_box_clock"]
+
+MODEL_CLOCK_ENV = "SPARK_OTEL_MODEL_CLOCK"
+_INFO_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class BoxClock:
+    """A box's model clock as one reading saw it."""
+
+    speed: float
+    box_unix_ns: int
+    """The box's model Unix time when it answered."""
+    read_real_ns: int
+    """This process's real monotonic time at the middle of the round trip that read it."""
+
+    def epoch_now(self) -> int:
+        """The box's model Unix time now, extrapolated at its speed from the reading."""
+        return self.box_unix_ns + int((_clock.real_monotonic_ns() - self.read_real_ns) * self.speed)
+
+
+def box_clock(info: Mapping[str, Any], *, sent_real_ns: int, received_real_ns: int) -> BoxClock | None:
+    """The clock in a ``/sim/info`` answer; None for a box without a finite speed (an infinite
+    box keeps a virtual clock no other process can follow)."""
+    speed, unix_ns = info.get("speed"), info.get("unix_ns")
+    if (
+        isinstance(speed, bool)
+        or not isinstance(speed, int | float)
+        or not (math.isfinite(speed) and speed > 0)
+    ):
+        return None
+    if isinstance(unix_ns, bool) or not isinstance(unix_ns, int):
+        return None
+    return BoxClock(float(speed), unix_ns, (sent_real_ns + received_real_ns) // 2)
+
+
+def read_box_clock(url: str) -> BoxClock:
+    """``GET {url}/sim/info`` and its clock; `EngineError` when the URL is no simulated box."""
+    import httpx2
+
+    from ..receivers.prometheus import engine_base_url
+
+    base = engine_base_url(url)
+    sent = _clock.real_monotonic_ns()
+    try:
+        response = httpx2.get(f"{base}/sim/info", timeout=_INFO_TIMEOUT_S, trust_env=False)
+        received = _clock.real_monotonic_ns()
+        info = response.json() if response.status_code == 200 else None
+    except (httpx2.HTTPError, ValueError) as exc:
+        raise EngineError(f"{base}/sim/info: cannot read the simulated box's clock: {exc}") from exc
+    clock = box_clock(info, sent_real_ns=sent, received_real_ns=received) if isinstance(info, dict) else None
+    if clock is None:
+        raise EngineError(
+            f"{base}/sim/info: not a simulated box with a finite speed "
+            f"(HTTP {response.status_code}); {MODEL_CLOCK_ENV} names a box started by spark-otel sim"
+        )
+    return clock
+
+
+@contextmanager
+def box_model_time(url: str) -> Iterator[BoxClock]:
+    """Hold this process's model clock at the box's speed and epoch for the block."""
+    clock = read_box_clock(url)
+    with _clock.model_time(clock.speed, epoch_unix_ns=clock.epoch_now()):
+        yield clock
