@@ -27,10 +27,12 @@ import importlib
 import importlib.util
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import wrapt
+from opentelemetry.instrumentation.dependencies import DependencyConflict, get_dependency_conflicts
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]  # untyped
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
@@ -57,12 +59,26 @@ _OPENAI_TARGETS = (
     ("openai.resources.completions", "AsyncCompletions", async_completions_create),
 )
 _HTTPX_MODULES = ("httpx2", "httpx")
-# What `opentelemetry-instrument` and `BaseInstrumentor` callers pass to every instrumentor.
+INSTRUMENTS_ANY = ("openai >= 1.26, < 4", "httpx2 >= 2.16, < 3", "httpx >= 0.27, < 1")
+"""The clients instrumented, as ``pyproject.toml``'s ``instruments-any`` extra lists them."""
+_OWN_KWARGS = frozenset(
+    {
+        "tracer_provider",
+        "meter_provider",
+        "capture_content",
+        "include_usage",
+        "inject_traceparent",
+        "provider_name",
+        "chunk_metrics",
+    }
+)
+# What `opentelemetry-instrument` and `BaseInstrumentor` callers pass to every instrumentor
+# (`BaseInstrumentor.instrument` takes these two off before `_instrument` sees the rest).
 _BASE_INSTRUMENTOR_KWARGS = frozenset({"skip_dep_check", "raise_exception_on_conflict"})
 
 
-def _check_kwargs(call: str, kwargs: dict[str, Any]) -> None:
-    unknown = sorted(set(kwargs) - _BASE_INSTRUMENTOR_KWARGS)
+def _check_kwargs(call: str, kwargs: dict[str, Any], *, known: frozenset[str]) -> None:
+    unknown = sorted(set(kwargs) - known - _BASE_INSTRUMENTOR_KWARGS)
     if unknown:
         raise ConfigError(f"{call}: unknown argument(s) {', '.join(unknown)}")
 
@@ -74,57 +90,68 @@ def _installed(module: str) -> bool:
         return False
 
 
-class SparkOtelInstrumentor:
+class SparkOtelInstrumentor(BaseInstrumentor):
     """Patches the openai SDK and raw httpx2/httpx once; `uninstrument` undoes it.
 
-    Both calls are idempotent: a second `instrument` (or an `uninstrument` with nothing
-    instrumented) logs a warning and does nothing. Also registered as an
-    ``opentelemetry_instrumentor`` entry point for ``opentelemetry-instrument``.
+    An OpenTelemetry contrib instrumentor (`BaseInstrumentor`): a singleton, registered as an
+    ``opentelemetry_instrumentor`` entry point for ``opentelemetry-instrument``, with its
+    supported client ranges in `instrumentation_dependencies` (any one of them suffices: the
+    ``instruments-any`` extra). Both calls are idempotent: a second `instrument` (or an
+    `uninstrument` with nothing instrumented) logs a warning and does nothing.
     """
 
     _lock = threading.Lock()
     _runtime: Runtime | None = None
     _patches: list[tuple[type, str, Any, Any]] = []  # noqa: RUF012 - class-wide on purpose
 
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return INSTRUMENTS_ANY
+
+    def _check_dependency_conflicts(self) -> DependencyConflict | None:
+        """Any one supported client will do (httpx2, a core dependency, always is)."""
+        conflicts = [get_dependency_conflicts([dependency]) for dependency in INSTRUMENTS_ANY]
+        return None if any(c is None for c in conflicts) else conflicts[0]
+
     @property
     def is_instrumented(self) -> bool:
-        return SparkOtelInstrumentor._runtime is not None
+        return bool(self.is_instrumented_by_opentelemetry)
 
     @property
     def config(self) -> InstrumentationConfig | None:
         runtime = SparkOtelInstrumentor._runtime
         return None if runtime is None else runtime.config
 
-    def instrument(
-        self,
-        *,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        capture_content: bool | None = None,
-        include_usage: bool | None = None,
-        inject_traceparent: bool | None = None,
-        provider_name: str = PROVIDER_VLLM,
-        chunk_metrics: bool | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """Patch; see `instrument` for where a provider not given comes from.
+    def instrument(self, **kwargs: Any) -> None:
+        """Patch; see `instrument` for the arguments and where a provider not given comes from.
 
-        Besides its own arguments it accepts (and ignores) the ones `opentelemetry-instrument`
-        passes every instrumentor; any other raises `ConfigError`, so a misspelt switch is not
-        silently off.
+        Besides its own arguments it takes the ones `opentelemetry-instrument` passes every
+        instrumentor; any other raises `ConfigError`, so a misspelt switch is not silently off.
         """
-        _check_kwargs("instrument()", kwargs)
+        if self.is_instrumented_by_opentelemetry:
+            _logger.warning("spark_otel.instrument() called twice; the first call's settings stay")
+            return
+        super().instrument(**kwargs)
+
+    def uninstrument(self, **kwargs: Any) -> None:
+        """Restore the originals; wrappers still held elsewhere become pass-throughs."""
+        _check_kwargs("uninstrument()", kwargs, known=frozenset())
+        if not self.is_instrumented_by_opentelemetry:
+            _logger.warning("spark_otel.uninstrument() called while not instrumented")
+            return
+        super().uninstrument(**kwargs)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        _check_kwargs("instrument()", kwargs, known=_OWN_KWARGS)
+        tracer_provider = kwargs.get("tracer_provider")
+        meter_provider = kwargs.get("meter_provider")
         config = InstrumentationConfig.resolve(
-            capture_content=capture_content,
-            include_usage=include_usage,
-            inject_traceparent=inject_traceparent,
-            provider_name=provider_name,
-            chunk_metrics=chunk_metrics,
+            capture_content=kwargs.get("capture_content"),
+            include_usage=kwargs.get("include_usage"),
+            inject_traceparent=kwargs.get("inject_traceparent"),
+            provider_name=kwargs.get("provider_name", PROVIDER_VLLM),
+            chunk_metrics=kwargs.get("chunk_metrics"),
         )
         with SparkOtelInstrumentor._lock:
-            if SparkOtelInstrumentor._runtime is not None:
-                _logger.warning("spark_otel.instrument() called twice; the first call's settings stay")
-                return
             if tracer_provider is None and meter_provider is None:
                 from ..telemetry import configure, current_telemetry, user_pipeline_installed
 
@@ -134,15 +161,11 @@ class SparkOtelInstrumentor:
             self._patch_all(runtime)
             SparkOtelInstrumentor._runtime = runtime
 
-    def uninstrument(self, **kwargs: Any) -> None:
-        """Restore the originals; wrappers still held elsewhere become pass-throughs."""
-        _check_kwargs("uninstrument()", kwargs)
+    def _uninstrument(self, **kwargs: Any) -> None:
         with SparkOtelInstrumentor._lock:
             runtime = SparkOtelInstrumentor._runtime
-            if runtime is None:
-                _logger.warning("spark_otel.uninstrument() called while not instrumented")
-                return
-            runtime.active = False
+            if runtime is not None:
+                runtime.active = False
             for owner, name, original, wrapper in reversed(SparkOtelInstrumentor._patches):
                 if owner.__dict__.get(name) is wrapper:
                     setattr(owner, name, original)

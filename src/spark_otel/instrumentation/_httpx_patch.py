@@ -22,8 +22,9 @@ from opentelemetry import context as otel_context
 
 from .. import _semconv as sc
 from .._guard import report_failure
+from ._foreign import foreign_request_span
 from ._openai_patch import IN_OPENAI_CALL
-from ._request import DEFAULT_PORTS, RequestTelemetry, Runtime, error_type_of
+from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry, Runtime, error_type_of
 from ._sse import SseScanner
 
 __all__ = ["async_httpx_send", "httpx_send"]
@@ -71,18 +72,23 @@ def _request_params(request: Any) -> dict[str, Any]:
 
 def _start(rt: Runtime, request: Any) -> tuple[RequestTelemetry | None, list[str] | None]:
     """The request's telemetry, and the trace headers added to ``request`` (to take off again)."""
-    telemetry = added = None
+    telemetry: RequestTelemetry | None = None
+    added: list[str] | None = None
     try:  # the `guard` contract, without a generator per request
         operation = _operation(request)
         if operation is None:
             return None, None
         params = _request_params(request)
-        url = request.url
-        port = url.port or DEFAULT_PORTS.get(url.scheme)
         streaming = params.get("stream") is True
-        telemetry = RequestTelemetry(
-            rt, operation, params, url.host or None, port, streaming=streaming, layer="httpx"
-        )
+        foreign = foreign_request_span()
+        if foreign is not None:  # another instrumentation made this call's span above the SDK
+            telemetry = ForeignSpanRequest(rt, operation, params, foreign, streaming=streaming)
+        else:
+            url = request.url
+            port = url.port or DEFAULT_PORTS.get(url.scheme)
+            telemetry = RequestTelemetry(
+                rt, operation, params, url.host or None, port, streaming=streaming, layer="httpx"
+            )
         if rt.inject_traceparent and "traceparent" not in request.headers:
             added = _add_trace_headers(request.headers, telemetry.traceparent_headers())
     except Exception as exc:

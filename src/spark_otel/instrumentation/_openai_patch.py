@@ -22,7 +22,8 @@ from opentelemetry.trace import set_span_in_context
 
 from .. import _semconv as sc
 from .._guard import guard, report_failure
-from ._request import DEFAULT_PORTS, RequestTelemetry, Runtime
+from ._foreign import foreign_request_span, past_foreign_wrappers
+from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry, Runtime
 from ._stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
 __all__ = [
@@ -67,11 +68,15 @@ def _start(
     rt: Runtime, operation: str, instance: Any, kwargs: dict[str, Any]
 ) -> tuple[RequestTelemetry | None, dict[str, Any]]:
     """Open the request's span and decide the kwargs to send; on any failure, the user's kwargs."""
-    request = None
+    request: RequestTelemetry | None = None
     try:  # the `guard` contract, without a generator per call
         streaming = kwargs.get("stream") is True
-        host, port = _server(instance)
-        request = RequestTelemetry(rt, operation, kwargs, host, port, streaming=streaming, layer="openai")
+        foreign = foreign_request_span()
+        if foreign is not None:  # another instrumentation wraps outside: its span is the call's
+            request = ForeignSpanRequest(rt, operation, kwargs, foreign, streaming=streaming)
+        else:
+            host, port = _server(instance)
+            request = RequestTelemetry(rt, operation, kwargs, host, port, streaming=streaming, layer="openai")
         if (streaming and rt.include_usage) or rt.inject_traceparent:
             sent = dict(kwargs)
             if streaming and rt.include_usage:
@@ -143,7 +148,7 @@ def _make_sync(operation: str, rt: Runtime) -> Wrapper:
         token = IN_OPENAI_CALL.set(True)
         otel_token = otel_context.attach(set_span_in_context(request.span))
         try:
-            result = wrapped(*args, **sent)
+            result = past_foreign_wrappers(wrapped)(*args, **sent)
         except BaseException as exc:
             request.fail(exc)
             raise
@@ -170,7 +175,7 @@ def _make_async(operation: str, rt: Runtime) -> Wrapper:
         token = IN_OPENAI_CALL.set(True)
         otel_token = otel_context.attach(set_span_in_context(request.span))
         try:
-            result = await wrapped(*args, **sent)
+            result = await past_foreign_wrappers(wrapped)(*args, **sent)
         except BaseException as exc:
             request.fail(exc)
             raise

@@ -111,8 +111,8 @@ class Runtime:
             tracer_provider = trace.get_tracer_provider() if telemetry is None else telemetry.tracer_provider
         if meter_provider is None:
             meter_provider = metrics.get_meter_provider() if telemetry is None else telemetry.meter_provider
-        self.tracer = trace.get_tracer(
-            "spark_otel.instrumentation",
+        self.tracer = trace.get_tracer(  # one scope for a request's span and its metrics
+            sc.SCOPE_NAME,
             __version__,
             tracer_provider=tracer_provider,
             schema_url=sc.SCHEMA_URL,
@@ -514,6 +514,57 @@ class RequestTelemetry:
             for index in sorted(texts)
         ]
         return json.dumps(shaped)
+
+
+class ForeignSpanRequest(RequestTelemetry):
+    """A call whose span another GenAI instrumentation made (it wrapped outside spark-otel's).
+
+    spark-otel puts the cell's attributes (and a deadline helper's notes) on that span and
+    counts the call in the cell; it records no span attribute of its own, no metric, and never
+    ends the span, so the call has one span and one set of GenAI metrics (see `_foreign`).
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self, rt: Runtime, operation: str, params: Mapping[str, Any], span: Span, *, streaming: bool
+    ) -> None:
+        self.rt = rt
+        self.operation = operation
+        self.streaming = streaming
+        self._once = threading.Lock()
+        n = params.get("n")
+        self.choice_count = n if isinstance(n, int) and n > 0 else 1
+        self.cell = current_cell()
+        self.notes = current_request_notes()
+        self.input_messages = None
+        self.span = span
+        if self.cell is not None:
+            span.set_attributes(self.cell.request_attributes)
+        self.start_ns = _clock.real_monotonic_ns()
+
+    def finish(
+        self,
+        *,
+        error_type: str | None = None,
+        input_tokens: Any = None,
+        output_tokens: Any = None,
+        **_outcome: Any,
+    ) -> None:
+        if not self._once.acquire(blocking=False):
+            return
+        try:
+            notes = self.notes
+            if notes is not None and notes.attributes:
+                self.span.set_attributes(notes.attributes)
+            if self.cell is not None:
+                self.cell.add_request(
+                    input_tokens=input_tokens if isinstance(input_tokens, int) else None,
+                    output_tokens=output_tokens if isinstance(output_tokens, int) else None,
+                    error_type=notes.error_type if notes is not None and notes.error_type else error_type,
+                )
+        except Exception as exc:  # the `guard` contract, without a generator per request
+            report_failure("request finalize beside another instrumentation", exc)
 
 
 _NUMBER = (int, float)
