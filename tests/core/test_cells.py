@@ -211,8 +211,9 @@ def test_leaving_a_cell_from_another_context_still_ends_its_span(providers, span
     import contextvars
 
     manager = cell("golden", "elsewhere", **providers)
-    manager.__enter__()
-    contextvars.copy_context().run(manager.__exit__, None, None, None)
+    entered = contextvars.copy_context()  # entered and left here, so this test's own context stays clean
+    entered.run(manager.__enter__)
+    entered.run(lambda: contextvars.copy_context().run(manager.__exit__, None, None, None))
     span = only_cell_span(span_exporter)
     assert span.attributes[sc.CELL_STATUS] == "ok"
 

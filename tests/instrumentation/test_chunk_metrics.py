@@ -178,9 +178,9 @@ def test_only_providers_spark_otel_built_take_a_stream_in_one_bulk_record(
     batches: list[int] = []
     record_many = BulkHistogram.record_many
 
-    def spy(self: BulkHistogram, values: Any, attributes: Any) -> None:
+    def spy(self: BulkHistogram, values: Any, attributes: Any, *args: Any) -> None:
         batches.append(len(values))
-        record_many(self, values, attributes)
+        record_many(self, values, attributes, *args)
 
     monkeypatch.setattr(BulkHistogram, "record_many", spy)
     _, chunks = _run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
@@ -373,7 +373,7 @@ def test_a_failing_bulk_record_costs_only_the_per_chunk_histogram(
     """Injected: no real input makes the bulk record fail, but if it did, the stream, the span
     and every other metric must be as they are without the per-chunk histogram."""
 
-    def broken(self: BulkHistogram, values: Any, attributes: Any) -> None:
+    def broken(self: BulkHistogram, values: Any, attributes: Any, *args: Any) -> None:
         raise RuntimeError("injected")
 
     monkeypatch.setattr(BulkHistogram, "record_many", broken)

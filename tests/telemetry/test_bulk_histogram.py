@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.metrics import Histogram as SdkHistogram
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import AggregationTemporality, HistogramDataPoint, MetricsData
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, TraceFlags
 from tests.conftest import CapturingExporter, points_in
 
 from spark_otel import _semconv as sc
@@ -25,6 +28,7 @@ from spark_otel.telemetry.bulk_histogram import (
     BulkHistogram,
     BulkHistogramReader,
     BulkHistograms,
+    attributes_key,
     bulk_histograms_of,
 )
 
@@ -39,7 +43,7 @@ class SideBySide:
         self.exporter = CapturingExporter({SdkHistogram: temporality})
         self.bulk = BulkHistogram("bulk", unit="s", description="bulk twin", boundaries=BOUNDS)
         self.reader = BulkHistogramReader(
-            self.exporter, BulkHistograms(scope, self.bulk), export_interval_millis=math.inf
+            self.exporter, BulkHistograms(scope, (self.bulk,)), export_interval_millis=math.inf
         )
         self.provider = MeterProvider(metric_readers=[self.reader], shutdown_on_exit=False)
         meter = self.provider.get_meter(SCOPE.name, SCOPE.version, schema_url=SCOPE.schema_url)
@@ -167,23 +171,71 @@ def test_bulk_points_join_the_sdk_scope_or_come_in_their_own() -> None:
         other.close()
 
 
-def test_bulk_points_wait_for_a_collection_the_sdk_has_data_for() -> None:
-    """The SDK exports nothing when it has nothing; the bulk points are kept, not lost."""
-    twin = SideBySide(AggregationTemporality.DELTA)
+def test_bulk_points_are_exported_when_the_sdk_has_nothing_under_the_providers_resource() -> None:
+    """A runner that records only requests has only bulk points: they go out on their own."""
+    resource = Resource({"service.name": "runner"})
+    exporter = CapturingExporter({SdkHistogram: AggregationTemporality.DELTA})
+    bulk = BulkHistogram("bulk", unit="s", description="", boundaries=BOUNDS)
+    reader = BulkHistogramReader(
+        exporter, BulkHistograms(SCOPE, (bulk,)), export_interval_millis=math.inf, resource=resource
+    )
+    provider = MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
     try:
-        twin.bulk.record_many([0.3, 0.4], {"k": "v"})
-        assert twin.collect() is None
-        twin.sdk.record(1.0, {"k": "other"})
-        data = twin.collect()
+        bulk.record(0.3, {"k": "v"})
+        bulk.record(0.4, {"k": "v"})
+        reader.collect()
+        [data] = exporter.exports
+        assert data.resource_metrics[0].resource is resource
         assert points(data, "bulk")["[('k', 'v')]"].count == 2
-        assert points(data, "sdk")["[('k', 'other')]"].count == 1
+        reader.collect()
+        assert len(exporter.exports) == 1  # nothing new: nothing exported (delta)
+    finally:
+        provider.shutdown()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(_batch, max_size=6))
+def test_one_value_at_a_time_gives_the_points_the_sdk_gives(batches: list[tuple[str, list[float]]]) -> None:
+    twin = SideBySide(AggregationTemporality.CUMULATIVE)
+    try:
+        for model, values in batches:
+            attributes = {"gen_ai.request.model": model}
+            key = attributes_key(attributes)
+            for value in values:
+                twin.bulk.record(value, attributes, key)
+                twin.sdk.record(value, attributes)
+        data = twin.collect()
+        assert_same_points(data)
+    finally:
+        twin.close()
+
+
+def test_exemplars_are_the_sdks_last_sampled_value_per_bucket() -> None:
+    """Under the SDK's default trace-based filter, a value recorded in a sampled span becomes its
+    bucket's exemplar with that span's ids, for bulk and SDK alike; an unsampled one does not."""
+    twin = SideBySide(AggregationTemporality.DELTA)
+    tracer = TracerProvider(shutdown_on_exit=False).get_tracer("t")
+    try:
+        for value in (0.05, 0.07, 2.0):
+            with tracer.start_as_current_span("request") as span:
+                twin.sdk.record(value, {"k": "v"})
+                twin.bulk.record(value, {"k": "v"}, span=span.get_span_context())
+        unsampled = SpanContext(1, 2, is_remote=False, trace_flags=TraceFlags(0))
+        twin.bulk.record(0.06, {"k": "v"}, span=unsampled)
+        twin.sdk.record(0.06, {"k": "v"})  # no current span: not sampled either
+        data = twin.collect()
+        sdk, bulk = points(data, "sdk")["[('k', 'v')]"], points(data, "bulk")["[('k', 'v')]"]
+        want = [(e.value, e.span_id, e.trace_id) for e in sdk.exemplars]
+        assert [(e.value, e.span_id, e.trace_id) for e in bulk.exemplars] == want
+        assert [v for v, *_ in want] == [0.07, 2.0]
+        assert points(twin.collect(), "bulk") == {}  # exemplars went with their delta point
     finally:
         twin.close()
 
 
 def test_every_reader_gets_every_value_in_its_own_temporality() -> None:
     bulk = BulkHistogram("bulk", unit="s", description="", boundaries=BOUNDS)
-    histograms = BulkHistograms(SCOPE, bulk)
+    histograms = BulkHistograms(SCOPE, (bulk,))
     exporters = [
         CapturingExporter({SdkHistogram: t})
         for t in (AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE)

@@ -13,6 +13,7 @@ import json
 import threading
 from array import array
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -28,7 +29,7 @@ from .._guard import report_failure
 from .._version import __version__
 from ..cells import CellState, current_cell
 from ..telemetry import Telemetry, current_telemetry
-from ..telemetry.bulk_histogram import BulkHistograms, bulk_histograms_of
+from ..telemetry.bulk_histogram import BulkHistogram, BulkHistograms, attributes_key, bulk_histograms_of
 from ..telemetry.instruments import Instruments, instruments
 from ._config import InstrumentationConfig
 from .request_notes import RequestNotes, current_request_notes
@@ -94,7 +95,7 @@ class Runtime:
         self.bound: Telemetry | None = None
         self.tracer: Tracer
         self.instruments: Instruments
-        self.bulk: BulkHistograms | None
+        self.bulk: RequestHistograms | None
         self._bind(current_telemetry() if self.follows else None)
         self.shapes: dict[ShapeKey, RequestShape] = {}
         self.active = True
@@ -118,7 +119,8 @@ class Runtime:
             schema_url=sc.SCHEMA_URL,
         )
         self.instruments = instruments(meter_provider)
-        self.bulk = bulk_histograms_of(meter_provider)
+        bulk = bulk_histograms_of(meter_provider)  # None: the user's own provider, SDK records
+        self.bulk = None if bulk is None else RequestHistograms.of(bulk)
         self.bound = telemetry  # last: a thread that sees it also sees the tracer and instruments
 
     def shape(self, key: ShapeKey) -> RequestShape:
@@ -129,6 +131,25 @@ class Runtime:
             if len(self.shapes) < _MAX_SHAPES:  # a runner with unbounded models or hosts: no cache
                 self.shapes[key] = found
         return found
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHistograms:
+    """The histograms a request records, taken in bulk on a provider spark-otel built."""
+
+    duration: BulkHistogram
+    tokens: BulkHistogram
+    first_chunk: BulkHistogram
+    chunks: BulkHistogram
+
+    @classmethod
+    def of(cls, bulk: BulkHistograms) -> RequestHistograms:
+        return cls(
+            duration=bulk.named(sc.GEN_AI_CLIENT_OPERATION_DURATION),
+            tokens=bulk.named(sc.GEN_AI_CLIENT_TOKEN_USAGE),
+            first_chunk=bulk.named(sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK),
+            chunks=bulk.named(sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK),
+        )
 
 
 class RequestShape:
@@ -172,15 +193,18 @@ class RequestShape:
 
 
 class MetricSets:
-    """The three attribute dicts a request's histograms are recorded with."""
+    """The three attribute dicts a request's histograms are recorded with, and their bulk keys."""
 
-    __slots__ = ("attributes", "input_tokens", "output_tokens")
+    __slots__ = ("attributes", "input_key", "input_tokens", "key", "output_key", "output_tokens")
 
     def __init__(self, metric: dict[str, AttributeValue], response_model: str | None) -> None:
         attrs = metric if response_model is None else {**metric, sc.GEN_AI_RESPONSE_MODEL: response_model}
         self.attributes = attrs
         self.input_tokens = {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT}
         self.output_tokens = {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT}
+        self.key = attributes_key(attrs)
+        self.input_key = attributes_key(self.input_tokens)
+        self.output_key = attributes_key(self.output_tokens)
 
 
 def error_type_of(exc: BaseException) -> str:
@@ -470,34 +494,74 @@ class RequestTelemetry:
                 span.set_status(Status(StatusCode.ERROR, error_type))
 
         rt = self.rt
-        inst = rt.instruments
         if self.streaming and first_ns and intervals and rt.chunk_metrics:
             try:  # a failure here must not cost the request's other metrics
                 self._record_chunk_intervals(intervals, metric_attrs)
             except Exception as exc:
                 report_failure("chunk metrics", exc)
-        duration_attrs = metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
-        inst.operation_duration.record(_clock.to_model_ns(end_ns - self.start_ns) / NS_PER_S, duration_attrs)
-        if input_tokens is not None:
-            inst.token_usage.record(input_tokens, sets.input_tokens)
-        if output_tokens is not None:
-            inst.token_usage.record(output_tokens, sets.output_tokens)
-        if self.streaming and first_ns:
-            inst.time_to_first_chunk.record(
-                _clock.to_model_ns(first_ns - self.start_ns) / NS_PER_S, metric_attrs
+        duration_s = _clock.to_model_ns(end_ns - self.start_ns) / NS_PER_S
+        first_chunk_s = (
+            _clock.to_model_ns(first_ns - self.start_ns) / NS_PER_S if self.streaming and first_ns else None
+        )
+        if rt.bulk is None:  # the user's own providers: one SDK record per value
+            inst = rt.instruments
+            duration_attrs = (
+                metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
+            )
+            inst.operation_duration.record(duration_s, duration_attrs)
+            if input_tokens is not None:
+                inst.token_usage.record(input_tokens, sets.input_tokens)
+            if output_tokens is not None:
+                inst.token_usage.record(output_tokens, sets.output_tokens)
+            if first_chunk_s is not None:
+                inst.time_to_first_chunk.record(first_chunk_s, metric_attrs)
+        else:
+            self._record_bulk(
+                rt.bulk,
+                sets,
+                error_type=error_type,
+                duration_s=duration_s,
+                first_chunk_s=first_chunk_s,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
             )
         if self.cell is not None:
             self.cell.add_request(
                 input_tokens=input_tokens, output_tokens=output_tokens, error_type=error_type
             )
 
+    def _record_bulk(
+        self,
+        bulk: RequestHistograms,
+        sets: MetricSets,
+        *,
+        error_type: str | None,
+        duration_s: float,
+        first_chunk_s: float | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+    ) -> None:
+        """A provider spark-otel built: each value in one bulk record, keyed once per shape, with
+        the request's own span as its exemplar (see `telemetry.bulk_histogram`)."""
+        span = self.span.get_span_context()
+        if error_type is None:
+            bulk.duration.record(duration_s, sets.attributes, sets.key, span)
+        else:
+            bulk.duration.record(duration_s, {**sets.attributes, sc.ERROR_TYPE: error_type}, None, span)
+        if input_tokens is not None:
+            bulk.tokens.record(input_tokens, sets.input_tokens, sets.input_key, span)
+        if output_tokens is not None:
+            bulk.tokens.record(output_tokens, sets.output_tokens, sets.output_key, span)
+        if first_chunk_s is not None:
+            bulk.first_chunk.record(first_chunk_s, sets.attributes, sets.key, span)
+
     def _record_chunk_intervals(self, intervals: array[int], metric_attrs: dict[str, AttributeValue]) -> None:
         rt = self.rt
         scale = _clock.time_scale() / NS_PER_S
-        if rt.bulk is not None:
-            # A provider spark-otel built: the whole stream at once, before the request's duration
-            # record (its readers export bulk points along with SDK points; see bulk_histogram).
-            rt.bulk.time_per_output_chunk.record_many([i * scale for i in intervals], metric_attrs)
+        if rt.bulk is not None:  # a provider spark-otel built: the whole stream at once
+            rt.bulk.chunks.record_many(
+                [i * scale for i in intervals], metric_attrs, None, self.span.get_span_context()
+            )
         else:  # one SDK record per chunk; the same attributes object every time
             record = rt.instruments.time_per_output_chunk.record
             for interval in intervals:

@@ -57,15 +57,16 @@ class InstrumentSpec:
 SPECS: tuple[InstrumentSpec, ...] = (
     InstrumentSpec(
         "operation_duration", "histogram", sc.GEN_AI_CLIENT_OPERATION_DURATION, "s",
-        "GenAI operation duration.", sc.DURATION_BUCKETS_S,
+        "GenAI operation duration.", sc.DURATION_BUCKETS_S, bulk=True,
     ),
     InstrumentSpec(
         "token_usage", "histogram", sc.GEN_AI_CLIENT_TOKEN_USAGE, "{token}",
-        "Number of input and output tokens used.", sc.TOKEN_BUCKETS,
+        "Number of input and output tokens used.", sc.TOKEN_BUCKETS, bulk=True,
     ),
     InstrumentSpec(
         "time_to_first_chunk", "histogram", sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK, "s",
         "Time from issuing a streaming request to receiving its first chunk.", sc.DURATION_BUCKETS_S,
+        bulk=True,
     ),
     InstrumentSpec(
         "time_per_output_chunk", "histogram", sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK, "s",
@@ -106,14 +107,12 @@ def bulk_histograms() -> BulkHistograms:
     """The histograms a provider spark-otel builds takes in bulk (the `SPECS` marked ``bulk``),
     with the same name, unit, description, buckets and scope as the SDK instruments they stand in for."""
     return BulkHistograms(
-        scope=InstrumentationScope(sc.SCOPE_NAME, __version__, sc.SCHEMA_URL),
-        **{
-            spec.field: BulkHistogram(
-                spec.name, unit=spec.unit, description=spec.description, boundaries=spec.buckets
-            )
+        InstrumentationScope(sc.SCOPE_NAME, __version__, sc.SCHEMA_URL),
+        tuple(
+            BulkHistogram(spec.name, unit=spec.unit, description=spec.description, boundaries=spec.buckets)
             for spec in SPECS
             if spec.bulk
-        },
+        ),
     )
 
 
