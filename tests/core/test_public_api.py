@@ -1,17 +1,63 @@
-"""The public surface is a sorted list, and every name in it resolves."""
+"""The public surface: exactly these names, sorted, each resolving; every command offered."""
+
+import argparse
+
+import pytest
 
 import spark_otel
 
+PUBLIC_API = [
+    "Cell",
+    "CellState",
+    "CellStatus",
+    "ContextThreadPoolExecutor",
+    "DeadlineResult",
+    "LoadWindow",
+    "MetricSample",
+    "Request",
+    "SparkOtelInstrumentor",
+    "Telemetry",
+    "__version__",
+    "astream_with_deadline",
+    "carry_context",
+    "cell",
+    "configure",
+    "current_cell",
+    "instrument",
+    "shutdown",
+    "stream_with_deadline",
+    "uninstrument",
+]
 
-def test_all_is_sorted_and_every_name_resolves() -> None:
-    assert spark_otel.__all__ == sorted(spark_otel.__all__)
+
+def test_the_exported_names_are_the_public_api_sorted() -> None:
+    assert spark_otel.__all__ == PUBLIC_API  # a change to the public API is a change to this list
+    assert sorted(spark_otel.__all__) == spark_otel.__all__
+    assert dir(spark_otel) == spark_otel.__all__
+
+
+def test_every_public_name_resolves_and_a_misspelt_one_does_not() -> None:
     for name in spark_otel.__all__:
         assert getattr(spark_otel, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'instrumnt'"):
+        spark_otel.instrumnt  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_cli_help_lists_every_command() -> None:
     from spark_otel.cli import COMMANDS, build_parser
 
-    text = build_parser().format_help()
-    for name, _module, _help in COMMANDS:
-        assert name in text, name
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(commands.choices) == [name for name, _module, _help in COMMANDS]
+    listed = {choice.dest for choice in commands._choices_actions}
+    assert listed == {name for name, _module, _help in COMMANDS}
+
+
+def test_a_missing_command_module_is_an_error_not_a_silent_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark_otel import cli
+
+    monkeypatch.setattr(
+        cli, "COMMANDS", (*cli.COMMANDS, ("ghost", "ghost", "a command whose module is missing"))
+    )
+    with pytest.raises(ModuleNotFoundError, match="ghost"):
+        cli.build_parser()

@@ -55,12 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name, help_text in COMMANDS:
-        try:
-            module = importlib.import_module(f".{module_name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("spark_otel.cli."):
-                continue  # a command still being built is simply not offered
-            raise
+        module = importlib.import_module(f".{module_name}", __name__)  # a missing one is an error
         doc = (module.__doc__ or help_text).strip()
         command = sub.add_parser(
             name, help=help_text, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
