@@ -46,7 +46,7 @@ from ._openai_patch import (
     chat_completions_create,
     completions_create,
 )
-from ._request import Runtime
+from ._runtime import Runtime
 
 __all__ = ["InstrumentationConfig", "SparkOtelInstrumentor", "instrument", "uninstrument"]
 

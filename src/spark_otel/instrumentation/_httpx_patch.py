@@ -24,7 +24,8 @@ from .. import _semconv as sc
 from .._guard import report_failure
 from ._foreign import foreign_request_span
 from ._openai_patch import IN_OPENAI_CALL
-from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry, Runtime, error_type_of
+from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry, error_type_of
+from ._runtime import Runtime
 from ._sse import SseScanner
 
 __all__ = ["async_httpx_send", "httpx_send"]

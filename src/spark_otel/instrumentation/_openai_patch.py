@@ -23,7 +23,8 @@ from opentelemetry.trace import set_span_in_context
 from .. import _semconv as sc
 from .._guard import guard, report_failure
 from ._foreign import foreign_request_span, past_foreign_wrappers
-from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry, Runtime
+from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry
+from ._runtime import Runtime
 from ._stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
 __all__ = [
