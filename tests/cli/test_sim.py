@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import re
 import signal
 import subprocess
@@ -102,37 +101,3 @@ def test_a_busy_port_is_an_error_naming_the_engine(capsys) -> None:
         port = taken.getsockname()[1]
         assert main(["sim", "--engine", f"qwen={port}:dense"]) == 2
     assert f"engine 'qwen': cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
-
-
-def test_a_bound_engine_port_cannot_be_shared_by_another_reuseaddr_socket() -> None:
-    import socket
-
-    from spark_otel.sim import DENSE, EngineSpec
-    from spark_otel.sim.server import _bind
-
-    sock = _bind("127.0.0.1", EngineSpec("qwen", DENSE, 0))
-    try:
-        port = sock.getsockname()[1]
-        with socket.socket() as other:
-            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            with pytest.raises(OSError, match="in use") as info:
-                other.bind(("127.0.0.1", port))
-            assert info.value.errno == errno.EADDRINUSE
-    finally:
-        sock.close()
-
-
-def test_a_port_another_socket_only_bound_is_the_boxs_once_it_runs() -> None:
-    import socket
-
-    from spark_otel.sim import run_box
-
-    with socket.socket() as early:
-        early.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        early.bind(("127.0.0.1", 0))
-        port = early.getsockname()[1]
-        with run_box({"qwen": "dense"}, speed=100, ports={"qwen": port}) as box:
-            with pytest.raises(OSError, match="in use") as info:
-                early.listen()  # the box listens; the other socket cannot also serve the port
-            assert info.value.errno == errno.EADDRINUSE
-            assert httpx.get(box.url("qwen") + "/health", timeout=10).status_code == 200

@@ -1,6 +1,4 @@
-"""The public surface: exactly these names, sorted, each resolving; every command offered."""
-
-import argparse
+"""The public surface: exactly these names, sorted, each resolving."""
 
 import pytest
 
@@ -41,23 +39,3 @@ def test_every_public_name_resolves_and_a_misspelt_one_does_not() -> None:
         assert getattr(spark_otel, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'instrumnt'"):
         spark_otel.instrumnt  # type: ignore[attr-defined]  # noqa: B018
-
-
-def test_cli_help_lists_every_command() -> None:
-    from spark_otel.cli import COMMANDS, build_parser
-
-    parser = build_parser()
-    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert list(commands.choices) == [name for name, _module, _help in COMMANDS]
-    listed = {choice.dest for choice in commands._choices_actions}
-    assert listed == {name for name, _module, _help in COMMANDS}
-
-
-def test_a_missing_command_module_is_an_error_not_a_silent_skip(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spark_otel import cli
-
-    monkeypatch.setattr(
-        cli, "COMMANDS", (*cli.COMMANDS, ("ghost", "ghost", "a command whose module is missing"))
-    )
-    with pytest.raises(ModuleNotFoundError, match="ghost"):
-        cli.build_parser()

@@ -11,10 +11,9 @@ import httpx2
 import pytest
 
 from spark_otel._exceptions import EngineError
-from spark_otel.cli import main
 from spark_otel.model import Cell
 from spark_otel.probe import ProbeIncomplete, ProbeSettings, run_probe
-from spark_otel.probe.results import ProbeReport, load_probe_report
+from spark_otel.probe.results import load_probe_report
 from spark_otel.sim import run_box
 from spark_otel.store import Store
 
@@ -114,49 +113,6 @@ def test_probe_plain_mode_has_no_time_to_first_token_and_still_pins_tokens(box) 
     assert level.probe_tokens == 2048
     assert level.engine_generation_tokens == 2048
     assert level.per_stream_median == pytest.approx(box.predicted_rate("nemotron", 2), rel=0.08)
-
-
-def test_probe_cli_prints_the_table_and_writes_json_plot_and_store(
-    box, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    store_path, json_path, png = tmp_path / "s.sqlite", tmp_path / "probe.json", tmp_path / "probe.png"
-    code = main([
-        "probe", "--engine", box.url("qwen"), "--streams", "1,2", "--tokens", "128", "--repeats", "2",
-        "--store", str(store_path), "--json", str(json_path), "--plot", str(png),
-    ])  # fmt: skip
-    out = capsys.readouterr().out
-    assert code == 0
-    assert "per-stream" in out
-    assert "2 #2" in out  # the second round of two streams
-    report = ProbeReport.load_file(json_path)
-    assert [(lv.streams, lv.repeat) for lv in report.levels] == [(1, 0), (1, 1), (2, 0), (2, 1)]
-    assert [p.streams for p in report.curve.points] == [1, 2]
-    assert png.read_bytes().startswith(b"\x89PNG")
-    with Store(store_path) as store:
-        assert len(store.windows(kind="probe")) == 4
-        assert len(store.documents("probe")) == 1
-
-
-def test_probe_of_a_model_the_engine_does_not_serve_fails_with_the_engines_answer(
-    box, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(
-        [
-            "probe",
-            "--engine",
-            box.url("qwen"),
-            "--streams",
-            "1",
-            "--tokens",
-            "8",
-            "--model",
-            "nope",
-            "--no-store",
-        ]
-    )
-    err = capsys.readouterr().err
-    assert code == 1
-    assert "warm-up request failed: HTTP 404" in err
 
 
 def test_probe_levels_reach_an_otlp_export_as_load_windows(
@@ -353,55 +309,6 @@ def test_probe_of_an_engine_without_sim_info_is_labelled_by_its_address_and_warn
     assert f"engine label {host_port!r} matches no engine of the recorded cells (qwen)" in warning
     assert "--engine NAME=URL" in warning
     assert warning in caplog.text
-
-
-def test_probe_cli_takes_name_equals_url_and_then_matches_the_cells(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    store_path = tmp_path / "s.sqlite"
-    with Store(store_path) as store:
-        store.write_cells([_cell("qwen")])
-    with _PlainEngine() as engine:
-        code = main([
-            "probe", "--engine", f"qwen={engine.url}", "--streams", "1", "--tokens", "32", "--gpu", "none",
-            "--store", str(store_path),
-        ])  # fmt: skip
-    out = capsys.readouterr().out
-    assert code == 0
-    assert "qwen (plain-model)" in out
-    assert "matches no engine" not in out
-    with Store(store_path) as store:
-        assert [w.engine for w in store.windows(kind="probe")] == ["qwen"]
-        [doc] = store.documents("probe")
-    assert doc["body"]["metadata"]["engine"] == "qwen"
-    assert doc["body"]["curve"]["engine"] == "qwen"
-
-
-def test_probe_failing_partway_keeps_prints_and_stores_the_levels_it_measured(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    store_path, json_path = tmp_path / "s.sqlite", tmp_path / "probe.json"
-    # The warm-up and level 1 are answered; every stream of level 2 gets HTTP 503.
-    with _PlainEngine(fail_after=2) as engine:
-        code = main([
-            "probe", "--engine", f"qwen={engine.url}", "--streams", "1,2", "--tokens", "32", "--gpu", "none",
-            "--store", str(store_path), "--json", str(json_path), "--name", "cut",
-        ])  # fmt: skip
-    captured = capsys.readouterr()
-    assert code == 1
-    assert "every stream at level 2 failed: HTTP 503" in captured.err
-    assert "qwen (plain-model)" in captured.out  # the partial table, printed before the error
-    assert "warning: the probe stopped before finishing" in captured.out
-    saved = ProbeReport.load_file(json_path)
-    assert [lv.streams for lv in saved.levels] == [1]
-    assert saved.levels[0].probe_tokens == 32
-    assert [p.streams for p in saved.curve.points] == [1]
-    assert any("level 2: 2 of 2 streams failed: HTTP 503" in w for w in saved.warnings)
-    with Store(store_path) as store:
-        assert [w.name for w in store.windows(kind="probe")] == ["probe 1 streams"]
-        [doc] = store.documents("probe")
-    assert doc["name"] == "cut"
-    assert load_probe_report(doc["body"]) == saved
 
 
 def test_probe_failing_partway_raises_with_the_partial_report(store: Store) -> None:

@@ -1,4 +1,4 @@
-"""The probe's pure parts: usage parsing, level figures, the versioned report, CLI errors."""
+"""The probe's pure parts: usage parsing, level figures, the versioned report, engine URLs and labels."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from spark_otel.analysis.probe_levels import (
     level_warnings,
     summarize_level,
 )
-from spark_otel.cli import main
 from spark_otel.probe import default_engine_label
 from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings, load_probe_report
 from spark_otel.probe.streams import probe_prompt, usage_from_tail
@@ -146,33 +145,6 @@ def test_probe_prompt_has_the_requested_length() -> None:
     assert len(probe_prompt(5)) == 5
 
 
-def test_probe_cli_on_an_unreachable_engine_exits_1_with_one_line(
-    free_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(
-        [
-            "probe",
-            "--engine",
-            f"http://127.0.0.1:{free_port}",
-            "--streams",
-            "1",
-            "--store",
-            str(tmp_path / "s.sqlite"),
-        ]
-    )
-    err = capsys.readouterr().err
-    assert code == 1
-    assert err.startswith(f"spark-otel: error: http://127.0.0.1:{free_port}: cannot reach the engine")
-    assert err.count("\n") == 1
-
-
-def test_probe_cli_rejects_bad_levels(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["probe", "--engine", "http://127.0.0.1:1", "--streams", "1,x"])
-    assert exc.value.code == 2
-    assert "not a comma-separated list of integers" in capsys.readouterr().err
-
-
 def test_mean_power_uses_the_energy_counter_on_the_right_clock() -> None:
     from spark_otel.analysis.probe_levels import mean_power
 
@@ -223,21 +195,3 @@ def test_a_probe_with_no_rated_level_says_so_instead_of_a_validation_error() -> 
         curve_of("qwen", [zero])
     with pytest.raises(InputError, match=r"levels: none"):
         curve_of("qwen", [])
-
-
-def test_probe_cli_refuses_two_different_engine_names(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["probe", "--engine", "qwen=http://127.0.0.1:1", "--engine-name", "nemotron", "--no-store"])
-    assert code == 2
-    assert "--engine names the engine 'qwen' but --engine-name says 'nemotron'" in capsys.readouterr().err
-
-
-def test_probe_cli_help_says_what_each_choice_means(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["probe", "--help"])
-    assert exc.value.code == 0
-    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    assert "--engine [NAME=]URL" in text
-    assert "must match the engine label of the eval's cells" in text
-    assert "stream: SSE, gives time to first token" in text
-    assert "no parse cost" in text
-    assert "where mean power per level comes from" in text

@@ -16,7 +16,6 @@ from tests.receivers.metrics_server import MetricsServer
 
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError, EngineError, NoGpuError
-from spark_otel.cli import main
 from spark_otel.receivers.gpu import (
     NvmlSource,
     SimGpuSource,
@@ -170,16 +169,6 @@ def test_no_gpu_here_gives_a_clear_message(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "--source sim" in message
 
 
-def test_gpu_sample_cli_without_gpu_exits_1_with_one_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    assert main(["gpu-sample", "--once", "--store", str(tmp_path / "s.sqlite")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("spark-otel: error: no NVIDIA GPU found:")
-    assert err.count("\n") == 1
-
-
 def test_sim_source_reads_the_simulated_box(metrics_server: MetricsServer) -> None:
     metrics_server.json_body = SIM_GPU
     source = SimGpuSource(metrics_server.url + "/v1")
@@ -229,20 +218,6 @@ def test_receiver_exports_gpu_gauges_and_energy_counter(
     assert stored[0].unix_ns == SIM_GPU["unix_ns"]
 
 
-def test_gpu_sample_cli_once_with_fake_smi_prints_the_table_and_stores(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(init_fails=True))
-    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, SMI_CSV)) + os.pathsep + os.environ["PATH"])
-    store_path = tmp_path / "s.sqlite"
-    assert main(["gpu-sample", "--once", "--store", str(store_path)]) == 0
-    out = capsys.readouterr().out
-    assert "NVIDIA H100 80GB HBM3" in out
-    assert "312.4" in out
-    with Store(store_path) as store:
-        assert sorted(s.value for s in store.samples(sc.GPU_UTILIZATION)) == [0.95, 0.96]
-
-
 def test_gpu_gauges_are_left_out_while_the_gpu_cannot_be_read(
     metrics_server: MetricsServer, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
 ) -> None:
@@ -262,76 +237,3 @@ def test_gpu_gauges_are_left_out_while_the_gpu_cannot_be_read(
         assert [p.value for p in metric_points(metric_reader, sc.GPU_UTILIZATION)] == [0.96]
     finally:
         receiver.stop()
-
-
-def test_gpu_sample_cli_once_stores_in_the_default_store_as_its_help_says(
-    metrics_server: MetricsServer,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    metrics_server.json_body = SIM_GPU
-    store_path = tmp_path / "default.sqlite"
-    monkeypatch.setenv("SPARK_OTEL_STORE", str(store_path))  # the default store, no --store
-    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"):
-        monkeypatch.delenv(name, raising=False)
-    assert main(["gpu-sample", "--source", "sim", "--sim-url", metrics_server.url, "--once"]) == 0
-    assert "37.2" in capsys.readouterr().out
-    with Store(store_path) as store:
-        [power] = store.samples(sc.GPU_POWER)
-    assert power.value == 37.2
-    assert power.unix_ns == SIM_GPU["unix_ns"]
-    help_text = " ".join(_help("gpu-sample", capsys).split())
-    assert "--once read once, store it, print a table, and exit" in help_text
-
-
-def test_gpu_sample_cli_once_reports_a_failed_read(
-    metrics_server: MetricsServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    metrics_server.json_body = SIM_GPU
-    source_url = metrics_server.url
-    metrics_server.status = 200
-    store_path = tmp_path / "s.sqlite"
-    # the source opens (it checks /sim/gpu), then the read fails
-    original = SimGpuSource.read
-
-    def failing_read(self: SimGpuSource) -> list:
-        metrics_server.status = 500
-        return original(self)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(SimGpuSource, "read", failing_read)
-        code = main(
-            ["gpu-sample", "--source", "sim", "--sim-url", source_url, "--once", "--store", str(store_path)]
-        )
-    assert code == 1
-    assert capsys.readouterr().err.startswith("spark-otel: error: ")
-
-
-@pytest.mark.parametrize(("case", "code"), [("the store cannot open", 1), ("two engines share a name", 2)])
-def test_receive_cli_closes_the_gpu_source_when_it_cannot_start(
-    case: str, code: int, metrics_server: MetricsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    metrics_server.json_body = SIM_GPU
-    closed: list[SimGpuSource] = []
-    original = SimGpuSource.close
-
-    def close(self: SimGpuSource) -> None:
-        closed.append(self)
-        original(self)
-
-    monkeypatch.setattr(SimGpuSource, "close", close)
-    url = metrics_server.url
-    engines = ["--engine", f"a={url}"] + (
-        ["--engine", f"a={url}"] if case == "two engines share a name" else []
-    )
-    store = tmp_path if case == "the store cannot open" else tmp_path / "s.sqlite"  # a directory cannot
-    args = ["receive", *engines, "--gpu", "sim", "--sim-url", url, "--once", "--store", str(store)]
-    assert main(args) == code
-    assert len(closed) == 1
-
-
-def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:
-    with pytest.raises(SystemExit):
-        main([command, "--help"])
-    return capsys.readouterr().out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -16,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import metric_points, wait_for
 
 from spark_otel import _semconv as sc
-from spark_otel.cli import main
 from spark_otel.receivers import counter_delta, scrape_engine
 from spark_otel.receivers.gpu import SimGpuSource
 from spark_otel.receivers.receiver import Receiver
@@ -101,79 +99,6 @@ def test_receiver_serves_both_engines_and_the_simulated_gpu(
     stored = store.samples(sc.ENGINE_GENERATION_TOKENS)
     assert {s.attributes[sc.ENGINE] for s in stored} == {"qwen", "nemotron"}
     assert store.samples(sc.GPU_POWER)
-
-
-def test_receive_once_cli_prints_both_engines(
-    box: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(
-        [
-            "receive",
-            "--engine",
-            f"qwen={box.url('qwen')}",
-            "--engine",
-            f"nemotron={box.url('nemotron')}",
-            "--gpu",
-            "sim",
-            "--once",
-            "--store",
-            str(tmp_path / "s.sqlite"),
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0
-    assert "qwen" in out
-    assert "nemotron" in out
-    assert "simulated" in out
-    with Store(tmp_path / "s.sqlite") as store:
-        engines = {s.attributes[sc.ENGINE] for s in store.samples(sc.ENGINE_UP)}
-    assert engines == {"qwen", "nemotron"}
-
-
-def test_receive_once_cli_with_a_dead_engine_exits_1(
-    box: Any, tmp_path: Path, free_port: int, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(
-        [
-            "receive",
-            "--engine",
-            f"qwen={box.url('qwen')}",
-            "--engine",
-            f"gone=http://127.0.0.1:{free_port}",
-            "--once",
-            "--timeout",
-            "2",
-            "--store",
-            str(tmp_path / "s.sqlite"),
-        ]
-    )
-    captured = capsys.readouterr()
-    assert code == 1
-    assert "down" in captured.out
-    assert (
-        f"spark-otel: error: gone: http://127.0.0.1:{free_port}/metrics: cannot read engine metrics"
-        in captured.err
-    )
-
-
-def test_receive_cli_runs_for_a_duration_and_stores_samples(box: Any, tmp_path: Path) -> None:
-    store_path = tmp_path / "s.sqlite"
-    code = main(
-        [
-            "receive",
-            "--engine",
-            f"qwen={box.url('qwen')}",
-            "--interval",
-            "0.1",
-            "--duration",
-            "1",
-            "--store",
-            str(store_path),
-        ]
-    )
-    assert code == 0
-    with Store(store_path) as store:
-        assert len(store.samples(sc.ENGINE_UP)) >= 2
 
 
 def _histogram_state(url: str, name: str) -> tuple[float, float, dict[float, float]]:

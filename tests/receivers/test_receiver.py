@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from tests.conftest import metric_points, wait_for
-from tests.receivers.metrics_server import MetricsServer, OtlpSink
+from tests.receivers.metrics_server import MetricsServer
 
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError, EngineError
-from spark_otel.cli import main
 from spark_otel.receivers.receiver import Receiver, parse_engine_spec
 from spark_otel.store import Store
 
@@ -177,39 +175,6 @@ def test_engine_spec_and_constructor_checks() -> None:
         Receiver({"a": "http://x"}, interval_s=0)
 
 
-def test_receive_cli_exports_engine_metrics_over_otlp(
-    metrics_server: MetricsServer, otlp_sink: OtlpSink, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-
-    metrics_server.text_fn = _counting_text
-    port = otlp_sink.server.server_address[1]
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
-    monkeypatch.delenv("SPARK_OTEL_STORE", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # the store is off with OTLP on; prove nothing lands in ~
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert (
-        main(["receive", "--engine", f"qwen={metrics_server.url}", "--interval", "0.2", "--duration", "1.5"])
-        == 0
-    )
-    names: dict[str, list] = {}
-    for body in otlp_sink.bodies:
-        request = ExportMetricsServiceRequest()
-        request.ParseFromString(body)
-        for rm in request.resource_metrics:
-            for sm in rm.scope_metrics:
-                assert sm.scope.name == "spark_otel.receivers"
-                for metric in sm.metrics:
-                    names.setdefault(metric.name, []).append(metric)
-    assert sc.ENGINE_GENERATION_TOKENS in names
-    assert sc.ENGINE_UP in names
-    point = names[sc.ENGINE_GENERATION_TOKENS][-1].sum.data_points[0]
-    attrs = {a.key: a.value.string_value for a in point.attributes}
-    assert attrs == {sc.ENGINE: "qwen", sc.ENGINE_KIND: "vllm"}
-    assert point.as_double >= 100
-    assert not (tmp_path / "data").exists()
-
-
 def test_a_down_engine_reports_only_up_0_and_errors_not_its_last_values(
     metrics_server: MetricsServer, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
 ) -> None:
@@ -264,15 +229,3 @@ def test_scrape_once_does_not_claim_to_retry_but_the_running_loop_does(
             # The warning is logged after the failure is counted: wait for the record itself.
             wait_for(lambda: caplog.records, "the first failure's warning", 20.0, 0.02)
         assert "retrying with backoff" in caplog.records[0].getMessage()
-
-
-def test_receive_cli_once_with_a_down_engine_exits_1_without_promising_a_retry(
-    free_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
-) -> None:
-    dead = f"http://127.0.0.1:{free_port}"
-    with caplog.at_level("WARNING", logger="spark_otel.receivers.receiver"):
-        code = main(["receive", "--engine", f"gone={dead}", "--once", "--store", str(tmp_path / "s.sqlite")])
-    assert code == 1
-    assert "spark-otel: error: gone: " in capsys.readouterr().err
-    assert caplog.records
-    assert not any("retry" in r.getMessage() for r in caplog.records)

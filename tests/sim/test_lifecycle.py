@@ -4,6 +4,7 @@ reproducible output lengths, clients that leave."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import sys
 import threading
@@ -105,6 +106,33 @@ def test_a_busy_port_fails_naming_the_engine() -> None:
         ):
             pass
     assert _clock.time_scale() == 1.0
+
+
+def test_a_bound_engine_port_cannot_be_shared_by_another_reuseaddr_socket() -> None:
+    from spark_otel.sim.server import _bind
+
+    sock = _bind("127.0.0.1", EngineSpec("qwen", DENSE, 0))
+    try:
+        port = sock.getsockname()[1]
+        with socket.socket() as other:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            with pytest.raises(OSError, match="in use") as info:
+                other.bind(("127.0.0.1", port))
+            assert info.value.errno == errno.EADDRINUSE
+    finally:
+        sock.close()
+
+
+def test_a_port_another_socket_only_bound_is_the_boxs_once_it_runs() -> None:
+    with socket.socket() as early:
+        early.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        early.bind(("127.0.0.1", 0))
+        port = early.getsockname()[1]
+        with run_box({"qwen": "dense"}, speed=100, ports={"qwen": port}) as box:
+            with pytest.raises(OSError, match="in use") as info:
+                early.listen()  # the box listens; the other socket cannot also serve the port
+            assert info.value.errno == errno.EADDRINUSE
+            assert httpx.get(box.url("qwen") + "/health", timeout=10).status_code == 200
 
 
 def test_the_box_sets_and_restores_the_model_clock() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -61,55 +60,6 @@ def test_an_unknown_protocol_is_a_config_error(monkeypatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
     with pytest.raises(ConfigError, match="carrier-pigeon"):
         configure(set_global=False)
-
-
-def test_cells_recorded_in_one_process_are_listed_by_the_cli_in_another(tmp_path: Path) -> None:
-    path = tmp_path / "round.sqlite"
-    recorder = textwrap.dedent(
-        f"""
-        import spark_otel
-        spark_otel.configure(store={str(path)!r})
-        for i in range(3):
-            with spark_otel.cell("golden", f"B#{{i}}", engine="qwen", workers=1) as c:
-                c.add_tokens(prompt=100, completion=10 * (i + 1))
-        """
-    )
-    subprocess.run([sys.executable, "-c", recorder], check=True, timeout=60)
-    out = subprocess.run(
-        [sys.executable, "-m", "spark_otel", "cells", "--store", str(path), "--json"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    cells = json.loads(out.stdout)
-    assert sorted(c["cell_id"] for c in cells) == ["B#0", "B#1", "B#2"]
-    assert sorted(c["completion_tokens"] for c in cells) == [10, 20, 30]
-    table = subprocess.run(
-        [sys.executable, "-m", "spark_otel", "cells", "--store", str(path)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "B#2" in table.stdout
-    assert "golden" in table.stdout
-
-
-def test_cli_reports_a_broken_store_in_one_line(tmp_path: Path) -> None:
-    bogus = tmp_path / "bogus.sqlite"
-    bogus.write_bytes(b"\x00garbage" * 512)
-    out = subprocess.run(
-        [sys.executable, "-m", "spark_otel", "cells", "--store", str(bogus)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 1
-    assert out.stderr.startswith("spark-otel: error: ")
-    assert "bogus.sqlite" in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
 
 
 def test_a_store_handed_in_is_not_closed_by_reconfiguring(tmp_path: Path) -> None:

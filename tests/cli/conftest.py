@@ -1,0 +1,45 @@
+"""Fixtures for the command-line tests: the article's store, a metrics server, an OTLP sink."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.analysis.article import (
+    NEMOTRON_CURVE,
+    QWEN_CURVE,
+    appendix_c_cells,
+    appendix_d_cells,
+    appendix_d_loads,
+)
+from tests.receivers.metrics_server import MetricsServer, OtlpSink
+
+from spark_otel.store import Store
+
+
+@pytest.fixture
+def article_store(tmp_path: Path) -> str:
+    path = tmp_path / "article.sqlite"
+    probes, others = appendix_d_loads()
+    with Store(path) as store:
+        store.write_cells(appendix_c_cells() + appendix_d_cells() + others)
+        store.write_windows(probes)
+        # The probe command stores its whole report; the advisor reads the "curve" in it.
+        store.put_document("probe", "qwen probe", {"curve": QWEN_CURVE.model_dump(mode="json")})
+        store.put_document("probe", "nemotron probe", {"curve": NEMOTRON_CURVE.model_dump(mode="json")})
+    return str(path)
+
+
+@pytest.fixture
+def metrics_server() -> Iterator[MetricsServer]:
+    with MetricsServer() as server:
+        yield server
+
+
+@pytest.fixture
+def otlp_sink() -> Iterator[OtlpSink]:
+    sink = OtlpSink()
+    yield sink
+    sink.server.shutdown()
+    sink.server.server_close()

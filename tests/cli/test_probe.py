@@ -1,0 +1,152 @@
+"""`spark-otel probe`: against the simulated box and a plain vLLM-like engine, bad options, its help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.probe import test_probe_sim
+from tests.probe.test_probe_sim import _cell, _PlainEngine
+
+from spark_otel.cli import main
+from spark_otel.probe.results import ProbeReport, load_probe_report
+from spark_otel.store import Store
+
+box = test_probe_sim.box  # the probe tests' fixture: the simulated two-engine box at their speed
+
+
+def test_probe_cli_prints_the_table_and_writes_json_plot_and_store(
+    box, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path, json_path, png = tmp_path / "s.sqlite", tmp_path / "probe.json", tmp_path / "probe.png"
+    code = main([
+        "probe", "--engine", box.url("qwen"), "--streams", "1,2", "--tokens", "128", "--repeats", "2",
+        "--store", str(store_path), "--json", str(json_path), "--plot", str(png),
+    ])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "per-stream" in out
+    assert "2 #2" in out  # the second round of two streams
+    report = ProbeReport.load_file(json_path)
+    assert [(lv.streams, lv.repeat) for lv in report.levels] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert [p.streams for p in report.curve.points] == [1, 2]
+    assert png.read_bytes().startswith(b"\x89PNG")
+    with Store(store_path) as store:
+        assert len(store.windows(kind="probe")) == 4
+        assert len(store.documents("probe")) == 1
+
+
+def test_probe_of_a_model_the_engine_does_not_serve_fails_with_the_engines_answer(
+    box, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "probe",
+            "--engine",
+            box.url("qwen"),
+            "--streams",
+            "1",
+            "--tokens",
+            "8",
+            "--model",
+            "nope",
+            "--no-store",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "warm-up request failed: HTTP 404" in err
+
+
+def test_probe_cli_takes_name_equals_url_and_then_matches_the_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path = tmp_path / "s.sqlite"
+    with Store(store_path) as store:
+        store.write_cells([_cell("qwen")])
+    with _PlainEngine() as engine:
+        code = main([
+            "probe", "--engine", f"qwen={engine.url}", "--streams", "1", "--tokens", "32", "--gpu", "none",
+            "--store", str(store_path),
+        ])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "qwen (plain-model)" in out
+    assert "matches no engine" not in out
+    with Store(store_path) as store:
+        assert [w.engine for w in store.windows(kind="probe")] == ["qwen"]
+        [doc] = store.documents("probe")
+    assert doc["body"]["metadata"]["engine"] == "qwen"
+    assert doc["body"]["curve"]["engine"] == "qwen"
+
+
+def test_probe_failing_partway_keeps_prints_and_stores_the_levels_it_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path, json_path = tmp_path / "s.sqlite", tmp_path / "probe.json"
+    # The warm-up and level 1 are answered; every stream of level 2 gets HTTP 503.
+    with _PlainEngine(fail_after=2) as engine:
+        code = main([
+            "probe", "--engine", f"qwen={engine.url}", "--streams", "1,2", "--tokens", "32", "--gpu", "none",
+            "--store", str(store_path), "--json", str(json_path), "--name", "cut",
+        ])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "every stream at level 2 failed: HTTP 503" in captured.err
+    assert "qwen (plain-model)" in captured.out  # the partial table, printed before the error
+    assert "warning: the probe stopped before finishing" in captured.out
+    saved = ProbeReport.load_file(json_path)
+    assert [lv.streams for lv in saved.levels] == [1]
+    assert saved.levels[0].probe_tokens == 32
+    assert [p.streams for p in saved.curve.points] == [1]
+    assert any("level 2: 2 of 2 streams failed: HTTP 503" in w for w in saved.warnings)
+    with Store(store_path) as store:
+        assert [w.name for w in store.windows(kind="probe")] == ["probe 1 streams"]
+        [doc] = store.documents("probe")
+    assert doc["name"] == "cut"
+    assert load_probe_report(doc["body"]) == saved
+
+
+def test_probe_cli_on_an_unreachable_engine_exits_1_with_one_line(
+    free_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "probe",
+            "--engine",
+            f"http://127.0.0.1:{free_port}",
+            "--streams",
+            "1",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"spark-otel: error: http://127.0.0.1:{free_port}: cannot reach the engine")
+    assert err.count("\n") == 1
+
+
+def test_probe_cli_rejects_bad_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["probe", "--engine", "http://127.0.0.1:1", "--streams", "1,x"])
+    assert exc.value.code == 2
+    assert "not a comma-separated list of integers" in capsys.readouterr().err
+
+
+def test_probe_cli_refuses_two_different_engine_names(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "--engine", "qwen=http://127.0.0.1:1", "--engine-name", "nemotron", "--no-store"])
+    assert code == 2
+    assert "--engine names the engine 'qwen' but --engine-name says 'nemotron'" in capsys.readouterr().err
+
+
+def test_probe_cli_help_says_what_each_choice_means(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["probe", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "--engine [NAME=]URL" in text
+    assert "must match the engine label of the eval's cells" in text
+    assert "stream: SSE, gives time to first token" in text
+    assert "no parse cost" in text
+    assert "where mean power per level comes from" in text
