@@ -139,3 +139,15 @@ def test_events_are_frozen() -> None:
     event = SseDecoder().feed(b"data: a\n\n")[0]
     with pytest.raises(AttributeError):
         event.data = b"b"  # type: ignore[misc]
+
+
+@settings(max_examples=200, deadline=None)
+@given(stream=_streams(), cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_feed_data_gives_the_data_feed_gives(stream: tuple[bytes, list[SseEvent]], cuts: list[int]) -> None:
+    body, _ = stream
+    points = sorted({min(c, len(body)) for c in cuts})
+    reads = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    events, datas = SseDecoder(), SseDecoder()
+    from_events = [e.data for read in reads for e in events.feed(read)] + [e.data for e in events.flush()]
+    from_datas = [d for read in reads for d in datas.feed_data(read)] + [e.data for e in datas.flush()]
+    assert from_datas == from_events

@@ -36,9 +36,12 @@ _FOREIGN_PACKAGES = (
 )
 
 
+_CONTRIB, _CONTRIB_V2, _OPENLLMETRY = _FOREIGN_PACKAGES
+
+
 def _foreign_imported() -> bool:
-    modules = sys.modules
-    return any(package in modules for package in _FOREIGN_PACKAGES)
+    modules = sys.modules  # three lookups, no generator: this runs on every call
+    return _CONTRIB in modules or _CONTRIB_V2 in modules or _OPENLLMETRY in modules
 
 
 def _is_foreign(name: str) -> bool:

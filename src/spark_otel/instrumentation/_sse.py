@@ -79,8 +79,8 @@ class SseScanner:
 
     def feed(self, block: bytes) -> None:
         now = real_monotonic_ns()
-        for event in self._decoder.feed(block):
-            self._data(event.data, now)
+        for data in self._decoder.feed_data(block):
+            self._data(data, now)
 
     def flush(self) -> None:
         """A last event the server did not end with a blank line still counts."""

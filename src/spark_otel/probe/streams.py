@@ -58,10 +58,10 @@ async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
             async for chunk in response.aiter_raw():
                 if not st.first_ns:
                     st.first_ns = clock()
-                events = decoder.feed(chunk)
+                events = decoder.feed_data(chunk)
                 if events:
                     st.events += len(events)
-                    tail.extend(event.data for event in events)
+                    tail.extend(events)
             last = decoder.flush()
             st.events += len(last)
             tail.extend(event.data for event in last)

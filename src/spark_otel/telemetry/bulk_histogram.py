@@ -71,6 +71,8 @@ ExemplarPolicy = Literal["off", "on", "trace_based"]
 """Which values become exemplars, as the provider's exemplar filter says (always off, always
 on, or while the request's span is sampled: the SDK's default)."""
 Key = frozenset[tuple[str, AttributeValue]]
+_Sample = tuple[float, int, int | None, int | None]
+"""An exemplar as recorded: (value, time ns, span id, trace id); made an `Exemplar` at collection."""
 
 
 class _Point:
@@ -86,7 +88,7 @@ class _Point:
         self.min = math.inf
         self.max = -math.inf
         self.start_ns = start_ns
-        self.exemplars: dict[int, Exemplar] = {}
+        self.exemplars: dict[int, _Sample] = {}
 
     def add(self, counts: Counter[int], total: float, low: float, high: float) -> None:
         own = self.counts
@@ -148,13 +150,13 @@ class BulkHistogram:
         self.exemplars: ExemplarPolicy = "trace_based"
         """Set from the provider's exemplar filter when its readers attach (`register_bulk_histograms`)."""
 
-    def _exemplar(self, value: float, span: SpanContext | None, now_ns: int) -> Exemplar | None:
+    def _exemplar(self, value: float, span: SpanContext | None, now_ns: int) -> _Sample | None:
         policy = self.exemplars
         if policy == "off" or (policy == "trace_based" and (span is None or not span.trace_flags.sampled)):
             return None
         if span is None or not span.is_valid:
-            return Exemplar({}, value, now_ns)
-        return Exemplar({}, value, now_ns, span.span_id, span.trace_id)
+            return (value, now_ns, None, None)
+        return (value, now_ns, span.span_id, span.trace_id)
 
     def record(
         self,
@@ -242,7 +244,7 @@ class BulkHistogram:
                     explicit_bounds=self.boundaries,
                     min=p.min,
                     max=p.max,
-                    exemplars=[p.exemplars[i] for i in sorted(p.exemplars)],
+                    exemplars=[Exemplar({}, *p.exemplars[i]) for i in sorted(p.exemplars)],
                 )
                 for p in points
             ]

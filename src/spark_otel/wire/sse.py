@@ -58,20 +58,35 @@ class SseDecoder:
         """Nothing pending (no partial line, no event under way): the fast path may apply."""
 
     def feed(self, block: bytes) -> list[SseEvent]:
-        if self._clean:
-            end = len(block) - 2
-            # One whole event of one data line, its only line breaks the two LFs at its end.
-            if block.find(b"\n") == end and block.endswith(b"\n\n") and b"\r" not in block:
-                if block.startswith(b"data: "):
-                    value = block[6:end]
-                elif block.startswith(b"data:"):
-                    value = block[5:end]
-                else:
-                    return self._feed(block)
-                if end > self.max_event_bytes:
-                    raise self._too_large()
-                return [_new_event(SseEvent, (value, None, self._id))]
+        """The events this read completed."""
+        value = self._one_event(block) if self._clean else None
+        if value is not None:
+            return [_new_event(SseEvent, (value, None, self._id))]
         return self._feed(block)
+
+    def feed_data(self, block: bytes) -> list[bytes]:
+        """The data of each event this read completed: `feed` for a reader that needs no more
+        (the instrumentation and the probe, on every chunk of every stream)."""
+        value = self._one_event(block) if self._clean else None
+        if value is not None:
+            return [value]
+        return [event.data for event in self._feed(block)]
+
+    def _one_event(self, block: bytes) -> bytes | None:
+        """The data of a read that is one whole event of one data line, its only line breaks the
+        two LFs at its end (the common read), without splitting it; None for any other read."""
+        end = len(block) - 2
+        if block.find(b"\n") != end or not block.endswith(b"\n\n") or b"\r" in block:
+            return None
+        if block.startswith(b"data: "):
+            value = block[6:end]
+        elif block.startswith(b"data:"):
+            value = block[5:end]
+        else:
+            return None
+        if end > self.max_event_bytes:
+            raise self._too_large()
+        return value
 
     def _feed(self, block: bytes) -> list[SseEvent]:
         if self._skip_lf:
