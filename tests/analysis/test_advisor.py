@@ -155,11 +155,14 @@ def test_advisor_reproduces_the_article_rule_for_the_thinking_reviewer() -> None
 def test_advisor_caps_each_lane_where_the_aggregate_peaks() -> None:
     advice = advise(appendix_c_cells(), [QWEN_CURVE, NEMOTRON_CURVE])
     caps = {r.engine: r for r in advice.rules if r.kind == "cap"}
+    assert set(caps) == {"nemotron"}
     assert caps["nemotron"].workers == 8  # Act 2: 262 tok/s at 8, 181 at 16
     assert "262" in caps["nemotron"].evidence
     assert "181" in caps["nemotron"].evidence
-    assert caps["qwen"].workers == 32
-    assert "still rising" in caps["qwen"].evidence
+    # Qwen3.8 still gained at 32 streams, the most measured: no cap, a reason to measure higher.
+    (higher,) = [r for r in advice.rules if r.kind == "measure" and r.engine == "qwen"]
+    assert "still rising at 32 streams" in higher.evidence
+    assert higher.command == "spark-otel probe --engine qwen=URL --streams 32,64,128"
 
 
 def _card_cells() -> list[Cell]:
@@ -209,11 +212,14 @@ def test_cross_engine_load_past_the_threshold_is_flagged() -> None:
     advice = advise(cells, [QWEN_CURVE, NEMOTRON_CURVE], neighbour=[report])
     flags = [r for r in advice.rules if r.kind == "cross-engine"]
     assert len(flags) == 1
-    assert flags[0].rule.startswith("Do not batch nemotron while")
-    assert flags[0].rule.endswith("runs on qwen")
-    assert "5.25 tok/s against its 11.51 baseline" in flags[0].evidence
+    # "The Nemotron lane yields while any Qwen3.8 eval with a per-cell ceiling is in flight":
+    # nemotron never ran at one worker beside it, so nothing says one cell would be harmless.
+    assert flags[0].rule == f"nemotron yields while {D_EVAL} runs on qwen"
+    assert (flags[0].engine, flags[0].while_engine, flags[0].workers) == ("nemotron", "qwen", 0)
+    assert "5.25 tok/s (n=1) against its 11.51 baseline (n=113)" in flags[0].evidence
     assert "cost 54%" in flags[0].evidence
     assert "3 of 4 cells in the window timed out" in flags[0].evidence
+    assert flags[0].figures.neighbour_cost == pytest.approx(0.54, abs=0.01)
     # Same-engine loads (the probes cost 17 to 27%) are batching, not cross-engine neighbours.
     none = advise(cells, [QWEN_CURVE], neighbour=[report], config=AdvisorConfig(threshold=0.6))
     assert not [r for r in none.rules if r.kind == "cross-engine"]
@@ -235,11 +241,13 @@ def test_gauge_rule_needs_a_pinned_gauge_and_varying_token_rates() -> None:
 
 
 def test_an_engine_without_a_curve_gets_a_measure_first_rule() -> None:
-    advice = advise(serial_cells([1000]), [])
+    advice = advise(serial_cells([1000]), [], engine_urls={"q": "http://127.0.0.1:8011"})
     assert advice.classes == []
     (rule,) = advice.rules
-    assert rule.kind == "no-curve"
-    assert "spark-otel probe" in rule.evidence
+    assert rule.kind == "measure"
+    assert "no rate curve" in rule.evidence
+    assert rule.command == "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 1,2,4,8"
+    assert rule.command in rule.evidence
 
 
 def test_timeouts_join_their_eval_class_and_count_at_every_depth() -> None:
@@ -317,7 +325,7 @@ def test_cross_engine_rules_are_one_per_engine_and_eval() -> None:
     # The same report twice (as two worker-count reports of one eval would be) changes nothing.
     advice = advise(cells, [CURVE], neighbour=[report, report])
     (flag,) = [r for r in advice.rules if r.kind == "cross-engine"]
-    assert flag.rule == "Do not batch nemotron while g runs on q"
+    assert flag.rule == "nemotron yields while g runs on q"
     assert "cost 60%" in flag.evidence  # the costliest window is the evidence
     assert "1 more window on nemotron past the threshold" in flag.evidence
 

@@ -72,7 +72,13 @@ def test_every_analysis_keeps_partial_rates_of_cut_off_and_failed_cells_out() ->
     assert (w.n_cells, w.timeouts, w.failures, w.rate.n) == (3, 1, 1, 1)
     assert w.rate.median == 5.0
 
-    curve = RateCurve(engine="q", points=[CurvePoint(streams=1, per_stream_rate=10, aggregate_rate=10)])
+    curve = RateCurve(
+        engine="q",
+        points=[
+            CurvePoint(streams=1, per_stream_rate=10, aggregate_rate=10),
+            CurvePoint(streams=2, per_stream_rate=9, aggregate_rate=18),
+        ],
+    )
     (a,) = advise(cells, [curve], config=AdvisorConfig(ceiling_s=100)).classes
     # The failed cell says nothing about length: left out. The cut-off one is a timeout.
     assert a.n_cells == 5

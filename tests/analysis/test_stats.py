@@ -34,7 +34,7 @@ def test_percentile_rejects_empty_input_and_bad_quantiles(values: list[float], q
 
 def test_summarize_skips_cells_without_a_rate() -> None:
     summary = summarize([11.0, None, 9.0, math.nan, 10.0])
-    assert summary == RateSummary(n=3, median=10.0, p10=9.2, p90=10.8, mean=10.0)
+    assert summary == RateSummary(n=3, median=10.0, p10=9.2, p90=10.8, mean=10.0, ci_low=9.0, ci_high=11.0)
 
 
 def test_summarize_of_nothing_has_no_statistics() -> None:
@@ -70,3 +70,26 @@ def test_analysis_public_surface_is_sorted_and_resolves() -> None:
     assert analysis.__all__ == sorted(analysis.__all__)
     for name in analysis.__all__:
         assert getattr(analysis, name) is not None, name
+
+
+def test_the_median_interval_takes_the_textbook_ranks() -> None:
+    from spark_otel.analysis.stats import median_interval
+
+    values = [float(i) for i in range(1, 101)]
+    assert median_interval(values) == (40.0, 61.0)  # n = 100: the 40th and 61st values
+    assert median_interval([5.0]) is None
+    assert median_interval([1.0, 2.0]) == (1.0, 2.0)
+
+
+def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time() -> None:
+    import random
+
+    from spark_otel.analysis.stats import median_interval
+
+    rng = random.Random(7)
+    trials, covered = 2000, 0
+    for _ in range(trials):
+        sample = sorted(rng.expovariate(1.0) for _ in range(41))  # skewed; true median ln 2
+        low, high = median_interval(sample)  # type: ignore[misc]
+        covered += low <= math.log(2) <= high
+    assert 0.93 <= covered / trials <= 0.98

@@ -14,7 +14,7 @@ def test_advise_prints_rules_with_their_evidence(article_store, capsys) -> None:
     assert main(["advise", "--store", article_store]) == 0
     out = capsys.readouterr().out
     assert "nemotron lane at most 8 streams" in out
-    assert "Do not batch nemotron while" in out
+    assert "nemotron yields while" in out
     assert "qwen-thinking-review generation-heavy" in out
 
 

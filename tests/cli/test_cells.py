@@ -62,3 +62,14 @@ def test_cli_reports_a_broken_store_in_one_line(tmp_path: Path) -> None:
     assert out.stderr.startswith("spark-otel: error: ")
     assert "bogus.sqlite" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_read_command_on_a_missing_store_fails_clearly_and_creates_nothing(tmp_path, capsys) -> None:
+    from spark_otel.cli import main
+
+    path = tmp_path / "typo.sqlite"
+    for command in (["cells"], ["concurrency"], ["advise"], ["neighbour-cost", "--eval", "e"], ["report"]):
+        assert main([*command, "--store", str(path)]) == 1, command
+        err = capsys.readouterr().err
+        assert f"{path}: no such store" in err, command
+        assert not path.exists(), command

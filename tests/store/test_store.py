@@ -194,3 +194,60 @@ def test_a_store_file_keeps_the_schema_it_always_had(tmp_path: Path) -> None:
         ("uid", "TEXT", False, True), ("kind", "TEXT", True, False), ("name", "TEXT", True, False),
         ("created_unix_ns", "INTEGER", True, False), ("body", "TEXT", True, False),
     ]  # fmt: skip
+
+
+def test_engine_urls_are_where_each_engine_answered_most(tmp_path: Path) -> None:
+    def request(uid: str, engine: str, host: str, port: int | None) -> Request:
+        return Request(
+            uid=uid, operation="chat", engine=engine, server_address=host, server_port=port,
+            start_unix_ns=1, end_unix_ns=2,
+        )  # fmt: skip
+
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_requests(
+            [
+                request("1", "qwen", "127.0.0.1", 8011),
+                request("2", "qwen", "127.0.0.1", 8011),
+                request("3", "qwen", "box.lan", 9000),
+                request("4", "nemotron", "127.0.0.1", 8012),
+            ]
+        )
+        assert store.engine_urls() == {"qwen": "http://127.0.0.1:8011", "nemotron": "http://127.0.0.1:8012"}
+
+
+def test_reading_a_missing_store_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "store.sqlite"
+    with pytest.raises(StoreError, match="no such store"):
+        Store(path, read_only=True)
+    assert not path.exists()
+    assert not path.parent.exists()
+
+
+def test_reading_another_programs_sqlite_file_changes_nothing(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "theirs.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not a spark-otel store"):
+        Store(path, read_only=True)
+    assert path.read_bytes() == before
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # never switched to WAL
+    assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["notes"]
+    conn.close()
+
+
+def test_a_store_opened_for_reading_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    cell = Cell(uid="u", eval_name="e", cell_id="c", start_unix_ns=1, end_unix_ns=2)
+    with Store(path) as store:
+        store.write_cells([cell])
+    with Store(path, read_only=True) as reader:
+        assert reader.cells() == [cell]
+        with pytest.raises(StoreError, match="reading only"):
+            reader.write_cells([cell])

@@ -39,6 +39,7 @@ __all__ = [
     "concurrency",
     "in_flight",
     "in_flight_level",
+    "level_summaries",
     "union_seconds",
 ]
 
@@ -203,7 +204,8 @@ def _load_interval(load: CellLoad) -> tuple[int, int]:
     return load.start_unix_ns, load.end_unix_ns
 
 
-def _levels(pairs: Iterable[tuple[int | None, CellLoad]]) -> list[LevelSummary]:
+def level_summaries(pairs: Iterable[tuple[int | None, CellLoad]]) -> list[LevelSummary]:
+    """Cells grouped by a level (their in-flight level, or their ``workers``): rates and outcomes."""
     groups: dict[int, list[CellLoad]] = defaultdict(list)
     for level, load in pairs:
         if level is not None:
@@ -347,8 +349,8 @@ def _engine_report(
         aggregate_rate=tokens / busy_s if busy_s > 0 else None,
         ceiling_hits=sum(x.ceiling_hit for x in loads),
         failures=sum(x.failed for x in loads),
-        levels=_levels((x.level, x) for x in loads),
-        by_workers=_levels((x.workers, x) for x in loads),
+        levels=level_summaries((x.level, x) for x in loads),
+        by_workers=level_summaries((x.workers, x) for x in loads),
         runs=runs,
         speedups=_speedups(runs, cell_ids),
         cells=loads,

@@ -3,6 +3,11 @@
 The probe measures one (`spark-otel probe`, Appendix A of the article); `curve_from_concurrency`
 builds one from real cells. The advisor reads per-stream rates off it, interpolating linearly
 between measured stream counts; it never extrapolates past the largest one.
+
+A curve says what it rests on: per point, how many rates its median comes from and the 95%
+interval on that median; per curve, the model the engine served, when it was measured, and
+whether another tenant decoded meanwhile (``under_load``, with the reason), since a curve
+measured beside a running eval reads slower than the engine is.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ class CurvePoint(BaseModel):
     aggregate_rate: float = Field(ge=0, description="tok/s of all streams together")
     p10: float | None = None
     p90: float | None = None
+    n: int | None = Field(default=None, description="rates the median rests on (streams or cells)")
+    ci_low: float | None = Field(default=None, description="95% interval on the median: low end")
+    ci_high: float | None = Field(default=None, description="95% interval on the median: high end")
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% interval on ``per_stream_rate``, when the point has one."""
+        return None if self.ci_low is None or self.ci_high is None else (self.ci_low, self.ci_high)
 
 
 class RateCurve(BaseModel):
@@ -41,6 +54,12 @@ class RateCurve(BaseModel):
     engine: str
     points: list[CurvePoint]
     source: str = Field(default="probe", description='"probe" or "cells"')
+    model: str | None = Field(default=None, description="the model the engine served")
+    measured_unix_ns: int | None = Field(default=None, description="when: a probe's end, the cells' last")
+    run: str | None = Field(default=None, description="the probe run its load windows name")
+    under_load: str | None = Field(
+        default=None, description="why the curve was measured beside other decoding; None when idle"
+    )
 
     @field_validator("points")
     @classmethod
@@ -70,6 +89,28 @@ class RateCurve(BaseModel):
         """The stream count where aggregate throughput peaks: past it the engine thrashes."""
         return max(self.points, key=lambda p: (p.aggregate_rate, -p.streams)).streams
 
+    @property
+    def measured_single_stream(self) -> bool:
+        """Whether one stream alone was measured (not only inferred from the fewest measured)."""
+        return self.points[0].streams == 1
+
+    def per_stream_interval_at(self, n: float) -> tuple[float, float] | None:
+        """The 95% interval on the per-stream rate at ``n`` streams, linear between measured
+        points like the rate itself; None where a point it rests on has none."""
+        pts = self.points
+        if n > pts[-1].streams:
+            raise ConfigError(
+                f"{self.engine}: the curve was measured up to {pts[-1].streams} streams, not {n}"
+            )
+        i = bisect_left(self.streams, n)
+        hi_pt = pts[min(i, len(pts) - 1)]
+        lo_pt = hi_pt if n <= pts[0].streams or hi_pt.streams == n else pts[i - 1]
+        lo, hi = lo_pt.interval, hi_pt.interval
+        if lo is None or hi is None:
+            return None
+        frac = 0.0 if hi_pt is lo_pt else (n - lo_pt.streams) / (hi_pt.streams - lo_pt.streams)
+        return lo[0] + (hi[0] - lo[0]) * frac, lo[1] + (hi[1] - lo[1]) * frac
+
     def per_stream_rate_at(self, n: float) -> float:
         """Per-stream tok/s at ``n`` streams, linear between measured points.
 
@@ -95,7 +136,12 @@ class RateCurve(BaseModel):
 
 
 def curve_from_concurrency(
-    report: ConcurrencyReport, engine: str | None = None, *, min_cells: int = 3
+    report: ConcurrencyReport,
+    engine: str | None = None,
+    *,
+    min_cells: int = 3,
+    model: str | None = None,
+    exclude: frozenset[str] = frozenset(),
 ) -> RateCurve:
     """An engine's curve from real cells: each in-flight level's median per-cell rate.
 
@@ -103,6 +149,8 @@ def curve_from_concurrency(
     level times the median per-cell rate (what that many such cells decode together). Levels
     with fewer than ``min_cells`` rated cells are left out (one cell that happened to overlap
     two others is an anecdote, not a point of the curve), unless no level has that many.
+    ``exclude`` leaves out cells (by uid) that ran beside load the in-flight count does not see
+    (a probe, another engine's work); they still count toward the others' levels.
     """
     engines = {e.engine: e for e in report.engines}
     if engine is None:
@@ -111,7 +159,13 @@ def curve_from_concurrency(
         (engine,) = engines
     if engine not in engines:
         raise InputError(f"no recorded cells on engine {engine!r} (have: {', '.join(sorted(engines))})")
-    rated = [(level, level.rate.median) for level in engines[engine].levels if level.rate.median]
+    found = engines[engine]
+    levels = found.levels
+    if exclude:
+        from .concurrency import level_summaries
+
+        levels = level_summaries((c.level, c) for c in found.cells if c.uid not in exclude)
+    rated = [(level, level.rate.median) for level in levels if level.rate.median]
     supported = [(level, median) for level, median in rated if level.rate.n >= min_cells] or rated
     points = [
         CurvePoint(
@@ -120,12 +174,16 @@ def curve_from_concurrency(
             aggregate_rate=level.level * median,
             p10=level.rate.p10,
             p90=level.rate.p90,
+            n=level.rate.n,
+            ci_low=level.rate.ci_low,
+            ci_high=level.rate.ci_high,
         )
         for level, median in supported
     ]
     if not points:
         raise InputError(f"engine {engine!r}: no completed cells with token counts to build a curve from")
-    return RateCurve(engine=engine, points=points, source="cells")
+    last = max((c.end_unix_ns for c in found.cells), default=None)
+    return RateCurve(engine=engine, points=points, source="cells", model=model, measured_unix_ns=last)
 
 
 def curves_from_documents(documents: Iterable[Mapping[str, Any]]) -> tuple[list[RateCurve], list[str]]:

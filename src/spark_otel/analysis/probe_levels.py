@@ -22,6 +22,7 @@ from .stats import summarize
 __all__ = [
     "CLIENT_CPU_BUDGET_CORE_FRACTION",
     "CLIENT_CPU_BUDGET_STEP_FRACTION",
+    "UNDER_LOAD_RATIO",
     "GpuPoint",
     "LevelMeasurement",
     "StreamTiming",
@@ -29,6 +30,7 @@ __all__ = [
     "level_warnings",
     "mean_power",
     "summarize_level",
+    "under_load",
 ]
 
 # The client's budget (anchors-benchmarking.md §7.4), so the probe cannot bias what it measures:
@@ -36,6 +38,9 @@ __all__ = [
 # within a tenth of the step (N x CPU per token <= 0.1 x inter-token latency, in real time).
 CLIENT_CPU_BUDGET_CORE_FRACTION = 0.25
 CLIENT_CPU_BUDGET_STEP_FRACTION = 0.1
+UNDER_LOAD_RATIO = 1.05
+"""Engine aggregate over probe aggregate past which a level ran beside another tenant (the
+article's probe beside its serial eval read 2.00 at one stream; an idle engine reads 1.00)."""
 
 GpuPoint = tuple[int, float | None, float | None]
 """A GPU reading: (unix ns in model time, power W, energy J); None where the source has none."""
@@ -190,8 +195,17 @@ def mean_power(
     return sum(points) / len(points) if points else None
 
 
-def curve_of(engine: str, levels: list[ProbeLevel]) -> RateCurve:
-    """One curve point per concurrency level: medians over the level's repeats.
+def curve_of(
+    engine: str,
+    levels: list[ProbeLevel],
+    *,
+    model: str | None = None,
+    run: str | None = None,
+    measured_unix_ns: int | None = None,
+) -> RateCurve:
+    """One curve point per concurrency level: medians over the level's repeats, with the number
+    of streams pooled and the 95% interval on their median. A level whose engine aggregate runs
+    past the probe's own by `UNDER_LOAD_RATIO` marks the curve as measured under load.
 
     Raises `InputError` naming the levels when none has a rate (a curve needs one point).
     """
@@ -210,6 +224,9 @@ def curve_of(engine: str, levels: list[ProbeLevel]) -> RateCurve:
                 aggregate_rate=aggregates.median or 0.0,
                 p10=pooled.p10,
                 p90=pooled.p90,
+                n=pooled.n,
+                ci_low=pooled.ci_low,
+                ci_high=pooled.ci_high,
             )
         )
     if not points:
@@ -218,4 +235,27 @@ def curve_of(engine: str, levels: list[ProbeLevel]) -> RateCurve:
             f"no level measured a positive per-stream rate (levels: {measured}), so there is no "
             "curve: did every stream report 0 completion tokens or fail?"
         )
-    return RateCurve(engine=engine, points=points, source="probe")
+    return RateCurve(
+        engine=engine,
+        points=points,
+        source="probe",
+        model=model,
+        run=run,
+        measured_unix_ns=measured_unix_ns,
+        under_load=under_load(levels),
+    )
+
+
+def under_load(levels: list[ProbeLevel]) -> str | None:
+    """Why the levels were measured beside another tenant's decoding, or None: the engine's own
+    counter ran past the probe's tokens by more than `UNDER_LOAD_RATIO` at some level."""
+    loaded = [
+        lv for lv in levels if lv.engine_probe_ratio is not None and lv.engine_probe_ratio > UNDER_LOAD_RATIO
+    ]
+    if not loaded:
+        return None
+    worst = max(loaded, key=lambda lv: lv.engine_probe_ratio or 0.0)
+    return (
+        f"engine/probe {worst.engine_probe_ratio:.2f} at {worst.streams} streams: the engine decoded "
+        "more than the probe sent, so another tenant ran meanwhile"
+    )

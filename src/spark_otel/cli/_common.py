@@ -45,8 +45,11 @@ def add_advisor_arguments(parser: argparse.ArgumentParser, *, ceiling: bool = Tr
     )
 
 
-def open_store(args: argparse.Namespace) -> Store:
-    return Store(args.store) if getattr(args, "store", None) else Store()
+def open_store(args: argparse.Namespace, *, write: bool = False) -> Store:
+    """The store ``--store`` names (else the default). A command that only reads opens it read
+    only: a missing file or one that is not a spark-otel store is an error, never created."""
+    path = getattr(args, "store", None) or None
+    return Store(path, read_only=not write)
 
 
 def print_json(value: Any) -> None:

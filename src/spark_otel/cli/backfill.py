@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_store:
             from ._common import open_store
 
-            with open_store(args) as store:
+            with open_store(args, write=True) as store:
                 store.write_cells(cells)
         if args.otlp:
             _export_otlp(cells)

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_store:
         from ._common import open_store
 
-        store = open_store(args)
+        store = open_store(args, write=True)
     exporter = otlp_metric_exporter() if use_otlp else None
     summaries: list[dict[str, Any]] = []
     failed = 0

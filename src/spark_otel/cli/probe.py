@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         time_scale=args.time_scale,
         request_timeout_s=args.timeout,
     )
-    store = None if args.no_store else open_store(args)
+    store = None if args.no_store else open_store(args, write=True)
     total = len(settings.streams) * settings.repeats
     telemetry = None
     if otlp_configured():  # levels go to the collector as load-window spans as well

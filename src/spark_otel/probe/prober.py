@@ -364,13 +364,20 @@ async def arun_probe(
 
 
 def _report(prober: _Prober, meter: PowerMeter | None, levels: list[ProbeLevel]) -> ProbeReport:
+    created = _clock.wall_ns()
     try:
-        curve = curve_of(prober.engine, levels)
+        curve = curve_of(
+            prober.engine,
+            levels,
+            model=prober.model,
+            run=prober.settings.name or prober.run_id,
+            measured_unix_ns=max(lv.end_unix_ns for lv in levels) if levels else created,
+        )
     except InputError as exc:
         raise EngineError(f"{prober.url}: {exc}") from exc
     return ProbeReport(
         metadata=ProbeMetadata(
-            created_unix_ns=_clock.wall_ns(),
+            created_unix_ns=created,
             engine_url=prober.url,
             engine=prober.engine,
             model=prober.model,

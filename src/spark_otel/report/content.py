@@ -59,6 +59,7 @@ def overview_from_inputs(
             token_rates=inputs.token_rates or None,
             eval_name=eval_name,
             engine=engine,
+            engine_urls=inputs.engine_urls,
         )
     except InputError as exc:
         raise InputError(f"{inputs.source}: {exc}") from exc

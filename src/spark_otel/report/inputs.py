@@ -34,6 +34,8 @@ class ReportInputs:
     """Probe curves, oldest first; when empty, the ``probes``' curves."""
     gpu_utilization: list[float] = field(default_factory=list)
     token_rates: list[float] = field(default_factory=list)
+    engine_urls: dict[str, str] = field(default_factory=dict)
+    """Where each engine answered: what a rule's measuring command names."""
 
 
 def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: bool = True) -> ReportInputs:
@@ -55,8 +57,14 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
             probes.append(load_probe_report(doc["body"], where=f"probe document {doc['name']!r}"))
         except InputError as exc:
             _logger.warning("report: skipping %s", exc)
+    urls = store.engine_urls()
+    for doc in documents:  # a probe names the engine's base URL itself; the newest wins
+        metadata = (doc.get("body") or {}).get("metadata") or {}
+        if isinstance(metadata.get("engine"), str) and isinstance(metadata.get("engine_url"), str):
+            urls[metadata["engine"]] = metadata["engine_url"]
     return ReportInputs(
         source=source or str(store.path),
+        engine_urls=urls,
         cells=store.cells(),
         windows=store.windows(),
         probes=probes,

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from .. import _clock
 from .._exceptions import StoreError
@@ -80,32 +81,69 @@ class _Document:
 
 
 class Store:
-    """A handle on one store file; safe to share between threads of one process."""
+    """A handle on one store file; safe to share between threads of one process.
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    A writer (the default) creates the file and its tables when missing. ``read_only=True`` is
+    for commands that only read: the file must exist and be a spark-otel store (else a
+    `StoreError` naming it), and nothing is created, added or switched (no tables, no journal
+    mode): pointed at another program's SQLite file, a read leaves it as it was.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> None:
         self.path = Path(path).expanduser() if path is not None else default_store_path()
+        self.read_only = read_only
         self._lock = threading.RLock()
         self._conn = self._connect()
-        self._conn.executescript(_SCHEMA)
-        self._conn.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-        )
+        if read_only:
+            self._check_is_a_store()
+        else:
+            self._conn.executescript(_SCHEMA)
+            self._conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
         _open_stores.add(self)
         _reopen_in_forked_children()
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
-            )
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            if self.read_only:
+                if not self.path.is_file():
+                    raise StoreError(
+                        f"{self.path}: no such store (nothing was recorded there; check --store "
+                        "or $SPARK_OTEL_STORE)"
+                    )
+                # mode=rw: never creates the file; nothing below writes to it.
+                conn = sqlite3.connect(
+                    f"file:{quote(str(self.path.resolve()))}?mode=rw",
+                    uri=True,
+                    timeout=_BUSY_TIMEOUT_MS / 1000,
+                    check_same_thread=False,
+                    isolation_level=None,
+                )
+                conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False, isolation_level=None
+                )
+                conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"{self.path}: cannot open the spark-otel store: {exc}") from exc
         return conn
+
+    def _check_is_a_store(self) -> None:
+        """A file read as a store has spark-otel's tables; anything else is named, not read."""
+        found = {row[0] for row in self._select("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+        missing = [t.name for t in TABLES if t.name not in found]
+        if missing:
+            self._conn.close()
+            raise StoreError(
+                f"{self.path}: not a spark-otel store (no {', '.join(missing)} table"
+                f"{'s' if len(missing) > 1 else ''}); nothing was read or changed"
+            )
 
     def _reopen_after_fork(self) -> None:
         """SQLite connections must not cross a fork: the child gets its own (the parent's is left
@@ -128,6 +166,8 @@ class Store:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, retried when another process holds the lock past the timeout."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened for reading only; nothing is written")
         for attempt in range(_WRITE_ATTEMPTS):
             with self._lock:
                 try:
@@ -282,6 +322,20 @@ class Store:
         sql = f"SELECT {', '.join(DOCUMENTS.column_names)} FROM documents{where} ORDER BY created_unix_ns"
         documents = (DOCUMENTS.fields(row) for row in self._select(sql, params))
         return [{key: doc[key] for key in ("uid", "name", "created_unix_ns", "body")} for doc in documents]
+
+    def engine_urls(self) -> dict[str, str]:
+        """Each engine's address as its requests reached it (the most used, when several): what a
+        command printed to measure the engine names."""
+        rows = self._select(
+            "SELECT engine, server_address, server_port, count(*) AS n FROM requests "
+            "WHERE engine IS NOT NULL AND server_address IS NOT NULL "
+            "GROUP BY engine, server_address, server_port ORDER BY engine, n",
+            (),
+        )
+        urls: dict[str, str] = {}
+        for engine, host, port, _n in rows:  # ascending counts: the most used is written last
+            urls[engine] = f"http://{host}:{port}" if port else f"http://{host}"
+        return urls
 
     def eval_names(self) -> list[str]:
         return [r[0] for r in self._select("SELECT DISTINCT eval_name FROM cells ORDER BY eval_name", ())]

@@ -1,0 +1,110 @@
+"""`advise`: every rule the evidence supports, and for the rest, what to measure."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from ...model import Cell
+from ..concurrency import UNKNOWN_ENGINE, in_flight, in_flight_level
+from ..curve import RateCurve
+from ..neighbour import NeighbourReport
+from ..rates import ceiling_hit, rated_decode_rate
+from .evidence import choose_curves
+from .model import Advice, AdvisorConfig, CellClass, ClassAdvice, QueueRule
+from .predict import class_advice, classify
+from .rules import batch_rule, cross_engine_rules, gauge_rule, lane_rule, measure_first_rule
+
+__all__ = ["advise", "supports_worker_counts"]
+
+
+def supports_worker_counts(curve: RateCurve | None) -> bool:
+    """A curve a worker count may rest on: one stream alone measured, and a second level."""
+    return curve is not None and curve.measured_single_stream and len(curve.points) >= 2
+
+
+def advise(
+    cells: Iterable[Cell],
+    curves: Iterable[RateCurve],
+    *,
+    neighbour: Iterable[NeighbourReport] = (),
+    config: AdvisorConfig | None = None,
+    gpu_utilization: Sequence[float] = (),
+    token_rates: Sequence[float] | None = None,
+    eval_name: str | None = None,
+    engine: str | None = None,
+    engine_urls: Mapping[str, str] | None = None,
+) -> Advice:
+    """The queue rules, computed: one batch rule per (engine, eval, class) whose engine has a curve
+    that measured one stream and a second level (else one rule saying what to measure), one lane
+    rule per curve (a cap where the aggregate fell or flattened, else what to measure),
+    cross-engine rules from ``neighbour`` reports (one per engine and eval), and the gauge rule
+    when ``gpu_utilization`` (fraction or percent) stays pinned while ``token_rates`` vary (by
+    default the curves' aggregate rates).
+
+    ``curves`` may hold several per engine (probes, the engine's cells); `choose_curves` picks
+    the one each engine's rules rest on. ``engine_urls`` fill the commands a rule prints.
+    ``eval_name`` and ``engine`` narrow the advice; every cell given still counts toward the
+    load the others ran under."""
+    config = config or AdvisorConfig()
+    urls = engine_urls or {}
+    curve_by_engine = {
+        name: curve for name, curve in choose_curves(curves).items() if engine is None or name == engine
+    }
+    by_engine: dict[str, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_engine[cell.engine or UNKNOWN_ENGINE].append(cell)
+
+    classes: list[ClassAdvice] = []
+    measure_first: list[QueueRule] = []
+    for name in sorted(by_engine):
+        engine_cells = by_engine[name]
+        if (engine is not None and name != engine) or not any(
+            eval_name is None or c.eval_name == eval_name for c in engine_cells
+        ):
+            continue
+        curve = curve_by_engine.get(name)
+        levels = [in_flight_level(x) if x is not None else 1 for x in in_flight(engine_cells)]
+        per_eval: dict[str, list[tuple[Cell, int]]] = defaultdict(list)
+        for cell, level in zip(engine_cells, levels, strict=True):
+            # Failed cells and cells without tokens tell nothing about length: load only.
+            usable = ceiling_hit(cell) or rated_decode_rate(cell) is not None
+            if usable and (eval_name is None or cell.eval_name == eval_name):
+                per_eval[cell.eval_name].append((cell, level))
+        if not supports_worker_counts(curve):
+            if not per_eval:  # the engine's cells tell nothing about length: one rule for it
+                measure_first.append(measure_first_rule(name, None, len(engine_cells), curve, urls))
+            for ev, members in sorted(per_eval.items()):
+                measure_first.append(measure_first_rule(name, ev, len(members), curve, urls))
+            continue
+        assert curve is not None
+        for ev, members in sorted(per_eval.items()):
+            labels = [classify(cell, config) for cell, _ in members]
+            known = Counter(x for x in labels if x is not None)
+            dominant = known.most_common(1)[0][0] if known else CellClass.GENERATION_HEAVY
+            groups: dict[CellClass, list[tuple[Cell, int]]] = defaultdict(list)
+            for member, label in zip(members, labels, strict=True):
+                groups[label or dominant].append(member)
+            for cell_class in CellClass:
+                if groups.get(cell_class):
+                    classes.append(
+                        class_advice(
+                            name,
+                            ev,
+                            cell_class=cell_class,
+                            members=groups[cell_class],
+                            curve=curve,
+                            config=config,
+                        )
+                    )
+    rules = [batch_rule(a, curve_by_engine[a.engine], urls) for a in classes] + measure_first
+    rules += [lane_rule(c, config, urls) for c in curve_by_engine.values()]
+    bound = {(a.engine, a.eval_name) for a in classes if a.ceiling_bound}
+    reports = [r for r in neighbour if eval_name is None or r.eval_name == eval_name]
+    rules += cross_engine_rules(reports, bound, config.threshold, engine)
+    if token_rates is None:
+        token_rates = [p.aggregate_rate for c in curve_by_engine.values() for p in c.points]
+    gauge = gauge_rule(gpu_utilization, token_rates, config)
+    if gauge is not None:
+        rules.append(gauge)
+    return Advice(config=config, classes=classes, rules=rules)
