@@ -31,6 +31,7 @@ def test_concurrency_json_round_trips(article_store, capsys) -> None:
 
 def test_empty_store_is_a_clear_error(tmp_path: Path, capsys) -> None:
     empty = str(tmp_path / "empty.sqlite")
+    Store(empty).close()  # a store that exists and holds no cell
     for argv in (["concurrency"], ["advise"]):
         assert main([*argv, "--store", empty]) == 1
         err = capsys.readouterr().err
