@@ -112,6 +112,7 @@ CELL_SOURCE = "spark_otel.cell.source"
 CELL_UID = "spark_otel.cell.uid"  # on request spans: the span id of the cell they ran in
 CELL_REQUESTS = "spark_otel.cell.requests"  # instrumented requests made inside the cell
 CELL_FAILED_REQUESTS = "spark_otel.cell.failed_requests"
+TIME_SCALE = "spark_otel.time_scale"  # on a cell recorded under a model clock: its speed (times real)
 CELL_ATTRIBUTE_KEYS = frozenset(
     {
         SPAN_KIND_ATTR,

@@ -226,7 +226,12 @@ class cell:
         )
         cell_id = self.cell_id or uuid.uuid4().hex[:12]
         attrs = cell_start_attributes(
-            self.eval_name, cell_id, engine=self.engine, deadline_s=self.deadline_s, workers=self.workers
+            self.eval_name,
+            cell_id,
+            engine=self.engine,
+            deadline_s=self.deadline_s,
+            workers=self.workers,
+            time_scale=_clock.time_scale(),
         )
         attrs.update(self.attributes)
         span = tracer.start_span(

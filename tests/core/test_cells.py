@@ -244,3 +244,18 @@ def test_the_span_status_never_carries_the_exception_message(providers, span_exp
     span = only_cell_span(span_exporter)
     assert "secret" not in (span.status.description or "")
     assert span.status.description == "ValueError"
+
+
+@pytest.mark.usefixtures("restore_clock")
+def test_a_cell_under_a_model_clock_says_its_times_are_model_time(providers, span_exporter) -> None:
+    from spark_otel import _clock
+
+    with cell("golden", "real", **providers):
+        pass
+    assert sc.TIME_SCALE not in only_cell_span(span_exporter).attributes
+    span_exporter.clear()
+    with _clock.model_time(50), cell("golden", "modelled", **providers):
+        pass
+    span = only_cell_span(span_exporter)
+    assert span.attributes[sc.TIME_SCALE] == 50.0
+    assert cell_from_span(span).attributes[sc.TIME_SCALE] == 50.0  # and so does the stored cell

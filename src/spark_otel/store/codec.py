@@ -42,8 +42,13 @@ def cell_start_attributes(
     engine: str | None = None,
     deadline_s: float | None = None,
     workers: int | None = None,
+    time_scale: float = 1.0,
 ) -> dict[str, AttributeValue]:
-    """What a cell span carries from its start: who it is and what it ran under."""
+    """What a cell span carries from its start: who it is and what it ran under.
+
+    ``time_scale`` other than 1 marks a cell recorded under a model clock, so
+    readers label its times as model time.
+    """
     attrs: dict[str, AttributeValue] = {
         sc.SPAN_KIND_ATTR: sc.SPAN_KIND_CELL,
         sc.EVAL_NAME: eval_name,
@@ -55,6 +60,8 @@ def cell_start_attributes(
         attrs[sc.CELL_DEADLINE_S] = float(deadline_s)
     if workers is not None:
         attrs[sc.CELL_WORKERS] = int(workers)
+    if time_scale != 1.0:
+        attrs[sc.TIME_SCALE] = float(time_scale)
     return attrs
 
 
