@@ -84,7 +84,8 @@ def test_demo_quick_recovers_the_simulated_neighbour_cost_and_writes_the_report(
     assert "Neighbour cost" in page
     assert "Queue rules" in page
     assert page.count("data:image/png;base64,") >= 3
-    assert "Do not batch nemotron" in page
+    # nemotron ran only at 4 workers beside the serial eval: no count was measured harmless, so it yields.
+    assert "nemotron yields while demo-serial-" in page
 
 
 def test_demo_refuses_an_infinite_or_zero_speed_before_starting_anything(
