@@ -12,7 +12,10 @@ Self-contained, on a simulated engine started in-process (requires the `sim` ext
 
     python examples/eval_runner.py --sim --cells 6 --concurrency 2
 
-Then `spark-otel cells` lists what was recorded. The spark-otel lines are marked `# spark-otel`.
+Against a real engine spark-otel records into your store (`--store`, else its default); with
+`--sim` the simulated cells go to a store of their own, `<out>/spark-otel.sqlite`, replaced on
+each run, so they never mix with real ones. Either way the runner ends by printing where the
+cells went and the command that lists them. The spark-otel lines are marked `# spark-otel`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +34,16 @@ import openai
 
 import spark_otel  # spark-otel
 
-spark_otel.instrument()  # spark-otel: every call below gets a span and GenAI metrics
+SIM_STORE = "spark-otel.sqlite"
 
 
-def now() -> float:
-    """Seconds for the records: wall time, or model time when driving the simulated engine."""
-    from spark_otel import _clock
-
-    return _clock.wall_ns() / 1e9
+@dataclass(frozen=True)
+class Engine:
+    base_url: str
+    model: str
+    now: Callable[[], float]
+    """Unix seconds for the records: the wall clock, or the simulated box's model clock (the
+    clock spark-otel stamps its cells with there, so records and cells line up)."""
 
 
 def load_cells(spec: str) -> list[dict[str, Any]]:
@@ -55,9 +62,9 @@ def load_cells(spec: str) -> list[dict[str, Any]]:
 
 
 def run_cell(
-    client: openai.OpenAI, model: str, spec: dict[str, Any], args: argparse.Namespace
+    client: openai.OpenAI, target: Engine, spec: dict[str, Any], args: argparse.Namespace
 ) -> dict[str, Any]:
-    started = now()
+    started = target.now()
     record: dict[str, Any] = {
         "eval": args.eval,
         "cell_id": spec["cell_id"],
@@ -73,7 +80,7 @@ def run_cell(
     ):
         try:
             stream = client.chat.completions.create(
-                model=model,
+                model=target.model,
                 messages=[{"role": "user", "content": spec["prompt"]}],
                 max_tokens=spec.get("max_tokens", 1024),
                 stream=True,
@@ -91,7 +98,7 @@ def run_cell(
         except openai.APIError as exc:
             record["status"] = "error"
             record["error"] = type(exc).__name__
-    finished = now()
+    finished = target.now()
     record["elapsed_s"] = round(finished - started, 3)
     record["finished_at_unix_s"] = round(finished, 3)
     out = Path(args.out) / f"{spec['cell_id'].replace('/', '_')}.json"
@@ -100,18 +107,30 @@ def run_cell(
 
 
 @contextlib.contextmanager
-def engine(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
-    """The engine's base URL and model: a real one from the flags, or a simulated one."""
+def engine(args: argparse.Namespace) -> Iterator[Engine]:
+    """The engine to run against: a real one from the flags, or a simulated one started here."""
     if not args.sim:
-        yield args.base_url, args.model
+        yield Engine(args.base_url, args.model, time.time)
         return
     from spark_otel.sim import run_box
 
-    # The box sets this process's clock to its speed, so records read in model time.
+    # The box runs this process's clock at its speed, so spark-otel's cells read in model time.
     with run_box({args.engine: "dense"}, speed=args.speed) as box:
         base = box.url(args.engine) + "/v1"
         model = openai.OpenAI(base_url=base, api_key="sim").models.list().data[0].id
-        yield base, model
+        yield Engine(base, model, box.now_unix_s)
+
+
+def store_path(args: argparse.Namespace) -> Path | None:
+    """Where spark-otel records: --store, the sim's own store (started afresh), or the default."""
+    if args.store:
+        return Path(args.store)
+    if not args.sim:
+        return None
+    path = Path(args.out) / SIM_STORE
+    for stale in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))):
+        stale.unlink(missing_ok=True)  # an earlier run's model-time cells would overlap this one's
+    return path
 
 
 def main() -> None:
@@ -126,6 +145,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="cells in flight at once")
     parser.add_argument("--ceiling", type=float, default=1800.0, help="per-cell wall-clock ceiling, seconds")
     parser.add_argument("--out", default="records", help="directory for one JSON record per cell")
+    parser.add_argument(
+        "--store",
+        help=f"spark-otel's store (default: its usual one; with --sim, <out>/{SIM_STORE}, replaced each run)",
+    )
     parser.add_argument("--sim", action="store_true", help="run against a simulated engine started here")
     parser.add_argument(
         "--speed",
@@ -134,16 +157,23 @@ def main() -> None:
         help="the simulated engine's speed factor (client and engine share a core)",
     )
     args = parser.parse_args()
-    Path(args.out).mkdir(parents=True, exist_ok=True)
     cells = load_cells(args.cells)
-    with engine(args) as (base_url, model):
-        client = openai.OpenAI(base_url=base_url, api_key="EMPTY", max_retries=0)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    telemetry = spark_otel.configure(store=store_path(args))  # spark-otel: where cells go
+    spark_otel.instrument()  # spark-otel: every call below gets a span and GenAI metrics
+    with engine(args) as target:
+        client = openai.OpenAI(base_url=target.base_url, api_key="EMPTY", max_retries=0)
         with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
-            for record in pool.map(lambda spec: run_cell(client, model, spec, args), cells):
+            for record in pool.map(lambda spec: run_cell(client, target, spec, args), cells):
                 tokens = (record.get("usage") or {}).get("completion_tokens")
                 status, elapsed = record["status"], record["elapsed_s"]
                 print(f"{record['cell_id']:>10}  {status:>7}  {elapsed:>9.1f} s  {tokens} tokens")
+    where = telemetry.store.path if telemetry.store is not None else None
     spark_otel.shutdown()  # spark-otel: flush before exit
+    print(f"records: {args.out}/")
+    if where is not None:
+        print(f"cells:   {where}")
+        print(f"next:    spark-otel cells --store {where} --eval {args.eval}")
 
 
 if __name__ == "__main__":

@@ -344,3 +344,23 @@ def test_backfilled_deadline_and_error_cells_end_their_spans_as_live_cells_do(tm
         stored = {c.uid: c for c in store.cells()}
     for cell in cells:
         assert stored[cell.uid].model_dump(exclude={"trace_id"}) == cell.model_dump(exclude={"trace_id"})
+
+
+def test_repeated_errors_print_once_with_a_count() -> None:
+    from spark_otel.receivers.backfill import RecordError, error_lines
+
+    same = [RecordError("a.jsonl", line, "no cell id at 'cell_id'") for line in range(1, 1001)]
+    other = [RecordError("b.csv", 4, "ends before it starts (-1.000 s)")]
+    assert error_lines(same + other) == [
+        "a.jsonl:1: no cell id at 'cell_id'",
+        "a.jsonl:2: no cell id at 'cell_id'",
+        "a.jsonl:3: no cell id at 'cell_id'",
+        "... and 997 more with the same error",
+        "b.csv:4: ends before it starts (-1.000 s)",
+    ]
+    # Each distinct message is its own problem, but the places shown stay bounded.
+    distinct = [RecordError("c.csv", n, f"completion tokens is 'x{n}', not a number") for n in range(50)]
+    lines = error_lines(distinct, most=20)
+    assert lines[:20] == [str(e) for e in distinct[:20]]
+    assert lines[20:] == ["... and 30 more errors (--json lists every one)"]
+    assert error_lines([]) == []

@@ -249,6 +249,11 @@ class Box:
         """The model Unix time of one of the box's model-clock stamps (a `RequestTiming`'s)."""
         return self.model.clock.unix_ns(model_ns)
 
+    def now_unix_s(self) -> float:
+        """The box's model Unix time now, in seconds: what a runner's own records should stamp
+        (its wall clock would place them apart from the cells spark-otel records)."""
+        return self.unix_ns(self.model.clock.now_ns()) / _clock.NS_PER_S
+
     def gpu(self) -> dict[str, Any]:
         """The same readout ``GET /sim/gpu`` serves."""
         return self.model.gpu().as_dict()

@@ -8,7 +8,14 @@ spans     backfilled cells as spans with their historical times
 from __future__ import annotations
 
 from .mapping import BUILTIN_MAPPINGS, FieldMapping, load_mapping
-from .records import BackfillResult, RecordError, backfill_files, cell_from_record, read_records
+from .records import (
+    BackfillResult,
+    RecordError,
+    backfill_files,
+    cell_from_record,
+    error_lines,
+    read_records,
+)
 from .spans import FixedIdGenerator, export_cells_as_spans
 
 __all__ = [
@@ -19,6 +26,7 @@ __all__ = [
     "RecordError",
     "backfill_files",
     "cell_from_record",
+    "error_lines",
     "export_cells_as_spans",
     "load_mapping",
     "read_records",

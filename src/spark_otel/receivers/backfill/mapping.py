@@ -2,8 +2,10 @@
 
 ``spark-bench``   the article's per-cell records (one JSON object per cell, often one file per
                   cell): ``usage.completion_tokens``, ``elapsed_s``, a ``status`` string or a
-                  ``timeout`` flag; start from ``started_at`` when present, else the file's mtime
-                  minus elapsed when the file holds that one record (Appendix D).
+                  ``timeout`` flag; start from ``started_at``, else the end from
+                  ``finished_at_unix_s`` (what ``examples/eval_runner.py`` writes) minus elapsed,
+                  else the file's mtime minus elapsed when the file holds that one record
+                  (Appendix D).
 ``generic-csv``   one row per cell with plain columns: ``cell_id``, ``engine``, ``start``
                   (ISO 8601 or Unix time), ``elapsed_s``, ``prompt_tokens``,
                   ``completion_tokens``, ``status``, ``workers``. Works for flat JSON/JSONL too.
@@ -89,6 +91,7 @@ SPARK_BENCH = FieldMapping(
     completion_tokens="usage.completion_tokens",
     elapsed="elapsed_s",
     start="started_at",
+    end="finished_at_unix_s",
     status="status",
     timeout_flag="timeout",
     deadline_s="deadline_s",

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,6 +64,29 @@ class RecordError:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
         return f"{where}: {self.message}"
+
+
+def error_lines(errors: list[RecordError], *, per_message: int = 3, most: int = 20) -> list[str]:
+    """The errors as a person reads them: each distinct message at its first ``per_message``
+    places, then a count of the rest; at most ``most`` places in all (a file of 30,000
+    records with one wrong field is one problem, not 30,000 lines)."""
+    counts = Counter(e.message for e in errors)
+    shown: Counter[str] = Counter()
+    lines: list[str] = []
+    accounted = 0
+    for error in errors:
+        if shown[error.message] >= per_message or sum(shown.values()) >= most:
+            continue
+        shown[error.message] += 1
+        lines.append(str(error))
+        accounted += 1
+        rest = counts[error.message] - per_message
+        if shown[error.message] == per_message and rest > 0:
+            lines.append(f"... and {rest:,} more with the same error")
+            accounted += rest
+    if accounted < len(errors):
+        lines.append(f"... and {len(errors) - accounted:,} more errors (--json lists every one)")
+    return lines
 
 
 @dataclass
