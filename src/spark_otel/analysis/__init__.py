@@ -37,6 +37,7 @@ from .neighbour import (
     WindowCost,
     neighbour_cost,
     neighbour_costs,
+    no_baseline_reason,
     windows_touched,
 )
 from .overview import Overview, overview
@@ -75,6 +76,7 @@ __all__ = [
     "in_flight",
     "neighbour_cost",
     "neighbour_costs",
+    "no_baseline_reason",
     "overlapping_pairs",
     "overview",
     "peak_concurrency",

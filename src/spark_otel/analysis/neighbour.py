@@ -42,6 +42,7 @@ __all__ = [
     "WindowCost",
     "neighbour_cost",
     "neighbour_costs",
+    "no_baseline_reason",
     "windows_touched",
 ]
 
@@ -385,3 +386,24 @@ def neighbour_costs(
 def windows_touched(report: NeighbourReport) -> list[WindowCost]:
     """The windows at least one of the eval's cells is attributed to, in time order."""
     return [w for w in report.windows if w.n_cells]
+
+
+def no_baseline_reason(report: NeighbourReport) -> str | None:
+    """Why the report has no baseline to price against, in one line with what would give one;
+    None when it has one. Without a baseline no window has a cost, so a reader needs this
+    line, not an empty table."""
+    if report.baseline.median is not None:
+        return None
+    alone = [c for c in report.cells if c.baseline]
+    if not alone:
+        return (
+            f"no baseline: every one of the {report.n_cells} cells of {report.label} ran beside other "
+            "load, so nothing says what it decodes alone; run a few of its cells with the box "
+            "otherwise idle"
+        )
+    unrated = sum(1 for c in alone if c.decode_rate is None)
+    return (
+        f"no baseline: the {len(alone)} cells of {report.label} that ran alone all timed out or "
+        f"failed ({unrated} not rated), so nothing says what it decodes alone; run a few cells "
+        "with the box otherwise idle, under a ceiling they finish within"
+    )

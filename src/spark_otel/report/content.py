@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .. import _semconv as sc
 from .._exceptions import InputError
 from ..analysis.outcomes import DeadlineOutcome, deadline_outcomes
 from .inputs import ReportInputs
@@ -15,9 +17,10 @@ if TYPE_CHECKING:
     from ..analysis.curve import RateCurve
     from ..analysis.neighbour import NeighbourReport
     from ..analysis.overview import Overview
+    from ..model import Cell
     from ..probe.results import ProbeReport
 
-__all__ = ["ReportContent", "build_report", "overview_from_inputs"]
+__all__ = ["ReportContent", "build_report", "eval_time_scales", "overview_from_inputs"]
 
 
 @dataclass
@@ -35,6 +38,10 @@ class ReportContent:
     outcomes: list[DeadlineOutcome]
     advice: Advice | None
     notes: list[str] = field(default_factory=list)
+    time_scales: dict[str, float] = field(default_factory=dict)
+    """Evals recorded under a model clock, and its speed: their times are labelled model time."""
+    engine_urls: dict[str, str] = field(default_factory=dict)
+    """Where each engine answered: what a measuring command names."""
 
 
 def overview_from_inputs(
@@ -70,7 +77,7 @@ def build_report(
 ) -> ReportContent:
     """Run every analysis the inputs allow, as `spark-otel advise` does (``config`` holds the
     ceiling and threshold). Raises `InputError` when there is nothing to report."""
-    if not inputs.cells and not inputs.probes and not inputs.windows:
+    if not (inputs.cells or inputs.probes or inputs.curves or inputs.windows):
         raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
     found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
@@ -86,4 +93,16 @@ def build_report(
         outcomes=deadline_outcomes(outcome_cells),
         advice=found.advice,
         notes=found.notes,
+        time_scales=eval_time_scales(inputs.cells),
+        engine_urls=inputs.engine_urls,
     )
+
+
+def eval_time_scales(cells: Iterable[Cell]) -> dict[str, float]:
+    """Each eval recorded under a model clock, with its speed (the largest, if cells differ)."""
+    scales: dict[str, float] = {}
+    for c in cells:
+        scale = c.attributes.get(sc.TIME_SCALE)
+        if isinstance(scale, int | float) and scale != 1:
+            scales[c.eval_name] = max(float(scale), scales.get(c.eval_name, 0.0))
+    return scales

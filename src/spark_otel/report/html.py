@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 from .._clock import real_wall_ns
 from .._exceptions import InputError
 from .._version import __version__
-from ..analysis.neighbour import windows_touched
+from ..analysis.advisor import describe_curve, engine_url, probe_command
+from ..analysis.neighbour import no_baseline_reason, windows_touched
 from ..model import NS_PER_S, CellStatus
-from .plots import curve_png_name, neighbour_png_name, render_images
+from .plots import curve_png_name, neighbour_png_name, plottable, render_images, timeline_png_name
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice
@@ -100,7 +101,17 @@ def _concurrency_section(content: ReportContent, images: dict[str, bytes]) -> st
     for probe in content.probes:
         parts.append(_probe_section(probe))
     for i, curve in enumerate(content.curves):
-        parts.append(_img(curve_png_name(i, curve), images, f"{curve.engine} curve"))
+        if plottable(curve):
+            parts.append(_img(curve_png_name(i, curve), images, f"{curve.engine} curve"))
+            what = html.escape(f"Curve of {curve.engine}: {describe_curve(curve)}.")
+            parts.append(f'<p class="note">{what}</p>')
+        else:
+            command = probe_command(curve.engine, engine_url(curve.engine, content.engine_urls), (1, 2, 4, 8))
+            parts.append(
+                f'<p class="empty">{html.escape(curve.engine)}: one level measured '
+                f"({html.escape(describe_curve(curve))}), so no curve is drawn; measure more levels "
+                f"with <code>{html.escape(command)}</code>.</p>"
+            )
     conc = content.concurrency
     if conc is not None:
         for engine in conc.engines:
@@ -150,9 +161,14 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
     if not content.neighbours:
         parts.append('<p class="empty">No eval with enough cells to compare against a baseline.</p>')
     for result in content.neighbours:
+        parts.append(f"<h3>{html.escape(result.label)}</h3>")
+        reason = no_baseline_reason(result)
+        if reason is not None:
+            parts.append(f'<p class="empty">{html.escape(reason[0].upper() + reason[1:])}.</p>')
+            parts.append(_img(timeline_png_name(result), images, f"{result.label} over time"))
+            continue
         b = result.baseline
         parts.append(
-            f"<h3>{html.escape(result.label)}</h3>"
             f"<p>Baseline over {b.n} cells overlapping no other load: median {_f(b.median)} tok/s, "
             f"p10 {_f(b.p10)}, p90 {_f(b.p90)}. {result.timeouts} of {result.n_cells} cells timed out "
             f"and {result.failures} failed (listed, kept out of rates).</p>"
@@ -193,6 +209,7 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
             else '<p class="empty">No cell of this eval overlapped another load.</p>'
         )
         parts.append(_img(neighbour_png_name(result), images, "neighbour cost"))
+        parts.append(_img(timeline_png_name(result), images, f"{result.label} over time"))
     return "".join(parts)
 
 

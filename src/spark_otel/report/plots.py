@@ -1,4 +1,9 @@
-"""The report's plots as PNG bytes (the ``plot`` extra: matplotlib, imported on first use)."""
+"""The report's plots as PNG bytes (the ``plot`` extra: matplotlib, imported on first use).
+
+Each plot answers one question at a glance: legends sit outside the data, the y axis is padded
+so no marker is clipped, stream counts sit on an integer axis, and a curve of one point is not
+drawn at all (the page says why instead, `plottable`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._clock import NS_PER_S
 from .._exceptions import ConfigError
+from ..analysis.advisor import describe_curve
 from ..analysis.neighbour import windows_touched
 
 if TYPE_CHECKING:
@@ -17,14 +24,29 @@ if TYPE_CHECKING:
     from .content import ReportContent
 
 __all__ = [
+    "concurrency_figure",
+    "curve_figure",
     "curve_png_name",
+    "neighbour_figure",
     "neighbour_png_name",
     "plot_concurrency",
     "plot_curve",
     "plot_neighbour",
     "plot_probe",
+    "plot_timeline",
+    "plottable",
     "render_images",
+    "timeline_figure",
+    "timeline_png_name",
 ]
+
+_PER_STREAM = "#1f77b4"
+_AGGREGATE = "#d62728"
+_BASELINE = "#2ca02c"
+_TIMEOUT = "#b3261e"
+_Y_PAD = 1.15
+"""Headroom above the highest marker, so none is clipped and annotations fit."""
+_LOAD_COLOURS = ("#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
 def _pyplot() -> Any:
@@ -45,36 +67,64 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
+def _legend_outside(ax: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+def _pad_y(ax: Any, top: float) -> None:
+    ax.set_ylim(0, top * _Y_PAD if top > 0 else 1.0)
+
+
+def _model_time(time_scale: float | None) -> str:
+    return "" if not time_scale or time_scale == 1 else f", model time at {time_scale:g}x"
+
+
+def plottable(curve: RateCurve) -> bool:
+    """Whether a curve has a shape to draw: two levels or more (one point is a note, not a curve)."""
+    return len(curve.points) >= 2
+
+
 def plot_curve(curve: RateCurve, *, title: str | None = None) -> bytes:
-    """Per-stream (with p10-p90) and aggregate tok/s against streams, as PNG bytes."""
+    """`curve_figure` as PNG bytes."""
+    return _png(curve_figure(curve, title=title))
+
+
+def curve_figure(curve: RateCurve, *, title: str | None = None) -> Any:
+    """Per-stream tok/s (median, p10-p90 band) above aggregate tok/s, against concurrent
+    streams on one integer axis. A curve of one point is refused (`plottable`)."""
+    if not plottable(curve):
+        raise ConfigError(f"{curve.engine}: one level measured, nothing to draw a curve through")
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (per_ax, agg_ax) = plt.subplots(2, 1, sharex=True, figsize=(7.5, 5.5))
     xs = [p.streams for p in curve.points]
     per = [p.per_stream_rate for p in curve.points]
-    ax.plot(xs, per, "o-", color="#1f77b4", label="per-stream tok/s (median)")
     lows = [p.p10 if p.p10 is not None else p.per_stream_rate for p in curve.points]
     highs = [p.p90 if p.p90 is not None else p.per_stream_rate for p in curve.points]
-    ax.fill_between(xs, lows, highs, color="#1f77b4", alpha=0.15, label="p10-p90")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [str(x) for x in xs])
-    ax.set_xlabel("concurrent streams")
-    ax.set_ylabel("per-stream tok/s", color="#1f77b4")
-    ax.set_ylim(bottom=0)
-    ax2 = ax.twinx()
-    ax2.plot(xs, [p.aggregate_rate for p in curve.points], "s--", color="#d62728", label="aggregate tok/s")
-    ax2.set_ylabel("aggregate tok/s", color="#d62728")
-    ax2.set_ylim(bottom=0)
-    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    ax.legend(handles, [str(h.get_label()) for h in handles], loc="upper center", fontsize=8)
-    ax.set_title(title or f"{curve.engine}: concurrency curve ({curve.source})")
-    return _png(fig)
+    per_ax.fill_between(xs, lows, highs, color=_PER_STREAM, alpha=0.15, label="p10-p90")
+    per_ax.plot(xs, per, "o-", color=_PER_STREAM, label="median")
+    per_ax.set_ylabel("per-stream tok/s")
+    _pad_y(per_ax, max(highs + per))
+    _legend_outside(per_ax)
+    aggregate = [p.aggregate_rate for p in curve.points]
+    agg_ax.plot(xs, aggregate, "s-", color=_AGGREGATE, label="all streams")
+    agg_ax.set_ylabel("aggregate tok/s")
+    _pad_y(agg_ax, max(aggregate))
+    _legend_outside(agg_ax)
+    agg_ax.set_xscale("log", base=2)
+    agg_ax.set_xticks(xs, [str(x) for x in xs])
+    agg_ax.xaxis.set_minor_locator(plt.NullLocator())
+    agg_ax.set_xlabel("concurrent streams")
+    per_ax.set_title(title or f"{curve.engine}: what more streams buy", fontsize=11)
+    fig.text(0.5, -0.01, describe_curve(curve), ha="center", va="top", fontsize=8, wrap=True)
+    return fig
 
 
 def plot_probe(report: ProbeReport, path: Path | None = None) -> bytes:
     """The probe's curve as PNG bytes; also written to ``path`` when given."""
     meta = report.metadata
     png = plot_curve(
-        report.curve, title=f"{meta.engine} ({meta.model}): {report.settings.tokens} tokens/stream"
+        report.curve, title=f"{meta.engine} ({meta.model}): {report.settings.tokens} tokens per stream"
     )
     if path is not None:
         path.write_bytes(png)
@@ -82,60 +132,138 @@ def plot_probe(report: ProbeReport, path: Path | None = None) -> bytes:
 
 
 def plot_neighbour(result: NeighbourReport) -> bytes:
+    """`neighbour_figure` as PNG bytes."""
+    return _png(neighbour_figure(result))
+
+
+def neighbour_figure(result: NeighbourReport) -> Any:
     """Per-window median rates (with their range) against the baseline band."""
     plt = _pyplot()
     touched = windows_touched(result)
     fig, ax = plt.subplots(figsize=(8, 0.6 * max(len(touched), 1) + 1.8))
     base = result.baseline
     if base.p10 is not None and base.p90 is not None:
-        ax.axvspan(base.p10, base.p90, color="#2ca02c", alpha=0.15, label="baseline p10-p90")
+        ax.axvspan(base.p10, base.p90, color=_BASELINE, alpha=0.15, label="baseline p10-p90")
     if base.median is not None:
-        ax.axvline(base.median, color="#2ca02c", label=f"baseline median {base.median:.2f}")
+        label = f"baseline median {base.median:.2f} tok/s (n={base.n})"
+        ax.axvline(base.median, color=_BASELINE, label=label)
+    right = max([base.p90 or 0.0, base.median or 0.0] + [w.max_rate or w.rate.median or 0.0 for w in touched])
     for y, w in enumerate(touched):
         if w.rate.median is None:
-            ax.plot([0], [y], "x", color="#b3261e")
+            ax.plot([0], [y], "x", color=_TIMEOUT)
             continue
         lo, hi = w.min_rate or w.rate.median, w.max_rate or w.rate.median
         ax.plot([lo, hi], [y, y], color="#555", linewidth=1)
-        ax.plot([w.rate.median], [y], "o", color="#d62728")
+        ax.plot([w.rate.median], [y], "o", color=_AGGREGATE)
         if w.cost is not None:
-            ax.annotate(f"cost {w.cost:.0%}", (w.rate.median, y), textcoords="offset points", xytext=(0, 7),
-                        ha="center", fontsize=8)  # fmt: skip
+            ax.annotate(f"cost {w.cost:.0%} (n={w.rate.n})", (w.rate.median, y), textcoords="offset points",
+                        xytext=(0, 7), ha="center", fontsize=8)  # fmt: skip
     ax.set_yticks(range(len(touched)), [w.name for w in touched])
-    ax.invert_yaxis()
-    ax.set_xlim(left=0)
+    ax.set_ylim(len(touched) - 0.4, -0.7)  # top row first, room for its annotation
+    ax.set_xlim(0, right * _Y_PAD if right > 0 else 1.0)
     ax.set_xlabel(f"{result.label}: per-cell decode tok/s")
-    ax.set_title(f"What other load cost {result.label}")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower left", fontsize=8)
-    return _png(fig)
+    ax.set_title(f"What other load cost {result.label}", fontsize=11)
+    _legend_outside(ax)
+    return fig
+
+
+def plot_timeline(result: NeighbourReport, *, time_scale: float | None = None) -> bytes:
+    """`timeline_figure` as PNG bytes."""
+    return _png(timeline_figure(result, time_scale=time_scale))
+
+
+def timeline_figure(result: NeighbourReport, *, time_scale: float | None = None) -> Any:
+    """The eval over time: each cell a bar from its start to its end at its decode rate
+    (timeouts and failures marked at their end), the other loads it ran beside shaded and
+    labelled. The neighbour cost, seen rather than tabled."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4))
+    cells = result.cells
+    t0 = min((c.start_unix_ns for c in cells), default=0)
+    t1 = max((c.end_unix_ns for c in cells), default=t0)
+    minutes = (t1 - t0) / NS_PER_S > 600
+    unit = 60.0 if minutes else 1.0
+
+    def at(unix_ns: int) -> float:
+        return (unix_ns - t0) / NS_PER_S / unit
+
+    top = max((c.decode_rate or 0.0 for c in cells), default=0.0)
+    top = max(top, result.baseline.p90 or 0.0)
+    for i, window in enumerate(windows_touched(result)):
+        colour = _LOAD_COLOURS[i % len(_LOAD_COLOURS)]
+        start, end = at(max(window.start_unix_ns, t0)), at(min(window.end_unix_ns, t1))
+        ax.axvspan(start, end, color=colour, alpha=0.13, label=window.name)
+    if result.baseline.median is not None:
+        ax.axhline(
+            result.baseline.median,
+            color=_BASELINE,
+            linestyle="--",
+            linewidth=1,
+            label=f"baseline median {result.baseline.median:.2f} tok/s (n={result.baseline.n})",
+        )
+    rated = [c for c in cells if c.decode_rate is not None]
+    for c in rated:
+        ax.plot([at(c.start_unix_ns), at(c.end_unix_ns)], [c.decode_rate] * 2, color=_PER_STREAM, linewidth=2)
+    if rated:
+        label = f"a cell: start to end at its tok/s (n={len(rated)})"
+        ax.plot([], [], color=_PER_STREAM, linewidth=2, label=label)
+    unrated = [c for c in cells if c.decode_rate is None]
+    if unrated:
+        ax.plot(
+            [at(c.end_unix_ns) for c in unrated],
+            [0.0] * len(unrated),
+            "x",
+            color=_TIMEOUT,
+            clip_on=False,
+            label=f"timed out or failed, not rated (n={len(unrated)})",
+        )
+    _pad_y(ax, top)
+    ax.set_xlim(0, max(at(t1), 1e-9))
+    ax.set_xlabel(f"{'minutes' if minutes else 'seconds'} since the first cell{_model_time(time_scale)}")
+    ax.set_ylabel("per-cell decode tok/s")
+    ax.set_title(f"{result.label} over time", fontsize=11)
+    _legend_outside(ax)
+    return fig
 
 
 def plot_concurrency(report: ConcurrencyReport) -> bytes:
+    """`concurrency_figure` as PNG bytes."""
+    return _png(concurrency_figure(report))
+
+
+def concurrency_figure(report: ConcurrencyReport) -> Any:
     """Per-cell decode rate against time-weighted cells in flight, one colour per engine."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    top = 0.0
     for engine in report.engines:
         pts = [(c.in_flight, c.decode_rate) for c in engine.cells if c.in_flight and c.decode_rate]
         if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7, label=engine.engine)
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7,
+                       label=f"{engine.engine} (n={len(pts)})")  # fmt: skip
+            top = max(top, *(p[1] for p in pts))
     ax.set_xlabel("cells in flight on the engine (time-weighted)")
     ax.set_ylabel("per-cell decode tok/s")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    ax.set_title("Per-cell rate against concurrency")
-    return _png(fig)
+    ax.set_xlim(left=0)
+    _pad_y(ax, top)
+    ax.set_title("Per-cell rate against concurrency", fontsize=11)
+    _legend_outside(ax)
+    return fig
 
 
 def render_images(content: ReportContent) -> dict[str, bytes]:
     """Every plot of the report, by file name."""
     images: dict[str, bytes] = {}
     for i, curve in enumerate(content.curves):
-        images[curve_png_name(i, curve)] = plot_curve(curve)
+        if plottable(curve):
+            images[curve_png_name(i, curve)] = plot_curve(curve)
     if content.concurrency is not None and any(e.cells for e in content.concurrency.engines):
         images["concurrency.png"] = plot_concurrency(content.concurrency)
     for result in content.neighbours:
-        if windows_touched(result):
+        if result.cells:
+            scale = content.time_scales.get(result.eval_name)
+            images[timeline_png_name(result)] = plot_timeline(result, time_scale=scale)
+        if windows_touched(result) and result.baseline.median is not None:
             images[neighbour_png_name(result)] = plot_neighbour(result)
     return images
 
@@ -149,7 +277,16 @@ def curve_png_name(index: int, curve: RateCurve) -> str:
     return f"curve-{index + 1}-{_slug(curve.engine)}.png"
 
 
+def _eval_slug(result: NeighbourReport) -> str:
+    workers = "" if result.workers is None else f"-{result.workers}-workers"
+    return f"{_slug(result.eval_name)}{workers}"
+
+
 def neighbour_png_name(result: NeighbourReport) -> str:
     """The file name of an eval's neighbour-cost plot."""
-    workers = "" if result.workers is None else f"-{result.workers}-workers"
-    return f"neighbour-{_slug(result.eval_name)}{workers}.png"
+    return f"neighbour-{_eval_slug(result)}.png"
+
+
+def timeline_png_name(result: NeighbourReport) -> str:
+    """The file name of an eval's timeline plot."""
+    return f"timeline-{_eval_slug(result)}.png"

@@ -11,7 +11,7 @@ batch beside, and for whatever the records cannot answer, the command that would
 from __future__ import annotations
 
 from .advice import advise, supports_worker_counts
-from .evidence import choose_curves, describe_curve, lane_shape
+from .evidence import choose_curves, describe_curve, engine_url, lane_shape, probe_command
 from .model import (
     ARTICLE_PREFILL_CONTENTION,
     Advice,
@@ -39,7 +39,9 @@ __all__ = [
     "choose_curves",
     "classify",
     "describe_curve",
+    "engine_url",
     "fit_prefill_contention",
     "lane_shape",
+    "probe_command",
     "supports_worker_counts",
 ]

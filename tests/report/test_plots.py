@@ -1,0 +1,173 @@
+"""Plots that answer at a glance, read back from the matplotlib figures themselves: two stacked
+panels for a curve, integer stream ticks, legends outside the data, y padded past the highest
+marker, no curve from one point, and a timeline per eval with its loads shaded."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_otel._exceptions import ConfigError
+from spark_otel.analysis.curve import CurvePoint, RateCurve
+from spark_otel.analysis.neighbour import neighbour_cost, no_baseline_reason
+from spark_otel.model import Cell, CellStatus, LoadWindow
+from spark_otel.report import ReportInputs, build_report, render_html, render_images
+from spark_otel.report.plots import (
+    concurrency_figure,
+    curve_figure,
+    neighbour_figure,
+    plottable,
+    timeline_figure,
+)
+
+S = 1_000_000_000
+T0 = 1_790_000_000 * S
+
+
+def _curve(*levels: tuple[int, float]) -> RateCurve:
+    return RateCurve(
+        engine="qwen",
+        points=[
+            CurvePoint(streams=n, per_stream_rate=r, aggregate_rate=n * r, p10=r * 0.9, p90=r * 1.1, n=n)
+            for n, r in levels
+        ],
+    )
+
+
+def _cell(i: int, start_s: float, elapsed_s: float, tokens: int | None, **kw: object) -> Cell:
+    return Cell(
+        uid=f"c{i}",
+        eval_name="serial",
+        cell_id=f"c{i}",
+        engine="qwen",
+        start_unix_ns=T0 + int(start_s * S),
+        end_unix_ns=T0 + int((start_s + elapsed_s) * S),
+        completion_tokens=tokens,
+        workers=1,
+        **kw,
+    )
+
+
+def _load(start_s: float, end_s: float) -> LoadWindow:
+    return LoadWindow(
+        uid="load", name="nemotron load", kind="load", engine="nemotron",
+        start_unix_ns=T0 + int(start_s * S), end_unix_ns=T0 + int(end_s * S), streams=4,
+    )  # fmt: skip
+
+
+def _outside(fig: object, ax: object) -> bool:
+    """Whether the axes' legend lies wholly to the right of its data area."""
+    legend = ax.get_legend()  # type: ignore[attr-defined]
+    fig.canvas.draw()  # type: ignore[attr-defined]
+    box = legend.get_window_extent()
+    return bool(box.x0 >= ax.get_window_extent().x1)  # type: ignore[attr-defined]
+
+
+def test_a_curve_is_two_stacked_panels_on_integer_stream_ticks_with_padded_y_and_legends_outside() -> None:
+    fig = curve_figure(_curve((1, 11.0), (2, 10.5), (4, 9.8), (8, 8.0)))
+    per_ax, agg_ax = fig.axes  # two panels, no twin axis
+    assert per_ax.get_ylabel() == "per-stream tok/s"
+    assert agg_ax.get_ylabel() == "aggregate tok/s"
+    assert [t.get_text() for t in agg_ax.get_xticklabels()] == ["1", "2", "4", "8"]
+    assert list(agg_ax.get_xticks(minor=True)) == []
+    assert per_ax.get_ylim()[1] == pytest.approx(11.0 * 1.1 * 1.15)  # the highest p90, padded
+    assert agg_ax.get_ylim()[1] == pytest.approx(64.0 * 1.15)
+    assert _outside(fig, per_ax)
+    assert _outside(fig, agg_ax)
+
+
+def test_a_curve_of_one_point_is_not_drawn_and_the_page_says_what_to_measure() -> None:
+    single = _curve((4, 9.8))
+    assert not plottable(single)
+    assert plottable(_curve((1, 11.0), (4, 9.8)))
+    with pytest.raises(ConfigError, match="one level measured"):
+        curve_figure(single)
+    content = build_report(
+        ReportInputs(source="test", curves=[single], engine_urls={"qwen": "http://127.0.0.1:8011"})
+    )
+    images = render_images(content)
+    assert not any(name.startswith("curve-") for name in images)
+    page = render_html(content, images)
+    assert "qwen: one level measured" in page
+    assert "spark-otel probe --engine qwen=http://127.0.0.1:8011 --streams 1,2,4,8" in page
+
+
+def _neighbour_records() -> tuple[list[Cell], list[LoadWindow]]:
+    """Four cells alone at 10 tok/s, two inside a load at 5, and one timeout inside it."""
+    cells = [_cell(i, i * 100.0, 100.0, 1000) for i in range(4)]
+    cells += [_cell(4 + i, 400.0 + i * 100.0, 100.0, 500) for i in range(2)]
+    cells.append(_cell(6, 600.0, 100.0, None, status=CellStatus.DEADLINE, deadline_hit=True))
+    return cells, [_load(400.0, 700.0)]
+
+
+def test_the_timeline_draws_each_cell_at_its_rate_and_shades_the_load_it_ran_beside() -> None:
+    cells, windows = _neighbour_records()
+    result = neighbour_cost("serial", cells, windows)
+    fig = timeline_figure(result, time_scale=50.0)
+    [ax] = fig.axes
+    bars = [line for line in ax.get_lines() if len(line.get_xdata()) == 2 and line.get_linewidth() == 2]
+    # 700 s of cells read in minutes.
+    drawn = sorted(
+        (round(x0 * 60, 6), round(x1 * 60, 6), b.get_ydata()[0]) for b in bars for x0, x1 in [b.get_xdata()]
+    )
+    assert drawn == [
+        (0.0, 100.0, 10.0),
+        (100.0, 200.0, 10.0),
+        (200.0, 300.0, 10.0),
+        (300.0, 400.0, 10.0),
+        (400.0, 500.0, 5.0),
+        (500.0, 600.0, 5.0),
+    ]
+    [shade] = ax.patches
+    assert shade.get_label() == "nemotron load"
+    labels = ax.get_legend_handles_labels()[1]
+    assert "timed out or failed, not rated (n=1)" in labels
+    assert "baseline median 10.00 tok/s (n=4)" in labels
+    assert ax.get_xlabel() == "minutes since the first cell, model time at 50x"
+    assert timeline_figure(neighbour_cost("serial", cells[:4])).axes[0].get_xlabel() == (
+        "seconds since the first cell"
+    )
+    assert ax.get_ylim()[1] == pytest.approx(10.0 * 1.15)
+    assert _outside(fig, ax)
+
+
+def test_the_neighbour_and_concurrency_plots_keep_legends_outside_and_markers_inside() -> None:
+    cells, windows = _neighbour_records()
+    result = neighbour_cost("serial", cells, windows)
+    fig = neighbour_figure(result)
+    [ax] = fig.axes
+    assert ax.get_xlim()[1] == pytest.approx(10.0 * 1.15)
+    assert _outside(fig, ax)
+    from spark_otel.analysis.concurrency import concurrency
+
+    fig = concurrency_figure(concurrency(cells))
+    [ax] = fig.axes
+    assert ax.get_ylim()[1] == pytest.approx(10.0 * 1.15)
+    assert _outside(fig, ax)
+
+
+def test_an_eval_without_a_baseline_says_why_in_one_line_instead_of_an_empty_table() -> None:
+    cells = [_cell(i, i * 100.0, 100.0, 500) for i in range(4)]
+    result = neighbour_cost("serial", cells, [_load(0.0, 400.0)])
+    reason = no_baseline_reason(result)
+    assert reason == (
+        "no baseline: every one of the 4 cells of serial ran beside other load, so nothing says what it "
+        "decodes alone; run a few of its cells with the box otherwise idle"
+    )
+    timeouts = [
+        _cell(i, i * 100.0, 100.0, None, status=CellStatus.DEADLINE, deadline_hit=True) for i in range(3)
+    ]
+    alone = neighbour_cost("serial", timeouts, [])
+    assert no_baseline_reason(alone) is not None
+    assert "the 3 cells of serial that ran alone all timed out or failed (3 not rated)" in str(
+        no_baseline_reason(alone)
+    )
+    assert no_baseline_reason(neighbour_cost("serial", *_neighbour_records())) is None
+
+    content = build_report(ReportInputs(source="test", cells=cells, windows=[_load(0.0, 400.0)]))
+    images = render_images(content)
+    assert "neighbour-serial.png" not in images  # no chart of costs that cannot be computed
+    assert "timeline-serial.png" in images  # but the cells over time still show what happened
+    page = render_html(content, images)
+    section = page[page.index("Neighbour cost") : page.index("Deadline outcomes")]
+    assert "No baseline: every one of the 4 cells of serial ran beside other load" in section
+    assert "<table>" not in section
