@@ -1,7 +1,9 @@
 """Concurrency: what concurrent streams buy on each engine (the article's Acts 2 and 3).
 
-Per-stream and aggregate tok/s against the streams in flight, the engine's own generation
-rate, requests running and waiting, and the probe's levels.
+Per-stream and aggregate tok/s against the streams in flight, the cells' per-stream rate by
+worker count, the engine's own generation rate, requests running and waiting, and the probe's
+levels; annotated with the engine's request levels, the evals' runs and the probe levels that
+span metrics report.
 """
 
 from __future__ import annotations
@@ -9,20 +11,41 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as gd
 
 from . import series as s
-from ._grafana import ENGINE_SEL, EVAL_SEL, TOKENS_PER_S, Query, legend, new_dashboard, timeseries
+from ._grafana import (
+    ENGINE_SEL,
+    EVAL_SEL,
+    PROBE_LEVELS_TEXT,
+    TOKENS_PER_S,
+    Query,
+    annotation,
+    bar_gauge,
+    legend,
+    neutral,
+    new_dashboard,
+    timeseries,
+)
 
 UID = "spark-otel-concurrency"
 
-_BY_ENGINE_WORKERS = f"{s.ENGINE}, {s.WORKERS}"
+_CELLS_SEL = f"{ENGINE_SEL}, {EVAL_SEL}"
+_BY_EVAL_ENGINE_WORKERS = f"{s.EVAL}, {s.ENGINE}, {s.WORKERS}"
 CELL_DECODE_RATE_BY_WORKERS = Query(
-    f"sum by ({_BY_ENGINE_WORKERS}) (rate({s.CELL_DECODE_RATE}_sum{{{ENGINE_SEL}, {EVAL_SEL}}}"
-    "[$__rate_interval]))"
-    f" / sum by ({_BY_ENGINE_WORKERS}) (rate({s.CELL_DECODE_RATE}_count{{{ENGINE_SEL}, {EVAL_SEL}}}"
+    f"sum by ({_BY_EVAL_ENGINE_WORKERS}) (rate({s.CELL_DECODE_RATE}_sum{{{_CELLS_SEL}}}[$__rate_interval]))"
+    f" / sum by ({_BY_EVAL_ENGINE_WORKERS}) (rate({s.CELL_DECODE_RATE}_count{{{_CELLS_SEL}}}"
     "[$__rate_interval]))",
-    legend("{0} at {1} workers", s.ENGINE, s.WORKERS),
+    legend("{0} on {1} at {2} workers", s.EVAL, s.ENGINE, s.WORKERS),
+)
+# What concurrency buys: the mean per-stream (per-cell) decode rate of the cells that finished
+# in the time range, one series per worker count (of each eval on each engine).
+_BY_WORKERS = f"{s.WORKERS}, {s.EVAL}, {s.ENGINE}"
+PER_STREAM_RATE_BY_WORKERS = Query(
+    f"sum by ({_BY_WORKERS}) (increase({s.CELL_DECODE_RATE}_sum{{{_CELLS_SEL}}}[$__range]))"
+    f" / sum by ({_BY_WORKERS}) (increase({s.CELL_DECODE_RATE}_count{{{_CELLS_SEL}}}[$__range]))",
+    legend("{0} workers: {1} on {2}", s.WORKERS, s.EVAL, s.ENGINE),
 )
 CELLS_IN_FLIGHT = Query(
-    f"sum by ({s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{ENGINE_SEL}, {EVAL_SEL}}})", legend("{0}", s.ENGINE)
+    f"sum by ({s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{_CELLS_SEL}}})",
+    legend("{0} on {1}", s.EVAL, s.ENGINE),
 )
 ENGINE_GENERATION_RATE = Query(
     f"sum by ({s.ENGINE}) (rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}}}[$__rate_interval]))",
@@ -43,6 +66,29 @@ PER_STREAM_RATE_RAW = Query(
     legend("{0} per stream", s.ENGINE),
 )
 
+# Annotations. The engine's own request gauge marks each level it ran at (a probe level of N
+# streams shows as N plus whatever else the engine ran); count_values gives each level its own
+# series, so Grafana draws one region per level.
+REQUEST_LEVELS = Query(
+    f'count_values by ({s.ENGINE}) ("streams", '
+    f"sum by ({s.ENGINE}) ({s.ENGINE_REQUESTS_RUNNING}{{{ENGINE_SEL}}}) > 0)",
+    legend("{0}: {1} requests running", s.ENGINE, "streams"),
+)
+# The evals' runs: while an eval has cells in flight (the load windows the CLI derives from
+# other evals' cells).
+EVAL_RUNS = Query(
+    f"sum by ({s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{_CELLS_SEL}}}) > 0",
+    legend("{0} on {1}: cells in flight", s.EVAL, s.ENGINE),
+)
+# Probe levels by name: the probe's load-window spans, counted by the collector's span_metrics
+# connector. A span is exported when its level ends, so this marks the rate interval in which
+# the level was reported, not the level itself.
+PROBE_LEVELS = Query(
+    f"sum by ({s.SPAN_NAME}, {s.ENGINE}) (increase({s.SPAN_CALLS}"
+    f'{{{s.SPAN_NAME}=~"{s.PROBE_LEVEL_SPAN_NAMES}", {ENGINE_SEL}}}[$__rate_interval])) > 0',
+    legend("{0} on {1}: level reported", s.SPAN_NAME, s.ENGINE),
+)
+
 
 def build() -> gd.Dashboard:
     return (
@@ -51,25 +97,56 @@ def build() -> gd.Dashboard:
             "spark-otel / Concurrency",
             "What concurrent streams buy on each engine: per-stream and aggregate tok/s against "
             "the streams in flight. Read load from token counts, never from the GPU busy gauge.",
+            annotations=[
+                annotation(
+                    "Requests running (levels)",
+                    REQUEST_LEVELS,
+                    "purple",
+                    text="The engine ran this many requests (its own gauge): a probe level, the "
+                    "evals' workers and anything else sharing the engine.",
+                ),
+                annotation(
+                    "Eval runs",
+                    EVAL_RUNS,
+                    "orange",
+                    text="The eval had cells in flight on this engine.",
+                ),
+                annotation("Probe levels (span metrics)", PROBE_LEVELS, "red", text=PROBE_LEVELS_TEXT),
+            ],
         )
         .with_row(gd.Row("Cells"))
         .with_panel(
             timeseries(
                 "Per-cell decode rate by workers",
                 "Completion tokens over wall clock per finished cell, averaged over the cells that "
-                "finished in each interval, by engine and worker count. The article: 11.6 tok/s "
-                "serially on the dense engine, 9.2 at eight workers.",
+                "finished in each interval, by eval, engine and worker count. The article: 11.6 "
+                "tok/s serially on the dense engine, 9.2 at eight workers.",
                 TOKENS_PER_S,
                 [CELL_DECODE_RATE_BY_WORKERS],
             )
         )
         .with_panel(
+            bar_gauge(
+                "What concurrency buys: per-stream rate by workers",
+                "Mean per-stream decode rate of the cells that finished in the time range, one bar "
+                "per worker count (of each eval on each engine): what each stream keeps as the "
+                "workers rise. The article's generation-heavy review cells: 11.6 tok/s at one "
+                "worker, 9.2 at eight (20% per cell) for 4.7 times less wall clock. The first "
+                "cell of a series born inside the range does not count (see Reading them right).",
+                TOKENS_PER_S,
+                [PER_STREAM_RATE_BY_WORKERS],
+                neutral(),
+            )
+        )
+        .with_panel(
             timeseries(
                 "Cells in flight",
-                "Eval cells running now on each engine (spark_otel.cells.in_flight): the streams "
-                "the evals hold open.",
+                "Eval cells running now, by eval and engine (spark_otel.cells.in_flight): the "
+                "streams the evals hold open.",
                 "short",
                 [CELLS_IN_FLIGHT],
+                width=24,
+                height=6,
             )
         )
         .with_row(gd.Row("Engine"))

@@ -9,7 +9,21 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as gd
 
 from . import series as s
-from ._grafana import ENGINE_SEL, EVAL_SEL, Query, legend, new_dashboard, stat, timeseries
+from ._grafana import (
+    BAD,
+    ENGINE_SEL,
+    EVAL_SEL,
+    GOOD,
+    NEUTRAL,
+    WARN,
+    Query,
+    legend,
+    neutral,
+    new_dashboard,
+    stat,
+    thresholds,
+    timeseries,
+)
 
 UID = "spark-otel-deadlines"
 
@@ -38,7 +52,7 @@ DEADLINE_HIT_RATE = Query(
 )
 DURATION_P95 = Query(
     f"spark_otel:cell_duration_seconds:p95_rate5m{{{_SEL}}}",
-    legend("{0} at {1} workers, p95", s.EVAL, s.WORKERS),
+    legend("{0} on {1} at {2} workers, p95", s.EVAL, s.ENGINE, s.WORKERS),
 )
 
 
@@ -54,36 +68,48 @@ def build() -> gd.Dashboard:
             stat(
                 "Ceiling hits",
                 "Cells cut off at their wall-clock ceiling over the time range, by eval and "
-                "worker count (spark_otel.cell.deadline_hits).",
+                "worker count (spark_otel.cell.deadline_hits). Red from one: a cell that hit "
+                "its ceiling lost the time it ran (the article's rule: a stream 20% slower turns "
+                "a cell that fit into one that does not).",
                 "short",
                 [DEADLINE_HITS],
+                thresholds(GOOD, (1, BAD)),
             )
         )
         .with_panel(
             stat(
                 "Salvaged findings",
                 "Complete findings kept from cut-off streams over the time range: what "
-                "streaming against a deadline saved.",
+                "streaming against a deadline saved. Neither good nor bad by itself.",
                 "short",
                 [SALVAGED],
+                neutral(),
             )
         )
         .with_panel(
             stat(
                 "Degraded cells",
                 "Cells cut off at the ceiling that still kept findings: degraded, not lost "
-                "(span metrics of cell spans with spark_otel.cell.degraded=true).",
+                "(span metrics of cell spans with spark_otel.cell.degraded=true). Orange from one.",
                 "short",
                 [DEGRADED],
+                thresholds(GOOD, (1, WARN)),
             )
         )
         .with_panel(
             stat(
                 "Cells by status",
                 "Finished cells over the time range by eval, worker count and status "
-                "(ok, deadline, length_cap, error).",
+                "(ok, deadline, length_cap, error): ok green, deadline and error red, length_cap "
+                "orange.",
                 "short",
                 [CELLS_BY_STATUS],
+                thresholds(NEUTRAL),
+                regex_colours=[
+                    (".*: ok$", GOOD),
+                    (".*: (deadline|error)$", BAD),
+                    (".*: length_cap$", WARN),
+                ],
             )
         )
         .with_panel(

@@ -12,7 +12,17 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as gd
 
 from . import series as s
-from ._grafana import ENGINE_SEL, TOKENS_PER_S, Query, legend, new_dashboard, timeseries, variable
+from ._grafana import (
+    ENGINE_SEL,
+    TOKENS_PER_S,
+    Query,
+    legend,
+    neutral,
+    new_dashboard,
+    stat,
+    timeseries,
+    variable,
+)
 
 UID = "spark-otel-instruments"
 
@@ -21,6 +31,11 @@ _GPU = f"{s.INSTANCE}, {s.GPU_ID}"
 
 GPU_UTILIZATION = Query(
     f"max by ({_GPU}) ({s.GPU_UTILIZATION}{{{BOX_SEL}}})",
+    legend("utilization.gpu, {0} GPU {1}", s.INSTANCE, s.GPU_ID),
+)
+# The busy gauge over the time range, per box and GPU: a number that reads high whatever the load.
+GPU_UTILIZATION_MEAN = Query(
+    f"avg by ({_GPU}) (avg_over_time({s.GPU_UTILIZATION}{{{BOX_SEL}}}[$__range]))",
     legend("utilization.gpu, {0} GPU {1}", s.INSTANCE, s.GPU_ID),
 )
 GPU_POWER = Query(
@@ -71,6 +86,18 @@ def build() -> gd.Dashboard:
             )
         )
         .with_panel(
+            stat(
+                "Busy gauge over the range",
+                "Mean utilization.gpu over the time range, per box and GPU. Not coloured as a "
+                "warning: high is neither bad nor load (the article: 96% busy while the SMs issued "
+                "on 3.1% of cycles).",
+                "percentunit",
+                [GPU_UTILIZATION_MEAN],
+                neutral(),
+                width=12,
+            )
+        )
+        .with_panel(
             timeseries(
                 "Tokens per second",
                 "What the engines actually produce: the generation counters' rate, per box. "
@@ -107,7 +134,6 @@ def build() -> gd.Dashboard:
                 "instructions, reads about 3% at 1, 8 and 32 streams alike.",
                 "percent",
                 [NSIGHT_SM_ISSUE, NSIGHT_GR_ACTIVE],
-                width=24,
             )
         )
     )

@@ -33,6 +33,12 @@ NSIGHT_CAPTURE = label(sc.NSIGHT_CAPTURE)
 # service.name into `job`): the process that sent a series, e.g. one box's `spark-otel receive`.
 INSTANCE = "instance"
 JOB = "job"
+# The span_metrics connector labels each series with the span's name (and service_name,
+# span_kind, status_code) beside the configured dimensions (collector/otelcol.yaml).
+SPAN_NAME = "span_name"
+# The probe names each level's load-window span "probe N streams" (spark_otel.probe.prober,
+# `_Prober.record`); span metrics carry that name, so this regex picks out probe levels.
+PROBE_LEVEL_SPAN_NAMES = "probe [0-9]+ streams"
 
 # Cells (spark_otel.telemetry.instruments)
 CELL_DECODE_RATE = prometheus_name(sc.CELL_DECODE_RATE_METRIC, "{token}/s", Kind.HISTOGRAM)

@@ -1,6 +1,8 @@
 """The dashboards as code: the committed JSON is what the code generates, the SDK round-trips
-it, the lint rules pass (and catch what they should), every PromQL expression parses, and every
-metric a panel queries is a name defined in ``_semconv.py``."""
+it, the lint rules pass (and catch what they should), every PromQL expression parses, every
+metric a panel queries is a name defined in ``_semconv.py``, and what makes them importable and
+readable holds: the datasource variable, All defaults, shared tooltips, links, the baseline
+band, the advisor's threshold, stat thresholds, legends and annotations."""
 
 from __future__ import annotations
 
@@ -25,19 +27,28 @@ from collector_stack import (
     prometheus_service,
     variable_values,
 )
-from dashboards import build, lint, series
+from dashboards import build, lint, neighbour_cost, series
 from dashboards.prometheus_names import Kind, base_names, prometheus_name
 from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard
 from tests.conftest import wait_for
 
 from spark_otel import _semconv as sc
+from spark_otel.analysis.advisor import AdvisorConfig
 
 PROVISIONING = COLLECTOR_DIR / "grafana" / "provisioning" / "datasources" / "spark_otel.yaml"
 
 
 def provisioned_uids() -> set[str]:
     return {d["uid"] for d in yaml.safe_load(PROVISIONING.read_text())["datasources"]}
+
+
+def grafana_values(model: dict[str, Any], picked: dict[str, str] | None = None) -> dict[str, str]:
+    """`variable_values`, with each datasource variable at its default (the provisioned uid)."""
+    defaults = {
+        v["name"]: v["current"]["value"] for v in model["templating"]["list"] if v["type"] == "datasource"
+    }
+    return variable_values(model, {**defaults, **(picked or {})})
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +97,23 @@ def test_sdk_round_trip_loses_nothing(models: dict[str, dict[str, Any]]) -> None
 
 
 def test_dashboards_pass_the_lint_rules(models: dict[str, dict[str, Any]]) -> None:
-    assert lint.lint_dashboards(models.values(), provisioned_uids()) == []
+    assert lint.lint_dashboards(models.values(), provisioned_uids(), series.RULES) == []
 
 
 def _first_panel(model: dict[str, Any]) -> dict[str, Any]:
     return next(p for p in model["panels"] if p["type"] != "row")
+
+
+def _panel(model: dict[str, Any], title: str) -> dict[str, Any]:
+    return next(p for p in model["panels"] if p.get("title") == title)
+
+
+def _variable(model: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in model["templating"]["list"] if v["name"] == name)
+
+
+def _annotation(model: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(a for a in lint.annotation_queries(model) if a["name"] == name)
 
 
 @pytest.mark.parametrize(
@@ -120,13 +143,269 @@ def _first_panel(model: dict[str, Any]) -> dict[str, Any]:
             ),
             '!~"$engine" on a multi-value or All variable',
         ),
+        # Datasources: through the dashboard's datasource variable, whose default is provisioned.
+        (lambda m: _first_panel(m)["datasource"].__setitem__("uid", "prometheus"), "'prometheus' is fixed"),
+        (
+            lambda m: _first_panel(m)["targets"][0].__setitem__(
+                "datasource", {"type": "prometheus", "uid": "${elsewhere}"}
+            ),
+            "${elsewhere} is not a datasource variable",
+        ),
+        (
+            lambda m: _variable(m, "datasource")["current"].__setitem__("value", "mimir"),
+            "defaults to 'mimir', not a provisioned datasource uid",
+        ),
+        (
+            lambda m: _variable(m, "engine")["datasource"].__setitem__("uid", "prometheus"),
+            "variable 'engine': datasource uid 'prometheus' is fixed",
+        ),
+        # Thresholds: set, and not Grafana's default red from 80.
+        (
+            lambda m: _first_panel(m)["fieldConfig"]["defaults"].pop("thresholds"),
+            "thresholds left to Grafana",
+        ),
+        (
+            lambda m: _first_panel(m)["fieldConfig"]["defaults"]["thresholds"].__setitem__(
+                "steps", [{"color": "green", "value": None}, {"color": "red", "value": 80}]
+            ),
+            "thresholds left to Grafana",
+        ),
+        # Legends: present, naming every label the query keeps and only those.
+        (lambda m: _first_panel(m)["targets"][0].__setitem__("legendFormat", ""), "no legend"),
+        (
+            lambda m: _first_panel(m)["targets"][0].__setitem__("legendFormat", "{{spark_otel_eval}}"),
+            "does not name ['spark_otel_cell_workers']",
+        ),
+        (
+            lambda m: _first_panel(m)["targets"][0].__setitem__(
+                "legendFormat", "{{spark_otel_eval}} at {{spark_otel_cell_workers}} on {{spark_otel_engine}}"
+            ),
+            "names ['spark_otel_engine'], which the query does not keep",
+        ),
+        # A multi-select variable starts on All.
+        (
+            lambda m: _variable(m, "eval").__setitem__("current", {"text": "x", "value": ["x"]}),
+            "multi-select starts on ['x'], not All",
+        ),
+        # Shared tooltips and links to the other dashboards.
+        (lambda m: m.__setitem__("graphTooltip", 1), "graphTooltip 1: share the tooltip"),
+        (lambda m: m.__setitem__("links", []), "no link to the other dashboards"),
+        (lambda m: m["links"][0].__setitem__("keepTime", False), "no link to the other dashboards"),
+        (lambda m: _first_panel(m).__setitem__("repeat", "nope"), "repeats over 'nope'"),
+        (lambda m: _first_panel(m)["gridPos"].__setitem__("x", 20), "overflows the 24-column grid"),
+        # Annotations follow the query rules.
+        (
+            lambda m: (
+                m.setdefault("annotations", {})
+                .setdefault("list", [])
+                .append(
+                    {
+                        "name": "broken",
+                        "datasource": {"type": "prometheus", "uid": "mimir"},
+                        "target": {"expr": "sum(rate(spark_otel_cells_total[5m])) > 0", "refId": "Anno"},
+                        "titleFormat": "cells",
+                    }
+                )
+            ),
+            "annotation 'broken': rate() over [5m]",
+        ),
+        (
+            lambda m: (
+                m.setdefault("annotations", {})
+                .setdefault("list", [])
+                .append(
+                    {
+                        "name": "broken",
+                        "datasource": {"type": "prometheus", "uid": "mimir"},
+                        "target": {"expr": "sum(spark_otel_cells_in_flight) > 0", "refId": "Anno"},
+                        "titleFormat": "cells",
+                    }
+                )
+            ),
+            "annotation 'broken': datasource uid 'mimir' is not provisioned",
+        ),
     ],
 )
 def test_lint_catches_each_rule(models: dict[str, dict[str, Any]], breakage: Any, expected: str) -> None:
     model = copy.deepcopy(models["deadlines"])
+    assert lint.lint_dashboard(model, provisioned_uids(), series.RULES) == []
     breakage(model)
-    problems = lint.lint_dashboard(model, provisioned_uids())
+    problems = lint.lint_dashboard(model, provisioned_uids(), series.RULES)
     assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("breakage", "expected"),
+    [
+        (
+            lambda m: _annotation(m, "Load windows (other evals)").__setitem__("titleFormat", "load"),
+            "title 'load' does not name ['spark_otel_engine', 'spark_otel_eval']",
+        ),
+        (
+            # The band's p90 fills towards a series the panel does not have.
+            lambda m: next(
+                prop
+                for o in m["panels"][0]["fieldConfig"]["overrides"]
+                for prop in o["properties"]
+                if prop["id"] == "custom.fillBelowTo"
+            ).__setitem__("value", "p10"),
+            "fillBelowTo 'p10' names no series of the panel",
+        ),
+        (
+            # Outside the per-eval repeat, the band's legends would not tell evals apart.
+            lambda m: m["panels"][0].pop("repeat"),
+            "legend 'baseline p10' does not name ['spark_otel_eval']",
+        ),
+    ],
+)
+def test_lint_catches_each_rule_on_neighbour_cost(
+    models: dict[str, dict[str, Any]], breakage: Any, expected: str
+) -> None:
+    model = copy.deepcopy(models["neighbour-cost"])
+    assert lint.lint_dashboard(model, provisioned_uids(), series.RULES) == []
+    breakage(model)
+    problems = lint.lint_dashboard(model, provisioned_uids(), series.RULES)
+    assert any(expected in p for p in problems), problems
+
+
+def test_lint_catches_a_link_tag_no_other_dashboard_carries(models: dict[str, dict[str, Any]]) -> None:
+    broken = [copy.deepcopy(m) for m in models.values()]
+    broken[0]["links"][0]["tags"] = [*broken[0]["tags"], "elsewhere"]
+    broken[0]["tags"] = [*broken[0]["tags"], "elsewhere"]  # its own tag, carried by no other one
+    problems = lint.lint_dashboards(broken, provisioned_uids(), series.RULES)
+    assert any("link by tag 'elsewhere' finds no other dashboard" in p for p in problems), problems
+
+
+def test_every_query_reads_the_datasource_variable_whose_default_is_the_provisioned_prometheus(
+    models: dict[str, dict[str, Any]],
+) -> None:
+    """Importable: panels, queries, query variables and annotations name ${datasource}, a
+    Prometheus datasource variable; provisioned, it defaults to the provisioned default datasource."""
+    provisioned = {d["uid"]: d for d in yaml.safe_load(PROVISIONING.read_text())["datasources"]}
+    for stem, model in models.items():
+        var = _variable(model, "datasource")
+        assert var["type"] == "datasource", stem
+        assert var["query"] == "prometheus", stem
+        default = provisioned[var["current"]["value"]]
+        assert default["type"] == "prometheus", stem
+        assert default["isDefault"], stem
+        assert var["current"]["text"] == default["name"], stem
+        refs = [p["datasource"] for p in model["panels"] if p["type"] != "row"]
+        refs += [t["datasource"] for _, t in lint.targets(model)]
+        refs += [v["datasource"] for v in model["templating"]["list"] if v["type"] == "query"]
+        refs += [a["datasource"] for a in lint.annotation_queries(model)]
+        assert refs
+        assert all(r == {"type": "prometheus", "uid": "${datasource}"} for r in refs), stem
+
+
+def test_multi_select_variables_start_on_all_and_the_single_select_engine_on_its_first_value(
+    models: dict[str, dict[str, Any]],
+) -> None:
+    for stem, model in models.items():
+        for var in model["templating"]["list"]:
+            if var.get("multi"):
+                assert var["includeAll"], (stem, var["name"])
+                assert var["allValue"] == ".*", (stem, var["name"])
+                assert var["current"]["value"] == ["$__all"], (stem, var["name"])
+        engine = _variable(model, "engine")
+        if stem == "neighbour-cost":
+            # No saved value: Grafana starts on the first engine (alphabetical, sort 1).
+            assert not engine["multi"]
+            assert "current" not in engine
+            assert engine["sort"] == 1
+        else:
+            assert engine["multi"], stem
+            assert engine["current"]["text"] == ["All"], stem
+
+
+def test_shared_tooltips_and_links_between_the_four_dashboards(models: dict[str, dict[str, Any]]) -> None:
+    for stem, model in models.items():
+        assert model["graphTooltip"] == 2, stem  # shared crosshair and tooltip
+        (link,) = model["links"]
+        assert link["type"] == "dashboards", stem
+        assert link["keepTime"], stem
+        assert link["includeVars"], stem
+        found = [m["title"] for m in models.values() if set(link["tags"]) & set(m["tags"]) and m is not model]
+        assert len(found) == 3, (stem, found)
+
+
+def test_neighbour_cost_band_is_filled_between_p10_and_p90_with_the_median_a_line(
+    models: dict[str, dict[str, Any]],
+) -> None:
+    band = models["neighbour-cost"]["panels"][0]
+    assert band["repeat"] == "eval"  # one panel per eval: its p90 fills down to its own p10
+    by_ref = {t["refId"]: t for t in band["targets"]}
+    assert by_ref["B"]["expr"] == neighbour_cost.BASELINE_P10.expr
+    assert by_ref["C"]["expr"] == neighbour_cost.BASELINE_P50.expr
+    assert by_ref["D"]["expr"] == neighbour_cost.BASELINE_P90.expr
+    props = {
+        o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+        for o in band["fieldConfig"]["overrides"]
+        if o["matcher"]["id"] == "byFrameRefID"
+    }
+    assert props["D"]["custom.fillBelowTo"] == by_ref["B"]["legendFormat"]
+    assert props["D"]["custom.fillOpacity"] > 0
+    assert props["B"]["custom.fillOpacity"] == 0
+    assert props["C"]["custom.fillOpacity"] == 0
+    assert props["C"]["custom.lineWidth"] > 0
+    assert band["fieldConfig"]["defaults"]["custom"]["fillOpacity"] == 0  # the eval's rate: a line
+
+
+def test_cost_panels_use_the_advisors_threshold(models: dict[str, dict[str, Any]]) -> None:
+    """The line at the advisor's default threshold (0.2), read from AdvisorConfig."""
+    expected = 100 * AdvisorConfig().threshold
+    assert abs(neighbour_cost.COST_THRESHOLD_PERCENT - expected) < 1e-9
+    model = models["neighbour-cost"]
+    for title in ("Cost against baseline", "Cost under neighbour load"):
+        steps = _panel(model, title)["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert [s["color"] for s in steps] == ["green", "red"], title
+        assert steps[1]["value"] == pytest.approx(expected), title
+    custom = _panel(model, "Cost against baseline")["fieldConfig"]["defaults"]["custom"]
+    assert custom["thresholdsStyle"] == {"mode": "line"}
+
+
+def test_stat_thresholds_mean_something(models: dict[str, dict[str, Any]]) -> None:
+    def steps(stem: str, title: str) -> list[tuple[object, str]]:
+        found = _panel(models[stem], title)["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        return [(s["value"], s["color"]) for s in found]
+
+    assert steps("deadlines", "Ceiling hits") == [(None, "green"), (1, "red")]
+    assert steps("deadlines", "Degraded cells") == [(None, "green"), (1, "orange")]
+    assert steps("deadlines", "Salvaged findings") == [(None, "blue")]
+    # The busy gauge reads high whatever the load: never coloured as a warning.
+    assert steps("instruments", "Busy gauge over the range") == [(None, "blue")]
+    assert steps("neighbour-cost", "Baseline (1-minute mean, median over range)") == [(None, "blue")]
+    by_status = _panel(models["deadlines"], "Cells by status")["fieldConfig"]["overrides"]
+    colours = {o["matcher"]["options"]: o["properties"][0]["value"]["fixedColor"] for o in by_status}
+    assert colours == {".*: ok$": "green", ".*: (deadline|error)$": "red", ".*: length_cap$": "orange"}
+
+
+def test_per_stream_rate_by_worker_count_names_each_series_by_it(models: dict[str, dict[str, Any]]) -> None:
+    from dashboards import concurrency
+
+    panel = _panel(models["concurrency"], "What concurrency buys: per-stream rate by workers")
+    (target,) = panel["targets"]
+    assert target["expr"] == concurrency.PER_STREAM_RATE_BY_WORKERS.expr
+    assert target["instant"]
+    assert "spark_otel_cell_workers" in lint.result_labels(target["expr"])
+    assert target["legendFormat"].startswith("{{spark_otel_cell_workers}} workers")
+
+
+def test_probe_levels_and_load_windows_are_annotations(models: dict[str, dict[str, Any]]) -> None:
+    from dashboards import concurrency
+
+    for stem in ("concurrency", "neighbour-cost"):
+        names = {a["name"] for a in lint.annotation_queries(models[stem])}
+        assert "Probe levels (span metrics)" in names, stem
+        probe = _annotation(models[stem], "Probe levels (span metrics)")
+        assert f'span_name=~"{series.PROBE_LEVEL_SPAN_NAMES}"' in probe["target"]["expr"]
+    assert {a["name"] for a in lint.annotation_queries(models["neighbour-cost"])} >= {
+        "Baseline paused (other engines busy)",
+        "Load windows (other evals)",
+    }
+    levels = _annotation(models["concurrency"], "Requests running (levels)")
+    assert levels["target"]["expr"] == concurrency.REQUEST_LEVELS.expr
+    assert "{{streams}}" in levels["titleFormat"]
 
 
 def test_neighbour_cost_engine_is_single_select_so_other_engines_mean_something(
@@ -134,7 +413,7 @@ def test_neighbour_cost_engine_is_single_select_so_other_engines_mean_something(
 ) -> None:
     """With "All" (sent as .*) the other-engine load, spark_otel_engine!="$engine", read nothing."""
     model = models["neighbour-cost"]
-    engine = next(v for v in model["templating"]["list"] if v["name"] == "engine")
+    engine = _variable(model, "engine")
     assert not engine.get("multi")
     assert not engine.get("includeAll")
     exprs = [target["expr"] for _, target in lint.targets(model)]
@@ -144,7 +423,7 @@ def test_neighbour_cost_engine_is_single_select_so_other_engines_mean_something(
     next(v for v in broken["templating"]["list"] if v["name"] == "engine").update(
         multi=True, includeAll=True, allValue=".*"
     )
-    problems = lint.lint_dashboard(broken, provisioned_uids())
+    problems = lint.lint_dashboard(broken, provisioned_uids(), series.RULES)
     assert any('!="$engine" on a multi-value or All variable' in p for p in problems), problems
 
 
@@ -162,9 +441,9 @@ def test_neighbour_cost_baseline_leaves_out_loaded_intervals() -> None:
 def test_grafana_expr_substitutes_what_grafana_sends(models: dict[str, dict[str, Any]]) -> None:
     model = models["neighbour-cost"]
     with pytest.raises(AssertionError, match="single-select variable 'engine' needs a value"):
-        variable_values(model)
-    values = variable_values(model, {"engine": "qwen"})
-    assert values == {"engine": "qwen", "eval": ".*"}
+        grafana_values(model)
+    values = grafana_values(model, {"engine": "qwen"})
+    assert values == {"datasource": "prometheus", "engine": "qwen", "eval": ".*"}
     expr = grafana_expr({"expr": 'x{spark_otel_engine!="$engine", e=~"${eval}"}[$__rate_interval]'}, values)
     assert expr == 'x{spark_otel_engine!="qwen", e=~".*"}[30s]'
     with pytest.raises(AssertionError, match="left unsubstituted"):
@@ -186,7 +465,7 @@ def test_instruments_tell_boxes_apart(models: dict[str, dict[str, Any]]) -> None
 def test_lint_catches_a_shared_uid(models: dict[str, dict[str, Any]]) -> None:
     twin = copy.deepcopy(models["concurrency"])
     twin["title"] = "twin"
-    problems = lint.lint_dashboards([models["concurrency"], twin], provisioned_uids())
+    problems = lint.lint_dashboards([models["concurrency"], twin], provisioned_uids(), series.RULES)
     assert any("also used by" in p for p in problems)
 
 
@@ -258,8 +537,10 @@ def test_every_expression_parses_with_promtool(
     """promtool parses PromQL offline: each panel query, macros substituted, as a rule."""
     rules = []
     for model in models.values():
-        values = variable_values(model, {"engine": "qwen"} if model["uid"].endswith("neighbour-cost") else {})
-        for i, (_, target) in enumerate(lint.targets(model)):
+        values = grafana_values(model, {"engine": "qwen"} if model["uid"].endswith("neighbour-cost") else {})
+        exprs = [target for _, target in lint.targets(model)]
+        exprs += [item["target"] for item in lint.annotation_queries(model)]
+        for i, target in enumerate(exprs):
             rules.append(
                 {
                     "record": f"check:{model['uid'].replace('-', '_')}:{i}",
@@ -339,7 +620,7 @@ def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
     (port,) = free_ports(1)
     prom = prometheus_service(prometheus_bin, config, tmp_path, port)
     api = Prometheus(prom, f"http://127.0.0.1:{port}", config)
-    all_boxes = variable_values(models["instruments"])
+    all_boxes = grafana_values(models["instruments"])
     assert all_boxes["box"] == ".*"
 
     def panel(query: Any, values: dict[str, str]) -> dict[str, float]:

@@ -3,12 +3,15 @@ OTLP to the real collector, which feeds the real Prometheus and the trace stand-
 
 Then: (a) cell and request spans with their attributes reached the stand-in, and Grafana's
 trace-to-metrics links from a cell span return data; (b) every dashboard panel's query returns
-data from Prometheus, sent as Grafana sends it on load ("All" as `.*`, a single-select variable
-as a value from the run); (c) the concurrency and neighbour-cost panels give the values the CLI
-computes from the embedded store of the same run; and a collector stopped and restarted mid-run
+data from Prometheus, sent as Grafana sends it on load (the datasource variable at its
+provisioned default, "All" as `.*`, a single-select variable as a value from the run); (c) the
+concurrency and neighbour-cost panels give the values the CLI computes from the embedded store
+of the same run; and a collector stopped and restarted mid-run
 neither slows the eval by more than the export timeout nor loses a cell from the embedded
 store. The simulated box keeps pace with the wall clock (it may drop at most 2% of the run's model
-time to a stall of this process, which panels and CLI both see alike). Never skipped where real
+time to a stall of this process, which panels and CLI both see alike). A second, shorter run
+(an eval on one engine, then `spark-otel probe` on the other) checks that the dashboards'
+annotations mark the probe levels and load windows where they ran. Never skipped where real
 components are required (CI).
 """
 
@@ -38,6 +41,7 @@ from dashboards import build, concurrency, lint, neighbour_cost
 from tests.conftest import wait_for
 
 import spark_otel
+from spark_otel import _clock
 from spark_otel import _semconv as sc
 from spark_otel.deadline import stream_with_deadline
 from spark_otel.receivers.gpu import SimGpuSource
@@ -356,7 +360,7 @@ def _query_every_panel(stack: Stack, run_start: float) -> dict[str, list[dict[st
     range_ = f"{int(time.time() - run_start) + 30}s"
     results: dict[str, list[dict[str, Any]]] = {}
     for model in build.dashboards().values():
-        values = variable_values(model, {k: v for k, v in PICKED.items() if _single_select(model, k)})
+        values = _values(model, {k: v for k, v in PICKED.items() if _single_select(model, k)})
         for panel, target in lint.targets(model):
             expr = grafana_expr(target, values, rate_interval=RATE_INTERVAL, range_=range_, interval="1s")
             key = f"{model['title']} / {panel['title']} / {target['refId']}"
@@ -366,6 +370,15 @@ def _query_every_panel(stack: Stack, run_start: float) -> dict[str, list[dict[st
 
 def _single_select(model: dict[str, Any], name: str) -> bool:
     return any(v["name"] == name and not v.get("includeAll") for v in model["templating"]["list"])
+
+
+def _values(model: dict[str, Any], picked: dict[str, str] | None = None) -> dict[str, str]:
+    """What Grafana sends for the variables on load (`variable_values`), the datasource variable
+    at its default: the provisioned Prometheus, which is the one these queries reach."""
+    defaults = {
+        v["name"]: v["current"]["value"] for v in model["templating"]["list"] if v["type"] == "datasource"
+    }
+    return variable_values(model, {**defaults, **(picked or {})})
 
 
 def _follow_trace_to_metrics_links(stack: Stack, span: dict[str, Any], at: float) -> None:
@@ -434,15 +447,23 @@ def _compare_concurrency(
     the whole run as its rate interval, which averages exactly the cells the CLI rates, against
     the CLI's mean.
     """
-    values = variable_values(build.dashboards()["concurrency"])  # All engines, all evals
+    values = _values(build.dashboards()["concurrency"])  # All engines, all evals
     query = concurrency.CELL_DECODE_RATE_BY_WORKERS.expr
     panel = _panel_series(stack, query, values, start, end)
     whole_run = f"{int(end - start) + 30}s"
-    mean_expr = grafana_expr({"expr": query}, values, rate_interval=whole_run, range_=whole_run)
-    means = {
-        (r["metric"]["spark_otel_engine"], r["metric"]["spark_otel_cell_workers"]): float(r["value"][1])
-        for r in stack.prometheus.query(mean_expr, at=end)
-    }
+
+    def by_group(expr: str) -> dict[tuple[str, str, str], float]:
+        return {
+            (m["spark_otel_eval"], m["spark_otel_engine"], m["spark_otel_cell_workers"]): float(r["value"][1])
+            for r in stack.prometheus.query(expr, at=end)
+            for m in (r["metric"],)
+        }
+
+    means = by_group(grafana_expr({"expr": query}, values, rate_interval=whole_run, range_=whole_run))
+    # "What concurrency buys": the per-stream rate of each worker count over the time range.
+    bars = by_group(
+        grafana_expr({"expr": concurrency.PER_STREAM_RATE_BY_WORKERS.expr}, values, range_=whole_run)
+    )
     idle_gap = float(RATE_INTERVAL.rstrip("s"))
     idle = [(start, marks["load_start"]), (marks["load_end"] + idle_gap + 1, end)]
     idle_panel = _panel_series(stack, query, values, *idle[0])
@@ -457,7 +478,8 @@ def _compare_concurrency(
         key = next(
             k
             for k in series
-            if dict(k).get("spark_otel_engine") == engine
+            if dict(k).get("spark_otel_eval") == eval_name
+            and dict(k).get("spark_otel_engine") == engine
             and dict(k).get("spark_otel_cell_workers") == str(workers)
         )
         panel_median = statistics.median(series[key])
@@ -467,13 +489,15 @@ def _compare_concurrency(
             panel_median,
             cli_median,
         )
-        panel_mean = means[(engine, str(workers))]
+        panel_mean = means[(eval_name, engine, str(workers))]
         assert panel_mean == pytest.approx(group["rate"]["mean"], rel=0.05), (
             engine,
             workers,
             panel_mean,
             group,
         )
+        bar = bars[(eval_name, engine, str(workers))]
+        assert bar == pytest.approx(group["rate"]["mean"], rel=0.05), (engine, workers, bar, group)
 
 
 def _compare_neighbour_cost(
@@ -489,7 +513,7 @@ def _compare_neighbour_cost(
     inside_start, inside_end = marks["load_start"] + 6, marks["load_end"] - 1
     range_ = f"{int(inside_end - run_start) + 5}s"
     # What Grafana sends with the serial eval and its engine picked.
-    values = variable_values(build.dashboards()["neighbour-cost"], {"engine": "qwen", "eval": serial_eval})
+    values = _values(build.dashboards()["neighbour-cost"], {"engine": "qwen", "eval": serial_eval})
     series = _panel_series(
         stack, neighbour_cost.COST_PERCENT.expr, values, inside_start, inside_end, range_=range_
     )
@@ -510,3 +534,178 @@ def _compare_neighbour_cost(
         stack, neighbour_cost.BASELINE_P50.expr, values, inside_end, inside_end, short_range
     )
     assert next(iter(short.values()))[0] == pytest.approx(report["baseline"]["median"], rel=0.05), short
+    # The cost stat: the eval's median rate while the other engine ran, against the baseline.
+    stat = _panel_series(
+        stack, neighbour_cost.COST_UNDER_LOAD.expr, values, inside_end, inside_end, range_=range_
+    )
+    assert len(stat) == 1, stat
+    stat_cost = next(iter(stat.values()))[0]
+    # A run here gave 50.6% against the CLI's 51.0%.
+    assert stat_cost == pytest.approx(cli_cost, abs=5.0), (stat_cost, cli_cost, panel_cost)
+
+
+def _real_s(model_unix_ns: int) -> float:
+    """Real Unix seconds of a model-clock timestamp taken under the box's clock (read while it holds)."""
+    anchor = _clock._Anchor
+    return (anchor.real_wall_ns + (model_unix_ns - anchor.model_wall_ns) / anchor.scale) / _clock.NS_PER_S
+
+
+def _regions(
+    result: list[dict[str, Any]], step_s: float
+) -> dict[tuple[tuple[str, str], ...], list[tuple[float, float]]]:
+    """Grafana's Prometheus annotations from a range query: per series, the steps whose value is
+    above zero, joined into one region while they are no more than a step apart."""
+    out: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
+    for series in result:
+        regions: list[tuple[float, float]] = []
+        for ts, value in series["values"]:
+            if not float(value) > 0:
+                continue
+            if regions and regions[-1][1] + step_s >= float(ts):
+                regions[-1] = (regions[-1][0], float(ts))
+            else:
+                regions.append((float(ts), float(ts)))
+        if regions:
+            out[tuple(sorted(series["metric"].items()))] = regions
+    return out
+
+
+def _annotation_regions(
+    stack: Stack, model: dict[str, Any], name: str, values: dict[str, str], start: float, end: float
+) -> dict[tuple[tuple[str, str], ...], list[tuple[float, float]]]:
+    item = next(a for a in lint.annotation_queries(model) if a["name"] == name)
+    expr = grafana_expr(item["target"], values, rate_interval=RATE_INTERVAL, interval="1s")
+    return _regions(stack.prometheus.query_range(expr, start, end, 1.0), 1.0)
+
+
+def _regions_of(
+    found: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]], **labels: str
+) -> list[tuple[float, float]]:
+    return [r for key, regions in found.items() if labels.items() <= dict(key).items() for r in regions]
+
+
+def test_annotations_mark_probe_levels_and_load_windows(
+    stack_factory: Callable[..., Stack], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_clock: None
+) -> None:
+    """An eval on nemotron (a load window for an eval on qwen), then `spark-otel probe` on qwen,
+    through the real collector and Prometheus: each annotation marks them where they ran, as
+    Grafana draws it (steps above zero joined into regions), within the export intervals."""
+    from spark_otel.probe import ProbeSettings, run_probe
+
+    stack = stack_factory()
+    for key, value in {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": stack.otlp_http,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": str(EXPORT_TIMEOUT_S),
+        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "cumulative",
+        "OTEL_RESOURCE_ATTRIBUTES": "service.instance.id=e2e-annotations",
+        "OTEL_SERVICE_NAME": "spark-otel-e2e-annotations",
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+    }.items():
+        monkeypatch.setenv(key, value)
+    load_eval = f"e2e-window-{int(time.time())}"
+    marks: dict[str, float] = {}
+    # Each probe level's own window (first send to last byte), in real Unix seconds.
+    level_windows: dict[int, tuple[float, float]] = {}
+
+    def on_level(level: Any) -> None:
+        level_windows[level.streams] = (_real_s(level.start_unix_ns), _real_s(level.end_unix_ns))
+
+    run_start = time.time()
+    with run_box({"qwen": "dense", "nemotron": "moe"}, speed=SPEED, seed=1) as box:
+        telemetry = spark_otel.configure(
+            otlp=True, store=tmp_path / "store.sqlite", metric_export_interval_ms=1000, set_global=False
+        )
+        spark_otel.instrument()
+        receiver = Receiver(
+            {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
+            interval_s=SPEED * 0.5,
+            meter_provider=telemetry.meter_provider,
+        )
+        nemo = openai.OpenAI(base_url=box.url("nemotron") + "/v1", api_key="sim", max_retries=0, timeout=60)
+        load = Lane(nemo, nemo.models.list().data[0].id, load_eval, "nemotron", 2, LOAD_TOKENS)
+        stop = threading.Event()
+        try:
+            receiver.start()
+            time.sleep(2.0)
+            with ThreadPoolExecutor(2) as pool:
+                marks["load_start"] = time.time()
+                futures = [pool.submit(load.run, stop, w) for w in range(2)]
+                time.sleep(6.0)
+                stop.set()
+                for f in futures:
+                    f.result()
+                marks["load_end"] = time.time()
+            time.sleep(3.0)
+            report = run_probe(
+                box.url("qwen"),
+                ProbeSettings(streams=[1, 3], tokens=1200, warmup=False, gpu="none", name="e2e-annotations"),
+                on_level=on_level,
+            )
+            telemetry.force_flush(10_000)
+            time.sleep(5.0)  # span metrics flush (1 s), remote write, the receiver's idle reads
+        finally:
+            stop.set()
+            receiver.stop()
+            spark_otel.uninstrument()
+            telemetry.force_flush(10_000)
+            spark_otel.shutdown()
+    assert not load.errors, load.errors[:3]
+    assert [level.streams for level in report.levels] == [1, 3]
+    end = time.time()
+    slack = 2.5  # the SDK's 1 s export interval, the receiver's 0.5 s reads, one 1 s step
+    models = build.dashboards()
+
+    def within(regions: list[tuple[float, float]], start: float, stop: float, extra_end: float = 0.0) -> bool:
+        """One region covers most of [start, stop] and stays inside it, give or take the slack."""
+        return any(
+            a >= start - slack
+            and b <= stop + extra_end + slack
+            and (min(b, stop) - max(a, start)) >= 0.5 * (stop - start)
+            for a, b in regions
+        )
+
+    # Concurrency: the engine's levels, the eval's run, the probe levels by name.
+    concurrency_model = models["concurrency"]
+    all_values = _values(concurrency_model)
+    levels = _annotation_regions(
+        stack, concurrency_model, "Requests running (levels)", all_values, run_start, end
+    )
+    for streams, (level_start, level_end) in level_windows.items():
+        found = _regions_of(levels, spark_otel_engine="qwen", streams=str(streams))
+        assert within(found, level_start, level_end), (streams, found, level_windows)
+    assert _regions_of(levels, spark_otel_engine="nemotron", streams="2"), levels
+    runs = _annotation_regions(stack, concurrency_model, "Eval runs", all_values, run_start, end)
+    eval_run = _regions_of(runs, spark_otel_eval=load_eval, spark_otel_engine="nemotron")
+    assert within(eval_run, marks["load_start"], marks["load_end"]), (eval_run, marks)
+    for model in (concurrency_model, models["neighbour-cost"]):
+        values = _values(model, {"engine": "qwen"} if _single_select(model, "engine") else {})
+        probe = _annotation_regions(stack, model, "Probe levels (span metrics)", values, run_start, end)
+        for streams, (_, level_end) in level_windows.items():
+            reported = _regions_of(probe, span_name=f"probe {streams} streams", spark_otel_engine="qwen")
+            assert reported, (streams, probe)
+            # Reported after the level ended: the settle read, its span batched (0.5 s), one 1 s
+            # span-metrics flush, the remote write.
+            assert level_end <= reported[0][0] <= level_end + 8.0, (streams, reported, level_end)
+
+    # Neighbour cost for an eval on qwen: nemotron's load pauses the baseline; its eval is a load window.
+    neighbour_model = models["neighbour-cost"]
+    values = _values(neighbour_model, {"engine": "qwen"})
+    paused = _annotation_regions(
+        stack, neighbour_model, "Baseline paused (other engines busy)", values, run_start, end
+    )
+    nemotron_busy = _regions_of(paused, spark_otel_engine="nemotron")
+    rate_interval_s = float(RATE_INTERVAL.rstrip("s"))
+    assert within(nemotron_busy, marks["load_start"], marks["load_end"], extra_end=rate_interval_s), (
+        nemotron_busy,
+        marks,
+    )
+    assert not _regions_of(paused, spark_otel_engine="qwen"), paused  # the probe is on the picked engine
+    windows = _annotation_regions(
+        stack, neighbour_model, "Load windows (other evals)", values, run_start, end
+    )
+    window = _regions_of(windows, spark_otel_eval=load_eval, spark_otel_engine="nemotron")
+    assert within(window, marks["load_start"], marks["load_end"]), (window, marks)
+    # Picking that eval on its own engine leaves it out: a load window is another eval's.
+    own = _values(neighbour_model, {"engine": "nemotron", "eval": load_eval})
+    assert not _annotation_regions(stack, neighbour_model, "Load windows (other evals)", own, run_start, end)
