@@ -169,10 +169,19 @@ def test_report_from_the_store_has_every_section_and_embeds_its_plots(tmp_path: 
 def test_tables_mark_a_nonzero_count_and_never_a_zero() -> None:
     cells, windows = _records()
     page = render_html(build_report(ReportInputs(source="t", cells=cells, windows=windows)), {})
-    marked = re.findall(r'<td class="warn">([^<]*)</td>', page)
+    marked = re.findall(r'<td class="num warn">([^<]*)</td>', page)
     assert "1" in marked  # the serial eval's ceiling hit
     assert "0" not in marked  # nemotron's cells hit no ceiling
-    assert "<td>0</td>" in page
+    assert '<td class="num">0</td>' in page
+
+
+def test_numbers_align_right_and_text_left() -> None:
+    cells, windows = _records()
+    page = render_html(build_report(ReportInputs(source="t", cells=cells, windows=windows)), {})
+    assert "<td>serial-review</td>" in page  # a name: left
+    assert '<th class="num">cells</th>' in page  # a column of counts: right, header and all
+    assert '<td class="num">5,250.00</td>' not in page  # (a rate reads with two decimals)
+    assert re.search(r'<td class="num">\d+\.\d\d</td>', page)
 
 
 def test_report_for_one_eval_names_an_unknown_eval(tmp_path: Path) -> None:
@@ -221,3 +230,25 @@ def test_report_prices_a_mixed_worker_eval_per_worker_count_and_counts_failures_
     assert "<h3>serial-review at 1 worker</h3>" in text
     assert "1 of 11 cells timed out and 1 failed" in text
     assert (tmp_path / "out" / "neighbour-serial-review-1-workers.png").exists()
+
+
+def test_the_page_opens_with_the_answers_and_the_rules() -> None:
+    import html as html_lib
+
+    cells, windows = _records()
+    content = build_report(ReportInputs(source="t", cells=cells, windows=windows))
+    page = html_lib.unescape(render_html(content, {}))
+    box = page[page.index('<section class="answers">') : page.index("</section>")]
+    assert page.index('<section class="answers">') < page.index("Concurrency: what more streams buy")
+    texts = [a.text for a in content.answers]
+    assert any(
+        t.startswith("nemotron-cards eval, 4 workers on nemotron on another engine cost serial-review")
+        for t in texts
+    )
+    assert "what more workers buy is not measured: no eval ran at two worker counts" in texts[0]
+    for answer in content.answers[:-1]:
+        tag = "<li>" if answer.measured else '<li class="unmeasured">'
+        assert f"{tag}{answer.text}</li>" in box
+    assert content.advice is not None
+    for rule in content.advice.rules:
+        assert f"<li>{rule.rule}</li>" in box

@@ -13,6 +13,7 @@ from .inputs import ReportInputs
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice, AdvisorConfig
+    from ..analysis.answers import Answer
     from ..analysis.concurrency import ConcurrencyReport
     from ..analysis.curve import RateCurve
     from ..analysis.neighbour import NeighbourReport
@@ -42,6 +43,8 @@ class ReportContent:
     """Evals recorded under a model clock, and its speed: their times are labelled model time."""
     engine_urls: dict[str, str] = field(default_factory=dict)
     """Where each engine answered: what a measuring command names."""
+    answers: list[Answer] = field(default_factory=list)
+    """The questions answered in a line each (`spark_otel.analysis.answers`): the page opens with them."""
 
 
 def overview_from_inputs(
@@ -79,6 +82,8 @@ def build_report(
     ceiling and threshold). Raises `InputError` when there is nothing to report."""
     if not (inputs.cells or inputs.probes or inputs.curves or inputs.windows):
         raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
+    from ..analysis.answers import answers
+
     found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
     return ReportContent(
@@ -95,6 +100,7 @@ def build_report(
         notes=found.notes,
         time_scales=eval_time_scales(inputs.cells),
         engine_urls=inputs.engine_urls,
+        answers=answers(found),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
@@ -31,15 +32,28 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+_NUMBER = re.compile(r"^[-+]?\d[\d,]*(\.\d+)?( ?(%|x|s|W|tok/s))?$")
+
+
+def _numeric(column: list[str]) -> bool:
+    """A column of numbers (or dashes) reads right-aligned; any text makes it left-aligned."""
+    shown = [v for v in column if v not in ("", "-")]
+    return bool(shown) and all(_NUMBER.match(v) for v in shown)
+
+
 def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]], warn_col: int | None = None) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    texts = [[str(v) for v in row] for row in rows]  # a count of 0 arrives as an int: compare what shows
+    numeric = [_numeric([row[i] for row in texts]) for i in range(len(columns))]
+    num = ' class="num"'
+    head = "".join(f"<th{num if numeric[i] else ''}>{html.escape(c)}</th>" for i, c in enumerate(columns))
     body = []
-    for row in rows:
+    for row in texts:
         cells = []
-        for i, v in enumerate(row):
-            text = str(v)  # a count of 0 arrives as an int: compare what the cell shows
-            warn = warn_col is not None and i == warn_col and text not in ("", "-", "0")
-            cls = ' class="warn"' if warn else ""
+        for i, text in enumerate(row):
+            classes = ["num"] if numeric[i] else []
+            if warn_col is not None and i == warn_col and text not in ("", "-", "0"):
+                classes.append("warn")
+            cls = f' class="{" ".join(classes)}"' if classes else ""
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -253,6 +267,28 @@ def _advice_section(content: ReportContent) -> str:
     return "".join(parts)
 
 
+def _answers_section(content: ReportContent) -> str:
+    """The box the page opens with: each question's answer in a line, then the rules."""
+    if not content.answers and (content.advice is None or not content.advice.rules):
+        return ""
+    unmeasured = ' class="unmeasured"'
+    items = [
+        f"<li{'' if a.measured else unmeasured}>{html.escape(a.text)}</li>"
+        for a in content.answers
+        if a.topic != "rules"
+    ]
+    rules = [] if content.advice is None else content.advice.rules
+    rule_items = "".join(f"<li>{html.escape(r.rule)}</li>" for r in rules)
+    summary = next((a for a in content.answers if a.topic == "rules"), None)
+    return (
+        '<section class="answers"><h2>Answers</h2>'
+        + (f"<ul>{''.join(items)}</ul>" if items else "")
+        + (f"<p>{html.escape(summary.text[0].upper() + summary.text[1:])}:</p>" if summary else "")
+        + (f"<ol>{rule_items}</ol>" if rule_items else "")
+        + "</section>"
+    )
+
+
 def _advice_rules(advice: Advice | None) -> list[list[str]]:
     return [] if advice is None else [[r.rule, r.evidence] for r in advice.rules]
 
@@ -269,6 +305,7 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in content.notes)
     body = "".join(
         [
+            _answers_section(content),
             _concurrency_section(content, images),
             _neighbour_section(content, images),
             _outcomes_section(content),

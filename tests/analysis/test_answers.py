@@ -1,0 +1,102 @@
+"""One-line answers from hand-built records with known figures: concurrency bought, a neighbour's
+cost, the rules; and what each says when the records cannot answer."""
+
+from __future__ import annotations
+
+from spark_otel.analysis.answers import answers, neighbour_answer, speedup_answers
+from spark_otel.analysis.neighbour import neighbour_cost
+from spark_otel.analysis.overview import overview
+from spark_otel.model import Cell, LoadWindow
+
+S = 1_000_000_000
+T0 = 1_790_000_000 * S
+
+
+def _cell(eval_name: str, i: int, start_s: float, elapsed_s: float, tokens: int, workers: int) -> Cell:
+    return Cell(
+        uid=f"{eval_name}-{workers}-{i}",
+        eval_name=eval_name,
+        cell_id=f"c{i}",
+        engine="qwen",
+        start_unix_ns=T0 + int(start_s * S),
+        end_unix_ns=T0 + int((start_s + elapsed_s) * S),
+        prompt_tokens=400,
+        completion_tokens=tokens,
+        workers=workers,
+    )
+
+
+def _serial_and_batched() -> list[Cell]:
+    """Eight cells one at a time at 10 tok/s (800 s), then the same eight four at a time at
+    8 tok/s (two waves of 125 s: 250 s): 3.2x the wall for 20% slower cells."""
+    serial = [_cell("golden", i, i * 100.0, 100.0, 1000, 1) for i in range(8)]
+    start = 800.0 + 600.0  # an idle gap ends the serial run
+    batched = [_cell("golden", i, start + (i // 4) * 125.0, 125.0, 1000, 4) for i in range(8)]
+    return serial + batched
+
+
+def test_an_eval_at_two_worker_counts_answers_what_concurrency_buys() -> None:
+    [answer] = speedup_answers(overview(_serial_and_batched()))
+    assert answer.measured
+    assert answer.text == (
+        "golden at 4 workers on qwen: 3.2x wall for 20% slower cells "
+        "(n=8 cells, against 8 at 1 worker; the same cells)"
+    )
+
+
+def test_an_eval_at_one_worker_count_says_what_would_measure_it() -> None:
+    serial = [_cell("golden", i, i * 100.0, 100.0, 1000, 1) for i in range(8)]
+    [answer] = speedup_answers(overview(serial))
+    assert not answer.measured
+    assert answer.text == (
+        "what more workers buy is not measured: no eval ran at two worker counts (golden); "
+        "run one at 1 and at N workers"
+    )
+
+
+def _load(start_s: float, end_s: float) -> LoadWindow:
+    return LoadWindow(
+        uid="load", name="nemotron load", kind="load", engine="nemotron",
+        start_unix_ns=T0 + int(start_s * S), end_unix_ns=T0 + int(end_s * S), streams=4,
+    )  # fmt: skip
+
+
+def test_the_costliest_neighbour_is_the_answer_with_its_n_and_both_rates() -> None:
+    cells = [_cell("serial", i, i * 100.0, 100.0, 1000, 1) for i in range(5)]
+    cells += [_cell("serial", 5 + i, 500.0 + i * 100.0, 100.0, 450, 1) for i in range(3)]
+    report = neighbour_cost("serial", cells, [_load(500.0, 800.0)])
+    answer = neighbour_answer(report, threshold=0.2)
+    assert answer is not None
+    assert answer.measured
+    assert answer.text == (
+        "nemotron load on another engine cost serial 55% per cell, past the 20% threshold: "
+        "4.50 against 10.00 tok/s alone (n=3 cells beside it, 5 alone)"
+    )
+    below = neighbour_answer(report, threshold=0.6)
+    assert below is not None
+    assert "past the" not in below.text
+
+
+def test_a_neighbour_answer_without_a_baseline_says_why() -> None:
+    cells = [_cell("serial", i, i * 100.0, 100.0, 450, 1) for i in range(3)]
+    answer = neighbour_answer(neighbour_cost("serial", cells, [_load(0.0, 300.0)]), threshold=0.2)
+    assert answer is not None
+    assert not answer.measured
+    assert answer.text.startswith(
+        "serial: no baseline: every one of the 3 cells of serial ran beside other load"
+    )
+    alone = [_cell("serial", i, i * 100.0, 100.0, 1000, 1) for i in range(3)]
+    assert neighbour_answer(neighbour_cost("serial", alone, []), threshold=0.2) is None  # nothing to price
+
+
+def test_answers_come_concurrency_first_then_neighbours_then_the_rules() -> None:
+    found = overview(_serial_and_batched())
+    topics = [a.topic for a in answers(found)]
+    assert topics[0] == "concurrency"
+    assert topics[-1] == "rules"
+    assert found.advice is not None
+    [rules] = [a for a in answers(found) if a.topic == "rules"]
+    measure = sum(1 for r in found.advice.rules if r.kind == "measure")
+    firm = len(found.advice.rules) - measure
+    assert rules.text.startswith(f"{firm} queue rule")
+    assert (f"{measure} say what to measure first" in rules.text) == bool(measure)
