@@ -1,4 +1,5 @@
-"""Fixtures for the command-line tests: the article's store, a metrics server, an OTLP sink."""
+"""Fixtures for the command-line tests: the article's store, a metrics server, an OTLP sink; and
+tables read at one known width with no terminal in sight (tests/cli/test_tables.py tries others)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ from tests.analysis.article import (
 from tests.receivers.metrics_server import MetricsServer, OtlpSink
 
 from spark_otel.store import Store
+
+TABLE_COLUMNS = 200
+
+
+@pytest.fixture(autouse=True)
+def _table_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables as wide as a wide terminal, whatever the environment running the tests says; and
+    no variable that would make rich take the captured streams for a terminal."""
+    monkeypatch.setenv("COLUMNS", str(TABLE_COLUMNS))
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -105,3 +105,50 @@ def test_backfill_cli_summary_median_is_the_true_median_and_timeouts_are_not_rat
     assert cells == ["8", "8", "0", "1", "6", "11.56"]
     with Store(store_path) as store:
         assert len(store.cells(eval_name="c")) == 8  # all kept, the cut-off and failed ones too
+
+
+def test_backfill_json_prints_the_cells_the_errors_and_the_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    store_path = tmp_path / "s.sqlite"
+    argv = [
+        "backfill",
+        str(SERIAL),
+        str(CSV),
+        "--mapping",
+        "generic-csv",
+        "--eval",
+        "x",
+        "--store",
+        str(store_path),
+    ]
+    assert main([*argv, "--dry-run", "--json"]) == 1
+    captured = capsys.readouterr()
+    would = json.loads(captured.out)  # stdout is the JSON alone
+    assert not store_path.exists()  # a dry run writes nothing
+    assert would["dry_run"] is True
+    assert would["store"] is None
+    expected = backfill_files([SERIAL, CSV], load_mapping("generic-csv"), eval_name="x")
+    assert [c["uid"] for c in would["cells"]] == [c.uid for c in expected.cells]
+    assert [(e["file"], e["line"], e["message"]) for e in would["errors"]] == [
+        (e.file, e.line, e.message) for e in expected.errors
+    ]
+    counts = would["counts"]
+    assert counts["records"] == expected.records
+    assert counts["cells"] == len(expected.cells)
+    assert counts["rejected"] == len(expected.errors)
+    assert captured.err.count("spark-otel: error: ") == len(expected.errors)  # still said on stderr
+
+    assert main([*argv, "--json"]) == 1
+    wrote = json.loads(capsys.readouterr().out)
+    assert wrote["dry_run"] is False
+    assert wrote["store"] == str(store_path)
+    with Store(store_path) as store:
+        stored = store.cells(eval_name="x")
+    assert sorted(c["uid"] for c in wrote["cells"]) == sorted(c.uid for c in stored)
+    assert wrote["counts"] == would["counts"]
+    for cell in wrote["cells"]:  # as `spark-otel cells --json` prints a cell
+        assert "decode_rate" in cell
+        assert "elapsed_s" in cell

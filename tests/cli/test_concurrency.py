@@ -74,3 +74,12 @@ def test_concurrency_splits_runs_at_idle_gaps_unless_told_otherwise(tmp_path: Pa
     out = capsys.readouterr().out
     assert "6.7x" in out  # printed beside the 8-worker run only
     assert out.count("6.7x") == 1
+
+
+def test_concurrency_explains_each_term_once_however_many_engines(article_store, capsys) -> None:
+    assert main(["concurrency", "--store", article_store]) == 0
+    out = capsys.readouterr().out
+    assert out.count("in flight (time-weighted)") == 0
+    assert out.count("cells in flight: time-weighted mean number") == 1
+    assert out.count("ceiling hits: ") == 1
+    assert out.count("┃ cells in flight ┃") == 2  # nemotron and qwen: one level table each

@@ -1,12 +1,14 @@
-"""`spark-otel probe`: against the simulated box and a plain vLLM-like engine, bad options, its help."""
+"""`spark-otel probe`: against the simulated box and a plain vLLM-like engine, its table (named as
+the HTML report names the figures, model time labelled), --json and --out, bad options, its help."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from tests.cli.tables import row_starting, rows_of
 from tests.probe import test_probe_sim
-from tests.probe.test_probe_sim import _cell, _PlainEngine
+from tests.probe.test_probe_sim import SPEED, _cell, _PlainEngine
 
 from spark_otel.cli import main
 from spark_otel.probe.results import ProbeReport, load_probe_report
@@ -21,13 +23,26 @@ def test_probe_cli_prints_the_table_and_writes_json_plot_and_store(
     store_path, json_path, png = tmp_path / "s.sqlite", tmp_path / "probe.json", tmp_path / "probe.png"
     code = main([
         "probe", "--engine", box.url("qwen"), "--streams", "1,2", "--tokens", "128", "--repeats", "2",
-        "--store", str(store_path), "--json", str(json_path), "--plot", str(png),
+        "--store", str(store_path), "--out", str(json_path), "--plot", str(png),
     ])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert "per-stream" in out
-    assert "2 #2" in out  # the second round of two streams
+    # The simulated box runs on a model clock: the title and the durations say so.
+    assert f"qwen (qwen3.8-27b), 128 tokens per stream (model time, {SPEED:g}x)" in out
+    header = next(line for line in out.splitlines() if "per-stream tok/s" in line)
+    for name in ("wall model s", "engine/probe", "TTFT model s", "streams off pin", "client CPU µs/tok"):
+        assert name in header
+    assert "ratio" not in header
+    assert "exact" not in header
+    second = row_starting(out, "2 #2")  # the second round of two streams
     report = ProbeReport.load_file(json_path)
+    level = report.levels[-1]
+    assert second[1] == f"{level.wall_s:,.1f}"
+    assert second[6] == f"{level.engine_probe_ratio:,.2f}"
+    assert second[-1] == str(level.token_mismatches + level.errors)
+    # Each term explained once, in a note under the table.
+    assert out.count("engine/probe: the engine's own generation counter over the probe's tokens") == 1
+    assert out.count("streams off pin: ") == 1
     assert [(lv.streams, lv.repeat) for lv in report.levels] == [(1, 0), (1, 1), (2, 0), (2, 1)]
     assert [p.streams for p in report.curve.points] == [1, 2]
     assert png.read_bytes().startswith(b"\x89PNG")
@@ -88,7 +103,7 @@ def test_probe_failing_partway_keeps_prints_and_stores_the_levels_it_measured(
     with _PlainEngine(fail_after=2) as engine:
         code = main([
             "probe", "--engine", f"qwen={engine.url}", "--streams", "1,2", "--tokens", "32", "--gpu", "none",
-            "--store", str(store_path), "--json", str(json_path), "--name", "cut",
+            "--store", str(store_path), "-o", str(json_path), "--name", "cut",
         ])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 1
@@ -105,6 +120,39 @@ def test_probe_failing_partway_keeps_prints_and_stores_the_levels_it_measured(
         [doc] = store.documents("probe")
     assert doc["name"] == "cut"
     assert load_probe_report(doc["body"]) == saved
+
+
+def test_probe_json_prints_the_report_on_stdout_and_out_writes_the_same_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    json_path = tmp_path / "probe.json"
+    with _PlainEngine() as engine:
+        code = main([
+            "probe", "--engine", f"qwen={engine.url}", "--streams", "1,2", "--tokens", "16", "--gpu", "none",
+            "--no-store", "--json", "--out", str(json_path),
+        ])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0
+    report = ProbeReport.model_validate_json(captured.out)  # stdout is the report and nothing else
+    assert [lv.streams for lv in report.levels] == [1, 2]
+    assert json_path.read_text() == captured.out  # the file as --out always wrote it
+    assert ProbeReport.load_file(json_path) == report
+    assert f"wrote {json_path}" in captured.err
+
+
+def test_probe_table_in_real_time_says_nothing_of_model_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _PlainEngine() as engine:
+        code = main([
+            "probe", "--engine", f"qwen={engine.url}", "--streams", "1", "--tokens", "16", "--gpu", "none",
+            "--no-store",
+        ])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "model" not in out.replace("plain-model", "")
+    assert "wall s" in out
+    assert [row[0] for row in rows_of(out)] == ["1"]
 
 
 def test_probe_cli_on_an_unreachable_engine_exits_1_with_one_line(

@@ -43,3 +43,19 @@ def test_json_output_needs_no_rich(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["cells", "--store", str(_store(tmp_path)), "--json"]) == 0
     [cell] = json.loads(capsys.readouterr().out)
     assert cell["cell_id"] == "c1"
+
+
+@pytest.mark.usefixtures("no_rich")
+def test_json_of_commands_with_a_spinner_needs_no_rich(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli.tables import stderr_on_a_terminal
+    from tests.receivers.test_backfill import SERIAL
+
+    store = str(_store(tmp_path))
+    with stderr_on_a_terminal() as terminal:  # a spinner would draw here, had rich been installed
+        assert main(["concurrency", "--store", store, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["engines"]
+        assert main(["backfill", str(SERIAL), "--mapping", "spark-bench", "--dry-run", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["counts"]["cells"] == 13
+    assert terminal.getvalue() == ""

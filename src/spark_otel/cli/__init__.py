@@ -3,19 +3,21 @@
 Every command module defines ``add_arguments(parser)`` and ``run(args) -> int`` and keeps heavy
 imports inside ``run``, so ``--help`` stays fast. Errors the library raises on purpose
 (`SparkOtelError`) become one line on stderr and their exit code; anything else is reported
-as an internal error (``--debug`` shows the traceback).
+as an internal error (``--debug`` shows the traceback). Every ``--help`` shows the defaults of the
+options that have one (`HelpFormatter`); log records print once each, on stderr (`_console`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 
 from .._exceptions import SparkOtelError
 from .._version import __version__
+from ._common import reset_notes
+from ._console import cli_logging
 
 # (command, module, one-line help), in the order the README introduces them.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -47,9 +49,20 @@ Start with `spark-otel demo`: a simulated two-engine box, no server to install.
 """
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions as written, and "(default: X)" after every option that has a default. Not for
+    flags (their default is off), options without one (None), or help that already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        if action.default is None or action.default is False or "(default" in help_text:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="spark-otel", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="spark-otel", description=DESCRIPTION, formatter_class=HelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"spark-otel {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -57,9 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module_name, help_text in COMMANDS:
         module = importlib.import_module(f".{module_name}", __name__)  # a missing one is an error
         doc = (module.__doc__ or help_text).strip()
-        command = sub.add_parser(
-            name, help=help_text, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-        )
+        command = sub.add_parser(name, help=help_text, description=doc, formatter_class=HelpFormatter)
         module.add_arguments(command)
         command.set_defaults(run=module.run)
     return parser
@@ -68,13 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.WARNING,
-        format="spark-otel: %(levelname)s: %(message)s",
-    )
     if getattr(args, "run", None) is None:
         parser.print_help()
         return 2
+    reset_notes()
+    with cli_logging(debug=args.debug):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args) or 0)
     except SparkOtelError as exc:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from .. import _semconv as sc
 from ..store import Store, default_store_path
 
 
@@ -32,7 +36,7 @@ def add_advisor_arguments(parser: argparse.ArgumentParser, *, ceiling: bool = Tr
             type=float,
             default=default_ceiling,
             metavar="SECONDS",
-            help=f"per-cell ceiling (default {default_ceiling:g})",
+            help="per-cell ceiling in seconds; model seconds for cells recorded under a model clock",
         )
     default_threshold = fields["threshold"].default
     parser.add_argument(
@@ -40,8 +44,7 @@ def add_advisor_arguments(parser: argparse.ArgumentParser, *, ceiling: bool = Tr
         type=float,
         default=default_threshold,
         metavar="FRACTION",
-        help=f"neighbour cost past which a load is flagged (default {default_threshold:g}, "
-        f"i.e. {default_threshold:.0%}%)",  # argparse reads %% as %
+        help="neighbour cost past which a load is flagged, as a fraction (0.2 is 20%%)",  # %% is %
     )
 
 
@@ -79,15 +82,208 @@ def rich_module(name: str) -> Any:
         ) from None
 
 
-def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
-    """A table in the article's style, on stdout; plain text when not a terminal."""
-    Console = rich_module("console").Console
-    Table = rich_module("table").Table
+# Terms a table header uses that need a word of explanation: printed once per command run, in a
+# note under the first table that shows the column. A command may pass its own (``notes``).
+GLOSSARY: dict[str, str] = {
+    "engine/probe": "the engine's own generation counter over the probe's tokens; above 1, "
+    "another tenant decoded too",
+    "streams off pin": "streams that did not produce exactly the pinned token count, or failed; "
+    "0: every stream was pinned",
+    "client CPU µs/tok": "the probe client's own CPU time per streamed token (real time); "
+    "! past its budget: the client's lag may read as the engine's",
+    "cells in flight": "time-weighted mean number of the engine's cells running while a cell ran, "
+    "itself included",
+    "ceiling hits": "cells cut off at their per-cell ceiling: counted, never rated",
+    "per-cell cost %": "1 - the run's median tok/s over the serial run's: how much slower each cell ran",
+    "wall speedup": "wall time per cell of the serial run over this run's",
+}
 
-    table = Table(title=title, show_lines=False)
+_explained: set[str] = set()  # terms already noted under a table in this command run
+_held: list[list[str]] = []  # while `tables_held` runs: tables laid out, not yet written
+
+
+def reset_notes() -> None:
+    """A new command run: every term is explained again under the first table that uses it."""
+    _explained.clear()
+
+
+def print_table(
+    title: str | None,
+    columns: list[str],
+    rows: list[list[Any]],
+    *,
+    notes: Mapping[str, str] | None = None,
+) -> None:
+    """A table in the article's style on stdout, as wide as the terminal or ``COLUMNS`` says
+    (rich's default where neither does). Text columns are left-aligned and numeric ones
+    right-aligned, from their values. No column is narrower than its longest word: text wraps at
+    spaces (headers first), a name is never cut. Where not even the words fit side by side, each
+    row is printed as one "header  value" line per column instead. Under it, one line for each
+    term of `GLOSSARY` (or ``notes``) a header uses that no earlier table of the run explained.
+    """
+    Console = rich_module("console").Console
+    Text = rich_module("text").Text
+
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    console = Console()
+    fits, widths = _fitted_widths(console.width, columns, cells)
+    drawn = _table(title, columns, cells, widths) if fits else _records(title, columns, cells)
+    glossary = {**GLOSSARY, **(notes or {})}
+    lines = []
     for column in columns:
-        table.add_column(column, justify="left" if column == columns[0] else "right")
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    # A terminal gets its own width; a pipe or file gets lines long enough not to fold any cell.
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+        if column in glossary and column not in _explained:
+            _explained.add(column)
+            lines.append(Text(f"{column}: {glossary[column]}"))
+    if not _held:
+        for renderable in (*drawn, *lines):
+            console.print(renderable)
+        return
+    with console.capture() as captured:  # laid out now, exactly as it would print
+        for renderable in (*drawn, *lines):
+            console.print(renderable)
+    _held[-1].append(captured.get())
+
+
+def _table(
+    title: str | None, columns: list[str], cells: list[list[str]], widths: list[int] | None
+) -> list[Any]:
+    Table = rich_module("table").Table
+    table = Table(title=title, show_lines=False)
+    for i, column in enumerate(columns):
+        numeric = _numeric_column(row[i] for row in cells if i < len(row))
+        table.add_column(
+            column,
+            justify="right" if numeric else "left",
+            width=None if widths is None else widths[i],
+            overflow="fold",
+        )
+    for row in cells:
+        table.add_row(*row)
+    return [table]
+
+
+def _records(title: str | None, columns: list[str], cells: list[list[str]]) -> list[Any]:
+    """A table too wide for the terminal, one row at a time: a "header  value" line per column
+    (values wrapped at spaces), rows apart by a blank line."""
+    Table = rich_module("table").Table
+    Text = rich_module("text").Text
+    drawn: list[Any] = [] if title is None else [Text(title)]
+    for k, row in enumerate(cells):
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for column, value in zip(columns, row, strict=False):
+            grid.add_row(column, value)
+        if k or title is not None:
+            drawn.append(Text(""))
+        drawn.append(grid)
+    return drawn
+
+
+@contextmanager
+def tables_held() -> Iterator[None]:
+    """Tables printed in the block are laid out in it (with thousands of rows, the slow part: let
+    a spinner run meanwhile) and written to stdout, unchanged, once the block is done."""
+    _held.append([])
+    try:
+        yield
+    finally:
+        text = "".join(_held.pop())
+    if _held:
+        _held[-1].append(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+_NUMBER = r"[-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+# A number, perhaps with a unit sign, then perhaps more after a space: "4.7x", "54 !", "2 #2",
+# "10.20 to 10.25", "11.51 (10.5 to 11.7)". Not "2026-09-17" nor "06:39 to 07:00".
+_NUMERIC = re.compile(rf"{_NUMBER}(?:%|x)?(?:\s.*)?", re.DOTALL)
+_MISSING = ("", "-")
+
+
+def _numeric_column(values: Iterable[str]) -> bool:
+    """Whether a column reads as numbers: most of its filled cells are (placeholders aside)."""
+    numbers = texts = missing = 0
+    for value in values:
+        if value in _MISSING:
+            missing += 1
+        elif _NUMERIC.fullmatch(value):
+            numbers += 1
+        else:
+            texts += 1
+    if numbers == texts == 0:
+        return missing > 0  # only "-": missing numbers (fmt_number's placeholder)
+    return numbers >= texts
+
+
+def _fitted_widths(
+    width: int, columns: Sequence[str], cells: Sequence[Sequence[str]]
+) -> tuple[bool, list[int] | None]:
+    """Whether the table fits ``width`` with no word cut, and each column's width then (None: as
+    rich lays it out, when it fits as it is)."""
+    from rich.cells import cell_len
+
+    def longest_word(values: Iterable[str]) -> int:
+        return max((cell_len(word) for text in values for word in text.split()), default=1)
+
+    def longest_line(values: Iterable[str]) -> int:
+        return max((cell_len(line) for text in values for line in text.splitlines()), default=1)
+
+    n = len(columns)
+    room = width - (3 * n + 1)  # a space each side of every column, n + 1 borders
+    texts = [[row[i] for row in cells if i < len(row)] for i in range(n)]
+    body = [longest_line(texts[i]) for i in range(n)]
+    longest = [max(body[i], longest_line([columns[i]])) for i in range(n)]
+    if sum(longest) <= room:
+        return True, None
+    words = [max(longest_word(texts[i]), longest_word([columns[i]])) for i in range(n)]
+    # Headers wrap first, then the cells' text, every word whole.
+    for floor in ([max(w, b) for w, b in zip(words, body, strict=True)], words):
+        if sum(floor) <= room:
+            return True, _narrowed(longest, floor, room)
+    return False, None
+
+
+def _narrowed(widths: list[int], floor: list[int], room: int) -> list[int]:
+    """``widths`` narrowed to total ``room`` a column at a time, the widest first, none below its
+    ``floor`` (whose total fits ``room``)."""
+    widths = [max(w, f) for w, f in zip(widths, floor, strict=True)]
+    for _ in range(sum(widths) - room):
+        widest = max((i for i in range(len(widths)) if widths[i] > floor[i]), key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
+def time_scales(cells: Iterable[Any]) -> list[float]:
+    """The model-time scales the cells were recorded under (``spark_otel.time_scale``; 1 when
+    absent), each once, in order."""
+    scales: list[float] = []
+    for c in cells:
+        value = c.attributes.get(sc.TIME_SCALE, 1.0)
+        try:
+            scale = float(value)
+        except (TypeError, ValueError):
+            scale = 1.0
+        if scale not in scales:
+            scales.append(scale)
+    return scales
+
+
+def model_time(scales: Iterable[float | None]) -> str:
+    """What a title appends when its figures are in model time: " (model time, 100x)", or for a
+    mix, " (model time, 100x, for the cells recorded under a model clock)"; else nothing."""
+    distinct = sorted({1.0 if s is None else float(s) for s in scales})
+    model = [s for s in distinct if s != 1.0]
+    if not model:
+        return ""
+    speeds = ", ".join(f"{s:g}x" for s in model)
+    if len(distinct) == 1:
+        return f" (model time, {speeds})"
+    return f" (model time, {speeds}, for the cells recorded under a model clock)"
+
+
+def seconds(scales: Iterable[float | None]) -> str:
+    """The unit of a duration read off these scales: "model s" when any is model time, else "s"."""
+    return "model s" if model_time(scales) else "s"

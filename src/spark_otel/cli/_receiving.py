@@ -87,7 +87,7 @@ def print_gpu_table(readings: Sequence[GpuReading]) -> None:
         [
             "gpu",
             "name",
-            "util",
+            "util %",
             "power W",
             "energy J",
             "SM MHz",
@@ -99,7 +99,7 @@ def print_gpu_table(readings: Sequence[GpuReading]) -> None:
             [
                 r.gpu_id,
                 r.name,
-                f"{r.utilization:.0%}" if r.utilization is not None else "-",
+                f"{r.utilization * 100:.0f}" if r.utilization is not None else "-",
                 fmt_number(r.power_w, 1),
                 fmt_number(r.energy_j, 1),
                 fmt_number(r.sm_clock_mhz, 0),

@@ -21,8 +21,24 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import TYPE_CHECKING
 
-from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
+from ._common import (
+    add_advisor_arguments,
+    add_store_argument,
+    model_time,
+    open_store,
+    print_json,
+    print_table,
+    seconds,
+    time_scales,
+)
+from ._console import status
+
+if TYPE_CHECKING:
+    from ..analysis import AdvisorConfig
+    from ..analysis.overview import Overview
+    from ..report import ReportInputs
 
 _logger = logging.getLogger(__name__)
 
@@ -35,14 +51,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._exceptions import InputError
     from ..analysis import AdvisorConfig
-    from ..analysis.concurrency import UNKNOWN_ENGINE
-    from ..report import inputs_from_store, overview_from_inputs
+    from ..report import inputs_from_store
 
     config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
-    with open_store(args) as store:
+    with open_store(args) as store, status(f"reading {store.path}") as phase:
         inputs = inputs_from_store(store, probe_tables=False)
+        phase.update(f"computing the queue rules over {len(inputs.cells):,} cells")
+        found = _overview(args, inputs, config)
+    advice = found.advice
+    assert advice is not None  # there are cells
+    if args.json:
+        print_json(advice.model_dump(mode="json"))
+        return 0
+    scales = time_scales(inputs.cells)
+    when, unit = model_time(scales), seconds(scales)
+    print_table(
+        f"queue rules under a {args.ceiling:,.0f} {unit} per-cell ceiling{when}",
+        ["queue rule", "evidence"],
+        [[r.rule, r.evidence] for r in advice.rules],
+    )
+    print_table(
+        f"worker count per cell class (predicted){when}",
+        [
+            "engine",
+            "eval",
+            "class",
+            "cells",
+            "ceiling-bound",
+            "workers",
+            "timeouts % (serial)",
+            "wall speedup",
+            "prefill contention",
+        ],
+        [
+            [
+                a.engine,
+                a.eval_name,
+                a.cell_class.value,
+                a.n_cells,
+                "yes" if a.ceiling_bound else "no",
+                a.recommended_workers,
+                f"{a.timeout_fraction * 100:.0f} ({a.serial_timeout_fraction * 100:.0f})",
+                f"{a.speedup:.1f}x",
+                f"{a.prefill_contention:.2f}" + (" fitted" if a.prefill_contention_fitted else ""),
+            ]
+            for a in advice.classes
+        ],
+        notes={
+            "ceiling-bound": "the class's p90 serial cell time reaches "
+            f"{config.ceiling_bound_fraction:.0%} of the ceiling",
+            "timeouts % (serial)": "share of the class's cells predicted to time out at that worker "
+            "count (at one worker)",
+            "wall speedup": "predicted wall time of one run over the class's cells: serial over at "
+            "that worker count",
+            "prefill contention": "prefill time grows by this share per further stream (fitted: from "
+            f"the class's own cells; else {config.prefill_contention:g}, the article's)",
+        },
+    )
+    return 0
+
+
+def _overview(args: argparse.Namespace, inputs: ReportInputs, config: AdvisorConfig) -> Overview:
+    from .._exceptions import InputError
+    from ..analysis.concurrency import UNKNOWN_ENGINE
+    from ..report import overview_from_inputs
+
     if not inputs.cells:
         raise InputError(
             f"{inputs.source}: no cells recorded; instrument an eval or run `spark-otel backfill` first"
@@ -55,42 +129,4 @@ def run(args: argparse.Namespace) -> int:
     found = overview_from_inputs(inputs, config=config, engine=args.engine)
     for note in found.notes:
         _logger.info("advise: %s", note)
-    advice = found.advice
-    assert advice is not None  # there are cells
-    if args.json:
-        print_json(advice.model_dump(mode="json"))
-        return 0
-    print_table(
-        f"queue rules under a {args.ceiling:,.0f} s per-cell ceiling",
-        ["queue rule", "evidence"],
-        [[r.rule, r.evidence] for r in advice.rules],
-    )
-    print_table(
-        "worker count per cell class",
-        [
-            "engine",
-            "eval",
-            "class",
-            "cells",
-            "ceiling-bound",
-            "workers",
-            "timeouts (serial)",
-            "wall speedup",
-            "prefill contention",
-        ],
-        [
-            [
-                a.engine,
-                a.eval_name,
-                a.cell_class.value,
-                a.n_cells,
-                "yes" if a.ceiling_bound else "no",
-                a.recommended_workers,
-                f"{a.timeout_fraction:.0%} ({a.serial_timeout_fraction:.0%})",
-                f"{a.speedup:.1f}x",
-                f"{a.prefill_contention:.2f}" + (" fitted" if a.prefill_contention_fitted else ""),
-            ]
-            for a in advice.classes
-        ],
-    )
-    return 0
+    return found

@@ -12,7 +12,8 @@ other cells' tok/s.
 Cells go to the embedded store (or --store PATH), and with --otlp also over OTLP as cell
 spans carrying their historical start and end times. Re-running on the same files replaces
 their cells instead of duplicating them. A record that does not fit is reported with its
-file and line, the rest still load, and the exit code is non-zero.
+file and line, the rest still load, and the exit code is non-zero. --json prints the cells
+(written, or with --dry-run that would be), the rejected records and the counts.
 
   spark-otel backfill runs/2026-09-17/*.json --mapping spark-bench --eval golden-review --engine qwen
 """
@@ -22,7 +23,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import add_store_argument, print_table
+from ._common import add_store_argument, model_time, print_json, print_table, time_scales
+from ._console import status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-store", action="store_true", help="do not write the embedded store (with --otlp)"
     )
     parser.add_argument("--dry-run", action="store_true", help="check and summarise; write nothing")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the cells written (or, with --dry-run, that would be), the errors and the counts as JSON",
+    )
     add_store_argument(parser)
 
 
@@ -48,29 +55,65 @@ def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError
     from ..analysis.rates import ceiling_hit, rated_decode_rate
     from ..analysis.stats import summarize
-    from ..receivers.backfill import backfill_files, load_mapping
+    from ..receivers.backfill import BackfillResult, backfill_files, load_mapping
 
     if args.no_store and not args.otlp and not args.dry_run:
         raise ConfigError("--no-store without --otlp would keep nothing; add --otlp or --dry-run")
     mapping = load_mapping(args.mapping)
-    result = backfill_files(args.records, mapping, eval_name=args.eval_name, engine=args.engine)
+    result = BackfillResult()
+    store_path = None
+    with status("reading records") as phase:
+        for i, path in enumerate(args.records, start=1):
+            phase.update(f"reading {path} ({i:,} of {len(args.records):,} files)")
+            one = backfill_files([path], mapping, eval_name=args.eval_name, engine=args.engine)
+            result.cells += one.cells
+            result.errors += one.errors
+            result.records += one.records
+        cells = result.cells
+        if cells and not args.dry_run:
+            if not args.no_store:
+                from ._common import open_store
+
+                with open_store(args, write=True) as store:
+                    phase.update(f"writing {len(cells):,} cells to {store.path}")
+                    store.write_cells(cells)
+                    store_path = str(store.path)
+            if args.otlp:
+                phase.update(f"exporting {len(cells):,} cells over OTLP")
+                _export_otlp(cells)
     for error in result.errors:
         print(f"spark-otel: error: {error}", file=sys.stderr)
-    cells = result.cells
-    if cells and not args.dry_run:
-        if not args.no_store:
-            from ._common import open_store
-
-            with open_store(args, write=True) as store:
-                store.write_cells(cells)
-        if args.otlp:
-            _export_otlp(cells)
     # Cut-off and failed cells are listed but never rated (the analyses' shared predicate).
     timeouts = sum(1 for c in cells if ceiling_hit(c))
     rates = summarize(rated_decode_rate(c) for c in cells)
+    if args.json:
+        print_json(
+            {
+                "mapping": mapping.name,
+                "dry_run": args.dry_run,
+                "store": store_path,
+                "otlp": bool(args.otlp and cells and not args.dry_run),
+                "counts": {
+                    "records": result.records,
+                    "cells": len(cells),
+                    "rejected": len(result.errors),
+                    "timeouts": timeouts,
+                    "rated": rates.n,
+                    "median_tok_s": rates.median,
+                },
+                "cells": [
+                    c.model_dump(mode="json") | {"elapsed_s": c.elapsed_s, "decode_rate": c.decode_rate}
+                    for c in cells
+                ],
+                "errors": [{"file": e.file, "line": e.line, "message": e.message} for e in result.errors],
+            }
+        )
+        return 1 if result.errors else 0
     print_table(
-        f"backfill with mapping {mapping.name}" + (" (dry run)" if args.dry_run else ""),
-        ["records", "cells", "rejected", "timeouts", "with a rate", "median tok/s"],
+        f"backfill with mapping {mapping.name}"
+        + (" (dry run)" if args.dry_run else "")
+        + model_time(time_scales(cells)),
+        ["records", "cells", "rejected", "timeouts", "cells with a rate", "median tok/s"],
         [
             [
                 result.records,

@@ -11,14 +11,14 @@ import argparse
 from datetime import UTC, datetime
 
 from .._clock import NS_PER_S
-from ._common import add_store_argument, open_store, print_json, print_table
+from ._common import add_store_argument, model_time, open_store, print_json, print_table, seconds, time_scales
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
     parser.add_argument("--eval", dest="eval_name", help="only cells of this eval")
     parser.add_argument("--engine", help="only cells on this engine")
-    parser.add_argument("-n", "--limit", type=int, default=50, help="how many cells (default 50)")
+    parser.add_argument("-n", "--limit", type=int, default=50, help="how many cells, newest first")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         for c in cells
     ]
     print_table(
-        f"{len(cells)} most recent cells",
+        f"{len(cells)} most recent cells" + model_time(time_scales(cells)),
         [
             "eval",
             "cell",
@@ -59,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
             "status",
             "prompt tok",
             "output tok",
-            "elapsed s",
+            f"elapsed {seconds(time_scales(cells))}",
             "tok/s",
-            "findings",
+            "salvaged findings",
             "started (UTC)",
         ],
         rows,

@@ -11,7 +11,8 @@ run serially on two days is two runs. Cells cut off at the ceiling and failed ce
 but never rated.
 
 Works on live instrumented evals and on backfilled records alike. --cells lists every cell with
-its in-flight load; --json prints the whole analysis.
+its in-flight load; --json prints the whole analysis. Cells recorded under a model clock (the
+simulated box) are labelled "model time" in the tables' titles.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ._common import add_store_argument, fmt_number, open_store, print_json, print_table
+from ._common import (
+    add_store_argument,
+    fmt_number,
+    model_time,
+    open_store,
+    print_json,
+    print_table,
+    seconds,
+    tables_held,
+    time_scales,
+)
+from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.concurrency import EngineConcurrency, LevelSummary, Speedup
@@ -36,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_MERGE_GAP_S,
         metavar="SECONDS",
-        help="an idle gap longer than this between an eval's cells starts a new run (default %(default)g)",
+        help="an idle gap longer than this between an eval's cells starts a new run",
     )
     parser.add_argument("--cells", action="store_true", help="also list every cell with its in-flight load")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -50,7 +62,7 @@ def _when(unix_ns: int) -> str:
     return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _level_rows(levels: list[LevelSummary]) -> list[list[object]]:
+def _level_rows(levels: list[LevelSummary]) -> list[list[object]]:  # under _LEVEL_COLUMNS
     return [
         [
             lv.level,
@@ -67,17 +79,33 @@ def _level_rows(levels: list[LevelSummary]) -> list[list[object]]:
     ]
 
 
-def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
-    level_columns = ["cells", "with rate", "tok/s median", "p10", "p90", "mean", "ceiling hits", "failed"]
+_LEVEL_COLUMNS = [
+    "cells",
+    "cells with a rate",
+    "median tok/s",
+    "p10 tok/s",
+    "p90 tok/s",
+    "mean tok/s",
+    "ceiling hits",
+    "failed",
+]
+
+
+def _print_engine(e: EngineConcurrency, *, with_cells: bool, scales: list[float]) -> None:
+    """The engine's tables; ``scales``: the time scales its cells were recorded under."""
+    when = model_time(scales)
+    unit = seconds(scales)
     print_table(
-        f"{e.engine}: {e.n_cells} cells, {e.completion_tokens:,} output tokens over {e.wall_s:,.0f} s busy "
-        f"= {fmt_number(e.aggregate_rate, 1)} tok/s aggregate, "
-        f"{e.ceiling_hits} ceiling hits, {e.failures} failed",
-        ["in flight (time-weighted)", *level_columns],
+        f"{e.engine}: {e.n_cells} cells, {e.completion_tokens:,} output tokens over {e.wall_s:,.0f} {unit} "
+        f"busy = {fmt_number(e.aggregate_rate, 1)} tok/s aggregate, "
+        f"{e.ceiling_hits} ceiling hits, {e.failures} failed{when}",
+        ["cells in flight", *_LEVEL_COLUMNS],
         _level_rows(e.levels),
     )
     if e.by_workers:
-        print_table(f"{e.engine}: by worker count", ["workers", *level_columns], _level_rows(e.by_workers))
+        print_table(
+            f"{e.engine}: by worker count{when}", ["workers", *_LEVEL_COLUMNS], _level_rows(e.by_workers)
+        )
     speedup: dict[tuple[str, int, int], Speedup] = {
         (s.eval_name, s.workers, s.start_unix_ns): s for s in e.speedups
     }
@@ -96,30 +124,39 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
                 fmt_number(run.rate.mean),
                 run.ceiling_hits,
                 f"{s.speedup:.1f}x" + ("" if s.same_cells else " (other cells)") if s else "-",
-                f"{s.per_cell_cost:.0%}" if s and s.per_cell_cost is not None else "-",
+                f"{s.per_cell_cost * 100:.0f}" if s and s.per_cell_cost is not None else "-",
             ]
         )
     print_table(
-        f"{e.engine}: runs (one eval at one worker count, without idle gaps)",
+        f"{e.engine}: runs (one eval at one worker count, without idle gaps){when}",
         [
             "eval",
             "workers",
             "started (UTC)",
             "cells",
-            "wall s",
+            f"wall {unit}",
             "aggregate tok/s",
-            "tok/s median",
-            "mean",
+            "median tok/s",
+            "mean tok/s",
             "ceiling hits",
             "wall speedup",
-            "per-cell cost",
+            "per-cell cost %",
         ],
         rows,
     )
     if with_cells:
         print_table(
-            f"{e.engine}: cells",
-            ["cell", "eval", "workers", "in flight", "elapsed s", "output tokens", "tok/s", "status"],
+            f"{e.engine}: cells{when}",
+            [
+                "cell",
+                "eval",
+                "workers",
+                "cells in flight",
+                f"elapsed {unit}",
+                "output tok",
+                "tok/s",
+                "status",
+            ],
             [
                 [
                     c.cell_id,
@@ -138,13 +175,22 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
-    from ..analysis.concurrency import concurrency
+    from ..analysis.concurrency import UNKNOWN_ENGINE, concurrency
 
-    with open_store(args) as store:
-        # In-flight counts every cell on the engine, so read all evals and filter afterwards.
-        cells = store.cells(engine=args.engine)
-        path = store.path
-    report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
+    # Tables are laid out under the spinner (thousands of runs take a while) and written after it.
+    with tables_held(), status("reading cells") as phase:
+        with open_store(args) as store:
+            phase.update(f"reading cells from {store.path}")
+            # In-flight counts every cell on the engine, so read all evals and filter afterwards.
+            cells = store.cells(engine=args.engine)
+            path = store.path
+        phase.update(f"computing in-flight levels over {len(cells):,} cells")
+        report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
+        if report.engines and not args.json:
+            phase.update(f"laying out the tables of {len(cells):,} cells")
+            for engine in report.engines:
+                on_engine = [c for c in cells if (c.engine or UNKNOWN_ENGINE) == engine.engine]
+                _print_engine(engine, with_cells=args.cells, scales=time_scales(on_engine))
     if not report.engines:
         scope = "".join(
             [
@@ -157,7 +203,4 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         print_json(report.model_dump(mode="json"))
-        return 0
-    for engine in report.engines:
-        _print_engine(engine, with_cells=args.cells)
     return 0

@@ -28,14 +28,12 @@ from ._common import add_store_argument, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--interval", type=float, default=1.0, metavar="S", help="seconds between samples (1)"
-    )
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples")
     parser.add_argument(
         "--source",
         choices=["auto", "nvml", "smi", "sim"],
         default="auto",
-        help="where to read the GPU (auto)",
+        help="where to read the GPU",
     )
     parser.add_argument("--sim-url", metavar="URL", help="with --source sim: a simulated engine's base URL")
     parser.add_argument("--once", action="store_true", help="read once, store it, print a table, and exit")

@@ -25,6 +25,7 @@ from typing import Any
 
 from .._clock import NS_PER_S
 from ._common import add_store_argument, print_json, print_table
+from ._console import status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=100.0,
         metavar="MS",
-        help="downsampling interval for series (100)",
+        help="downsampling interval for the stored series, milliseconds",
     )
     parser.add_argument(
         "--otlp", action="store_true", help="export the series over OTLP (default: when configured)"
@@ -66,32 +67,37 @@ def run(args: argparse.Namespace) -> int:
     summaries: list[dict[str, Any]] = []
     failed = 0
     try:
-        for path in args.captures:
-            try:
-                capture = read_capture(path, interval_ms=args.interval_ms)
-            except SparkOtelError as exc:
-                failed += 1
-                print(f"spark-otel: error: {exc}", file=sys.stderr)
-                continue
-            summary = capture.summary
-            if store is not None:
-                already = store.has_samples(
-                    sc.NSIGHT_METRIC,
-                    since_unix_ns=summary.session_start_unix_ns,
-                    until_unix_ns=summary.end_unix_ns + int(args.interval_ms * 1e6),
-                    source=store_source(summary),
-                )
-                if not already:
-                    store.write_samples(samples_for_store(capture))
-                store.put_document(
-                    "nsight_summary", summary.capture, summary.model_dump(mode="json"), uid=summary.uid
-                )
-            if exporter is not None:
-                from opentelemetry.sdk.metrics.export import MetricExportResult
-
-                if exporter.export(metrics_data(capture)) is not MetricExportResult.SUCCESS:
+        for i, path in enumerate(args.captures, start=1):
+            of = f"({i:,} of {len(args.captures):,} captures)"
+            # One spinner per capture, gone before its table prints.
+            with status(f"reading {path} {of}") as phase:
+                try:
+                    capture = read_capture(path, interval_ms=args.interval_ms)
+                except SparkOtelError as exc:
                     failed += 1
-                    print(f"spark-otel: error: {path}: OTLP export of the series failed", file=sys.stderr)
+                    print(f"spark-otel: error: {exc}", file=sys.stderr)
+                    continue
+                summary = capture.summary
+                if store is not None:
+                    phase.update(f"storing the series of {path} {of}")
+                    already = store.has_samples(
+                        sc.NSIGHT_METRIC,
+                        since_unix_ns=summary.session_start_unix_ns,
+                        until_unix_ns=summary.end_unix_ns + int(args.interval_ms * 1e6),
+                        source=store_source(summary),
+                    )
+                    if not already:
+                        store.write_samples(samples_for_store(capture))
+                    store.put_document(
+                        "nsight_summary", summary.capture, summary.model_dump(mode="json"), uid=summary.uid
+                    )
+                if exporter is not None:
+                    from opentelemetry.sdk.metrics.export import MetricExportResult
+
+                    phase.update(f"exporting the series of {path} over OTLP {of}")
+                    if exporter.export(metrics_data(capture)) is not MetricExportResult.SUCCESS:
+                        failed += 1
+                        print(f"spark-otel: error: {path}: OTLP export of the series failed", file=sys.stderr)
             summaries.append(summary.model_dump(mode="json"))
             if not args.json:
                 _print_summary(summary)
@@ -120,7 +126,7 @@ def _print_summary(summary: Any) -> None:
 
     print_table(
         title,
-        ["metric", "unit", "mean", "p50", "p95", "min", "max"],
+        ["metric", "unit", "mean", "p50", "p95", "min", "max"],  # each row's unit is its own
         [
             [m.name if len({x.gpu_id for x in summary.metrics}) == 1 else f"{m.name} [{m.gpu_id}]", m.unit]
             + [fmt(v) for v in (m.mean, m.p50, m.p95, m.min, m.max)]

@@ -5,11 +5,11 @@ baseline is the cells that overlapped no other load (median, p10, p90). Every ot
 window: other evals' cells (merged per engine and worker count), probe levels and loads
 recorded in the store, work on the other engine. For each window: the rates of the eval's cells
 that spent at least --min-overlap of their time inside it, and the cost against the baseline,
-1 - median / baseline median, printed like the article's Act 4 table (load | eval decode tok/s |
-cost). Costs past --threshold are marked. Timeouts (cut off at the ceiling) and failed cells are
-listed and counted per window, each apart, but kept out of every rate. The per-cell listing
-follows (cell | window | elapsed | output tokens | tok/s | overlapped); --all-cells includes
-the baseline cells.
+1 - median / baseline median, printed like the article's Act 4 table (load | median tok/s |
+cost %). Costs past --threshold are marked "!". Timeouts (cut off at the ceiling) and failed
+cells are listed and counted per window, each apart, but kept out of every rate. The per-cell
+listing follows (cell | window | elapsed | output tok | tok/s | overlapped); --all-cells
+includes the baseline cells. Cells recorded under a model clock are labelled "model time".
 
 An eval that ran at several worker counts is priced one worker count at a time (its cells at
 the other counts are then load like any other), since its own batching would otherwise read as
@@ -20,14 +20,28 @@ are in the store is left out: those cells already stand for it, run by run.
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
+from ._common import (
+    add_advisor_arguments,
+    add_store_argument,
+    model_time,
+    open_store,
+    print_json,
+    print_table,
+    seconds,
+    tables_held,
+    time_scales,
+)
+from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.neighbour import CellRate, NeighbourReport, WindowCost
+    from ..model import Cell, LoadWindow
+
+_logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,14 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_MIN_OVERLAP_FRACTION,
         metavar="FRACTION",
-        help="share of a cell's time inside a window for the cell to count for it (default %(default)g)",
+        help="share of a cell's time inside a window for the cell to count for it",
     )
     parser.add_argument(
         "--merge-gap",
         type=float,
         default=DEFAULT_MERGE_GAP_S,
         metavar="SECONDS",
-        help="other evals' cells this close together form one window (default %(default)g)",
+        help="other evals' cells this close together form one window",
     )
     parser.add_argument(
         "--workers",
@@ -67,12 +81,10 @@ def _hhmm(unix_ns: int) -> str:
     return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%H:%M")
 
 
-def _rates(w: WindowCost) -> str:
-    if w.rate.median is None:
+def _range(w: WindowCost) -> str:
+    if w.rate.n < 2 or w.min_rate is None or w.max_rate is None:
         return "-"
-    if w.rate.n == 1 or w.min_rate is None or w.max_rate is None:
-        return f"{w.rate.median:.2f}"
-    return f"{w.rate.median:.2f} ({w.min_rate:.2f} to {w.max_rate:.2f})"
+    return f"{w.min_rate:.2f} to {w.max_rate:.2f}"
 
 
 def _output(c: CellRate) -> str:
@@ -83,7 +95,8 @@ def _output(c: CellRate) -> str:
     return "-" if c.completion_tokens is None else f"{c.completion_tokens:,}"
 
 
-def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> None:
+def _print(report: NeighbourReport, *, threshold: float, all_cells: bool, scales: list[float]) -> None:
+    """The report's two tables; ``scales``: the time scales the eval's cells were recorded under."""
     from ..analysis.neighbour import windows_touched
 
     b = report.baseline
@@ -91,9 +104,10 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
         baseline = "no cells overlapping no other load: costs cannot be computed"
     else:
         baseline = f"median {b.median:.2f} tok/s, p10 {b.p10:.2f}, p90 {b.p90:.2f}"
+    when = model_time(scales)
     print_table(
         f"{report.label} on {report.engine or 'unknown engine'}: baseline over {b.n} cells "
-        f"overlapping no other load: {baseline}",
+        f"overlapping no other load: {baseline}{when}",
         [
             "load elsewhere on the box",
             "kind",
@@ -103,8 +117,9 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
             "cells",
             "timeouts",
             "failed",
-            f"{report.eval_name} decode tok/s",
-            "cost",
+            "median tok/s",
+            "range tok/s",
+            "cost %",
         ],
         [
             [
@@ -116,15 +131,21 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
                 w.n_cells,
                 w.timeouts,
                 w.failures,
-                _rates(w),
-                "-" if w.cost is None else f"{w.cost:.0%}" + (" !" if w.cost > threshold else ""),
+                "-" if w.rate.median is None else f"{w.rate.median:.2f}",
+                _range(w),
+                "-" if w.cost is None else f"{w.cost * 100:.0f}" + (" !" if w.cost > threshold else ""),
             ]
             for w in windows_touched(report)
         ],
+        notes={
+            "median tok/s": f"median decode rate of {report.eval_name}'s cells inside the window",
+            "cost %": f"1 - that median over the baseline median; ! past --threshold ({threshold:.0%})",
+        },
     )
     print_table(
-        f"{report.label}: cells ({report.timeouts} timeouts and {report.failures} failed, kept out of rates)",
-        ["cell", "window (UTC)", "elapsed s", "output tokens", "tok/s", "overlapped"],
+        f"{report.label}: cells ({report.timeouts} timeouts and {report.failures} failed, kept out of rates)"
+        + when,
+        ["cell", "window (UTC)", f"elapsed {seconds(scales)}", "output tok", "tok/s", "overlapped"],
         [
             [
                 c.cell_id,
@@ -143,21 +164,44 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool) -> Non
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError, InputError
-    from ..analysis.neighbour import neighbour_cost, neighbour_costs
 
     if not 0 <= args.threshold <= 1:
         raise ConfigError(f"--threshold {args.threshold} must be a fraction between 0 and 1")
-    with open_store(args) as store:
-        evals = store.eval_names()
-        if args.eval_name not in evals:
-            raise InputError(
-                f"{store.path}: no cells recorded for eval {args.eval_name!r} "
-                f"(evals: {', '.join(evals) or 'none'})"
-            )
-        cells = store.cells()
-        windows = store.windows()
+    # Tables are laid out under the spinner (a long eval's cells take a while) and written after it.
+    with tables_held(), status("reading cells and load windows") as phase:
+        with open_store(args) as store:
+            phase.update(f"reading cells and load windows from {store.path}")
+            evals = store.eval_names()
+            if args.eval_name not in evals:
+                raise InputError(
+                    f"{store.path}: no cells recorded for eval {args.eval_name!r} "
+                    f"(evals: {', '.join(evals) or 'none'})"
+                )
+            cells = store.cells()
+            windows = store.windows()
+        phase.update(
+            f"pricing neighbours of {args.eval_name} over {len(cells):,} cells and {len(windows):,} windows"
+        )
+        reports = _reports(args, cells, windows)
+        for report in reports:
+            for warning in report.warnings:
+                _logger.warning(warning)  # once, however many worker counts carry it
+        if not args.json:
+            phase.update("laying out the tables")
+            scales = time_scales(c for c in cells if c.eval_name == args.eval_name)
+            for report in reports:
+                _print(report, threshold=args.threshold, all_cells=args.all_cells, scales=scales)
+    if args.json:
+        dumped = [r.model_dump(mode="json") | {"threshold": args.threshold} for r in reports]
+        print_json(dumped[0] if len(dumped) == 1 else dumped)
+    return 0
+
+
+def _reports(args: argparse.Namespace, cells: list[Cell], windows: list[LoadWindow]) -> list[NeighbourReport]:
+    from ..analysis.neighbour import neighbour_cost, neighbour_costs
+
     if args.workers is not None:
-        reports = [
+        return [
             neighbour_cost(
                 args.eval_name,
                 cells,
@@ -167,22 +211,12 @@ def run(args: argparse.Namespace) -> int:
                 merge_gap_s=args.merge_gap,
             )
         ]
-    else:  # each worker count in turn where the eval ran at several, however few its cells
-        reports = neighbour_costs(
-            cells,
-            windows,
-            eval_names=[args.eval_name],
-            min_cells=1,
-            min_overlap_fraction=args.min_overlap,
-            merge_gap_s=args.merge_gap,
-        )
-    for report in reports:
-        for warning in report.warnings:
-            print(f"spark-otel: warning: {warning}", file=sys.stderr)
-    if args.json:
-        dumped = [r.model_dump(mode="json") | {"threshold": args.threshold} for r in reports]
-        print_json(dumped[0] if len(dumped) == 1 else dumped)
-        return 0
-    for report in reports:
-        _print(report, threshold=args.threshold, all_cells=args.all_cells)
-    return 0
+    # Each worker count in turn where the eval ran at several, however few its cells.
+    return neighbour_costs(
+        cells,
+        windows,
+        eval_names=[args.eval_name],
+        min_cells=1,
+        min_overlap_fraction=args.min_overlap,
+        merge_gap_s=args.merge_gap,
+    )

@@ -3,13 +3,16 @@
 For each level N, fires N identical /v1/completions with min_tokens = max_tokens and ignore_eos,
 so every stream produces exactly --tokens tokens (checked against usage). Reads the engine's
 generation counter before and after each level, at quiescent points, and prints per level:
-per-stream tok/s (median, p10, p90), the probe's aggregate, the engine's aggregate and their
-ratio (above 1: another tenant decoded at the same time), mean GPU power where a power source
-is available, time to first token (streaming mode) and the client's own CPU per token.
+per-stream tok/s (median, p10, p90), the probe's aggregate, the engine's aggregate and
+engine/probe, their ratio (above 1: another tenant decoded at the same time), mean GPU power
+where a power source is available, time to first token (streaming mode), the client's own CPU
+per token, and the streams off pin (that did not produce exactly --tokens tokens).
+--json prints the versioned report instead of the table; --out FILE writes it to a file.
 
 Each level is recorded in the embedded store as a load window ("probe N streams"), and the whole
 run as a probe document, so `spark-otel neighbour-cost` and `spark-otel advise` see it.
-Against the simulated box, times read in model time (the engine's /sim/info speed).
+Against the simulated box, times read in model time (the engine's /sim/info speed), and the
+table says so.
 
     spark-otel probe --engine qwen=http://127.0.0.1:8011 --streams 1,2,4,8,16,32 --tokens 512
 
@@ -22,11 +25,13 @@ partway prints and stores the levels it measured before it stops with the error.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ._common import add_store_argument, fmt_number, open_store, print_table, rich_module
+from ._common import add_store_argument, fmt_number, model_time, open_store, print_table, seconds
+from ._console import progress
 
 if TYPE_CHECKING:
     from ..probe.results import ProbeReport
@@ -51,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(qwen=http://127.0.0.1:8011, as `spark-otel receive` takes it)",
     )
     parser.add_argument(
-        "--streams", type=_levels, default=[1, 2, 4, 8, 16, 32], help="levels (default 1,2,4,8,16,32)"
+        "--streams", type=_levels, default="1,2,4,8,16,32", help="levels: concurrent streams, comma-separated"
     )
-    parser.add_argument("--tokens", type=int, default=512, help="output tokens per stream (default 512)")
+    parser.add_argument("--tokens", type=int, default=512, help="output tokens per stream")
     parser.add_argument("--model", help="model id (default: the engine's first listed model)")
     parser.add_argument(
         "--engine-name",
@@ -62,19 +67,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "cells, or neighbour-cost and advise read the probe as another engine (default: NAME from "
         "--engine, else /sim/info's name, else the URL's host:port)",
     )
-    parser.add_argument("--prompt-chars", type=int, default=200, help="prompt length (default 200)")
-    parser.add_argument("--repeats", type=int, default=1, help="rounds per level (default 1)")
+    parser.add_argument("--prompt-chars", type=int, default=200, help="prompt length, characters")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds per level")
     parser.add_argument(
         "--warmup",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="send one untimed request first (default on)",
+        help="send one untimed request first",
     )
     parser.add_argument(
         "--mode",
         choices=["stream", "plain"],
         default="stream",
-        help="stream: SSE, gives time to first token (default); plain: one JSON body per request, "
+        help="stream: SSE, gives time to first token; plain: one JSON body per request, "
         "no TTFT but no parse cost while the answer is produced",
     )
     parser.add_argument("--name", help="run name for the stored probe document")
@@ -86,44 +91,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or none; auto tries them in that order and leaves power out when none answers",
     )
     parser.add_argument("--time-scale", type=float, help="model-time scale (default: the engine's /sim/info)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="per-request ceiling, model seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, metavar="SECONDS", help="per-request ceiling, model seconds"
+    )
     add_store_argument(parser)
     parser.add_argument("--no-store", action="store_true", help="do not record in the store")
-    parser.add_argument("--json", metavar="FILE", help="write the versioned JSON report here")
+    parser.add_argument(
+        "--json", action="store_true", help="print the versioned JSON report instead of the table"
+    )
+    parser.add_argument("-o", "--out", metavar="FILE", help="write the versioned JSON report to this file")
     parser.add_argument("--plot", metavar="FILE.png", help="plot per-stream and aggregate tok/s")
 
 
 def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
-    """The Appendix A table of a `ProbeReport`."""
+    """The Appendix A table of a `ProbeReport`, its figures named as the HTML report names them;
+    durations say "model s" when the probe ran on a model clock (the notes under the table, from
+    `GLOSSARY`, explain engine/probe, streams off pin and the client's CPU)."""
     from ..probe.results import ProbeReport
 
     assert isinstance(report, ProbeReport)
+    unit = seconds([report.metadata.time_scale])
     columns = [
         "streams",
-        "wall s",
-        "per-stream",
-        "p10..p90",
-        "probe agg",
-        "engine agg",
-        "ratio",
+        f"wall {unit}",
+        "per-stream tok/s (median)",
+        "p10 to p90 tok/s",
+        "probe aggregate tok/s",
+        "engine aggregate tok/s",
+        "engine/probe",
         "power W",
-        "TTFT s",
-        "us/tok",
-        "exact",
+        f"TTFT {unit}",
+        "client CPU µs/tok",
+        "streams off pin",
     ]
     rows = [
         [
             str(lv.streams) + (f" #{lv.repeat + 1}" if report.settings.repeats > 1 else ""),
             fmt_number(lv.wall_s, 1),
             fmt_number(lv.per_stream_median),
-            f"{fmt_number(lv.per_stream_p10)}..{fmt_number(lv.per_stream_p90)}",
+            f"{fmt_number(lv.per_stream_p10)} to {fmt_number(lv.per_stream_p90)}",
             fmt_number(lv.probe_aggregate_rate, 1),
             fmt_number(lv.engine_aggregate_rate, 1),
             fmt_number(lv.engine_probe_ratio, 2),
             fmt_number(lv.power_w, 1),
             fmt_number(lv.ttft_s_median, 2),
             fmt_number(lv.client_cpu_us_per_token, 1) + (" !" if lv.client_cpu_over_budget else ""),
-            "yes" if not lv.token_mismatches and not lv.errors else f"{lv.token_mismatches + lv.errors} off",
+            str(lv.token_mismatches + lv.errors),
         ]
         for lv in report.levels
     ]
@@ -160,9 +173,9 @@ def run(args: argparse.Namespace) -> int:
     if otlp_configured():  # levels go to the collector as load-window spans as well
         telemetry = configure(service_name="spark-otel-probe", store=False)
     try:
-        with rich_module("progress").Progress(transient=True) as progress:
-            task = progress.add_task(f"probing {url}", total=total)
-            report = run_probe(url, settings, store=store, on_level=lambda _lv: progress.advance(task))
+        # The bar is on stderr, and only on a terminal: the probe's warnings print above it.
+        with progress(f"probing {url}", total) as bar:
+            report = run_probe(url, settings, store=store, on_level=lambda _lv: bar.advance())
     except ProbeIncomplete as exc:
         _print_report(exc.report, args)  # what was measured before the failure, then the error
         raise
@@ -176,18 +189,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_report(report: ProbeReport, args: argparse.Namespace) -> None:
-    settings = report.settings
-    columns, rows = level_rows(report)
-    print_table(
-        f"{report.metadata.engine} ({report.metadata.model}), {settings.tokens} tokens", columns, rows
-    )
-    for warning in report.warnings:
-        print(f"warning: {warning}")
+    """The table and the report's warnings, or with --json the report itself, on stdout; then
+    --out and --plot (what they wrote is said on stderr when stdout holds the JSON)."""
     if args.json:
-        report.save_file(args.json)
-        print(f"wrote {args.json}")
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")  # as --out writes the file
+    else:
+        columns, rows = level_rows(report)
+        print_table(
+            f"{report.metadata.engine} ({report.metadata.model}), {report.settings.tokens} tokens per stream"
+            + model_time([report.metadata.time_scale]),
+            columns,
+            rows,
+        )
+        for warning in report.warnings:
+            print(f"warning: {warning}")
+    said = sys.stderr if args.json else sys.stdout
+    if args.out:
+        report.save_file(args.out)
+        print(f"wrote {args.out}", file=said)
     if args.plot:
         from ..report import plot_probe
 
         plot_probe(report, Path(args.plot))
-        print(f"wrote {args.plot}")
+        print(f"wrote {args.plot}", file=said)

@@ -39,13 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         action="append",
-        default=[],
+        default=None,
         metavar="NAME=URL",
         help="an engine to scrape, e.g. qwen=http://127.0.0.1:8011 (repeatable)",
     )
-    parser.add_argument(
-        "--interval", type=float, default=5.0, metavar="S", help="seconds between scrapes (5)"
-    )
+    parser.add_argument("--interval", type=float, default=5.0, metavar="S", help="seconds between scrapes")
     parser.add_argument(
         "--gpu",
         choices=["auto", "nvml", "smi", "sim"],
@@ -55,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sim-url", metavar="URL", help="with --gpu sim: the simulated engine to read /sim/gpu from"
     )
-    parser.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per-scrape timeout (5)")
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per-scrape timeout, seconds")
     parser.add_argument(
         "--once",
         action="store_true",
@@ -72,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from ..receivers.receiver import parse_engine_spec
     from ._receiving import receiving, run_until_stopped
 
-    targets = [parse_engine_spec(spec) for spec in args.engine]
+    targets = [parse_engine_spec(spec) for spec in args.engine or ()]
     if not targets and args.gpu is None:
         raise ConfigError("nothing to receive: give --engine NAME=URL (repeatable) and/or --gpu SOURCE")
     if args.interval <= 0:
@@ -130,7 +128,7 @@ def _print_once(
                     fmt_number(snap.prompt_tokens, 0),
                     fmt_number(snap.requests_running, 0),
                     fmt_number(snap.requests_waiting, 0),
-                    f"{snap.kv_cache_usage:.1%}" if snap.kv_cache_usage is not None else "-",
+                    f"{snap.kv_cache_usage * 100:.1f}" if snap.kv_cache_usage is not None else "-",
                 ]
             )
         if rows:
@@ -143,9 +141,9 @@ def _print_once(
                     "state",
                     "generation tok",
                     "prompt tok",
-                    "running",
-                    "waiting",
-                    "KV cache",
+                    "requests running",
+                    "requests waiting",
+                    "KV cache %",
                 ],
                 rows,
             )

@@ -13,18 +13,20 @@ are those `spark-otel advise` gives for the same records, --ceiling and --thresh
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError, InputError
 from ._common import add_advisor_arguments, add_store_argument
+from ._console import status
 
 if TYPE_CHECKING:
     from ..report import ReportInputs
 
 _SHOWN_ERRORS = 5
+_logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--eval", dest="eval_name", help="report on this eval only (and name --records' eval)"
     )
     add_advisor_arguments(parser)
-    parser.add_argument("--out", default="spark-otel-report", metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--out", default="spark-otel-report", metavar="DIR", help="output directory (report.html and PNGs)"
+    )
 
 
 def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
@@ -54,12 +58,9 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
         args.records, load_mapping(args.mapping), eval_name=args.eval_name, engine=args.engine
     )
     for error in result.errors[:_SHOWN_ERRORS]:
-        print(f"spark-otel: warning: skipped {error}", file=sys.stderr)
+        _logger.warning("skipped %s", error)
     if len(result.errors) > _SHOWN_ERRORS:
-        print(
-            f"spark-otel: warning: and {len(result.errors) - _SHOWN_ERRORS} more records skipped",
-            file=sys.stderr,
-        )
+        _logger.warning("and %d more records skipped", len(result.errors) - _SHOWN_ERRORS)
     if not result.cells:
         first = f": {result.errors[0]}" if result.errors else ""
         raise InputError(f"{', '.join(args.records)}: no record could be read as a cell{first}")
@@ -77,17 +78,23 @@ def run(args: argparse.Namespace) -> int:
     chosen = sum(bool(x) for x in (args.store, args.otlp_json, args.records))
     if chosen > 1:
         raise ConfigError("choose one input: --store, --otlp-json or --records")
-    with tempfile.TemporaryDirectory(prefix="spark-otel-report-") as tmp:
-        if args.otlp_json:
-            inputs = inputs_from_otlp_json(args.otlp_json)
-        elif args.records:
-            inputs = _backfilled(args, Path(tmp))
-        else:
-            if args.store and not Path(args.store).expanduser().exists():
-                raise InputError(f"{args.store}: no such store file")
-            with open_store(args) as store:
-                inputs = inputs_from_store(store)
-    content = build_report(inputs, eval_name=args.eval_name, config=config)
-    page = write_report(content, args.out)
+    with status("reading the records") as phase:
+        with tempfile.TemporaryDirectory(prefix="spark-otel-report-") as tmp:
+            if args.otlp_json:
+                phase.update(f"reading {', '.join(args.otlp_json)}")
+                inputs = inputs_from_otlp_json(args.otlp_json)
+            elif args.records:
+                phase.update(f"backfilling {', '.join(args.records)}")
+                inputs = _backfilled(args, Path(tmp))
+            else:
+                if args.store and not Path(args.store).expanduser().exists():
+                    raise InputError(f"{args.store}: no such store file")
+                with open_store(args) as store:
+                    phase.update(f"reading {store.path}")
+                    inputs = inputs_from_store(store)
+        phase.update(f"computing the analyses over {len(inputs.cells):,} cells")
+        content = build_report(inputs, eval_name=args.eval_name, config=config)
+        phase.update(f"drawing the plots and writing {args.out}")
+        page = write_report(content, args.out)
     print(f"wrote {page}")
     return 0

@@ -42,15 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"an engine to serve; repeat for several (default: {' '.join(DEFAULT_ENGINES)})",
     )
     parser.add_argument(
-        "--speed", type=_speed, default=1.0, help="times faster than real time (default 1; inf)"
+        "--speed", type=_speed, default=1.0, help="times faster than real time (inf: as fast as it can)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed for unpinned output lengths (default 0)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for unpinned output lengths")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
         "--contention",
         type=float,
         default=1.0,
-        help="scale of the cross-engine memory contention; 0 turns it off (default 1)",
+        help="scale of the cross-engine memory contention; 0 turns it off",
     )
     parser.add_argument(
         "--duration", type=float, default=None, metavar="SECONDS", help="stop after this many real seconds"
