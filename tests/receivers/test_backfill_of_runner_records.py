@@ -28,7 +28,13 @@ TOLERANCE_S = 0.5
 def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPARK_OTEL_"))}
     return subprocess.run(
-        [sys.executable, str(RUNNER), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, str(RUNNER), *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -39,9 +45,7 @@ def _beside(cells: list[Cell]) -> dict[str, set[str]]:
     def overlap(a: Cell, b: Cell) -> float:
         return min(a.end_unix_ns, b.end_unix_ns) - max(a.start_unix_ns, b.start_unix_ns)
 
-    return {
-        a.cell_id: {b.cell_id for b in cells if b is not a and overlap(a, b) > margin} for a in cells
-    }
+    return {a.cell_id: {b.cell_id for b in cells if b is not a and overlap(a, b) > margin} for a in cells}
 
 
 def test_backfilled_runner_records_match_the_live_cells(tmp_path: Path) -> None:
