@@ -2,24 +2,25 @@
 
 A dense engine ("qwen") and a mixture-of-experts engine ("nemotron") share one simulated GPU,
 running ``speed`` times faster than real time; the process's clock reads model time, so every
-figure comes out as in the article. A serial, generation-heavy eval runs on qwen under a 1,800 s
-ceiling the whole time, instrumented like any eval (``spark_otel.instrument()`` and one
-``spark_otel.cell`` per cell, into the embedded store). While it runs, the demo imposes:
+figure comes out as in the article. Every eval is instrumented as any eval is
+(``spark_otel.instrument()`` and one ``spark_otel.cell`` per cell, into the embedded store), and
+the story is told in the article's acts:
 
-1. a probe on qwen (one and four more streams), recorded as load windows;
-2. a quiet gap;
-3. an eval at four workers on nemotron, recorded as that eval's cells (the analyses make its
-   load windows from them).
+Act 2, what more streams buy: the probe on each engine with the box otherwise idle, qwen at 1
+    to 8 streams, nemotron at 1 to 16 (where its aggregate falls: its lane's ceiling).
+Act 3, what workers buy on real cells: one eval's fixed set of cells on qwen, at one worker and
+    then the same cells at eight: wall speedup against per-cell cost.
+Act 4, what a neighbour costs: a serial eval on qwen under a 1,800 s ceiling, alone, then beside
+    one and four more qwen streams (recorded load windows), then beside an eval at four workers
+    on nemotron, then alone again.
 
-Then it reads the eval's own records back and answers the article's questions: the probe's
-curve, per-cell rate against concurrency, what each load cost the serial eval (the same-engine
-probe a few percent, the other engine about half), and the advisor's queue rules; and writes the
-HTML report.
+Then it reads the evals' own records back, answers each act in a line, writes the advisor's
+queue rules with their evidence, and writes the HTML report.
 
 Its records are simulated, so by default they go to a store of their own beside the report
 (``<out>/store.sqlite``, replaced on each run), never the user's store: demo cells there would
-read as load overlapping real evals. Demo cells carry ``source="demo"``, eval names a run tag
-(``demo-serial-<tag>``), and the probe's windows the run's name (``demo probe <tag>``).
+read as load overlapping real evals. Demo cells carry ``source="demo"``, eval names a short run
+tag (``demo-serial-2e14``), and the probes' and loads' windows the run's name.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import secrets
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +45,10 @@ from ._exceptions import ConfigError, EngineError
 
 if TYPE_CHECKING:
     from .analysis.neighbour import NeighbourReport
+    from .model import LoadWindow
     from .probe.results import ProbeReport
     from .report import ReportContent
+    from .store import Store
 
 __all__ = ["DemoPlan", "DemoResult", "demo_store_path", "run_demo"]
 
@@ -58,6 +60,8 @@ LOAD_WORKERS = 4
 _ENGINES = {SERIAL_ENGINE: "dense", LOAD_ENGINE: "moe"}
 _BOX_START_S = 60.0
 DEMO_SOURCE = "demo"
+DEMO_RUN = "spark_otel.demo.run"
+"""The attribute naming the demo run on its load windows."""
 _DEMO_CELL_ATTRIBUTES: dict[str, Any] = {sc.CELL_SOURCE: DEMO_SOURCE}
 STORE_FILE = "store.sqlite"
 # At 100x an instrumented streamed cell reads within about 3% of the simulated rate on a 2-core
@@ -71,36 +75,55 @@ PhaseCallback = Callable[[str], None]
 class DemoPlan:
     """The demo's schedule, in model seconds, and the cells' shapes.
 
-    Each probe level lasts at least twice the longest serial cell, so whole cells run inside it
+    Each imposed load lasts at least twice the longest serial cell, so whole cells run inside it
     and its cost reads as the simulation's, not diluted by cells half outside.
     """
 
     speed: float
-    baseline_s: float
-    probe_levels: tuple[int, ...]
     probe_tokens: int
+    review_cells: int
+    review_tokens: tuple[int, int]
+    baseline_s: float
+    same_engine_load_s: float
     gap_s: float
     load_s: float
     tail_s: float
     serial_tokens: tuple[int, int]
     load_tokens: tuple[int, int]
+    qwen_levels: tuple[int, ...] = (1, 2, 4, 8)
+    nemotron_levels: tuple[int, ...] = (1, 2, 4, 8, 16)
+    review_workers: int = 8
+    same_engine_loads: tuple[int, ...] = (1, 4)
     serial_prompt_chars: int = 1600
     load_prompt_chars: int = 800
 
     @property
     def expected_model_s(self) -> float:
-        """Roughly how long the run lasts in model time (the probe at about 10 tok/s per stream)."""
-        probe_s = len(self.probe_levels) * self.probe_tokens / 10.0
-        return self.baseline_s + probe_s + self.gap_s + self.load_s + self.tail_s
+        """About how long the run lasts in model time, from the simulation's own rates."""
+        truth = _box_model(self.speed)
+
+        def level_s(engine: str, n: int) -> float:
+            return self.probe_tokens / truth.predicted_rate(engine, n)
+
+        probes = sum(level_s(SERIAL_ENGINE, n) for n in self.qwen_levels)
+        probes += sum(level_s(LOAD_ENGINE, n) for n in self.nemotron_levels)
+        mean_review = sum(self.review_tokens) / 2
+        review = self.review_cells * mean_review / truth.predicted_rate(SERIAL_ENGINE, 1)
+        review += self.review_tokens[1] / truth.predicted_rate(SERIAL_ENGINE, self.review_workers)
+        act4 = self.baseline_s + len(self.same_engine_loads) * self.same_engine_load_s
+        act4 += self.gap_s + self.load_s + self.tail_s
+        return probes + review + act4
 
     @classmethod
     def full(cls, speed: float = DEFAULT_SPEED) -> DemoPlan:
         return cls(
             speed=speed,
-            baseline_s=1800.0,
-            probe_levels=(1, 4),
-            probe_tokens=4096,
-            gap_s=400.0,
+            probe_tokens=512,
+            review_cells=8,
+            review_tokens=(800, 1500),
+            baseline_s=1200.0,
+            same_engine_load_s=400.0,
+            gap_s=300.0,
             load_s=2000.0,
             tail_s=400.0,
             serial_tokens=(1200, 2000),
@@ -111,9 +134,11 @@ class DemoPlan:
     def quick(cls, speed: float = DEFAULT_SPEED) -> DemoPlan:
         return cls(
             speed=speed,
+            probe_tokens=256,
+            review_cells=8,
+            review_tokens=(300, 500),
             baseline_s=500.0,
-            probe_levels=(1, 4),
-            probe_tokens=2048,
+            same_engine_load_s=170.0,
             gap_s=100.0,
             load_s=800.0,
             tail_s=100.0,
@@ -128,10 +153,11 @@ class DemoResult:
 
     run_tag: str
     serial_eval: str
+    review_eval: str
     load_eval: str
     store_path: Path
     report_path: Path
-    probe: ProbeReport
+    probes: list[ProbeReport]
     neighbour: NeighbourReport
     content: ReportContent
     ground_truth: dict[str, float]
@@ -149,8 +175,8 @@ def _generate(client: Any, model: str, prompt: str, tokens: int, *, stream: bool
     """One chat completion of about ``tokens`` output tokens.
 
     Streamed cells go through `spark_otel.stream_with_deadline` (the ceiling holds, and what
-    arrives is kept); the other engine's eval sends plain calls, which cost the demo's own
-    process nothing per token, so its CPU does not slow the box it measures.
+    arrives is kept); the other evals send plain calls, which cost the demo's own process
+    nothing per token, so its CPU does not slow the box it measures.
     """
     import spark_otel
 
@@ -181,30 +207,36 @@ class _Lane:
     prompt_chars: int
     stream: bool
 
-    def run(self, stop: threading.Event, seed: int) -> int:
-        """Run cells back to back until ``stop`` is set; returns how many ran."""
+    def cell(self, cell_id: str, seed: int) -> None:
+        """Run one cell; its length and prompt follow from ``seed`` alone."""
         import spark_otel
 
-        rng = random.Random(seed)
+        n = random.Random(seed).randint(*self.tokens)
+        try:
+            with spark_otel.cell(
+                self.eval_name,
+                cell_id,
+                engine=self.engine,
+                deadline_s=CEILING_S,
+                workers=self.workers,
+                **_DEMO_CELL_ATTRIBUTES,
+            ):
+                _generate(self.client, self.model, _prompt(self.prompt_chars, seed), n, stream=self.stream)
+        except Exception as exc:  # the cell's span records the failure; the eval goes on
+            _logger.info("demo: cell %s of %s ended with %s", cell_id, self.eval_name, exc)
+
+    def run(self, stop: threading.Event, seed: int) -> int:
+        """Run cells back to back until ``stop`` is set; returns how many ran."""
         count = 0
         while not stop.is_set():
-            cell_id = f"{self.engine}-{seed}-{count:03d}"
-            n = rng.randint(*self.tokens)
-            prompt = _prompt(self.prompt_chars, seed * 1000 + count)
-            try:
-                with spark_otel.cell(
-                    self.eval_name,
-                    cell_id,
-                    engine=self.engine,
-                    deadline_s=CEILING_S,
-                    workers=self.workers,
-                    **_DEMO_CELL_ATTRIBUTES,
-                ):
-                    _generate(self.client, self.model, prompt, n, stream=self.stream)
-            except Exception as exc:  # the cell's span records the failure; the eval goes on
-                _logger.info("demo: cell %s of %s ended with %s", cell_id, self.eval_name, exc)
+            self.cell(f"{self.engine}-{seed}-{count:03d}", seed * 1000 + count)
             count += 1
         return count
+
+    def run_set(self, n_cells: int) -> None:
+        """The same ``n_cells`` cells (ids, prompts, lengths) at this lane's worker count."""
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="demo-cells") as pool:
+            list(pool.map(lambda i: self.cell(f"pr-{i:02d}", 500 + i), range(n_cells)))
 
 
 def _sleep_model(seconds: float) -> None:
@@ -217,6 +249,61 @@ def _openai_client(base_url: str) -> Any:
     return openai.OpenAI(
         base_url=base_url + "/v1", api_key="sim", timeout=_clock.to_wall_s(CEILING_S), max_retries=0
     )
+
+
+def _same_engine_load(client: Any, model: str, streams: int, seconds: float, tag: str) -> LoadWindow:
+    """``streams`` more plain requests on the serial eval's engine, back to back for ``seconds``:
+    the article's "one more Qwen stream". Returns the window it ran over, for the store."""
+    from .model import LoadWindow
+
+    stop = threading.Event()
+    ends: list[int] = []
+
+    def stream(seed: int) -> None:
+        count = 0
+        while not stop.is_set():
+            prompt = _prompt(200, 9000 + seed * 1000 + count)
+            with contextlib.suppress(Exception):  # a failed request ends nothing of the eval's
+                client.chat.completions.create(
+                    model=model,
+                    messages=[{"role": "user", "content": prompt}],
+                    max_tokens=64,
+                    extra_body={"ignore_eos": True},
+                )
+            count += 1
+        ends.append(_clock.wall_ns())
+
+    start = _clock.wall_ns()
+    with ThreadPoolExecutor(streams, thread_name_prefix="demo-load") as pool:
+        for i in range(streams):
+            pool.submit(stream, i)
+        _sleep_model(seconds)
+        stop.set()
+    name = f"{streams} more {SERIAL_ENGINE} stream{'' if streams == 1 else 's'}"
+    return LoadWindow(
+        uid=f"demo-{tag}-load-{streams}",
+        name=name,
+        kind="load",
+        engine=SERIAL_ENGINE,
+        start_unix_ns=start,
+        end_unix_ns=max(ends, default=_clock.wall_ns()),
+        streams=streams,
+        attributes={DEMO_RUN: tag},
+    )
+
+
+def _run_tag(path: Path) -> str:
+    """A short tag no eval in the store already carries (``2e14``)."""
+    from .store import Store
+
+    taken: set[str] = set()
+    if path.exists():
+        with Store(path, read_only=True) as store:
+            taken = set(store.eval_names())
+    while True:
+        tag = secrets.token_hex(2)
+        if not any(name.endswith(f"-{tag}") for name in taken):
+            return tag
 
 
 def run_demo(
@@ -237,12 +324,11 @@ def run_demo(
 
     plan = DemoPlan.quick(speed) if quick else DemoPlan.full(speed)
     phase = on_phase or (lambda _name: None)
-    now = datetime.fromtimestamp(_clock.real_wall_ns() / NS_PER_S)
-    tag = now.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
-    serial_eval, load_eval = f"demo-serial-{tag}", f"demo-nemotron-{tag}"
     path = demo_store_path(store_path, out_dir)
     if store_path is None:
         _clear_own_store(path)
+    tag = _run_tag(path)
+    serial_eval, review_eval, load_eval = (f"demo-{what}-{tag}" for what in ("serial", "review", "nemotron"))
     started = _clock.real_monotonic_ns()
     phase("starting the simulated box")
     # Model time runs `speed` times faster than the real clock; the box's starts far enough in
@@ -258,13 +344,58 @@ def run_demo(
             store.put_document(
                 "demo",
                 tag,
-                {"serial_eval": serial_eval, "load_eval": load_eval, "speed": plan.speed, "quick": quick},
+                {
+                    "serial_eval": serial_eval,
+                    "review_eval": review_eval,
+                    "load_eval": load_eval,
+                    "speed": plan.speed,
+                    "quick": quick,
+                },
             )
             qwen, nemotron = _openai_client(urls[SERIAL_ENGINE]), _openai_client(urls[LOAD_ENGINE])
             qwen_model, nemotron_model = qwen.models.list().data[0].id, nemotron.models.list().data[0].id
+
+            probes = []
+            for engine, levels in ((SERIAL_ENGINE, plan.qwen_levels), (LOAD_ENGINE, plan.nemotron_levels)):
+                phase(f"Act 2: probe on {engine}, the box otherwise idle")
+                probes.append(
+                    run_probe(
+                        urls[engine],
+                        ProbeSettings(
+                            streams=list(levels),
+                            tokens=plan.probe_tokens,
+                            warmup=False,
+                            # Plain requests cost this process nothing while they decode.
+                            mode="plain",
+                            engine=engine,
+                            name=_probe_name(tag, engine),
+                            time_scale=plan.speed,
+                        ),
+                        store=store,
+                    )
+                )
+
+            def review(workers: int) -> _Lane:
+                return _Lane(
+                    client=qwen,
+                    model=qwen_model,
+                    eval_name=review_eval,
+                    engine=SERIAL_ENGINE,
+                    workers=workers,
+                    tokens=plan.review_tokens,
+                    prompt_chars=plan.serial_prompt_chars,
+                    stream=False,
+                )
+
+            phase(f"Act 3: {plan.review_cells} cells on qwen at one worker")
+            review(1).run_set(plan.review_cells)
+            phase(f"Act 3: the same cells at {plan.review_workers} workers")
+            review(plan.review_workers).run_set(plan.review_cells)
+            _sleep_model(plan.gap_s)  # an idle gap: the eval's runs end here
+
             stop_serial, stop_load = threading.Event(), threading.Event()
             with ThreadPoolExecutor(1 + LOAD_WORKERS, thread_name_prefix="demo") as pool:
-                phase("serial eval on qwen: baseline")
+                phase("Act 4: the serial eval on qwen, alone")
                 serial_lane = _Lane(
                     client=qwen,
                     model=qwen_model,
@@ -277,25 +408,14 @@ def run_demo(
                 )
                 serial = pool.submit(serial_lane.run, stop_serial, 1)
                 _sleep_model(plan.baseline_s)
-                phase("probe on qwen while the serial eval runs")
-                probe = run_probe(
-                    urls[SERIAL_ENGINE],
-                    ProbeSettings(
-                        streams=list(plan.probe_levels),
-                        tokens=plan.probe_tokens,
-                        warmup=False,
-                        # Plain requests cost this process nothing while they decode, so the
-                        # probe's own client work does not slow the serial eval it measures.
-                        mode="plain",
-                        engine=SERIAL_ENGINE,
-                        name=_probe_name(tag),
-                        time_scale=plan.speed,
-                    ),
-                    store=store,
-                )
-                phase("quiet gap")
+                for streams in plan.same_engine_loads:
+                    phase(f"Act 4: the serial eval beside {streams} more qwen stream(s)")
+                    store.write_windows(
+                        [_same_engine_load(qwen, qwen_model, streams, plan.same_engine_load_s, tag)]
+                    )
+                phase("Act 4: quiet gap")
                 _sleep_model(plan.gap_s)
-                phase("eval at 4 workers on nemotron")
+                phase("Act 4: the serial eval beside an eval at 4 workers on nemotron")
                 load_lane = _Lane(
                     client=nemotron,
                     model=nemotron_model,
@@ -311,7 +431,7 @@ def run_demo(
                 stop_load.set()
                 for f in loads:
                     f.result()
-                phase("serial eval alone again")
+                phase("Act 4: the serial eval alone again")
                 _sleep_model(plan.tail_s)
                 stop_serial.set()
                 serial.result()
@@ -320,19 +440,20 @@ def run_demo(
             spark_otel.uninstrument()
             telemetry.force_flush()
             telemetry.shutdown()
-    phase("reading the eval's own records")
-    with Store(path) as reader:
-        content, neighbour = _analyse(reader, tag, serial_eval, load_eval, probe)
+    phase("reading the evals' own records")
+    with Store(path, read_only=True) as reader:
+        content, neighbour = _analyse(reader, tag, (serial_eval, review_eval, load_eval), probes)
     from .report import write_report
 
     report_path = write_report(content, out_dir)
     return DemoResult(
         run_tag=tag,
         serial_eval=serial_eval,
+        review_eval=review_eval,
         load_eval=load_eval,
         store_path=path,
         report_path=report_path,
-        probe=probe,
+        probes=probes,
         neighbour=neighbour,
         content=content,
         ground_truth=ground_truth,
@@ -364,16 +485,23 @@ def _clear_own_store(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def _ground_truth(plan: DemoPlan) -> dict[str, float]:
-    """What the simulation was told: the serial stream's cost under each imposed load."""
+def _box_model(speed: float) -> Any:
     from .sim import BoxModel, get_profile
 
-    box = BoxModel({name: get_profile(profile) for name, profile in _ENGINES.items()}, speed=plan.speed)
+    return BoxModel({name: get_profile(profile) for name, profile in _ENGINES.items()}, speed=speed)
+
+
+def _ground_truth(plan: DemoPlan) -> dict[str, float]:
+    """What the simulation was told: the serial stream's cost under each imposed load, and the
+    review cells' per-cell cost at the plan's worker count."""
+    box = _box_model(plan.speed)
     alone = box.predicted_rate(SERIAL_ENGINE, 1)
     truth = {"baseline_rate": alone}
-    for n in plan.probe_levels:
-        truth[f"probe {n} streams"] = 1.0 - box.predicted_rate(SERIAL_ENGINE, 1 + n) / alone
+    for n in plan.same_engine_loads:
+        name = f"{n} more {SERIAL_ENGINE} stream{'' if n == 1 else 's'}"
+        truth[name] = 1.0 - box.predicted_rate(SERIAL_ENGINE, 1 + n) / alone
     truth["load"] = 1.0 - box.predicted_rate(SERIAL_ENGINE, 1, {LOAD_ENGINE: LOAD_WORKERS}) / alone
+    truth["review_per_cell_cost"] = 1.0 - box.predicted_rate(SERIAL_ENGINE, plan.review_workers) / alone
     return truth
 
 
@@ -432,21 +560,31 @@ def _box_process(speed: float, epoch_unix_ns: int) -> Iterator[dict[str, str]]:
 
 
 def _analyse(
-    store: Any, tag: str, serial_eval: str, load_eval: str, probe: ProbeReport
+    store: Store, tag: str, evals: Sequence[str], probes: Sequence[ProbeReport]
 ) -> tuple[ReportContent, NeighbourReport]:
     """This run's cells and windows only: a store may hold earlier runs whose model-time stamps
     overlap this one's (a run at speed S stamps times up to S times its length ahead)."""
     from .report import ReportInputs, build_report
 
-    cells = store.cells(eval_name=serial_eval) + store.cells(eval_name=load_eval)
-    windows = [w for w in store.windows() if w.attributes.get(sc.PROBE_RUN) == _probe_name(tag)]
+    serial_eval = evals[0]
+    cells = [c for name in evals for c in store.cells(eval_name=name)]
+    runs = {_probe_name(tag, p.metadata.engine) for p in probes}
+    windows = [
+        w
+        for w in store.windows()
+        if w.attributes.get(sc.PROBE_RUN) in runs or w.attributes.get(DEMO_RUN) == tag
+    ]
     inputs = ReportInputs(
-        source=f"{store.path} (demo run {tag})", cells=cells, windows=windows, probes=[probe]
+        source=f"{store.path} (demo run {tag})",
+        cells=cells,
+        windows=windows,
+        probes=list(probes),
+        engine_urls={p.metadata.engine: p.metadata.engine_url for p in probes},
     )
     content = build_report(inputs)
     neighbour = next(n for n in content.neighbours if n.eval_name == serial_eval)
     return content, neighbour
 
 
-def _probe_name(tag: str) -> str:
-    return f"demo probe {tag}"
+def _probe_name(tag: str, engine: str) -> str:
+    return f"demo probe {engine} {tag}"

@@ -3,7 +3,8 @@ cost, the rules; and what each says when the records cannot answer."""
 
 from __future__ import annotations
 
-from spark_otel.analysis.answers import answers, neighbour_answer, speedup_answers
+from spark_otel.analysis.answers import answers, curve_answer, neighbour_answer, speedup_answers
+from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.analysis.overview import overview
 from spark_otel.model import Cell, LoadWindow
@@ -89,14 +90,41 @@ def test_a_neighbour_answer_without_a_baseline_says_why() -> None:
     assert neighbour_answer(neighbour_cost("serial", alone, []), threshold=0.2) is None  # nothing to price
 
 
-def test_answers_come_concurrency_first_then_neighbours_then_the_rules() -> None:
+def _curve(*levels: tuple[int, float]) -> RateCurve:
+    points = [CurvePoint(streams=n, per_stream_rate=r, aggregate_rate=n * r, n=n) for n, r in levels]
+    return RateCurve(engine="e", points=points, run="p", measured_unix_ns=T0)
+
+
+def test_a_curve_answers_what_the_most_streams_bought_and_where_the_lane_stops() -> None:
+    rising = curve_answer(_curve((1, 11.1), (8, 10.1)))
+    assert rising.measured
+    assert rising.text == (
+        "e: 8 streams bought 7.3x the aggregate of one stream for 9% per stream, still rising at the "
+        "most measured (probe 'p' of 2026-09-21 14:13 UTC, idle, at 1, 8 streams)"
+    )
+    falls = curve_answer(_curve((1, 82.0), (8, 32.75), (16, 11.3125)))
+    assert falls.text.startswith(
+        "e: 8 streams bought 3.2x the aggregate of one stream for 60% per stream, then no more: "
+        "aggregate peaks at 262 tok/s at 8 streams and falls to 181 at 16"
+    )
+    single = curve_answer(_curve((4, 9.8)))
+    assert not single.measured
+    assert single.text.startswith("e: one level measured, a curve needs two (probe 'p'")
+    unanchored = curve_answer(_curve((2, 10.0), (4, 9.0)))
+    assert not unanchored.measured
+    assert unanchored.text.startswith("e: no single stream measured to compare the levels with")
+
+
+def test_answers_come_curves_first_then_workers_then_neighbours_then_the_rules() -> None:
     found = overview(_serial_and_batched())
     topics = [a.topic for a in answers(found)]
-    assert topics[0] == "concurrency"
-    assert topics[-1] == "rules"
+    order = ["curve", "concurrency", "neighbour", "rules"]
+    assert topics == sorted(topics, key=order.index)
+    assert {"curve", "concurrency", "rules"} <= set(topics)
     assert found.advice is not None
     [rules] = [a for a in answers(found) if a.topic == "rules"]
     measure = sum(1 for r in found.advice.rules if r.kind == "measure")
     firm = len(found.advice.rules) - measure
     assert rules.text.startswith(f"{firm} queue rule")
-    assert (f"{measure} say what to measure first" in rules.text) == bool(measure)
+    verb = "says" if measure == 1 else "say"
+    assert (f"{measure} {verb} what to measure first" in rules.text) == bool(measure)

@@ -1,14 +1,17 @@
-"""`spark-otel demo`: `--quick` end to end against the simulation's ground truth; a bad speed refused."""
+"""`spark-otel demo`: one `--quick` run end to end, each act checked against the simulation's
+ground truth, as tables, one-line answers and JSON; a bad speed refused."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.cli import main
-from spark_otel.demo import DemoPlan, _ground_truth
+from spark_otel.cli.demo import _as_json, _print_acts
+from spark_otel.demo import DemoPlan, DemoResult, _ground_truth, run_demo
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
 
@@ -16,76 +19,162 @@ from spark_otel.store import Store
 SPEED = 60.0
 
 
-@pytest.mark.slow
-def test_demo_quick_recovers_the_simulated_neighbour_cost_and_writes_the_report(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, Path]:
     # The user's own store (named by the environment, as in production) must stay untouched:
     # without --store, the demo's simulated records go to a store of their own beside the report.
-    user_store = tmp_path / "user" / "store.sqlite"
-    monkeypatch.setenv("SPARK_OTEL_STORE", str(user_store))
-    out = tmp_path / "report"
-    store_path = out / "store.sqlite"
-    code = main(["demo", "--quick", "--speed", str(SPEED), "--out", str(out)])
-    printed = capsys.readouterr().out
-    assert code == 0
-    for title in ("Probe on qwen", "cells in flight", "What other load cost demo-serial-", "Queue rules"):
-        assert title in printed
+    root = tmp_path_factory.mktemp("demo")
+    user_store = root / "user" / "store.sqlite"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SPARK_OTEL_STORE", str(user_store))
+        result = run_demo(speed=SPEED, out_dir=root / "report", quick=True)
     assert not user_store.exists()
-    assert f"store:  {store_path} (evals demo-serial-" in printed
-    assert f"spark-otel neighbour-cost --store {store_path} --eval demo-serial-" in printed
-    assert f"spark-otel report --store {store_path}" in printed
+    return result, root / "report"
 
-    with Store(store_path) as store:
-        evals = store.eval_names()
-        [serial_eval] = [e for e in evals if e.startswith("demo-serial-")]
-        [load_eval] = [e for e in evals if e.startswith("demo-nemotron-")]
-        serial, load = store.cells(eval_name=serial_eval), store.cells(eval_name=load_eval)
+
+@pytest.mark.slow
+def test_the_demo_records_every_act_in_its_own_store(demo: tuple[DemoResult, Path]) -> None:
+    result, out = demo
+    assert result.store_path == out / "store.sqlite"
+    tag = result.run_tag
+    assert len(tag) == 4  # short: names are never cut
+    assert (result.serial_eval, result.review_eval, result.load_eval) == (
+        f"demo-serial-{tag}",
+        f"demo-review-{tag}",
+        f"demo-nemotron-{tag}",
+    )
+    with Store(result.store_path, read_only=True) as store:
+        serial = store.cells(eval_name=result.serial_eval)
+        review = store.cells(eval_name=result.review_eval)
+        load = store.cells(eval_name=result.load_eval)
         windows = store.windows()
-        requests = store.requests(eval_name=serial_eval)
-        [probe_doc] = store.documents("probe")
+        requests = store.requests(eval_name=result.serial_eval)
+        probe_docs = store.documents("probe")
 
-    # The serial eval ran throughout, one cell at a time, every cell with its own tokens.
+    assert {c.source for c in serial + review + load} == {"demo"}  # recognisable wherever they end up
+    # Act 2: both engines probed with the box otherwise idle.
+    assert sorted(d["body"]["metadata"]["engine"] for d in probe_docs) == ["nemotron", "qwen"]
+    probe_levels = {(w.engine, w.streams) for w in windows if w.kind == "probe"}
+    assert probe_levels == {("qwen", n) for n in (1, 2, 4, 8)} | {("nemotron", n) for n in (1, 2, 4, 8, 16)}
+    # Act 3: the same eight cells at one worker and at eight.
+    by_workers = {w: sorted(c.cell_id for c in review if c.workers == w) for w in (1, 8)}
+    assert by_workers[1] == by_workers[8] == [f"pr-{i:02d}" for i in range(8)]
+    # Act 4: the serial eval throughout, one cell at a time, beside the recorded loads.
     assert len(serial) >= 10
-    assert {c.source for c in serial + load} == {"demo"}  # recognisable wherever they end up
     assert all(c.engine == "qwen" and c.workers == 1 and c.status is CellStatus.OK for c in serial)
-    # At least min_tokens each; an answer may run longer on its own, never past max_tokens.
     assert all(c.completion_tokens and 500 <= c.completion_tokens <= 4 * 800 for c in serial)
     assert {r.cell_uid for r in requests} == {c.uid for c in serial}  # instrumented request spans
     assert all(c.engine == "nemotron" and c.workers == 4 for c in load)
-    assert [w.name for w in windows if w.kind == "probe"] == ["probe 1 streams", "probe 4 streams"]
-    assert {w.kind for w in windows} == {"probe"}  # the nemotron eval's load is read from its cells
-    assert probe_doc["body"]["metadata"]["engine"] == "qwen"
+    loads = sorted((w.name, w.streams) for w in windows if w.kind == "load")
+    assert loads == [("1 more qwen stream", 1), ("4 more qwen streams", 4)]
 
+
+@pytest.mark.slow
+def test_each_act_recovers_the_simulated_truth(demo: tuple[DemoResult, Path]) -> None:
+    result, _ = demo
     truth = _ground_truth(DemoPlan.quick(SPEED))
-    result = neighbour_cost(serial_eval, serial + load, [w for w in windows if w.kind == "probe"])
-    assert result.baseline.n >= 5
-    # Every cell reads a little under the simulated rate (its own time to first token, client work).
-    assert result.baseline.median == pytest.approx(truth["baseline_rate"], rel=0.06)
-    [nemotron] = [w for w in result.windows if w.engine == "nemotron" and w.n_cells]
+    content = result.content
+    # Act 2: nemotron's aggregate falls past 8 streams: its lane's cap.
+    assert content.advice is not None
+    rules = [r.rule for r in content.advice.rules]
+    assert "nemotron lane at most 8 streams" in rules
+    assert "qwen: no lane cap yet, measure past 8 streams" in rules
+    # Act 3: eight workers cost each cell what the simulation says eight streams cost one.
+    assert content.concurrency is not None
+    [speedup] = [
+        s for e in content.concurrency.engines for s in e.speedups if s.eval_name == result.review_eval
+    ]
+    assert (speedup.base_workers, speedup.workers, speedup.same_cells) == (1, 8, True)
+    assert speedup.per_cell_cost == pytest.approx(truth["review_per_cell_cost"], abs=0.03)
+    with Store(result.store_path, read_only=True) as store:
+        review = store.cells(eval_name=result.review_eval)
+    walls = {
+        w: (max(c.end_unix_ns for c in cells) - min(c.start_unix_ns for c in cells))
+        for w in (1, 8)
+        for cells in [[c for c in review if c.workers == w]]
+    }
+    assert speedup.speedup == pytest.approx(walls[1] / walls[8], rel=1e-6)
+    assert speedup.speedup > 5  # eight cells at once, each a few percent slower
+    # Act 4: the neighbours' costs, against the eval's own baseline.
+    nb = result.neighbour
+    assert nb.baseline.n >= 5
+    assert nb.baseline.median == pytest.approx(truth["baseline_rate"], rel=0.06)
+    [nemotron] = [w for w in nb.windows if w.engine == "nemotron" and w.n_cells]
     assert nemotron.n_cells >= 3
     assert nemotron.cost == pytest.approx(truth["load"], abs=0.02)
-    for level in (1, 4):
-        probe = result.window(f"probe {level} streams")
-        assert probe.same_engine
-        assert probe.cost is not None
-        assert -0.05 < probe.cost < 0.2  # a few percent, far from the other engine's half
-    # Against the ground truth, the cells that ran wholly inside a probe level: a cell half
-    # outside it decoded part of its answer alone, which dilutes the cost it reports.
-    inside = neighbour_cost(
-        serial_eval, serial, [w for w in windows if w.kind == "probe"], min_overlap_fraction=1.0
-    )
-    for level in (1, 4):
-        probe = inside.window(f"probe {level} streams")
-        assert probe.n_cells >= 1
-        assert probe.cost == pytest.approx(truth[f"probe {level} streams"], abs=0.02)
+    # Against the ground truth, the cells that ran wholly inside a load: a cell half outside
+    # it decoded part of its answer alone, which dilutes the cost it reports.
+    with Store(result.store_path, read_only=True) as store:
+        serial = store.cells(eval_name=result.serial_eval)
+        windows = [w for w in store.windows() if w.kind == "load"]
+    inside = neighbour_cost(result.serial_eval, serial, windows, min_overlap_fraction=1.0)
+    for name in ("1 more qwen stream", "4 more qwen streams"):
+        load = inside.window(name)
+        assert load.same_engine
+        assert load.n_cells >= 1
+        assert load.cost == pytest.approx(truth[name], abs=0.02)
+    assert f"nemotron yields while {result.serial_eval} runs on qwen" in rules
+
+
+@pytest.mark.slow
+def test_the_demo_prints_each_act_with_its_answer_and_writes_the_report(
+    demo: tuple[DemoResult, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    result, out = demo
+    _print_acts(result)
+    printed = capsys.readouterr().out
+    answers: dict[str, list[str]] = {a.topic: [] for a in result.content.answers}
+    for a in result.content.answers:
+        answers[a.topic].append(a.text)
+    # The neighbour answer Act 4 prints: the serial eval's (the nemotron eval's says it has no
+    # baseline, since every one of its cells ran beside the serial eval; the report shows it).
+    [serial_answer] = [t for t in answers["neighbour"] if f"cost {result.serial_eval} " in t]
+    assert any(t.startswith(f"{result.load_eval}: no baseline") for t in answers["neighbour"])
+    titles = [
+        "Act 2. Probe on qwen, the box otherwise idle",
+        "Act 2. Probe on nemotron, the box otherwise idle",
+        f"Act 3. {result.review_eval}: the same cells at 1 and more workers",
+        f"Act 4. What other load cost {result.serial_eval}",
+        "Queue rules",
+    ]
+    positions = [printed.index(t) for t in titles]
+    assert positions == sorted(positions)
+    # Each act's answer in one line right after its tables, before the next act.
+    for text, before in (
+        (answers["curve"][0], titles[1]),
+        (answers["concurrency"][0], titles[3]),
+        (serial_answer, titles[4]),
+    ):
+        assert printed.index(f"=> {text}") < printed.index(before)
+    assert answers["curve"][0].startswith("qwen: 8 streams bought")
+    assert answers["curve"][1].startswith("nemotron: 8 streams bought")
+    assert "then no more: aggregate peaks" in answers["curve"][1]
+    assert answers["concurrency"][0].startswith(f"{result.review_eval} at 8 workers on qwen: ")
+    assert f"=> {answers['rules'][0]}" in printed
 
     page = (out / "report.html").read_text()
-    assert "Neighbour cost" in page
-    assert "Queue rules" in page
-    assert page.count("data:image/png;base64,") >= 3
-    # nemotron ran only at 4 workers beside the serial eval: no count was measured harmless, so it yields.
-    assert "nemotron yields while demo-serial-" in page
+    box = page[page.index('<section class="answers">') : page.index("</section>")]
+    assert "Answers" in box
+    assert f"{result.review_eval} at 8 workers on qwen" in box
+    assert page.count("data:image/png;base64,") >= 4  # two curves, the timeline, the costs
+
+
+@pytest.mark.slow
+def test_the_demo_as_json_carries_the_answers_figures_and_rules(demo: tuple[DemoResult, Path]) -> None:
+    result, _ = demo
+    doc = json.loads(json.dumps(_as_json(result, SPEED)))
+    assert doc["evals"] == {
+        "review": result.review_eval,
+        "serial": result.serial_eval,
+        "load": result.load_eval,
+    }
+    assert [a["text"] for a in doc["answers"]] == [a.text for a in result.content.answers]
+    assert {c["engine"] for c in doc["curves"]} == {"qwen", "nemotron"}
+    [speedup] = doc["speedups"]
+    assert speedup["eval_name"] == result.review_eval
+    assert doc["neighbour"]["eval_name"] == result.serial_eval
+    assert "cells" not in doc["neighbour"]
+    assert any(r["kind"] == "cap" and r["engine"] == "nemotron" and r["workers"] == 8 for r in doc["rules"])
 
 
 def test_demo_refuses_an_infinite_or_zero_speed_before_starting_anything(

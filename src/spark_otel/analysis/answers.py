@@ -1,6 +1,8 @@
 """The article's two questions answered in one line each, from what an `Overview` measured.
 
-*What does concurrency buy?* An eval run at 1 and at N workers: "golden-review at 8 workers:
+*What does concurrency buy?* On a curve: what the most streams measured bought in aggregate
+and cost per stream, and where the aggregate stopped gaining. On real cells, an eval run at 1
+and at N workers: "golden-review at 8 workers:
 4.1x wall for 19% slower cells". *What does a neighbour cost?* An eval's cells beside another
 load against its cells alone: "nemotron load cost serial-review 53% per cell". Then the rules:
 how many the advisor wrote and how many must be measured first. Every line names what it rests
@@ -14,13 +16,14 @@ from __future__ import annotations
 from typing import Literal
 
 from ._rows import Result
-from .advisor import RuleKind
+from .advisor import RuleKind, describe_curve, lane_shape
+from .curve import RateCurve
 from .neighbour import NeighbourReport, no_baseline_reason, windows_touched
 from .overview import Overview
 
-__all__ = ["Answer", "answers", "neighbour_answer", "rules_answer", "speedup_answers"]
+__all__ = ["Answer", "answers", "curve_answer", "neighbour_answer", "rules_answer", "speedup_answers"]
 
-Topic = Literal["concurrency", "neighbour", "rules"]
+Topic = Literal["curve", "concurrency", "neighbour", "rules"]
 
 
 class Answer(Result):
@@ -34,6 +37,36 @@ class Answer(Result):
 
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def curve_answer(curve: RateCurve, *, flat_gain: float = 0.05) -> Answer:
+    """What the most streams measured bought over one stream, and the lane's shape."""
+    rests = describe_curve(curve)
+    if len(curve.points) < 2:
+        missing = "one level measured, a curve needs two"
+    elif not curve.measured_single_stream:
+        missing = "no single stream measured to compare the levels with"
+    else:
+        missing = None
+    if missing is not None:
+        return Answer(topic="curve", text=f"{curve.engine}: {missing} ({rests})", measured=False)
+    one = curve.points[0]
+    shape = lane_shape(curve, flat_gain)
+    if shape.kind in ("falls", "flattens"):
+        peak = next(p for p in curve.points if p.streams == shape.streams)
+        what = (
+            f"{peak.streams} streams bought {peak.aggregate_rate / one.aggregate_rate:.1f}x the aggregate "
+            f"of one stream for {1 - peak.per_stream_rate / one.per_stream_rate:.0%} per stream, "
+            f"then no more: {shape.evidence}"
+        )
+    else:
+        top = curve.points[-1]
+        what = (
+            f"{top.streams} streams bought {top.aggregate_rate / one.aggregate_rate:.1f}x the aggregate "
+            f"of one stream for {1 - top.per_stream_rate / one.per_stream_rate:.0%} per stream, "
+            "still rising at the most measured"
+        )
+    return Answer(topic="curve", text=f"{curve.engine}: {what} ({rests})", measured=True)
 
 
 def speedup_answers(found: Overview) -> list[Answer]:
@@ -100,7 +133,7 @@ def rules_answer(found: Overview) -> Answer | None:
     if not rules:
         return Answer(topic="rules", text="no queue rules: nothing measured to reason from", measured=False)
     firm = len(rules) - measure
-    tail = f"; {measure:,} say what to measure first" if measure else ""
+    tail = f"; {measure:,} {'says' if measure == 1 else 'say'} what to measure first" if measure else ""
     return Answer(
         topic="rules",
         text=f"{_plural(firm, 'queue rule')} from measured evidence{tail} (spark-otel advise lists them)",
@@ -109,8 +142,9 @@ def rules_answer(found: Overview) -> Answer | None:
 
 
 def answers(found: Overview) -> list[Answer]:
-    """Every answer the overview supports, concurrency first, then neighbours, then the rules."""
-    out = speedup_answers(found)
+    """Every answer the overview supports: the curves, what workers bought, the neighbours, the rules."""
+    out = [curve_answer(curve, flat_gain=found.config.flat_gain) for curve in found.curves]
+    out += speedup_answers(found)
     for report in found.neighbours:
         answer = neighbour_answer(report, found.config.threshold)
         if answer is not None:

@@ -1,119 +1,85 @@
 """Run the whole story on a simulated two-engine box, then print the answers and write the report.
 
 A dense engine (qwen) and a mixture-of-experts engine (nemotron) share one simulated GPU, running
---speed times faster than real time; every figure reads in model time, as in the article. A
-serial, generation-heavy eval runs on qwen under a 1,800 s ceiling throughout, instrumented with
-spark_otel.instrument() and spark_otel.cell(). Meanwhile the demo probes qwen (one and four more
-streams) and, later, runs an eval at four workers on nemotron. Then it prints:
+--speed times faster than real time; every figure reads in model time, as in the article. Every
+eval is instrumented with spark_otel.instrument() and spark_otel.cell(). In the article's acts:
 
-  - the probe's concurrency curve (Appendix A),
-  - per-cell decode rate against cells in flight,
-  - what each load cost the serial eval, from the eval's own records (Act 4),
-  - the advisor's queue rules, with their evidence,
+  Act 2  the probe on each engine with the box idle: what more streams buy, where a lane stops
+  Act 3  one eval's cells on qwen at 1 worker, then the same cells at 8: wall against per cell
+  Act 4  a serial eval on qwen alone, then beside 1 and 4 more qwen streams and an eval at 4
+         workers on nemotron: what each neighbour cost it, from its own records
 
-and writes the HTML report. About a minute; no server to install.
+Each act ends in a one-line answer, then come the advisor's queue rules with their evidence, and
+the HTML report (which opens with the same answers). About a minute and a half; --quick about
+40 s. No server to install.
 
 The demo's records are simulated, so they go to a store of their own, DIR/store.sqlite beside the
 report (replaced on each run), never your own store. It prints the commands that read it, e.g.
 `spark-otel neighbour-cost --store spark-otel-demo/store.sqlite --eval demo-serial-<tag>`.
---store PATH adds them to that store instead (eval names carry a run tag, cells source "demo").
+--store PATH adds them to that store instead (eval names carry a short run tag, cells source
+"demo"). --json prints the answers, the curves, the neighbour costs and the rules for scripts.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigError
-from ._common import fmt_number, print_table, rich_module
+from ._common import fmt_number, print_json, print_table
+
+if TYPE_CHECKING:
+    from ..analysis.answers import Answer
+    from ..demo import DemoResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--speed", type=float, default=100.0, help="model seconds per real second (default 100)"
-    )
+    parser.add_argument("--speed", type=float, default=100.0, help="model seconds per real second")
     parser.add_argument(
         "--store",
         metavar="PATH",
         default=None,
         help="store to add the demo's records to (default: its own, DIR/store.sqlite, replaced each run)",
     )
-    parser.add_argument(
-        "--out",
-        default="spark-otel-demo",
-        metavar="DIR",
-        help="report and store directory (default %(default)s)",
-    )
-    parser.add_argument("--quick", action="store_true", help="a shorter schedule (about 30 s)")
+    parser.add_argument("--out", default="spark-otel-demo", metavar="DIR", help="report and store directory")
+    parser.add_argument("--quick", action="store_true", help="a shorter schedule (about 40 s)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def _say(answers: list[Answer], topic: str, **match: str) -> None:
+    """The act's one-line answers, under its tables."""
+    for answer in answers:
+        if answer.topic == topic and all(m in answer.text for m in match.values()):
+            print(f"=> {answer.text}")
+    print()
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.neighbour import windows_touched
     from ..demo import run_demo
-    from .probe import level_rows
+    from ._console import status
 
     if not args.speed > 0 or args.speed == float("inf"):
         raise ConfigError(f"--speed must be a positive finite number, got {args.speed}")
-    console = rich_module("console").Console(stderr=True)
-    with console.status("starting") as status:
+    with status("starting") as phase:
         result = run_demo(
             speed=args.speed,
             store_path=args.store,
             out_dir=args.out,
             quick=args.quick,
-            on_phase=status.update,
+            on_phase=phase.update,
         )
-    columns, rows = level_rows(result.probe)
-    print_table("Probe on qwen, with the serial eval in the background", columns, rows)
-
-    conc = result.content.concurrency
-    if conc is not None:
-        print_table(
-            "Per-cell decode rate against cells in flight",
-            ["engine", "cells in flight", "cells", "median tok/s", "p10", "p90", "ceiling hits"],
-            [
-                [
-                    e.engine,
-                    lv.level,
-                    lv.n_cells,
-                    fmt_number(lv.rate.median),
-                    fmt_number(lv.rate.p10),
-                    fmt_number(lv.rate.p90),
-                    lv.ceiling_hits,
-                ]
-                for e in conc.engines
-                for lv in e.levels
-            ],
-        )  # fmt: skip
-
-    nb = result.neighbour
-    truth = result.ground_truth
-    rows = [
-        [
-            w.name,
-            str(w.n_cells),
-            str(w.timeouts),
-            fmt_number(w.rate.median),
-            _pct(w.cost),
-            _pct(truth.get("load") if w.engine == "nemotron" else truth.get(w.name)),
-        ]
-        for w in windows_touched(nb)
-    ]
-    print_table(
-        f"What other load cost {nb.eval_name} (baseline {fmt_number(nb.baseline.median)} tok/s over "
-        f"{nb.baseline.n} cells, p10 {fmt_number(nb.baseline.p10)}, p90 {fmt_number(nb.baseline.p90)})",
-        ["load elsewhere on the box", "cells", "timeouts", "serial eval tok/s", "cost", "simulated cost"],
-        rows,
-    )
-    advice = result.content.advice
-    if advice is not None:
-        print_table("Queue rules", ["queue rule", "evidence"], [[r.rule, r.evidence] for r in advice.rules])
+    if args.json:
+        print_json(_as_json(result, args.speed))
+        return 0
+    _print_acts(result)
     print(f"report: {result.report_path}")
-    print(f"store:  {result.store_path} (evals {result.serial_eval}, {result.load_eval})")
+    evals = ", ".join((result.review_eval, result.serial_eval, result.load_eval))
+    print(f"store:  {result.store_path} (evals {evals})")
     print(f"took {result.wall_s:.0f} s at {args.speed:g}x")
     store = shlex.quote(str(result.store_path))
     print("to explore the demo's records:")
@@ -125,3 +91,79 @@ def run(args: argparse.Namespace) -> int:
     ):
         print(f"  {command}")
     return 0
+
+
+def _print_acts(result: DemoResult) -> None:
+    from ..analysis.neighbour import windows_touched
+    from .probe import level_rows
+
+    answers = result.content.answers
+    for probe in result.probes:
+        columns, rows = level_rows(probe)
+        print_table(f"Act 2. Probe on {probe.metadata.engine}, the box otherwise idle", columns, rows)
+        _say(answers, "curve", engine=f"{probe.metadata.engine}:")
+
+    conc = result.content.concurrency
+    runs = (
+        [] if conc is None else [r for e in conc.engines for r in e.runs if r.eval_name == result.review_eval]
+    )
+    if runs:
+        print_table(
+            f"Act 3. {result.review_eval}: the same cells at 1 and more workers (model time)",
+            ["workers", "cells", "wall model s", "median tok/s per cell", "ceiling hits"],
+            [
+                [r.workers, r.n_cells, fmt_number(r.wall_s, 0), fmt_number(r.rate.median), r.ceiling_hits]
+                for r in sorted(runs, key=lambda r: r.workers or 0)
+            ],
+        )
+        _say(answers, "concurrency", eval=result.review_eval)
+
+    nb = result.neighbour
+    truth = result.ground_truth
+    base = nb.baseline
+    print_table(
+        f"Act 4. What other load cost {nb.eval_name} (alone: median {fmt_number(base.median)} tok/s over "
+        f"{base.n} cells, p10 {fmt_number(base.p10)}, p90 {fmt_number(base.p90)})",
+        ["load elsewhere on the box", "cells", "timeouts", "serial eval tok/s", "cost", "simulated cost"],
+        [
+            [
+                w.name,
+                w.n_cells,
+                w.timeouts,
+                fmt_number(w.rate.median),
+                _pct(w.cost),
+                _pct(truth.get("load") if w.engine == "nemotron" else truth.get(w.name)),
+            ]
+            for w in windows_touched(nb)
+        ],
+        notes={
+            "simulated cost": "what the simulated box was told the load costs: the answer to check against"
+        },
+    )
+    _say(answers, "neighbour", eval=nb.eval_name)
+
+    advice = result.content.advice
+    if advice is not None:
+        print_table("Queue rules", ["queue rule", "evidence"], [[r.rule, r.evidence] for r in advice.rules])
+        _say(answers, "rules")
+
+
+def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
+    content = result.content
+    conc = content.concurrency
+    return {
+        "run_tag": result.run_tag,
+        "speed": speed,
+        "wall_s": round(result.wall_s, 1),
+        "store": str(result.store_path),
+        "report": str(result.report_path),
+        "evals": {"review": result.review_eval, "serial": result.serial_eval, "load": result.load_eval},
+        "answers": [a.model_dump(mode="json") for a in content.answers],
+        "curves": [c.model_dump(mode="json") for c in content.curves],
+        "speedups": []
+        if conc is None
+        else [s.model_dump(mode="json") for e in conc.engines for s in e.speedups],
+        "neighbour": result.neighbour.model_dump(mode="json", exclude={"cells"}),
+        "ground_truth": result.ground_truth,
+        "rules": [] if content.advice is None else [r.model_dump(mode="json") for r in content.advice.rules],
+    }
