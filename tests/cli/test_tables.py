@@ -104,11 +104,11 @@ def test_numbers_are_right_aligned_and_text_left_aligned_column_by_column(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     rows = [
-        ["1", "golden", "ok", "11.57", "-", "4.7x", "2026-09-17 06:39", "54 !"],
-        ["16", "a-much-longer-eval", "timeout", "-", "10.20 to 10.25", "12.0x (other cells)", "-", "5"],
-        ["2 #2", "qwen-ab", "failed", "9.20", "-", "-", "2026-09-18 07:00", "-"],
+        ["1", "golden", "ok", "11.57", "-", "4.7x", "2026-09-17 06:39", "54 !", "1 more qwen stream"],
+        ["16", "a-much-longer-eval", "timeout", "-", "10.20 to 10.25", "12.0x (other cells)", "-", "5", "x"],
+        ["2 #2", "qwen-ab", "failed", "9.20", "-", "-", "2026-09-18 07:00", "-", "4 more qwen streams"],
     ]
-    columns = ["streams", "eval", "status", "tok/s", "range tok/s", "speedup", "started", "cost %"]
+    columns = ["streams", "eval", "status", "tok/s", "range tok/s", "speedup", "started", "cost %", "load"]
     print_table(None, columns, rows)
     out = capsys.readouterr().out
     assert [_alignment(out, i) - {"full"} for i in range(len(columns))] == [
@@ -120,6 +120,7 @@ def test_numbers_are_right_aligned_and_text_left_aligned_column_by_column(
         {"right"},
         {"left"},  # dates are text
         {"right"},
+        {"left"},  # names that start with a count are text
     ]
 
 

@@ -197,9 +197,10 @@ def tables_held() -> Iterator[None]:
 
 
 _NUMBER = r"[-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
-# A number, perhaps with a unit sign, then perhaps more after a space: "4.7x", "54 !", "2 #2",
-# "10.20 to 10.25", "11.51 (10.5 to 11.7)". Not "2026-09-17" nor "06:39 to 07:00".
-_NUMERIC = re.compile(rf"{_NUMBER}(?:%|x)?(?:\s.*)?", re.DOTALL)
+# A number, perhaps with a unit sign, then perhaps a mark, a range, an aside or one unit word
+# after a space: "4.7x", "54 !", "2 #2", "10.20 to 10.25", "11.51 (10.5 to 11.7)", "1,800 s".
+# Not "2026-09-17", "06:39 to 07:00" nor a name that starts with a count ("1 more qwen stream").
+_NUMERIC = re.compile(rf"{_NUMBER}(?:%|x)?(?:\s(?:!|#\d+|to\s.*|\(.*\)|[^\s\d]+))?", re.DOTALL)
 _MISSING = ("", "-")
 
 
