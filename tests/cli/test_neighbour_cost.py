@@ -67,3 +67,74 @@ def test_a_negative_merge_gap_is_a_usage_error(article_store, capsys) -> None:
         assert main([*argv, "--store", article_store, "--merge-gap", "-5"]) == 2
         err = capsys.readouterr().err
         assert err == "spark-otel: error: merge gap -5.0 s must not be negative\n"
+
+
+def test_plot_draws_the_eval_timeline_one_file_per_worker_count(article_store, capsys, tmp_path) -> None:
+    single = tmp_path / "serial.png"
+    assert main(["neighbour-cost", "--store", article_store, "--eval", D_EVAL, "--plot", str(single)]) == 0
+    assert single.read_bytes().startswith(b"\x89PNG")
+    assert f"wrote {single}" in capsys.readouterr().err
+    mixed = tmp_path / "thinking.png"
+    assert main(["neighbour-cost", "--store", article_store, "--eval", C_EVAL, "--plot", str(mixed)]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "serial.png",
+        "thinking-1-workers.png",
+        "thinking-8-workers.png",
+    ]
+    assert (
+        main(
+            [
+                "neighbour-cost",
+                "--store",
+                article_store,
+                "--eval",
+                D_EVAL,
+                "--plot",
+                str(tmp_path / "no" / "x.png"),
+            ]
+        )
+        == 1
+    )
+    assert "--plot " in capsys.readouterr().err
+
+
+def test_an_eval_without_a_baseline_says_why_instead_of_an_empty_table(tmp_path, capsys) -> None:
+    from spark_otel.model import Cell, LoadWindow
+    from spark_otel.store import Store
+
+    s = 1_000_000_000
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.write_cells(
+            Cell(
+                uid=f"c{i}",
+                eval_name="busy",
+                cell_id=f"c{i}",
+                engine="qwen",
+                workers=1,
+                start_unix_ns=(100 + i * 10) * s,
+                end_unix_ns=(110 + i * 10) * s,
+                completion_tokens=50,
+            )
+            for i in range(3)
+        )
+        store.write_windows(
+            [
+                LoadWindow(
+                    uid="w",
+                    name="a job",
+                    kind="load",
+                    engine="qwen",
+                    start_unix_ns=90 * s,
+                    end_unix_ns=200 * s,
+                )
+            ]
+        )
+    assert main(["neighbour-cost", "--store", str(path), "--eval", "busy"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "busy on qwen: no baseline: every one of the 3 cells of busy ran beside other load, so nothing "
+        "says what it decodes alone; run a few of its cells with the box otherwise idle\n"
+    ) in out
+    assert "load elsewhere on the box" not in out
+    assert "busy: cells (0 timeouts and 0 failed, kept out of rates)" in out

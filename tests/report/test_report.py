@@ -245,7 +245,9 @@ def test_the_page_opens_with_the_answers_and_the_rules() -> None:
         t.startswith("nemotron-cards eval, 4 workers on nemotron on another engine cost serial-review")
         for t in texts
     )
-    assert "what more workers buy is not measured: no eval ran at two worker counts" in texts[0]
+    assert any(
+        t.startswith("what more workers buy is not measured: no eval ran at two worker counts") for t in texts
+    )
     for answer in content.answers[:-1]:
         tag = "<li>" if answer.measured else '<li class="unmeasured">'
         assert f"{tag}{answer.text}</li>" in box

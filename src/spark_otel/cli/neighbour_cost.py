@@ -10,6 +10,9 @@ cost %). Costs past --threshold are marked "!". Timeouts (cut off at the ceiling
 cells are listed and counted per window, each apart, but kept out of every rate. The per-cell
 listing follows (cell | window | elapsed | output tok | tok/s | overlapped); --all-cells
 includes the baseline cells. Cells recorded under a model clock are labelled "model time".
+An eval with no baseline (every cell ran beside other load) gets one line saying so instead of
+a table of costs that cannot be computed. --plot FILE.png draws the eval over time: each cell
+at its decode rate from start to end, every load it ran beside shaded and named.
 
 An eval that ran at several worker counts is priced one worker count at a time (its cells at
 the other counts are then load like any other), since its own batching would otherwise read as
@@ -72,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="price only the eval's cells at this worker count (default: each count in turn)",
     )
     parser.add_argument("--all-cells", action="store_true", help="list baseline cells too")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw the eval's timeline to this PNG (one file per worker count: FILE-N-workers.png)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
@@ -97,14 +105,39 @@ def _output(c: CellRate) -> str:
 
 def _print(report: NeighbourReport, *, threshold: float, all_cells: bool, scales: list[float]) -> None:
     """The report's two tables; ``scales``: the time scales the eval's cells were recorded under."""
+    from ..analysis.neighbour import no_baseline_reason
+
+    when = model_time(scales)
+    reason = no_baseline_reason(report)
+    if reason is not None:
+        print(f"{report.label} on {report.engine or 'unknown engine'}: {reason}{when}")
+    else:
+        _print_costs(report, threshold=threshold, when=when)
+    print_table(
+        f"{report.label}: cells ({report.timeouts} timeouts and {report.failures} failed, kept out of rates)"
+        + when,
+        ["cell", "window (UTC)", f"elapsed {seconds(scales)}", "output tok", "tok/s", "overlapped"],
+        [
+            [
+                c.cell_id,
+                f"{_hhmm(c.start_unix_ns)} to {_hhmm(c.end_unix_ns)}",
+                f"{c.elapsed_s:,.0f}",
+                _output(c),
+                "-" if c.decode_rate is None else f"{c.decode_rate:.2f}",
+                ", ".join(c.windows)
+                or ("baseline" if c.baseline else "(brushed: " + ", ".join(c.overlapped) + ")"),
+            ]
+            for c in report.cells
+            if all_cells or not c.baseline
+        ],
+    )
+
+
+def _print_costs(report: NeighbourReport, *, threshold: float, when: str) -> None:
     from ..analysis.neighbour import windows_touched
 
     b = report.baseline
-    if b.median is None:
-        baseline = "no cells overlapping no other load: costs cannot be computed"
-    else:
-        baseline = f"median {b.median:.2f} tok/s, p10 {b.p10:.2f}, p90 {b.p90:.2f}"
-    when = model_time(scales)
+    baseline = f"median {b.median:.2f} tok/s, p10 {b.p10:.2f}, p90 {b.p90:.2f}"
     print_table(
         f"{report.label} on {report.engine or 'unknown engine'}: baseline over {b.n} cells "
         f"overlapping no other load: {baseline}{when}",
@@ -142,24 +175,6 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool, scales
             "cost %": f"1 - that median over the baseline median; ! past --threshold ({threshold:.0%})",
         },
     )
-    print_table(
-        f"{report.label}: cells ({report.timeouts} timeouts and {report.failures} failed, kept out of rates)"
-        + when,
-        ["cell", "window (UTC)", f"elapsed {seconds(scales)}", "output tok", "tok/s", "overlapped"],
-        [
-            [
-                c.cell_id,
-                f"{_hhmm(c.start_unix_ns)} to {_hhmm(c.end_unix_ns)}",
-                f"{c.elapsed_s:,.0f}",
-                _output(c),
-                "-" if c.decode_rate is None else f"{c.decode_rate:.2f}",
-                ", ".join(c.windows)
-                or ("baseline" if c.baseline else "(brushed: " + ", ".join(c.overlapped) + ")"),
-            ]
-            for c in report.cells
-            if all_cells or not c.baseline
-        ],
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,10 +206,34 @@ def run(args: argparse.Namespace) -> int:
             scales = time_scales(c for c in cells if c.eval_name == args.eval_name)
             for report in reports:
                 _print(report, threshold=args.threshold, all_cells=args.all_cells, scales=scales)
+    if args.plot:
+        _plot(args.plot, reports, time_scales(c for c in cells if c.eval_name == args.eval_name))
     if args.json:
         dumped = [r.model_dump(mode="json") | {"threshold": args.threshold} for r in reports]
         print_json(dumped[0] if len(dumped) == 1 else dumped)
     return 0
+
+
+def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> None:
+    """Each report's timeline as a PNG: ``path``, or one ``path-N-workers.png`` per worker count."""
+    import sys
+    from pathlib import Path
+
+    from .._exceptions import InputError
+    from ..report.plots import plot_timeline
+
+    target = Path(path)
+    scale = max(scales, default=1.0)
+    for report in reports:
+        out = target
+        if len(reports) > 1 and report.workers is not None:
+            out = target.with_name(f"{target.stem}-{report.workers}-workers{target.suffix}")
+        png = plot_timeline(report, time_scale=scale)
+        try:
+            out.write_bytes(png)
+        except OSError as exc:
+            raise InputError(f"--plot {out}: cannot write: {exc.strerror or exc}") from exc
+        print(f"wrote {out}", file=sys.stderr)
 
 
 def _reports(args: argparse.Namespace, cells: list[Cell], windows: list[LoadWindow]) -> list[NeighbourReport]:
