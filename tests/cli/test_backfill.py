@@ -139,7 +139,12 @@ def test_backfill_json_prints_the_cells_the_errors_and_the_counts(
     assert counts["records"] == expected.records
     assert counts["cells"] == len(expected.cells)
     assert counts["rejected"] == len(expected.errors)
-    assert captured.err.count("spark-otel: error: ") == len(expected.errors)  # still said on stderr
+    from spark_otel.receivers.backfill import error_lines
+
+    # Still said on stderr, as people read them (a repeated error once, with a count); JSON has each.
+    assert captured.err.splitlines() == [
+        f"spark-otel: error: {line}" for line in error_lines(expected.errors)
+    ]
 
     assert main([*argv, "--json"]) == 1
     wrote = json.loads(capsys.readouterr().out)
@@ -152,3 +157,18 @@ def test_backfill_json_prints_the_cells_the_errors_and_the_counts(
     for cell in wrote["cells"]:  # as `spark-otel cells --json` prints a cell
         assert "decode_rate" in cell
         assert "elapsed_s" in cell
+
+
+def test_a_repeated_error_prints_once_with_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text('{"elapsed_s": 10}\n' * 500)  # 500 records, none with a cell id
+    assert main(["backfill", str(path), "--mapping", "spark-bench", "--eval", "e", "--dry-run"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"spark-otel: error: {path}:1: no cell id at 'cell_id || {{pr}} {{angle}} run{{run}}'",
+        f"spark-otel: error: {path}:2: no cell id at 'cell_id || {{pr}} {{angle}} run{{run}}'",
+        f"spark-otel: error: {path}:3: no cell id at 'cell_id || {{pr}} {{angle}} run{{run}}'",
+        "spark-otel: error: ... and 497 more with the same error",
+    ]

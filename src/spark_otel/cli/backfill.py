@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError
     from ..analysis.rates import ceiling_hit, rated_decode_rate
     from ..analysis.stats import summarize
-    from ..receivers.backfill import BackfillResult, backfill_files, load_mapping
+    from ..receivers.backfill import BackfillResult, backfill_files, error_lines, load_mapping
 
     if args.no_store and not args.otlp and not args.dry_run:
         raise ConfigError("--no-store without --otlp would keep nothing; add --otlp or --dry-run")
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
             if args.otlp:
                 phase.update(f"exporting {len(cells):,} cells over OTLP")
                 _export_otlp(cells)
-    for error in result.errors:
-        print(f"spark-otel: error: {error}", file=sys.stderr)
+    for line in error_lines(result.errors):  # a repeated error once, with a count of the rest
+        print(f"spark-otel: error: {line}", file=sys.stderr)
     # Cut-off and failed cells are listed but never rated (the analyses' shared predicate).
     timeouts = sum(1 for c in cells if ceiling_hit(c))
     rates = summarize(rated_decode_rate(c) for c in cells)

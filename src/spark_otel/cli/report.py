@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
     """Backfill ``--records`` into a temporary store and read it back, as any store is read."""
-    from ..receivers.backfill import backfill_files, load_mapping
+    from ..receivers.backfill import backfill_files, error_lines, load_mapping
     from ..report import inputs_from_store
     from ..store import Store
 
@@ -57,10 +57,8 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
     result = backfill_files(
         args.records, load_mapping(args.mapping), eval_name=args.eval_name, engine=args.engine
     )
-    for error in result.errors[:_SHOWN_ERRORS]:
-        _logger.warning("skipped %s", error)
-    if len(result.errors) > _SHOWN_ERRORS:
-        _logger.warning("and %d more records skipped", len(result.errors) - _SHOWN_ERRORS)
+    for line in error_lines(result.errors, most=_SHOWN_ERRORS):
+        _logger.warning("skipped %s", line)
     if not result.cells:
         first = f": {result.errors[0]}" if result.errors else ""
         raise InputError(f"{', '.join(args.records)}: no record could be read as a cell{first}")
