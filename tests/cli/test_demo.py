@@ -85,7 +85,9 @@ def test_each_act_recovers_the_simulated_truth(demo: tuple[DemoResult, Path]) ->
         s for e in content.concurrency.engines for s in e.speedups if s.eval_name == result.review_eval
     ]
     assert (speedup.base_workers, speedup.workers, speedup.same_cells) == (1, 8, True)
-    assert speedup.per_cell_cost == pytest.approx(truth["review_per_cell_cost"], abs=0.03)
+    # A cell's elapsed time also holds its prefill and the client's own time, at both counts, so
+    # its rate sits a little under the decode rate the simulation was given: within 5 points.
+    assert speedup.per_cell_cost == pytest.approx(truth["review_per_cell_cost"], abs=0.05)
     with Store(result.store_path, read_only=True) as store:
         review = store.cells(eval_name=result.review_eval)
     walls = {

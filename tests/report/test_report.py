@@ -254,3 +254,23 @@ def test_the_page_opens_with_the_answers_and_the_rules() -> None:
     assert content.advice is not None
     for rule in content.advice.rules:
         assert f"<li>{rule.rule}</li>" in box
+
+
+def test_the_page_names_figures_as_the_command_line_does_and_explains_each_once() -> None:
+    import html as html_lib
+
+    from spark_otel.report.tables import GLOSSARY, probe_table
+
+    cells, windows = _records()
+    probe = _probe_report()
+    page = html_lib.unescape(
+        render_html(build_report(ReportInputs(source="t", cells=cells, windows=windows, probes=[probe])), {})
+    )
+    columns, _ = probe_table(probe)  # the very columns `spark-otel probe` prints
+    header = page[page.index("Probe of qwen") :]
+    header = header[header.index("<thead>") : header.index("</thead>")]
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", header) == columns
+    for term in ("engine/probe", "streams off pin", "cells in flight", "ceiling hits"):
+        assert page.count(f"<b>{term}</b>: {GLOSSARY[term]}") == 1
+    assert '<th class="num">cost %</th>' in page
+    assert '<td class="num">54 !</td>' in page  # past the advisor's 20% threshold, as the CLI marks it

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .. import _semconv as sc
+from ..report.tables import GLOSSARY
 from ..store import Store, default_store_path
 
 
@@ -60,11 +60,6 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def fmt_number(value: float | None, digits: int = 2) -> str:
-    """A table cell for a number that may be missing ("-"), thousands separated."""
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
 def rich_module(name: str) -> Any:
     """A module of ``rich``, which draws the tables and progress of the CLI (the ``cli`` extra):
     the core install that `instrument()` needs leaves it out, so a command that would draw one
@@ -81,22 +76,6 @@ def rich_module(name: str) -> Any:
             "pip install 'spark-otel[cli]' (or use --json where the command has it)"
         ) from None
 
-
-# Terms a table header uses that need a word of explanation: printed once per command run, in a
-# note under the first table that shows the column. A command may pass its own (``notes``).
-GLOSSARY: dict[str, str] = {
-    "engine/probe": "the engine's own generation counter over the probe's tokens; above 1, "
-    "another tenant decoded too",
-    "streams off pin": "streams that did not produce exactly the pinned token count, or failed; "
-    "0: every stream was pinned",
-    "client CPU µs/tok": "the probe client's own CPU time per streamed token (real time); "
-    "! past its budget: the client's lag may read as the engine's",
-    "cells in flight": "time-weighted mean number of the engine's cells running while a cell ran, "
-    "itself included",
-    "ceiling hits": "cells cut off at their per-cell ceiling: counted, never rated",
-    "per-cell cost %": "1 - the run's median tok/s over the serial run's: how much slower each cell ran",
-    "wall speedup": "wall time per cell of the serial run over this run's",
-}
 
 _explained: set[str] = set()  # terms already noted under a table in this command run
 _held: list[list[str]] = []  # while `tables_held` runs: tables laid out, not yet written
@@ -255,36 +234,3 @@ def _narrowed(widths: list[int], floor: list[int], room: int) -> list[int]:
         widest = max((i for i in range(len(widths)) if widths[i] > floor[i]), key=lambda i: widths[i])
         widths[widest] -= 1
     return widths
-
-
-def time_scales(cells: Iterable[Any]) -> list[float]:
-    """The model-time scales the cells were recorded under (``spark_otel.time_scale``; 1 when
-    absent), each once, in order."""
-    scales: list[float] = []
-    for c in cells:
-        value = c.attributes.get(sc.TIME_SCALE, 1.0)
-        try:
-            scale = float(value)
-        except (TypeError, ValueError):
-            scale = 1.0
-        if scale not in scales:
-            scales.append(scale)
-    return scales
-
-
-def model_time(scales: Iterable[float | None]) -> str:
-    """What a title appends when its figures are in model time: " (model time, 100x)", or for a
-    mix, " (model time, 100x, for the cells recorded under a model clock)"; else nothing."""
-    distinct = sorted({1.0 if s is None else float(s) for s in scales})
-    model = [s for s in distinct if s != 1.0]
-    if not model:
-        return ""
-    speeds = ", ".join(f"{s:g}x" for s in model)
-    if len(distinct) == 1:
-        return f" (model time, {speeds})"
-    return f" (model time, {speeds}, for the cells recorded under a model clock)"
-
-
-def seconds(scales: Iterable[float | None]) -> str:
-    """The unit of a duration read off these scales: "model s" when any is model time, else "s"."""
-    return "model s" if model_time(scales) else "s"

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 
 from ..receivers.gpu import GpuReading, GpuSource
 from ..receivers.receiver import EngineTarget, Receiver
+from ..report.tables import fmt_number
 from ..telemetry import configure
-from ._common import fmt_number, print_table
+from ._common import print_table
 
 
 @contextmanager

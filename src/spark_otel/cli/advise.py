@@ -23,16 +23,8 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
-from ._common import (
-    add_advisor_arguments,
-    add_store_argument,
-    model_time,
-    open_store,
-    print_json,
-    print_table,
-    seconds,
-    time_scales,
-)
+from ..report.tables import model_time, seconds, time_scales
+from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
 from ._console import status
 
 if TYPE_CHECKING:

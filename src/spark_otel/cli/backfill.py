@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import add_store_argument, model_time, print_json, print_table, time_scales
+from ..report.tables import model_time, time_scales
+from ._common import add_store_argument, print_json, print_table
 from ._console import status
 
 

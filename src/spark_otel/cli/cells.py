@@ -11,7 +11,8 @@ import argparse
 from datetime import UTC, datetime
 
 from .._clock import NS_PER_S
-from ._common import add_store_argument, model_time, open_store, print_json, print_table, seconds, time_scales
+from ..report.tables import model_time, seconds, time_scales
+from ._common import add_store_argument, open_store, print_json, print_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

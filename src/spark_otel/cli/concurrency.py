@@ -20,21 +20,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ._common import (
-    add_store_argument,
-    fmt_number,
-    model_time,
-    open_store,
-    print_json,
-    print_table,
-    seconds,
-    tables_held,
-    time_scales,
-)
+from ..report.tables import fmt_number, level_table, model_time, seconds, time_scales
+from ._common import add_store_argument, open_store, print_json, print_table, tables_held
 from ._console import status
 
 if TYPE_CHECKING:
-    from ..analysis.concurrency import EngineConcurrency, LevelSummary, Speedup
+    from ..analysis.concurrency import EngineConcurrency, Speedup
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,35 +53,6 @@ def _when(unix_ns: int) -> str:
     return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _level_rows(levels: list[LevelSummary]) -> list[list[object]]:  # under _LEVEL_COLUMNS
-    return [
-        [
-            lv.level,
-            lv.n_cells,
-            lv.rate.n,
-            fmt_number(lv.rate.median),
-            fmt_number(lv.rate.p10),
-            fmt_number(lv.rate.p90),
-            fmt_number(lv.rate.mean),
-            lv.ceiling_hits,
-            lv.failures,
-        ]
-        for lv in levels
-    ]
-
-
-_LEVEL_COLUMNS = [
-    "cells",
-    "cells with a rate",
-    "median tok/s",
-    "p10 tok/s",
-    "p90 tok/s",
-    "mean tok/s",
-    "ceiling hits",
-    "failed",
-]
-
-
 def _print_engine(e: EngineConcurrency, *, with_cells: bool, scales: list[float]) -> None:
     """The engine's tables; ``scales``: the time scales its cells were recorded under."""
     when = model_time(scales)
@@ -99,13 +61,10 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool, scales: list[float]
         f"{e.engine}: {e.n_cells} cells, {e.completion_tokens:,} output tokens over {e.wall_s:,.0f} {unit} "
         f"busy = {fmt_number(e.aggregate_rate, 1)} tok/s aggregate, "
         f"{e.ceiling_hits} ceiling hits, {e.failures} failed{when}",
-        ["cells in flight", *_LEVEL_COLUMNS],
-        _level_rows(e.levels),
+        *level_table("cells in flight", e.levels),
     )
     if e.by_workers:
-        print_table(
-            f"{e.engine}: by worker count{when}", ["workers", *_LEVEL_COLUMNS], _level_rows(e.by_workers)
-        )
+        print_table(f"{e.engine}: by worker count{when}", *level_table("workers", e.by_workers))
     speedup: dict[tuple[str, int, int], Speedup] = {
         (s.eval_name, s.workers, s.start_unix_ns): s for s in e.speedups
     }

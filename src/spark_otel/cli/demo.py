@@ -27,7 +27,8 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigError
-from ._common import fmt_number, print_json, print_table
+from ..report.tables import fmt_number
+from ._common import print_json, print_table
 
 if TYPE_CHECKING:
     from ..analysis.answers import Answer
@@ -95,11 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_acts(result: DemoResult) -> None:
     from ..analysis.neighbour import windows_touched
-    from .probe import level_rows
+    from ..report.tables import probe_table
 
     answers = result.content.answers
     for probe in result.probes:
-        columns, rows = level_rows(probe)
+        columns, rows = probe_table(probe)
         print_table(f"Act 2. Probe on {probe.metadata.engine}, the box otherwise idle", columns, rows)
         _say(answers, "curve", engine=f"{probe.metadata.engine}:")
 

@@ -27,16 +27,14 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ..report.tables import model_time, seconds, time_scales
 from ._common import (
     add_advisor_arguments,
     add_store_argument,
-    model_time,
     open_store,
     print_json,
     print_table,
-    seconds,
     tables_held,
-    time_scales,
 )
 from ._console import status
 

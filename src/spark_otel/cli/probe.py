@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ._common import add_store_argument, fmt_number, model_time, open_store, print_table, seconds
+from ..report.tables import model_time, probe_table
+from ._common import add_store_argument, open_store, print_table
 from ._console import progress
 
 if TYPE_CHECKING:
@@ -103,46 +104,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="FILE.png", help="plot per-stream and aggregate tok/s")
 
 
-def level_rows(report: object) -> tuple[list[str], list[list[str]]]:
-    """The Appendix A table of a `ProbeReport`, its figures named as the HTML report names them;
-    durations say "model s" when the probe ran on a model clock (the notes under the table, from
-    `GLOSSARY`, explain engine/probe, streams off pin and the client's CPU)."""
-    from ..probe.results import ProbeReport
-
-    assert isinstance(report, ProbeReport)
-    unit = seconds([report.metadata.time_scale])
-    columns = [
-        "streams",
-        f"wall {unit}",
-        "per-stream tok/s (median)",
-        "p10 to p90 tok/s",
-        "probe aggregate tok/s",
-        "engine aggregate tok/s",
-        "engine/probe",
-        "power W",
-        f"TTFT {unit}",
-        "client CPU µs/tok",
-        "streams off pin",
-    ]
-    rows = [
-        [
-            str(lv.streams) + (f" #{lv.repeat + 1}" if report.settings.repeats > 1 else ""),
-            fmt_number(lv.wall_s, 1),
-            fmt_number(lv.per_stream_median),
-            f"{fmt_number(lv.per_stream_p10)} to {fmt_number(lv.per_stream_p90)}",
-            fmt_number(lv.probe_aggregate_rate, 1),
-            fmt_number(lv.engine_aggregate_rate, 1),
-            fmt_number(lv.engine_probe_ratio, 2),
-            fmt_number(lv.power_w, 1),
-            fmt_number(lv.ttft_s_median, 2),
-            fmt_number(lv.client_cpu_us_per_token, 1) + (" !" if lv.client_cpu_over_budget else ""),
-            str(lv.token_mismatches + lv.errors),
-        ]
-        for lv in report.levels
-    ]
-    return columns, rows
-
-
 def run(args: argparse.Namespace) -> int:
     from ..probe import ProbeIncomplete, ProbeSettings, run_probe
     from ..receivers.receiver import split_engine_spec
@@ -194,7 +155,7 @@ def _print_report(report: ProbeReport, args: argparse.Namespace) -> None:
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")  # as --out writes the file
     else:
-        columns, rows = level_rows(report)
+        columns, rows = probe_table(report)
         print_table(
             f"{report.metadata.engine} ({report.metadata.model}), {report.settings.tokens} tokens per stream"
             + model_time([report.metadata.time_scale]),

@@ -27,7 +27,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ._common import add_store_argument, fmt_number, print_json, print_table
+from ..report.tables import fmt_number
+from ._common import add_store_argument, print_json, print_table
 
 if TYPE_CHECKING:
     from .._exceptions import SparkOtelError

@@ -10,6 +10,7 @@ from .. import _semconv as sc
 from .._exceptions import InputError
 from ..analysis.outcomes import DeadlineOutcome, deadline_outcomes
 from .inputs import ReportInputs
+from .tables import time_scales
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice, AdvisorConfig
@@ -43,6 +44,8 @@ class ReportContent:
     """Evals recorded under a model clock, and its speed: their times are labelled model time."""
     engine_urls: dict[str, str] = field(default_factory=dict)
     """Where each engine answered: what a measuring command names."""
+    scales: list[float] = field(default_factory=lambda: [1.0])
+    """The time scales the cells were recorded under (1: real time), for model-time labels."""
     answers: list[Answer] = field(default_factory=list)
     """The questions answered in a line each (`spark_otel.analysis.answers`): the page opens with them."""
 
@@ -101,6 +104,7 @@ def build_report(
         time_scales=eval_time_scales(inputs.cells),
         engine_urls=inputs.engine_urls,
         answers=answers(found),
+        scales=time_scales(inputs.cells) or [1.0],
     )
 
 

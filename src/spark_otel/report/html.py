@@ -19,6 +19,7 @@ from ..analysis.advisor import describe_curve, engine_url, probe_command
 from ..analysis.neighbour import no_baseline_reason, windows_touched
 from ..model import NS_PER_S, CellStatus
 from .plots import curve_png_name, neighbour_png_name, plottable, render_images, timeline_png_name
+from .tables import GLOSSARY, fmt_number, level_table, model_time, probe_table, seconds
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice
@@ -28,11 +29,27 @@ if TYPE_CHECKING:
 __all__ = ["render_html", "write_report"]
 
 
-def _f(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
+_f = fmt_number
 
 
-_NUMBER = re.compile(r"^[-+]?\d[\d,]*(\.\d+)?( ?(%|x|s|W|tok/s))?$")
+class _Glossary:
+    """The terms of `GLOSSARY` a page's tables use, each explained once, under the first table
+    that shows it (as the command line does)."""
+
+    def __init__(self) -> None:
+        self._explained: set[str] = set()
+
+    def notes(self, columns: Sequence[str], extra: dict[str, str] | None = None) -> str:
+        terms = {**GLOSSARY, **(extra or {})}
+        lines = []
+        for column in columns:
+            if column in terms and column not in self._explained:
+                self._explained.add(column)
+                lines.append(f"<li><b>{html.escape(column)}</b>: {html.escape(terms[column])}</li>")
+        return f'<ul class="terms">{"".join(lines)}</ul>' if lines else ""
+
+
+_NUMBER = re.compile(r"^[-+]?\d[\d,]*(\.\d+)?( ?(%|x|s|W|tok/s|!)| #\d+| to [-+]?\d[\d,]*(\.\d+)?)?$")
 
 
 def _numeric(column: list[str]) -> bool:
@@ -67,53 +84,26 @@ def _img(name: str, images: dict[str, bytes], alt: str) -> str:
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" data-file="{name}">'
 
 
-def _probe_section(probe: ProbeReport) -> str:
+def _probe_section(probe: ProbeReport, glossary: _Glossary) -> str:
     meta = probe.metadata
     when = datetime.fromtimestamp(meta.created_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    rows = [
-        [
-            lv.streams,
-            _f(lv.wall_s, 1),
-            _f(lv.per_stream_median),
-            f"{_f(lv.per_stream_p10)} to {_f(lv.per_stream_p90)}",
-            _f(lv.probe_aggregate_rate, 1),
-            _f(lv.engine_aggregate_rate, 1),
-            _f(lv.engine_probe_ratio),
-            _f(lv.power_w, 1),
-            _f(lv.ttft_s_median),
-            lv.token_mismatches + lv.errors,
-        ]
-        for lv in probe.levels
-    ]
+    columns, rows = probe_table(probe)
     warnings = "".join(f"<li>{html.escape(w)}</li>" for w in probe.warnings)
     return (
-        f"<h3>Probe of {html.escape(meta.engine)} ({html.escape(meta.model)}), {when}</h3>"
+        f"<h3>Probe of {html.escape(meta.engine)} ({html.escape(meta.model)}), {when}"
+        f"{html.escape(model_time([meta.time_scale]))}</h3>"
         f'<p class="note">{probe.settings.tokens} tokens per stream, {probe.settings.mode} mode, '
         f"{probe.settings.repeats} round(s) per level; {html.escape(meta.engine_url)}.</p>"
-        + _table(
-            [
-                "streams",
-                "wall s",
-                "per-stream tok/s (median)",
-                "p10 to p90",
-                "probe aggregate",
-                "engine aggregate",
-                "engine/probe",
-                "power W",
-                "TTFT s",
-                "streams off pin",
-            ],
-            rows,
-            warn_col=9,
-        )
+        + _table(columns, rows, warn_col=columns.index("streams off pin"))
+        + glossary.notes(columns)
         + (f'<ul class="warnings">{warnings}</ul>' if warnings else "")
     )
 
 
-def _concurrency_section(content: ReportContent, images: dict[str, bytes]) -> str:
+def _concurrency_section(content: ReportContent, images: dict[str, bytes], glossary: _Glossary) -> str:
     parts = ["<h2>Concurrency: what more streams buy</h2>"]
     for probe in content.probes:
-        parts.append(_probe_section(probe))
+        parts.append(_probe_section(probe, glossary))
     for i, curve in enumerate(content.curves):
         if plottable(curve):
             parts.append(_img(curve_png_name(i, curve), images, f"{curve.engine} curve"))
@@ -128,49 +118,45 @@ def _concurrency_section(content: ReportContent, images: dict[str, bytes]) -> st
             )
     conc = content.concurrency
     if conc is not None:
+        when, unit = model_time(content.scales), seconds(content.scales)
         for engine in conc.engines:
-            parts.append(f"<h3>Recorded cells on {html.escape(engine.engine)}</h3>")
-            parts.append(
-                _table(
-                    ["cells in flight", "cells", "median tok/s", "p10", "p90", "ceiling hits"],
-                    [
-                        [
-                            lv.level,
-                            lv.n_cells,
-                            _f(lv.rate.median),
-                            _f(lv.rate.p10),
-                            _f(lv.rate.p90),
-                            lv.ceiling_hits,
-                        ]
-                        for lv in engine.levels
-                    ],
-                    warn_col=5,
-                )
-            )
+            parts.append(f"<h3>Recorded cells on {html.escape(engine.engine)}{html.escape(when)}</h3>")
+            columns, rows = level_table("cells in flight", engine.levels)
+            parts.append(_table(columns, rows, warn_col=columns.index("ceiling hits")))
+            parts.append(glossary.notes(columns))
             if engine.speedups:
+                columns = [
+                    "eval",
+                    "workers",
+                    f"wall {unit}",
+                    f"serial wall {unit}",
+                    "wall speedup",
+                    "per-cell cost %",
+                ]
                 parts.append(
                     _table(
-                        ["eval", "workers", "wall s", "serial wall s", "speedup", "per-cell cost"],
+                        columns,
                         [
                             [
                                 s.eval_name,
                                 f"{s.base_workers} -> {s.workers}",
                                 _f(s.wall_s, 0),
                                 _f(s.base_wall_s, 0),
-                                f"{s.speedup:.2f}x",
-                                "-" if s.per_cell_cost is None else f"{s.per_cell_cost:.0%}",
+                                f"{s.speedup:.1f}x" + ("" if s.same_cells else " (other cells)"),
+                                "-" if s.per_cell_cost is None else f"{s.per_cell_cost * 100:.0f}",
                             ]
                             for s in engine.speedups
                         ],
                     )
                 )
+                parts.append(glossary.notes(columns))
         parts.append(_img("concurrency.png", images, "per-cell rate against cells in flight"))
     if len(parts) == 1:
         parts.append('<p class="empty">No probe runs or cells recorded.</p>')
     return "".join(parts)
 
 
-def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
+def _neighbour_section(content: ReportContent, images: dict[str, bytes], glossary: _Glossary) -> str:
     parts = ["<h2>Neighbour cost: what other load cost an eval</h2>"]
     if not content.neighbours:
         parts.append('<p class="empty">No eval with enough cells to compare against a baseline.</p>')
@@ -182,43 +168,46 @@ def _neighbour_section(content: ReportContent, images: dict[str, bytes]) -> str:
             parts.append(_img(timeline_png_name(result), images, f"{result.label} over time"))
             continue
         b = result.baseline
+        when = model_time([content.time_scales.get(result.eval_name, 1.0)])
         parts.append(
             f"<p>Baseline over {b.n} cells overlapping no other load: median {_f(b.median)} tok/s, "
-            f"p10 {_f(b.p10)}, p90 {_f(b.p90)}. {result.timeouts} of {result.n_cells} cells timed out "
-            f"and {result.failures} failed (listed, kept out of rates).</p>"
+            f"p10 {_f(b.p10)} tok/s, p90 {_f(b.p90)} tok/s{html.escape(when)}. {result.timeouts} of "
+            f"{result.n_cells} cells timed out and {result.failures} failed (listed, kept out of rates).</p>"
         )
+        threshold = content.advice.config.threshold if content.advice is not None else None
         rows = [
             [
                 w.name,
                 w.kind,
-                w.engine or "-",
-                "same" if w.same_engine else ("other" if w.same_engine is False else "-"),
+                (w.engine or "-") + (" (same)" if w.same_engine else ""),
                 w.n_cells,
                 w.timeouts,
                 w.failures,
                 _f(w.rate.median),
-                f"{_f(w.min_rate)} to {_f(w.max_rate)}",
-                "-" if w.cost is None else f"{w.cost:.0%}",
+                "-" if w.rate.n < 2 else f"{_f(w.min_rate)} to {_f(w.max_rate)}",
+                "-"
+                if w.cost is None
+                else f"{w.cost * 100:.0f}" + (" !" if threshold is not None and w.cost > threshold else ""),
             ]
             for w in windows_touched(result)
         ]
+        columns = [
+            "load elsewhere on the box",
+            "kind",
+            "engine",
+            "cells",
+            "timeouts",
+            "failed",
+            "median tok/s",
+            "range tok/s",
+            "cost %",
+        ]
+        cost_note = {
+            "cost %": "1 - that median over the baseline median"
+            + ("" if threshold is None else f"; ! past the advisor's threshold ({threshold:.0%})")
+        }
         parts.append(
-            _table(
-                [
-                    "load elsewhere on the box",
-                    "kind",
-                    "engine",
-                    "engine vs eval",
-                    "cells",
-                    "timeouts",
-                    "failed",
-                    "median tok/s",
-                    "range",
-                    "cost",
-                ],
-                rows,
-                warn_col=5,
-            )
+            _table(columns, rows, warn_col=columns.index("timeouts")) + glossary.notes(columns, cost_note)
             if rows
             else '<p class="empty">No cell of this eval overlapped another load.</p>'
         )
@@ -303,11 +292,12 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
         f"generated {datetime.fromtimestamp(real_wall_ns() / NS_PER_S, UTC).strftime('%Y-%m-%d %H:%M UTC')}."
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in content.notes)
+    glossary = _Glossary()
     body = "".join(
         [
             _answers_section(content),
-            _concurrency_section(content, images),
-            _neighbour_section(content, images),
+            _concurrency_section(content, images, glossary),
+            _neighbour_section(content, images, glossary),
             _outcomes_section(content),
             _advice_section(content),
             f'<ul class="warnings">{notes}</ul>' if notes else "",
