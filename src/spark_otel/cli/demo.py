@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
+    return "-" if value is None else f"{value * 100:.0f}"
 
 
 def _say(answers: list[Answer], topic: str, **match: str) -> None:
@@ -125,7 +125,7 @@ def _print_acts(result: DemoResult) -> None:
     print_table(
         f"Act 4. What other load cost {nb.eval_name} (alone: median {fmt_number(base.median)} tok/s over "
         f"{base.n} cells, p10 {fmt_number(base.p10)}, p90 {fmt_number(base.p90)})",
-        ["load elsewhere on the box", "cells", "timeouts", "serial eval tok/s", "cost", "simulated cost"],
+        ["load elsewhere on the box", "cells", "timeouts", "serial eval tok/s", "cost %", "simulated cost %"],
         [
             [
                 w.name,
