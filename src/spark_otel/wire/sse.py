@@ -26,6 +26,7 @@ _new_event = tuple.__new__  # builds an `SseEvent` without the Python-level __ne
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 """Far above any chunk an engine sends (a few KB), far below what would hurt the machine."""
+_CR = ord("\r")
 DONE = b"[DONE]"
 """The data of the OpenAI stream's last event."""
 
@@ -76,7 +77,9 @@ class SseDecoder:
         """The data of a read that is one whole event of one data line, its only line breaks the
         two LFs at its end (the common read), without splitting it; None for any other read."""
         end = len(block) - 2
-        if block.find(b"\n") != end or not block.endswith(b"\n\n") or b"\r" in block:
+        # `13 in block` is a tenth of the cost of `b"\r" in block` (a one-byte needle takes
+        # bytes' general search path); this runs on every chunk of every stream.
+        if block.find(b"\n") != end or not block.endswith(b"\n\n") or _CR in block:
             return None
         if block.startswith(b"data: "):
             value = block[6:end]
