@@ -337,6 +337,50 @@ def test_sse_one_event_blocks_match_any_other_split(capture: bool) -> None:
         assert "".join(summary.texts[0]) == "t0 t1 t2 t3 t4 "
 
 
+def _multi_choice_events(early: int) -> list[bytes]:
+    """Two choices: choice 0 stops at once, then choice 1 streams ``early`` more chunks."""
+    head = {"id": "chatcmpl-y", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    out = [{**head, "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": "stop"}]}]
+    for i in range(early):
+        last = i == early - 1
+        choice = {"index": 1, "delta": {"content": f"b{i}"}, "finish_reason": "length" if last else None}
+        out.append({**head, "choices": [choice]})
+    out.append({**head, "choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": early + 1}})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in out] + [b"data: [DONE]\n\n"]
+
+
+def test_a_one_choice_stream_reads_its_finish_and_usage_from_its_last_events() -> None:
+    """The scanner searches a one-choice stream's last events only, at its end: the same answer
+    as searching every event, for a long stream too."""
+    head = {"id": "chatcmpl-z", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    body = [{**head, "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}] * 300
+    body.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body.append({**head, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 300}})
+    blocks = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in body] + [b"data: [DONE]\n\n"]
+    for choices in (1, 2):  # 2: every event searched as it comes
+        scanner = SseScanner(capture=False, choices=choices)
+        for block in blocks:
+            scanner.feed(block)
+        summary = scanner.summary(chat=True)
+        assert summary.reasons == {0: "stop"}
+        assert (summary.input_tokens, summary.output_tokens) == (9, 300)
+        assert scanner.summary(chat=True).reasons == {0: "stop"}  # asking twice counts nothing twice
+        assert scanner.finish_events == [blocks[300][6:-2]]
+
+
+def test_several_choices_keep_a_finish_reason_from_long_before_the_end() -> None:
+    blocks = _multi_choice_events(early=40)
+    scanner = SseScanner(capture=False, choices=2)
+    for block in blocks:
+        scanner.feed(block)
+    assert scanner.summary(chat=True).reasons == {0: "stop", 1: "length"}
+    # Told one choice, the scanner would look only at the end, and miss choice 0's early stop.
+    one = SseScanner(capture=False, choices=1)
+    for block in blocks:
+        one.feed(block)
+    assert one.summary(chat=True).reasons == {1: "length"}
+
+
 def test_sse_marker_scan_matches_the_plain_substring_checks() -> None:
     """One regex scan plus per-key checks decide exactly what four substring checks decided."""
     usage_marks = (b'"usage":{', b'"usage": {')

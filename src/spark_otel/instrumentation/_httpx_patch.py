@@ -126,7 +126,10 @@ class _Observer:
         headers = response.headers
         self.encoded = headers.get("content-encoding", "identity").lower() not in ("identity", "")
         is_sse = headers.get("content-type", "").startswith("text/event-stream")
-        self.scanner = SseScanner(capture=request.rt.capture_content) if is_sse else None
+        scanner = (
+            SseScanner(capture=request.rt.capture_content, choices=request.choice_count) if is_sse else None
+        )
+        self.scanner = scanner
         self.body: list[bytes] | None = None if is_sse else []
         self.size = 0
 
@@ -203,7 +206,7 @@ def _finish_read(request: RequestTelemetry, response: Any) -> None:
     try:  # the `guard` contract, without a generator per request
         content = response.content
         if response.headers.get("content-type", "").startswith("text/event-stream"):
-            scanner = SseScanner(capture=request.rt.capture_content)
+            scanner = SseScanner(capture=request.rt.capture_content, choices=request.choice_count)
             scanner.feed(content)
             _finish_sse(request, scanner, None, timed=False)
         else:

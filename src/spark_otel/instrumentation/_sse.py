@@ -6,6 +6,12 @@ decoder (`spark_otel.wire.sse`), counts and times them, and keeps references to 
 matter: the first chunk (id and model), chunks that carry a finish reason, the usage chunk and
 an error event. Those are decoded once, at finalize (`SseScanner.summary`). Content events are
 kept only when content capture is on.
+
+A stream of one choice says its finish reason and usage in its last events (vLLM sends the
+finish chunk, then the usage chunk, then ``[DONE]``; llama.cpp and SGLang one final chunk with
+both), so for it the scanner keeps the last few events and looks for them there at the end,
+instead of searching every event (the search was a third of the scanner's cost per chunk).
+With several choices, which finish at different times, every event is searched as it comes.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from array import array
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +39,8 @@ _MARKED = re.compile(rb'"(?:usage": ?\{|finish_reason": ?")')
 # itself, ``{"object": "error", "message": ..., "type": ..., "code": ...}`` (``object`` first).
 _ERROR_PREFIXES = (b'{"error"', b'{"object":"error"', b'{"object": "error"')
 _SPECIAL_PREFIXES = (DONE, *_ERROR_PREFIXES)
+_TAIL_EVENTS = 8
+"""Events kept from the end of a one-choice stream: its finish and usage chunks are among them."""
 
 
 @dataclass(slots=True)
@@ -52,6 +61,7 @@ class SseScanner:
 
     __slots__ = (
         "_decoder",
+        "_tail",
         "chunks",
         "content_events",
         "done",
@@ -64,8 +74,9 @@ class SseScanner:
         "usage_event",
     )
 
-    def __init__(self, *, capture: bool) -> None:
+    def __init__(self, *, capture: bool, choices: int = 1) -> None:
         self._decoder = SseDecoder()
+        self._tail: deque[bytes] | None = deque(maxlen=_TAIL_EVENTS) if choices == 1 else None
         self.chunks = 0
         self.first_ns = 0
         self.last_ns = 0
@@ -103,16 +114,27 @@ class SseScanner:
             self.first_event = data
         self.last_ns = now
         self.chunks += 1
+        tail = self._tail
+        if tail is not None:
+            tail.append(data)
+        else:
+            self._mark(data)
+        if self.content_events is not None:
+            self.content_events.append(data)
+
+    def _mark(self, data: bytes) -> None:
+        """Keep ``data`` if it carries a usage object or a finish reason."""
         if _MARKED.search(data) is not None:
             if _followed_by(data, _USAGE_KEY, b"{"):
                 self.usage_event = data
             if _followed_by(data, _FINISH_KEY, b'"'):
                 self.finish_events.append(data)
-        if self.content_events is not None:
-            self.content_events.append(data)
 
     def summary(self, *, chat: bool) -> SseSummary:
         """Decode the kept events; a malformed one is skipped, never raised."""
+        tail, self._tail = self._tail, None
+        for data in tail or ():  # a one-choice stream's last events, searched once, at its end
+            self._mark(data)
         out = SseSummary()
         if self.first_event is not None:
             first = _loads(self.first_event)
