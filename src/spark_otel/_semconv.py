@@ -112,6 +112,9 @@ CELL_SOURCE = "spark_otel.cell.source"
 CELL_UID = "spark_otel.cell.uid"  # on request spans: the span id of the cell they ran in
 CELL_REQUESTS = "spark_otel.cell.requests"  # instrumented requests made inside the cell
 CELL_FAILED_REQUESTS = "spark_otel.cell.failed_requests"
+CELL_QUEUE_WAIT_S = "spark_otel.cell.queue_wait_s"  # model s the governor held the cell before it started
+CELL_QUEUE_RULE = "spark_otel.cell.queue_rule"  # the rule that held it back last
+CELL_CLASS = "spark_otel.cell.class"  # the cell class the governor admitted it as
 TIME_SCALE = "spark_otel.time_scale"  # on a cell recorded under a model clock: its speed (times real)
 CELL_ATTRIBUTE_KEYS = frozenset(
     {
@@ -148,6 +151,9 @@ CELL_COUNT = "spark_otel.cells"
 CELL_DEADLINE_HITS = "spark_otel.cell.deadline_hits"
 CELL_SALVAGED_FINDINGS_METRIC = "spark_otel.cell.salvaged_findings"
 CELLS_IN_FLIGHT = "spark_otel.cells.in_flight"
+GOVERNOR_QUEUE_WAIT = "spark_otel.governor.queue_wait"  # histogram, s: a cell's wait for admission
+GOVERNOR_SLOTS = "spark_otel.governor.slots_in_use"  # per engine: cells admitted and running
+GOVERNOR_QUEUE = "spark_otel.governor.queue_length"  # per engine: cells waiting
 
 # Cells run for seconds to hours (the article's ceiling is 30 minutes).
 CELL_DURATION_BUCKETS_S: tuple[float, ...] = (

@@ -8,6 +8,10 @@ through `ContextThreadPoolExecutor`) add their server-reported tokens to the cel
 the cell records prompt and completion tokens, elapsed time, decode rate (completion tokens
 over elapsed), status, whether the deadline was hit, salvaged findings and the degraded flag,
 on its span and as metrics. The user's exceptions pass through untouched.
+
+Under a queue governor (`spark_otel.govern`, ``$SPARK_OTEL_RULES``) entering a cell first waits
+for its lane; the cell's span and times start once it is admitted (so its decode rate is its
+own), its wait is on the span, and its slot is freed however the cell ends.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -31,11 +35,15 @@ from opentelemetry.trace import Span, SpanKind, TracerProvider
 from . import _clock
 from . import _semconv as sc
 from ._clock import NS_PER_S
-from ._guard import guard
+from ._guard import guard, report_failure
 from ._version import __version__
 from .model import AttributeValue, CellStatus
 from .store.codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
 from .telemetry.instruments import instruments
+
+if TYPE_CHECKING:
+    from .governor import Admission, Governor
+    from .governor.rules import InFlight
 
 __all__ = ["CellState", "ContextThreadPoolExecutor", "carry_context", "cell", "current_cell"]
 
@@ -195,6 +203,7 @@ class cell:
         engine: str | None = None,
         deadline_s: float | None = None,
         workers: int | None = None,
+        cell_class: str | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         **attributes: AttributeValue,
@@ -204,6 +213,8 @@ class cell:
         self.engine = engine
         self.deadline_s = deadline_s
         self.workers = workers
+        self.cell_class = cell_class
+        """The class the governor admits the cell as; by default, the one its rules give the eval."""
         self.attributes = attributes
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
@@ -214,13 +225,47 @@ class cell:
         self._token: contextvars.Token[CellState | None] | None = None
         self._otel_token: object | None = None
         self._in_flight = False
+        self._admission: Admission | None = None
+        self._governor: Governor | None = None
 
     # -- context manager -----------------------------------------------------------------------------
     def __enter__(self) -> CellState:
+        tracer_provider, meter_provider = self._resolve_providers()
+        governor, candidate = self._admission_candidate()
+        if governor is not None and candidate is not None:
+            self._governor = governor
+            self._admission = governor.admit(candidate, self.cell_id, meter_provider=meter_provider)
+        return self._start(tracer_provider, meter_provider)
+
+    def _resolve_providers(self) -> tuple[TracerProvider | None, MeterProvider | None]:
         tracer_provider, meter_provider = self._tracer_provider, self._meter_provider
         if tracer_provider is None and meter_provider is None:
             tracer_provider, meter_provider = _providers()
         self._bound_meter_provider = meter_provider
+        return tracer_provider, meter_provider
+
+    def _admission_candidate(self) -> tuple[Governor | None, InFlight | None]:
+        """The governor in force and this cell as its rules see it; (None, None) when no
+        governor is in force or the cell names no engine (nothing to hold it to)."""
+        from .governor import GovernorError, governor_from_environment
+        from .governor.rules import InFlight
+
+        try:
+            governor = governor_from_environment()
+            if governor is None or self.engine is None:
+                return None, None
+            rules = governor.rules()
+            cell_class = self.cell_class or (rules.class_of(self.eval_name) if rules is not None else None)
+            return governor, InFlight(self.engine, self.eval_name, cell_class, self.deadline_s is not None)
+        except GovernorError:
+            raise  # fail-closed, as the user asked: before the cell starts
+        except Exception as exc:
+            report_failure("governor admission", exc)
+            return None, None
+
+    def _start(
+        self, tracer_provider: TracerProvider | None, meter_provider: MeterProvider | None
+    ) -> CellState:
         tracer = trace.get_tracer(
             sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider, schema_url=sc.SCHEMA_URL
         )
@@ -233,6 +278,8 @@ class cell:
             workers=self.workers,
             time_scale=_clock.time_scale(),
         )
+        if self._admission is not None:
+            attrs.update(self._admission.span_attributes())
         attrs.update(self.attributes)
         span = tracer.start_span(
             cell_span_name(self.eval_name),
@@ -264,6 +311,7 @@ class cell:
             return
         self._state = None
         try:
+            self._release()
             with guard("cell finish"):
                 self._finish(state, exc)
         finally:
@@ -284,7 +332,19 @@ class cell:
             state.span.end(end_time=_clock.wall_ns())
 
     async def __aenter__(self) -> CellState:
-        return self.__enter__()
+        tracer_provider, meter_provider = self._resolve_providers()
+        governor, candidate = self._admission_candidate()
+        if governor is not None and candidate is not None:
+            self._governor = governor
+            self._admission = await governor.aadmit(candidate, self.cell_id, meter_provider=meter_provider)
+        return self._start(tracer_provider, meter_provider)
+
+    def _release(self) -> None:
+        """Free the governor's slot, once, whatever ended the cell."""
+        admission, governor = self._admission, self._governor
+        self._admission = self._governor = None
+        if admission is not None and governor is not None:
+            governor.release(admission, meter_provider=self._bound_meter_provider)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -300,6 +360,7 @@ class cell:
             engine=self.engine,
             deadline_s=self.deadline_s,
             workers=self.workers,
+            cell_class=self.cell_class,
             tracer_provider=self._tracer_provider,
             meter_provider=self._meter_provider,
             **self.attributes,

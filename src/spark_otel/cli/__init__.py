@@ -27,6 +27,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("concurrency", "concurrency", "per-cell decode rate against cells in flight, from recorded cells"),
     ("neighbour-cost", "neighbour_cost", "what other load on the box cost an eval's cells"),
     ("advise", "advise", "recommend worker counts per cell class and flag costly neighbours"),
+    ("rules", "rules", "check a governor rules file (valid, still about the models served)"),
+    ("lanes", "lanes", "the governor's lanes now: cells in use, waiting, and the rules holding them"),
     ("report", "report", "write a self-contained HTML report with plots"),
     ("receive", "receive", "scrape engines' /metrics and re-export them as OpenTelemetry metrics"),
     ("ingest-nsight", "ingest_nsight", "read Nsight Systems SQLite exports: GPU metrics and summaries"),

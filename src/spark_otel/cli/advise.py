@@ -12,7 +12,10 @@ timeouts. It caps each engine where its aggregate throughput peaks, flags loads 
 engine whose measured neighbour cost exceeds --threshold, and, when GPU utilization samples sit
 pinned while token rates vary, adds the rule to read load from token counts.
 
-Each rule is printed with the numbers behind it; --json prints the whole analysis. The rules
+Each rule is printed with the numbers behind it; --json prints the whole analysis.
+--write-rules FILE also writes the enforceable rules (worker counts, lane caps, cross-engine
+limits), each with its evidence, for the queue governor (spark_otel.govern, SPARK_OTEL_RULES;
+see docs/governor.md); check a file with `spark-otel rules check FILE`. The rules
 are the ones `spark-otel report` shows for the same store, ceiling and threshold: both run the
 same analysis (`spark_otel.analysis.overview`).
 """
@@ -40,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_advisor_arguments(parser)
     parser.add_argument("--engine", metavar="E", help="only advise on this engine")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--write-rules",
+        metavar="FILE",
+        help="also write the enforceable rules as a governor rules file (TOML)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         found = _overview(args, inputs, config)
     advice = found.advice
     assert advice is not None  # there are cells
+    if args.write_rules:
+        _write_rules(args.write_rules, found, inputs)
     if args.json:
         print_json(advice.model_dump(mode="json"))
         return 0
@@ -122,3 +132,26 @@ def _overview(args: argparse.Namespace, inputs: ReportInputs, config: AdvisorCon
     for note in found.notes:
         _logger.info("advise: %s", note)
     return found
+
+
+def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
+    import sys
+    from pathlib import Path
+
+    from .._exceptions import InputError
+    from ..governor.advice import dump_rules, rules_from_advice
+
+    assert found.advice is not None
+    rules = rules_from_advice(
+        found.advice, found.curves, engine_urls=inputs.engine_urls, source=inputs.source
+    )
+    target = Path(path)
+    try:
+        target.write_text(dump_rules(rules), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--write-rules {target}: cannot write: {exc.strerror or exc}") from exc
+    print(
+        f"wrote {target}: {len(rules.rules)} rules ({len(rules.lane)} lane, {len(rules.limit)} limit, "
+        f"{len(rules.cross_engine)} cross-engine), {len(rules.unmeasured)} not covered yet",
+        file=sys.stderr,
+    )

@@ -1,7 +1,8 @@
 """The concurrency probe's result: a versioned document, kept apart from the code that measures.
 
-`ProbeReport` is what ``spark-otel probe --json`` prints (and ``--out FILE`` writes), what the probe stores as a ``probe``
-document (so ``advise`` and ``neighbour-cost`` see it) and what ``spark-otel report`` reads back.
+`ProbeReport` is what ``spark-otel probe --json`` prints (and ``--out FILE`` writes), what the
+probe stores as a ``probe`` document (so ``advise`` and ``neighbour-cost`` see it) and what
+``spark-otel report`` reads back.
 Bump `PROBE_REPORT_VERSION` on any breaking change; `load_probe_report` refuses other versions
 with a clear error instead of misreading them.
 """

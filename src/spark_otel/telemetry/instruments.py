@@ -38,6 +38,9 @@ class Instruments:
     cell_deadline_hits: Counter
     cell_salvaged_findings: Counter
     cells_in_flight: UpDownCounter
+    governor_wait: Histogram
+    governor_slots: UpDownCounter
+    governor_queue: UpDownCounter
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,18 @@ SPECS: tuple[InstrumentSpec, ...] = (
     InstrumentSpec(
         "cells_in_flight", "up_down_counter", sc.CELLS_IN_FLIGHT, "{cell}",
         "Cells running now, per eval and engine.",
+    ),
+    InstrumentSpec(
+        "governor_wait", "histogram", sc.GOVERNOR_QUEUE_WAIT, "s",
+        "How long a governed cell waited for its lane before it started.", sc.CELL_DURATION_BUCKETS_S,
+    ),
+    InstrumentSpec(
+        "governor_slots", "up_down_counter", sc.GOVERNOR_SLOTS, "{cell}",
+        "Governed cells admitted and running, per engine (this process's; sum over processes).",
+    ),
+    InstrumentSpec(
+        "governor_queue", "up_down_counter", sc.GOVERNOR_QUEUE, "{cell}",
+        "Governed cells waiting for their lane, per engine (this process's; sum over processes).",
     ),
 )  # fmt: skip
 """Every instrument spark-otel records, in one table: `Instruments` and the bulk histograms

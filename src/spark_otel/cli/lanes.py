@@ -1,0 +1,108 @@
+"""The governor's lanes now: per engine, the cells admitted, the cells waiting and what holds them.
+
+    spark-otel lanes [--rules rules.toml] [--state PATH]
+
+Reads the shared admission state every governed runner on this box uses (default: beside the
+embedded store; $SPARK_OTEL_GOVERNOR_STATE) and, with --rules (default $SPARK_OTEL_RULES), the
+rules: per engine, its lane cap, the cells in use by eval, the cells waiting with the rule that
+holds each back and how long it has waited, and the evals that count as running there between
+cells. Engines whose rules are stale (now serving another model) are flagged, with the command
+that re-measures them. Reading changes nothing; --json prints the same for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections import Counter
+
+from ._common import print_json, print_table
+
+_logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rules", metavar="FILE", help="the rules file (default: $SPARK_OTEL_RULES)")
+    parser.add_argument(
+        "--state",
+        metavar="PATH",
+        help="the shared state file (default: $SPARK_OTEL_GOVERNOR_STATE, else beside the store)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .._exceptions import InputError
+    from ..governor import RULES_ENV, STATE_ENV, load_rules
+    from ..governor.staleness import check_engines
+    from ..governor.state import SharedState, default_state_path
+
+    rules_path = args.rules or os.environ.get(RULES_ENV)
+    rules = load_rules(rules_path) if rules_path else None
+    state_path = Path(args.state or os.environ.get(STATE_ENV) or default_state_path())
+    if not state_path.exists():
+        raise InputError(
+            f"{state_path}: no governor state here: no governed runner has started on this box yet"
+        )
+    state = SharedState(state_path)
+    try:
+        lanes = state.lanes(rules)
+    finally:
+        state.close()
+    checks = {c.engine: c for c in check_engines(rules)} if rules is not None else {}
+    engines = sorted({lane.engine for lane in lanes} | set(checks))
+    by_engine = {lane.engine: lane for lane in lanes}
+    caps = {r.engine: r.cells for r in rules.lane} if rules is not None else {}
+    if args.json:
+        print_json(
+            {
+                "state": str(state_path),
+                "rules": rules_path,
+                "lanes": [
+                    {
+                        "engine": e,
+                        "cap": caps.get(e),
+                        "in_use": [c.eval_name for c in by_engine[e].in_use] if e in by_engine else [],
+                        "waiting": [
+                            {"eval": c.eval_name, "rule": rule, "waited_s": round(waited, 3)}
+                            for c, rule, waited in (by_engine[e].waiting if e in by_engine else [])
+                        ],
+                        "present": [c.eval_name for c in by_engine[e].present] if e in by_engine else [],
+                        "stale": checks[e].stale if e in checks else False,
+                        "problem": checks[e].problem if e in checks else None,
+                    }
+                    for e in engines
+                ],
+            }
+        )
+        return 0
+    rows = []
+    for e in engines:
+        lane = by_engine.get(e)
+        in_use = Counter(c.eval_name for c in lane.in_use) if lane else Counter()
+        waiting = lane.waiting if lane else []
+        held = Counter(rule or "-" for _, rule, _ in waiting)
+        rows.append(
+            [
+                e + (" (stale)" if e in checks and checks[e].stale else ""),
+                caps.get(e, "-"),
+                sum(in_use.values()),
+                ", ".join(f"{name} {n}" for name, n in sorted(in_use.items())) or "-",
+                len(waiting),
+                "; ".join(f"{rule} ({n})" for rule, n in held.items()) or "-",
+                f"{max(w for _, _, w in waiting):,.1f}" if waiting else "-",
+            ]
+        )
+    print_table(
+        f"governor lanes ({state_path})",
+        ["engine", "lane cap", "in use", "in use by eval", "waiting", "held back by", "longest wait s"],
+        rows,
+        notes={"longest wait s": "real seconds the longest-waiting cell has waited so far"},
+    )
+    for e in engines:
+        if e in checks and checks[e].problem is not None:
+            _logger.warning("%s: %s", e, checks[e].problem)
+    return 0

@@ -1,0 +1,99 @@
+"""The queue governor: the advisor's rules enforced at runtime, across every runner on the box.
+
+    spark-otel advise --write-rules rules.toml      # decide, from what was measured
+    SPARK_OTEL_RULES=rules.toml python runner.py     # or spark_otel.govern("rules.toml")
+
+With a rules file in force, entering ``spark_otel.cell(...)`` waits until the cell's lane
+admits it and holds a slot until the cell exits by any path. Runners share the admission state
+through one SQLite file beside the embedded store, with no daemon; a killed runner's slots
+are freed within seconds. See docs/governor.md.
+
+    rules      the rules file (`RulesFile`) and the admission decision (`holding_rule`)
+    state      the shared state file: slots, the queue, leases
+    admission  `Governor`: waiting, holding and releasing a slot; fail-open or fail-closed
+    advice     rules written from the advisor's `Advice`
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from .admission import Admission, Governor, GovernorError
+from .rules import RulesFile, holding_rule, load_rules, parse_rules
+
+__all__ = [
+    "RULES_ENV",
+    "STATE_ENV",
+    "Admission",
+    "Governor",
+    "GovernorError",
+    "RulesFile",
+    "current_governor",
+    "govern",
+    "governor_from_environment",
+    "holding_rule",
+    "load_rules",
+    "parse_rules",
+    "ungovern",
+]
+
+RULES_ENV = "SPARK_OTEL_RULES"
+STATE_ENV = "SPARK_OTEL_GOVERNOR_STATE"
+FAIL_CLOSED_ENV = "SPARK_OTEL_RULES_FAIL_CLOSED"
+
+_current: Governor | None = None
+_environment_read = False
+_lock = threading.Lock()
+
+
+def govern(
+    rules: str | os.PathLike[str],
+    *,
+    state: str | os.PathLike[str] | None = None,
+    fail_closed: bool = False,
+) -> Governor:
+    """Enforce the rules file ``rules`` on every cell this process enters from now on; replaces
+    any governor in force. ``state``: the shared state file (default: beside the embedded store,
+    or ``$SPARK_OTEL_GOVERNOR_STATE``). ``fail_closed``: raise `GovernorError` before a cell
+    starts when the governor cannot decide, instead of letting it run unthrottled."""
+    global _current
+    if state is None:
+        state = os.environ.get(STATE_ENV) or None
+    governor = Governor(rules, state_path=state, fail_closed=fail_closed)
+    with _lock:
+        old, _current = _current, governor
+    if old is not None:
+        old.close()
+    governor.rules()  # a bad file is said now: logged once, or (fail-closed) raised, as every cell will
+    return governor
+
+
+def ungovern() -> None:
+    """Stop governing this process's cells (slots already held are released as their cells end)."""
+    global _current
+    with _lock:
+        old, _current = _current, None
+    if old is not None:
+        old.close()
+
+
+def current_governor() -> Governor | None:
+    """The governor in force in this process, if any."""
+    return _current
+
+
+def governor_from_environment() -> Governor | None:
+    """The governor in force; on the process's first call, `govern` with ``$SPARK_OTEL_RULES``
+    (and ``$SPARK_OTEL_RULES_FAIL_CLOSED=1``) when set and no governor is in force yet. The
+    first cell calls it, so the environment is read then, never at import."""
+    global _environment_read
+    if _environment_read:
+        return _current
+    with _lock:
+        first, _environment_read = not _environment_read, True
+    path = os.environ.get(RULES_ENV)
+    if not first or not path or _current is not None:
+        return _current
+    fail_closed = os.environ.get(FAIL_CLOSED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return govern(path, fail_closed=fail_closed)

@@ -1,0 +1,279 @@
+"""Admission: a cell waits for its lane, holds a slot while it runs, and frees it however it ends.
+
+`Governor.admit` (threads) and `Governor.aadmit` (asyncio, never blocking the loop) queue the
+cell in the shared state and poll until the rules and the queue let it start; `Governor.release`
+frees the slot. The rules file is read again whenever it changes on disk, so an edit takes
+effect at the next admission without restarting anything.
+
+Never break the eval: when the state file cannot be read or written, or the rules file is
+missing or invalid, the cell runs unthrottled and the failure is logged once (fail-open, the
+default); with ``fail_closed=True`` a `GovernorError` is raised before the cell starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.metrics import MeterProvider
+
+from .. import _clock
+from .. import _semconv as sc
+from .._exceptions import ConfigError, SparkOtelError
+from .._guard import report_failure
+from ..model import AttributeValue
+from ..telemetry.instruments import instruments
+from .rules import InFlight, RulesFile, load_rules
+from .state import Decision, Lease, SharedState, default_state_path
+
+__all__ = ["Admission", "Governor", "GovernorError"]
+
+_logger = logging.getLogger(__name__)
+POLL_S = 0.05
+"""How often a waiting cell asks again (real seconds, with jitter): the hand-off latency."""
+
+
+class GovernorError(SparkOtelError):
+    """With ``fail_closed=True``: the governor cannot decide, so the cell does not start."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A cell let in: its slot (None when it ran ungoverned), how long it waited and what held it."""
+
+    slot: int | None
+    cell: InFlight
+    waited_s: float
+    """Model seconds, like the cell's own times."""
+    rule: str | None
+    """The rule that held the cell back last, if any did."""
+
+    def span_attributes(self) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {sc.CELL_QUEUE_WAIT_S: self.waited_s}
+        if self.rule is not None:
+            attrs[sc.CELL_QUEUE_RULE] = self.rule
+        if self.cell.cell_class is not None:
+            attrs[sc.CELL_CLASS] = self.cell.cell_class
+        return attrs
+
+
+class Governor:
+    """The rules in ``rules_path``, enforced through the state file at ``state_path`` (default:
+    beside the embedded store) for every process that governs with the same file."""
+
+    def __init__(
+        self,
+        rules_path: str | os.PathLike[str],
+        *,
+        state_path: str | os.PathLike[str] | None = None,
+        fail_closed: bool = False,
+        poll_s: float = POLL_S,
+    ) -> None:
+        if not poll_s > 0:
+            raise ConfigError(f"poll_s must be positive, got {poll_s!r}")
+        self.rules_path = Path(rules_path)
+        self.fail_closed = fail_closed
+        self.poll_s = poll_s
+        self.state = SharedState(Path(state_path) if state_path is not None else default_state_path())
+        self._lease = Lease(self.state, lambda exc: report_failure("governor lease renewal", exc))
+        self._lock = threading.Lock()
+        self._rules: RulesFile | None = None
+        self._rules_key: tuple[int, int] | None = None
+        self._rules_error: ConfigError | None = None
+
+    # -- rules ----------------------------------------------------------------------------------------
+    def rules(self) -> RulesFile | None:
+        """The rules as the file says now (read again when it changed); None when it cannot be
+        read or is invalid, which fail-open logs once and fail-closed raises."""
+        error: ConfigError | None = None
+        try:
+            stat = self.rules_path.stat()
+            key: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+        except OSError as exc:
+            key = None
+            error = ConfigError(f"{self.rules_path}: cannot read the rules file: {exc.strerror or exc}")
+        with self._lock:
+            if key is not None and key != self._rules_key:
+                try:
+                    self._rules, self._rules_error = load_rules(self.rules_path), None
+                except ConfigError as exc:
+                    self._rules, self._rules_error = None, exc
+                self._rules_key = key
+            elif key is None:
+                self._rules, self._rules_error, self._rules_key = None, error, None
+            rules, error = self._rules, self._rules_error
+        if error is not None:
+            if self.fail_closed:
+                raise GovernorError(f"governor (fail-closed): {error}") from error
+            report_failure(f"governor rules {self.rules_path}", error)
+        return rules
+
+    # -- admission ------------------------------------------------------------------------------------
+    def _governed(self, cell: InFlight) -> RulesFile | None:
+        rules = self.rules()
+        if rules is None or cell.engine not in rules.engines_governed():
+            return None
+        return rules
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.fail_closed:
+            raise GovernorError(
+                f"governor (fail-closed): the state file {self.state.path} failed: {exc}"
+            ) from exc
+        report_failure(f"governor state {self.state.path}", exc)
+
+    def admit(
+        self, cell: InFlight, cell_id: str | None, *, meter_provider: MeterProvider | None = None
+    ) -> Admission:
+        """Wait (blocking this thread) until ``cell`` may start; the slot is the caller's to release."""
+        rules = self._governed(cell)
+        if rules is None:
+            return Admission(None, cell, 0.0, None)
+        waiter = _Waiter(self, cell, cell_id, meter_provider)
+        try:
+            while True:
+                decision = waiter.attempt(rules)
+                if decision is None or decision.slot is not None:
+                    return waiter.admitted(decision)
+                time.sleep(self.poll_s * random.uniform(0.8, 1.2))
+                rules = self._governed(cell)
+                if rules is None:
+                    return waiter.admitted(None)
+        finally:
+            waiter.leave()
+
+    async def aadmit(
+        self, cell: InFlight, cell_id: str | None, *, meter_provider: MeterProvider | None = None
+    ) -> Admission:
+        """`admit` for asyncio: each attempt runs in a worker thread, the wait is an
+        ``asyncio.sleep``; a cancelled wait leaves the queue (and frees a slot won meanwhile)."""
+        rules = self._governed(cell)
+        if rules is None:
+            return Admission(None, cell, 0.0, None)
+        waiter = _Waiter(self, cell, cell_id, meter_provider)
+        try:
+            while True:
+                attempt = asyncio.ensure_future(asyncio.to_thread(waiter.attempt, rules))
+                try:
+                    decision = await asyncio.shield(attempt)
+                except asyncio.CancelledError:
+                    attempt.add_done_callback(waiter.undo)
+                    raise
+                if decision is None or decision.slot is not None:
+                    return waiter.admitted(decision)
+                await asyncio.sleep(self.poll_s * random.uniform(0.8, 1.2))
+                rules = self._governed(cell)
+                if rules is None:
+                    return waiter.admitted(None)
+        finally:
+            waiter.leave()
+
+    def release(self, admission: Admission, *, meter_provider: MeterProvider | None = None) -> None:
+        """The cell ended (any way): free its slot. A failure is logged once; the slot's lease
+        then lapses within seconds."""
+        if admission.slot is None:
+            return
+        try:
+            self.state.release(admission.slot, admission.cell)
+        except Exception as exc:
+            report_failure(f"governor state {self.state.path}", exc)
+        finally:
+            self._lease.drop()
+            _add(meter_provider, "governor_slots", -1, admission.cell.engine)
+
+    def close(self) -> None:
+        self.state.close()
+
+
+def _add(meter_provider: MeterProvider | None, field: str, delta: int, engine: str) -> None:
+    try:
+        getattr(instruments(meter_provider), field).add(delta, {sc.ENGINE: engine})
+    except Exception as exc:
+        report_failure("governor metrics", exc)
+
+
+class _Waiter:
+    """One cell's way through the queue: its ticket, how long it has waited, what held it."""
+
+    def __init__(self, governor: Governor, cell: InFlight, cell_id: str | None, meter_provider: Any) -> None:
+        self.governor = governor
+        self.cell = cell
+        self.cell_id = cell_id
+        self.meter_provider = meter_provider
+        self.started_ns = _clock.real_monotonic_ns()
+        self.ticket: int | None = None
+        self.rule: str | None = None
+        self.queued = False
+
+    def waited_real_s(self) -> float:
+        return (_clock.real_monotonic_ns() - self.started_ns) / _clock.NS_PER_S
+
+    def attempt(self, rules: RulesFile) -> Decision | None:
+        """One try; None when the state failed (fail-open: the cell goes ungoverned)."""
+        try:
+            decision = self.governor.state.attempt(
+                self.cell, self.cell_id, rules, ticket=self.ticket, waited_s=self.waited_real_s()
+            )
+        except Exception as exc:  # never into the user's eval: fail open (or closed, if asked)
+            self.governor._failed(exc)
+            return None
+        self.ticket = decision.ticket
+        if decision.slot is None:
+            self.rule = decision.rule
+            if not self.queued:
+                self.queued = True
+                self.governor._lease.hold()
+                _add(self.meter_provider, "governor_queue", 1, self.cell.engine)
+        return decision
+
+    def admitted(self, decision: Decision | None) -> Admission:
+        slot = decision.slot if decision is not None else None
+        waited = _clock.to_model_s(self.waited_real_s()) if self.queued else 0.0
+        if slot is not None:
+            self.governor._lease.hold()
+            _add(self.meter_provider, "governor_slots", 1, self.cell.engine)
+            try:
+                instruments(self.meter_provider).governor_wait.record(
+                    waited, {sc.ENGINE: self.cell.engine, sc.EVAL_NAME: self.cell.eval_name}
+                )
+            except Exception as exc:
+                report_failure("governor metrics", exc)
+        return Admission(slot, self.cell, waited, self.rule)
+
+    def leave(self) -> None:
+        """However the wait ended: out of the queue, and the queue gauge down."""
+        if self.ticket is not None:
+            self._withdraw(self.ticket)
+            self.ticket = None
+        if self.queued:
+            self.queued = False
+            self.governor._lease.drop()
+            _add(self.meter_provider, "governor_queue", -1, self.cell.engine)
+
+    def _withdraw(self, ticket: int) -> None:
+        try:
+            self.governor.state.withdraw(ticket)
+        except Exception as exc:
+            report_failure(f"governor state {self.governor.state.path}", exc)
+
+    def undo(self, attempt: asyncio.Future[Decision | None]) -> None:
+        """The wait was cancelled while an attempt ran: undo what the attempt won or queued."""
+        if attempt.cancelled() or attempt.exception() is not None:
+            return
+        decision = attempt.result()
+        if decision is None:
+            return
+        if decision.ticket is not None:
+            self._withdraw(decision.ticket)
+        if decision.slot is not None:
+            try:
+                self.governor.state.release(decision.slot, self.cell)
+            except Exception as exc:
+                report_failure(f"governor state {self.governor.state.path}", exc)

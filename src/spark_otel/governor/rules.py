@@ -1,0 +1,273 @@
+"""The rules file: what the governor enforces, as data a person can read, edit and check.
+
+TOML, validated by `RulesFile` (unknown keys rejected, the key named). Three kinds of rule,
+each with the evidence it came from and when it was measured:
+
+``[[lane]]``          at most ``cells`` cells in flight on ``engine`` (where its aggregate stopped
+                      gaining: the article's "Nemotron lane at most 8 streams").
+``[[limit]]``         at most ``cells`` cells of one eval (or cell class) in flight on ``engine``
+                      ("Qwen3.8 generation-heavy cells batch to 8").
+``[[cross_engine]]``  while a cell of ``while_eval`` (or, without it, any cell with a per-cell
+                      ceiling) runs on ``while_engine``, ``engine`` admits at most ``cells``
+                      (0: it yields; 1: no batching), the article's "the Nemotron lane yields
+                      while any Qwen3.8 eval with a per-cell ceiling is in flight".
+
+``[engines.NAME]`` records the model each engine served when the rules were measured (and its
+URL), so a rule whose engine now serves another model can be reported stale.
+
+`holding_rule` is the whole admission decision, pure: a candidate cell, what is in flight, and
+the rules in; the rule that holds it back (or None) out.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .._exceptions import ConfigError
+
+__all__ = [
+    "RULES_VERSION",
+    "CrossEngineRule",
+    "EngineInfo",
+    "InFlight",
+    "LaneRule",
+    "LimitRule",
+    "RulesFile",
+    "admitted_in_order",
+    "holding_rule",
+    "load_rules",
+    "parse_rules",
+]
+
+RULES_VERSION = 1
+
+
+class _Rule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str = Field(min_length=1, description="the engine whose cells the rule limits")
+    evidence: str = Field(default="", description="the measured figures the rule came from")
+    measured_at: datetime | None = Field(default=None, description="when those figures were measured")
+    figures: dict[str, Any] = Field(default_factory=dict, description="the figures, for scripts")
+
+
+class LaneRule(_Rule):
+    """At most ``cells`` cells in flight on ``engine``, whatever their eval."""
+
+    kind: Literal["lane"] = "lane"
+    cells: int = Field(ge=1)
+
+    def describe(self) -> str:
+        return f"{self.engine} lane at most {self.cells} cells"
+
+
+class LimitRule(_Rule):
+    """At most ``cells`` cells of ``eval`` (and/or ``cell_class``) in flight on ``engine``."""
+
+    kind: Literal["limit"] = "limit"
+    eval: str | None = Field(default=None, min_length=1)
+    cell_class: str | None = Field(default=None, min_length=1)
+    cells: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> LimitRule:
+        if self.eval is None and self.cell_class is None:
+            raise ValueError("a limit names the eval or the cell_class it holds (or both)")
+        return self
+
+    def selects(self, eval_name: str, cell_class: str | None) -> bool:
+        return (self.eval is None or self.eval == eval_name) and (
+            self.cell_class is None or self.cell_class == cell_class
+        )
+
+    def describe(self) -> str:
+        who = " ".join(x for x in (self.eval, self.cell_class) if x)
+        return f"{who} cells on {self.engine} at most {self.cells} at once"
+
+
+class CrossEngineRule(_Rule):
+    """While ``while_eval`` (or any cell with a ceiling) runs on ``while_engine``, ``engine``
+    admits at most ``cells`` cells."""
+
+    kind: Literal["cross_engine"] = "cross_engine"
+    cells: int = Field(ge=0)
+    while_engine: str = Field(min_length=1)
+    while_eval: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _two_engines(self) -> CrossEngineRule:
+        if self.engine == self.while_engine:
+            raise ValueError(
+                f"engine and while_engine are both {self.engine!r}: a lane rule limits one engine"
+            )
+        return self
+
+    def describe(self) -> str:
+        what = (
+            "yields"
+            if self.cells == 0
+            else f"admits at most {self.cells} cell{'s' if self.cells > 1 else ''}"
+        )
+        who = self.while_eval or "a ceiling-bound eval"
+        return f"{self.engine} {what} while {who} runs on {self.while_engine}"
+
+
+class EngineInfo(BaseModel):
+    """What an engine served when its rules were measured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(default=None, description="the model id it served")
+    url: str | None = Field(default=None, description="its base URL, where `rules check` asks what it serves")
+
+
+class RulesFile(BaseModel):
+    """A whole rules file. ``eval_gap_s``: an eval counts as running on its engine until this
+    long (real seconds) after its last cell ended, so a serial runner's next cell, started a
+    moment later, finds the eval still there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = Field(default=RULES_VERSION, ge=1, le=RULES_VERSION)
+    computed_at: datetime | None = Field(default=None, description="when the advisor wrote the rules")
+    source: str | None = Field(default=None, description="what the rules were computed from")
+    ceiling_s: float | None = Field(default=None, gt=0, description="the per-cell ceiling they assume")
+    eval_gap_s: float = Field(default=2.0, ge=0, le=3600)
+    engines: dict[str, EngineInfo] = Field(default_factory=dict)
+    lane: list[LaneRule] = Field(default_factory=list)
+    limit: list[LimitRule] = Field(default_factory=list)
+    cross_engine: list[CrossEngineRule] = Field(default_factory=list)
+    unmeasured: list[str] = Field(
+        default_factory=list,
+        description="what the advisor could not answer yet, with the command to measure it",
+    )
+
+    @property
+    def rules(self) -> list[LaneRule | LimitRule | CrossEngineRule]:
+        return [*self.lane, *self.limit, *self.cross_engine]
+
+    def engines_governed(self) -> frozenset[str]:
+        """Engines a rule names, as limited or as the one whose cells trigger a limit elsewhere:
+        a cell on any other engine needs no admission at all."""
+        names = {r.engine for r in self.rules}
+        names |= {r.while_engine for r in self.cross_engine}
+        return frozenset(names)
+
+    def class_of(self, eval_name: str) -> str | None:
+        """The cell class the rules give an eval (from a limit naming both), if any."""
+        for r in self.limit:
+            if r.eval == eval_name and r.cell_class is not None:
+                return r.cell_class
+        return None
+
+
+def parse_rules(text: str, *, where: str) -> RulesFile:
+    """A `RulesFile` from TOML text; `ConfigError` naming ``where`` and the first bad key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+    try:
+        return RulesFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_first_error(exc)}") from exc
+
+
+def load_rules(path: str | Path) -> RulesFile:
+    """The rules file at ``path``; `ConfigError` when it cannot be read or is not valid."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{file}: cannot read the rules file: {reason}") from exc
+    return parse_rules(text, where=str(file))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown key"
+    if err["type"] == "missing":
+        return f"{loc}: missing"
+    return f"{loc or 'rules'}: {err['msg']}"
+
+
+# -- the admission decision ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A cell in flight (or waiting, as a candidate): what the rules look at."""
+
+    engine: str
+    eval_name: str
+    cell_class: str | None
+    has_deadline: bool
+
+
+def holding_rule(
+    candidate: InFlight,
+    in_flight: Sequence[InFlight],
+    rules: RulesFile,
+    *,
+    present: Iterable[InFlight] = (),
+) -> LaneRule | LimitRule | CrossEngineRule | None:
+    """The first rule that would be broken by admitting ``candidate`` beside ``in_flight``;
+    None when it may start. ``present`` adds evals that count as running on their engine
+    between cells (within ``eval_gap_s`` of their last cell's end) for the cross-engine rules."""
+    on_engine = [c for c in in_flight if c.engine == candidate.engine]
+    for lane in rules.lane:
+        if lane.engine == candidate.engine and len(on_engine) >= lane.cells:
+            return lane
+    for limit in rules.limit:
+        if limit.engine == candidate.engine and limit.selects(candidate.eval_name, candidate.cell_class):
+            held = sum(1 for c in on_engine if limit.selects(c.eval_name, c.cell_class))
+            if held >= limit.cells:
+                return limit
+    running = [*in_flight, *present]
+    for cross in rules.cross_engine:
+        if cross.engine != candidate.engine:
+            continue
+        if _triggers(cross, running) and len(on_engine) >= cross.cells:
+            return cross
+    return None
+
+
+def _triggers(rule: CrossEngineRule, running: Iterable[InFlight]) -> bool:
+    for c in running:
+        if c.engine == rule.while_engine and (
+            c.eval_name == rule.while_eval if rule.while_eval is not None else c.has_deadline
+        ):
+            return True
+    return False
+
+
+def admitted_in_order(
+    waiting: Sequence[InFlight],
+    in_flight: Sequence[InFlight],
+    rules: RulesFile,
+    *,
+    present: Iterable[InFlight] = (),
+) -> list[bool]:
+    """Which of ``waiting`` (oldest first) may start now, each in turn taking its slot before
+    the next is considered: FIFO per lane, so no later cell takes a slot an earlier one that
+    the same rule held back is due, while a cell held back only by its own eval's limit does
+    not hold back a later cell of another eval."""
+    flying = list(in_flight)
+    present = list(present)
+    out = []
+    for candidate in waiting:
+        ok = holding_rule(candidate, flying, rules, present=present) is None
+        out.append(ok)
+        if ok:
+            flying.append(candidate)
+    return out
