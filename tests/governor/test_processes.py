@@ -94,7 +94,8 @@ def test_a_slot_of_a_process_that_cannot_be_asked_lapses_with_its_lease(
         pass  # the state file exists now
     lease_until = real_wall_ns() + int(1.0 * NS_PER_S)
     with sqlite3.connect(state_path) as conn:
-        columns = "host, pid, lease_until_ns, engine, eval_name, cell_class, has_deadline, cell_id, admitted_ns, waited_s"
+        columns = "host, pid, lease_until_ns, engine, eval_name, cell_class, has_deadline, cell_id, "
+        columns += "admitted_ns, waited_s"
         conn.execute(
             f"INSERT INTO slots ({columns}) VALUES ('elsewhere', 1, ?, 'q', 'far', NULL, 1, 'x', 0, 0)",
             (lease_until,),
