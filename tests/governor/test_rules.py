@@ -65,6 +65,7 @@ def test_a_good_file_reads_every_rule_with_its_evidence(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("[[lane]]\nengine = 'e'\ncells = 2\nstreams = 4\n", "rules.toml: lane[0].streams: unknown key"),
+        ("[[lane]]\nengine = 'e'\ncels = 2\n", "rules.toml: lane[0].cels: unknown key (did you mean cells?)"),
         ("colour = 'red'\n", "rules.toml: colour: unknown key"),
         ("[[limit]]\nengine = 'e'\ncells = 2\n", "a limit names the eval or the cell_class it holds"),
         ("[[lane]]\nengine = 'e'\n", "rules.toml: lane[0].cells: missing"),

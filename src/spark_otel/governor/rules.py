@@ -21,6 +21,7 @@ the rules in; the rule that holds it back (or None) out.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -192,13 +193,24 @@ def load_rules(path: str | Path) -> RulesFile:
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
-    if err["type"] == "extra_forbidden":
-        return f"{loc}: unknown key"
+    """The error a person fixes first: an unknown key (most often a typo, named with the key it
+    was probably meant to be), else the first one pydantic found."""
+    errors = exc.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        err = unknown[0]
+        parent = err["loc"][:-1]
+        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == parent]
+        close = difflib.get_close_matches(str(err["loc"][-1]), missing, n=1)
+        return f"{_loc(err['loc'])}: unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+    err = errors[0]
     if err["type"] == "missing":
-        return f"{loc}: missing"
-    return f"{loc or 'rules'}: {err['msg']}"
+        return f"{_loc(err['loc'])}: missing"
+    return f"{_loc(err['loc']) or 'rules'}: {err['msg']}"
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
 
 
 # -- the admission decision ------------------------------------------------------------------------------
