@@ -11,7 +11,7 @@ import pytest
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.cli import main
 from spark_otel.cli.demo import _as_json, _print_acts
-from spark_otel.demo import DemoPlan, DemoResult, _ground_truth, run_demo
+from spark_otel.demo import DemoPlan, DemoResult, ground_truth, run_demo
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
 
@@ -72,7 +72,7 @@ def test_the_demo_records_every_act_in_its_own_store(demo: tuple[DemoResult, Pat
 @pytest.mark.slow
 def test_each_act_recovers_the_simulated_truth(demo: tuple[DemoResult, Path]) -> None:
     result, _ = demo
-    truth = _ground_truth(DemoPlan.quick(SPEED))
+    truth = ground_truth(DemoPlan.quick(SPEED))
     content = result.content
     # Act 2: nemotron's aggregate falls past 8 streams: its lane's cap.
     assert content.advice is not None

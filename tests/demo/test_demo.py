@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from spark_otel.cli import main
-from spark_otel.demo import _clear_own_store, demo_store_path
+from spark_otel.demo import clear_own_store, demo_store_path
 from spark_otel.model import Cell
 from spark_otel.store import Store
 
@@ -27,7 +27,7 @@ def test_a_rerun_replaces_the_demo_store_but_never_a_store_the_demo_did_not_writ
             "demo", "20261130-000000-abcd", {"serial_eval": "demo-serial-20261130-000000-abcd"}
         )
         store.write_cells([_cell("demo-serial-20261130-000000-abcd")])
-    _clear_own_store(own)
+    clear_own_store(own)
     assert not own.exists()
 
     foreign = tmp_path / "real" / "store.sqlite"
