@@ -44,7 +44,7 @@ def test_unknown_eval_is_one_line_naming_the_eval(article_store, capsys) -> None
 
 def test_bad_threshold_is_a_usage_error(article_store, capsys) -> None:
     assert main(["neighbour-cost", "--store", article_store, "--eval", D_EVAL, "--threshold", "5"]) == 2
-    assert "--threshold 5.0 must be a fraction" in capsys.readouterr().err
+    assert "--threshold must be a finite number >= 0 and <= 1, got 5" in capsys.readouterr().err
     assert main(["advise", "--store", article_store, "--ceiling", "-1"]) == 2
     assert "ceiling_s" in capsys.readouterr().err
 
@@ -66,7 +66,7 @@ def test_a_negative_merge_gap_is_a_usage_error(article_store, capsys) -> None:
     for argv in (["neighbour-cost", "--eval", D_EVAL], ["concurrency"]):
         assert main([*argv, "--store", article_store, "--merge-gap", "-5"]) == 2
         err = capsys.readouterr().err
-        assert err == "spark-otel: error: merge gap -5.0 s must not be negative\n"
+        assert err == "spark-otel: error: --merge-gap must be a finite number >= 0, got -5\n"
 
 
 def test_plot_draws_the_eval_timeline_one_file_per_worker_count(article_store, capsys, tmp_path) -> None:

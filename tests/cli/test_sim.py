@@ -79,7 +79,7 @@ def test_duration_stops_the_server_by_itself() -> None:
         (["--engine", "a=0:dense", "--contention", "-2"], "contention"),
         (
             ["--engine", "a=0:dense", "--duration", "-5"],
-            "--duration must be a finite number of seconds >= 0, got -5",
+            "--duration must be a finite number >= 0 and <= 31,536,000, got -5",
         ),
         (["--engine", "a=0:dense", "--duration", "nan"], "--duration must be"),
     ],

@@ -171,7 +171,9 @@ def test_engine_spec_and_constructor_checks() -> None:
         Receiver([parse_engine_spec("a=http://x"), parse_engine_spec("a=http://y")])
     with pytest.raises(ConfigError, match="nothing to receive"):
         Receiver({})
-    with pytest.raises(ConfigError, match="interval must be positive"):
+    with pytest.raises(
+        ConfigError, match=r"Receiver interval must be positive seconds, at most 86,400 \(a day\), got 0"
+    ):
         Receiver({"a": "http://x"}, interval_s=0)
 
 

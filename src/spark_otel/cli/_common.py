@@ -4,14 +4,67 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from ..report.tables import GLOSSARY
 from ..store import Store, default_store_path
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Where an option's number must lie: a NaN, an infinity or a 0 interval would spin or hang a
+    loop instead of failing, and a value past any sensible range is a typo."""
+
+    above: float | None = None
+    at_least: float | None = None
+    at_most: float | None = None
+    whole: bool = False
+
+    def check(self, option: str, value: float | None) -> None:
+        """`ConfigError` naming ``option`` and the bounds when ``value`` is outside them; None (an
+        option not given) passes."""
+        from .._exceptions import ConfigError
+
+        if value is None:
+            return
+        if (
+            not math.isfinite(value)
+            or (self.whole and value != int(value))
+            or (self.above is not None and not value > self.above)
+            or (self.at_least is not None and not value >= self.at_least)
+            or (self.at_most is not None and not value <= self.at_most)
+        ):
+            raise ConfigError(f"{option} must be {self}, got {value:g}")
+
+    def __str__(self) -> str:
+        low = (
+            f"> {self.above:,.10g}"
+            if self.above is not None
+            else f">= {self.at_least:,.10g}"
+            if self.at_least is not None
+            else ""
+        )
+        high = f"<= {self.at_most:,.10g}" if self.at_most is not None else ""
+        limits = " and ".join(part for part in (low, high) if part)
+        return ("a whole number" if self.whole else "a finite number") + (f" {limits}" if limits else "")
+
+
+INTERVAL_S = Bounds(above=0, at_most=86_400)
+"""Seconds between two scrapes or samples: above 0 (0 would spin), at most a day."""
+TIMEOUT_S = Bounds(above=0, at_most=3_600)
+"""Seconds to wait for one answer: above 0 (0 fails every request), at most an hour."""
+DURATION_S = Bounds(at_least=0, at_most=31_536_000)
+"""Seconds to run for: 0 stops at once; at most a year (longer than a thread can wait for)."""
+FRACTION = Bounds(at_least=0, at_most=1)
+"""A share, 0 to 1."""
+COUNT = Bounds(at_least=1, whole=True)
+"""How many of something: 1 or more."""
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +99,14 @@ def add_advisor_arguments(parser: argparse.ArgumentParser, *, ceiling: bool = Tr
         metavar="FRACTION",
         help="neighbour cost past which a load is flagged, as a fraction (0.2 is 20%%)",  # %% is %
     )
+
+
+def check_advisor_arguments(args: argparse.Namespace) -> None:
+    """`add_advisor_arguments`' options within their bounds (a NaN or infinite ceiling would pass
+    the advisor's own check), as `ConfigError` naming the option."""
+    if getattr(args, "ceiling", None) is not None:
+        Bounds(above=0).check("--ceiling", args.ceiling)
+    FRACTION.check("--threshold", args.threshold)
 
 
 def open_store(args: argparse.Namespace, *, write: bool = False) -> Store:

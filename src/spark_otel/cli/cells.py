@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._common import COUNT
+
+    COUNT.check("--limit", args.limit)
     with open_store(args) as store:
         cells = store.cells(eval_name=args.eval_name, engine=args.engine, limit=args.limit, newest_first=True)
     if args.json:

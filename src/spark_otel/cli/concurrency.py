@@ -135,6 +135,9 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool, scales: list[float]
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
     from ..analysis.concurrency import UNKNOWN_ENGINE, concurrency
+    from ._common import Bounds
+
+    Bounds(at_least=0).check("--merge-gap", args.merge_gap)
 
     # Tables are laid out under the spinner (thousands of runs take a while) and written after it.
     with tables_held(), status("reading cells") as phase:

@@ -43,12 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._exceptions import ConfigError
     from ..receivers.gpu import open_gpu_source
+    from ._common import DURATION_S, INTERVAL_S
     from ._receiving import print_gpu_table, receiving, run_until_stopped
 
-    if args.interval <= 0:
-        raise ConfigError(f"--interval must be positive, got {args.interval}")
+    INTERVAL_S.check("--interval", args.interval)
+    DURATION_S.check("--duration", args.duration)
     source = open_gpu_source(args.source, sim_url=args.sim_url)
     with receiving(args, service_name="spark-otel-gpu-sample", gpu=source) as receiver:
         if args.once:

@@ -11,7 +11,9 @@ historical timestamps.
 All three export layouts are read (GENERIC_EVENTS JSON up to 2023.3, GPU_METRICS without and
 with rawTimestamp). It never runs nsys and needs no root. An export captured without GPU
 metrics is reported as such; a file that is not an Nsight export gets a clear error; the
-other files still load, and the exit code is non-zero if any failed.
+other files still load, and the exit code is non-zero if any failed. A row that does not fit
+(a NULL or text where a number belongs, a time outside 2000-2100) is reported with its table
+and row and left out; the capture's other rows still load.
 
   spark-otel ingest-nsight capture-0716.sqlite capture-0720.sqlite
 """
@@ -51,12 +53,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import _semconv as sc
-    from .._exceptions import ConfigError, SparkOtelError
-    from ..receivers.nsight import metrics_data, read_capture, samples_for_store, store_source
+    from .._exceptions import SparkOtelError
+    from ..receivers.nsight import (
+        MAX_INTERVAL_MS,
+        metrics_data,
+        read_capture,
+        samples_for_store,
+        store_source,
+    )
     from ..telemetry import otlp_configured, otlp_metric_exporter
+    from ._common import Bounds
 
-    if args.interval_ms <= 0:
-        raise ConfigError(f"--interval-ms must be positive, got {args.interval_ms}")
+    Bounds(above=0, at_most=MAX_INTERVAL_MS).check("--interval-ms", args.interval_ms)
     use_otlp = args.otlp or otlp_configured("metrics")
     store = None
     if not args.no_store:
@@ -77,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
                     failed += 1
                     print(f"spark-otel: error: {exc}", file=sys.stderr)
                     continue
+                for line in capture.skipped:  # rows left out; the rest of the capture still loads
+                    print(f"spark-otel: error: {line}", file=sys.stderr)
+                failed += bool(capture.skipped)
                 summary = capture.summary
                 if store is not None:
                     phase.update(f"storing the series of {path} {of}")

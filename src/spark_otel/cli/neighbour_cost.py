@@ -176,10 +176,13 @@ def _print_costs(report: NeighbourReport, *, threshold: float, when: str) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._exceptions import ConfigError, InputError
+    from .._exceptions import InputError
+    from ._common import COUNT, FRACTION, Bounds, check_advisor_arguments
 
-    if not 0 <= args.threshold <= 1:
-        raise ConfigError(f"--threshold {args.threshold} must be a fraction between 0 and 1")
+    check_advisor_arguments(args)
+    FRACTION.check("--min-overlap", args.min_overlap)
+    Bounds(at_least=0).check("--merge-gap", args.merge_gap)
+    COUNT.check("--workers", args.workers)
     # Tables are laid out under the spinner (a long eval's cells take a while) and written after it.
     with tables_held(), status("reading cells and load windows") as phase:
         with open_store(args) as store:

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from ..probe.results import ProbeReport
 
 
+# Past these a typo (--streams 100000) would swamp the engine and this machine; --allow-large
+# lifts them.
+LIMITS = {"--streams": 256, "--tokens": 131_072, "--prompt-chars": 1_000_000, "--repeats": 100}
+
+
 def _levels(text: str) -> list[int]:
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
@@ -102,15 +107,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--out", metavar="FILE", help="write the versioned JSON report to this file")
     parser.add_argument("--plot", metavar="FILE.png", help="plot per-stream and aggregate tok/s")
+    parser.add_argument(
+        "--allow-large",
+        action="store_true",
+        help="lift the guards against a typo: "
+        + ", ".join(f"{option} at most {limit:,}" for option, limit in LIMITS.items()),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ..probe import ProbeIncomplete, ProbeSettings, run_probe
     from ..receivers.receiver import split_engine_spec
     from ..telemetry import configure, otlp_configured
+    from ._common import Bounds
 
     if args.tokens < 1 or args.repeats < 1 or args.prompt_chars < 1:
         raise ConfigError("--tokens, --repeats and --prompt-chars must be positive")
+    if not args.allow_large:
+        given = {
+            "--streams": max(args.streams),
+            "--tokens": args.tokens,
+            "--prompt-chars": args.prompt_chars,
+            "--repeats": args.repeats,
+        }
+        for option, value in given.items():
+            if value > LIMITS[option]:
+                raise ConfigError(
+                    f"{option} {value:,} is past the limit of {LIMITS[option]:,}, a guard against a typo "
+                    "that would swamp the engine and this machine; add --allow-large to mean it"
+                )
+    Bounds(above=0, at_most=86_400).check("--timeout", args.timeout)
+    Bounds(above=0).check("--time-scale", args.time_scale)
     name, url = split_engine_spec(args.engine, name_optional=True)
     if name and args.engine_name and name != args.engine_name:
         raise ConfigError(f"--engine names the engine {name!r} but --engine-name says {args.engine_name!r}")

@@ -69,13 +69,15 @@ def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError
     from ..receivers.gpu import open_gpu_source
     from ..receivers.receiver import parse_engine_spec
+    from ._common import DURATION_S, INTERVAL_S, TIMEOUT_S
     from ._receiving import receiving, run_until_stopped
 
+    INTERVAL_S.check("--interval", args.interval)
+    TIMEOUT_S.check("--timeout", args.timeout)
+    DURATION_S.check("--duration", args.duration)
     targets = [parse_engine_spec(spec) for spec in args.engine or ()]
     if not targets and args.gpu is None:
         raise ConfigError("nothing to receive: give --engine NAME=URL (repeatable) and/or --gpu SOURCE")
-    if args.interval <= 0:
-        raise ConfigError(f"--interval must be positive, got {args.interval}")
     gpu_url = args.sim_url or (targets[0].url if args.gpu == "sim" and targets else None)
     gpu = open_gpu_source(args.gpu, sim_url=gpu_url) if args.gpu else None
     with receiving(

@@ -58,12 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._exceptions import ConfigError
     from ..sim import parse_engine_spec, run_box
+    from ._common import DURATION_S, Bounds
 
     duration = args.duration
-    if duration is not None and not (math.isfinite(duration) and duration >= 0):
-        raise ConfigError(f"--duration must be a finite number of seconds >= 0, got {duration:g}")
+    DURATION_S.check("--duration", duration)
+    Bounds(at_least=0).check("--contention", args.contention)
     specs = [parse_engine_spec(text) for text in (args.engine or DEFAULT_ENGINES)]
     with run_box(specs, speed=args.speed, seed=args.seed, host=args.host, contention=args.contention) as box:
         speed = "as fast as possible" if math.isinf(box.speed) else f"{box.speed:g}x real time"

@@ -30,7 +30,7 @@ from .. import _clock
 from .. import _semconv as sc
 from .._exceptions import ConfigError, EngineError, NoGpuError
 from ..model import AttributeValue, MetricSample
-from .prometheus import engine_base_url
+from .prometheus import check_engine_url, engine_base_url
 
 __all__ = [
     "GpuReading",
@@ -328,7 +328,7 @@ def open_gpu_source(kind: SourceKind = "auto", *, sim_url: str | None = None) ->
     if kind == "sim":
         if not sim_url:
             raise ConfigError("--source sim needs --sim-url URL (a simulated engine's base URL)")
-        return SimGpuSource(sim_url)
+        return SimGpuSource(check_engine_url(sim_url, "--sim-url"))
     if kind in ("nvml", "smi"):
         try:
             return NvmlSource() if kind == "nvml" else SmiSource()

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict
 from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError, InputError, NoGpuMetricsError
+from .._validate import EARLIEST_NS, LATEST_NS, year_of
 from ..model import AttributeValue, MetricSample
 
 __all__ = [
@@ -58,7 +59,8 @@ _NS_PER_MS = 1_000_000
 _CHUNK_ROWS = 4096
 _KEY_SHIFT = 1 << 40  # (metric id, bucket) packed as metricId * 2**40 + bucket + 2**39
 _BUCKET_OFFSET = 1 << 39
-_MAX_METRIC_ID = 1 << 22
+MAX_INTERVAL_MS = 3_600_000.0  # an hour: a capture spans seconds to minutes
+_MAX_REAL = 1.7976931348623157e308  # past it a REAL is infinite
 
 # Names that changed between Nsight releases, mapped to the current spelling.
 _ALIASES = {
@@ -146,6 +148,8 @@ class NsightCapture:
     summary: NsightSummary
     series: dict[tuple[str, str], list[SeriesPoint]] = field(default_factory=dict)
     gpu_names: dict[str, str | None] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    """Rows left out, one line per table: ``FILE: TABLE row N: what is wrong (k rows of n left out)``."""
 
 
 # -- pure helpers ------------------------------------------------------------------------------------
@@ -215,6 +219,12 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
+def _require_columns(conn: sqlite3.Connection, path: Path, table: str, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in _columns(conn, table)]
+    if missing:
+        raise InputError(f"{path}: {table} lacks column(s) {', '.join(missing)}; is this an Nsight export?")
+
+
 def _layout(conn: sqlite3.Connection, path: Path, tables: set[str], versions: str) -> NsightLayout:
     if "GPU_METRICS" in tables:
         columns = _columns(conn, "GPU_METRICS")
@@ -236,124 +246,356 @@ def _layout(conn: sqlite3.Connection, path: Path, tables: set[str], versions: st
 
 
 def _meta(conn: sqlite3.Connection, tables: set[str]) -> dict[str, str]:
-    if "META_DATA_EXPORT" not in tables:
+    if "META_DATA_EXPORT" not in tables or not {"name", "value"} <= _columns(conn, "META_DATA_EXPORT"):
         return {}
-    return {name: value for name, value in conn.execute("SELECT name, value FROM META_DATA_EXPORT")}
+    rows = conn.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall()
+    return {name: value for name, value in rows if isinstance(name, str) and isinstance(value, str)}
+
+
+def _shown(value: Any) -> str:
+    """A database value as a message quotes it: NULL, a blob's size, text cut short."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        return f"a {len(value)}-byte blob"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:40] + "...")
+    return repr(value)
+
+
+def _not_integer(column: str, value: Any) -> str | None:
+    return None if isinstance(value, int) else f"{column} is {_shown(value)}, not an integer"
+
+
+def _left_out(path: Path, table: str, rowid: Any, problem: str, *, bad: int, total: int | None) -> str:
+    """``FILE: TABLE row N: what is wrong (k rows of n left out)``: one line for all the rows."""
+    where = f"{table} row {rowid}" if rowid is not None else table
+    of = f" of {total:,}" if total is not None else ""
+    return f"{path}: {where}: {problem} ({bad:,} row{'s' if bad != 1 else ''}{of} left out)"
 
 
 def _session_start(conn: sqlite3.Connection, path: Path, tables: set[str]) -> int:
     if "TARGET_INFO_SESSION_START_TIME" in tables:
+        _require_columns(conn, path, "TARGET_INFO_SESSION_START_TIME", ("utcEpochNs",))
         row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
         if row and row[0] is not None:
-            return int(row[0])
+            where = f"{path}: TARGET_INFO_SESSION_START_TIME.utcEpochNs"
+            value = row[0]
+            if not isinstance(value, int):
+                raise InputError(
+                    f"{where} is {_shown(value)}, not a whole number of nanoseconds; "
+                    "the samples cannot be placed in time"
+                )
+            if not EARLIEST_NS <= value < LATEST_NS:
+                raise InputError(
+                    f"{where} {value} reads as the year {year_of(value)}, outside 2000-2100; "
+                    "the samples cannot be placed in time"
+                )
+            return value
     raise InputError(
         f"{path}: no TARGET_INFO_SESSION_START_TIME.utcEpochNs; the samples cannot be placed in time"
     )
 
 
-def _gpus(conn: sqlite3.Connection, tables: set[str]) -> dict[int, tuple[str, str | None]]:
+def _gpus(
+    conn: sqlite3.Connection, path: Path, tables: set[str], skipped: list[str]
+) -> dict[int, tuple[str, str | None]]:
     """PerfWorks GPU id (and device id as a fallback) -> (gpu id attribute, name)."""
     if "TARGET_INFO_GPU" not in tables:
         return {}
     columns = _columns(conn, "TARGET_INFO_GPU")
     pick = [c for c in ("id", "pwGpuId", "uuid", "name") if c in columns]
+    if not pick:
+        return {}
     out: dict[int, tuple[str, str | None]] = {}
     by_pw: dict[int, tuple[str, str | None]] = {}
-    for row in conn.execute(f"SELECT {', '.join(pick)} FROM TARGET_INFO_GPU"):
-        record = dict(zip(pick, row, strict=True))
-        ident = (str(record.get("uuid") or record.get("id")), record.get("name"))
+    bad: list[tuple[Any, str]] = []
+    rows = conn.execute(f"SELECT rowid, {', '.join(pick)} FROM TARGET_INFO_GPU").fetchall()
+    for rowid, *values in rows:
+        record = dict(zip(pick, values, strict=True))
+        problem = next(
+            (
+                p
+                for c in ("id", "pwGpuId")
+                if record.get(c) is not None
+                for p in [_not_integer(c, record[c])]
+                if p
+            ),
+            None,
+        )
+        if problem:
+            bad.append((rowid, problem))
+            continue
+        name = record.get("name")
+        ident = (str(record.get("uuid") or record.get("id")), name if isinstance(name, str) else None)
         if record.get("id") is not None:
-            out[int(record["id"])] = ident
+            out[record["id"]] = ident
         if record.get("pwGpuId") is not None:
-            by_pw[int(record["pwGpuId"])] = ident
+            by_pw[record["pwGpuId"]] = ident
+    if bad:
+        skipped.append(_left_out(path, "TARGET_INFO_GPU", *bad[0], bad=len(bad), total=len(rows)))
     out.update(by_pw)  # pwGpuId first, then id
     return out
 
 
+def _metric_names(conn: sqlite3.Connection, path: Path, skipped: list[str]) -> dict[tuple[int, int], str]:
+    """(typeId, metricId) -> metric name; a row that cannot name a metric is reported, and the
+    samples of that metric read as ``metric N``."""
+    _require_columns(conn, path, "TARGET_INFO_GPU_METRICS", ("typeId", "metricId", "metricName"))
+    rows = conn.execute("SELECT rowid, typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS").fetchall()
+    names: dict[tuple[int, int], str] = {}
+    bad: list[tuple[Any, str]] = []
+    for rowid, type_id, metric_id, name in rows:
+        problem = _not_integer("typeId", type_id) or _not_integer("metricId", metric_id)
+        if problem is None and (not isinstance(name, str) or not name.strip()):
+            problem = f"metricName is {_shown(name)}, not a name"
+        if problem:
+            bad.append((rowid, problem))
+        else:
+            names[(type_id, metric_id)] = name
+    if bad:
+        skipped.append(_left_out(path, "TARGET_INFO_GPU_METRICS", *bad[0], bad=len(bad), total=len(rows)))
+    return names
+
+
+# A GPU_METRICS row that can be read: whole-number time and ids, a finite value, a time in
+# 2000-2100 (:lo and :hi are those bounds less the session start). The grouping query checks
+# only the types of time and metric id per row (`_GOOD_KEYS`: a text id or time would count as
+# 0 there); value, typeId and the time bucket are what it groups on, so `_fits` checks each
+# group instead, which costs nothing per row.
+_GOOD_KEYS = "(typeof(metricId) = 'integer' AND typeof(timestamp) = 'integer')"
+_GOOD_ROW = (
+    f"({_GOOD_KEYS[1:-1]} AND timestamp >= :lo AND timestamp < :hi AND typeof(typeId) = 'integer' "
+    f"AND typeof(value) IN ('integer', 'real') AND abs(value) <= {_MAX_REAL!r})"
+)
+
+
+def _fits(value: Any, type_id: Any, bucket: int, bounds: dict[str, int]) -> bool:
+    return (
+        isinstance(type_id, int)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and bounds["lo"] <= bucket * bounds["interval"] < bounds["hi"]
+    )
+
+
+# GENERIC_EVENTS: the row's data, or an empty object where it is not a JSON object.
+_GENERIC_DATA = (
+    "CASE WHEN json_valid(e.data) THEN CASE WHEN json_type(e.data) = 'object' THEN e.data ELSE '{}' END "
+    "ELSE '{}' END"
+)
+_GOOD_EVENT = (
+    "(typeof(e.timestamp) = 'integer' AND typeof(e.typeId) = 'integer' AND e.timestamp >= :lo "
+    "AND e.timestamp < :hi AND CASE WHEN json_valid(e.data) THEN json_type(e.data) = 'object' "
+    "ELSE 0 END)"
+)
+_GOOD_VALUE = f"(j.type IN ('integer', 'real') AND abs(j.value) <= {_MAX_REAL!r})"
+
+
+def _row_problem(timestamp: Any, type_id: Any, metric_id: Any, value: Any, session_start: int) -> str:
+    """What keeps one GPU_METRICS row out (the Python side of `_GOOD_ROW`)."""
+    for column, v in (("timestamp", timestamp), ("typeId", type_id), ("metricId", metric_id)):
+        problem = _not_integer(column, v)
+        if problem:
+            return problem
+    if not isinstance(value, int | float):
+        return f"value is {_shown(value)}, not a number"
+    if not math.isfinite(value):
+        return f"value is {value!r}, not a finite number"
+    return f"timestamp {timestamp} reads as the year {year_of(session_start + timestamp)}, outside 2000-2100"
+
+
+def _bounds(session_start: int, interval_ns: int) -> dict[str, int]:
+    return {"lo": EARLIEST_NS - session_start, "hi": LATEST_NS - session_start, "interval": interval_ns}
+
+
 def _grouped_rows(
-    conn: sqlite3.Connection, layout: NsightLayout, interval_ns: int
+    conn: sqlite3.Connection,
+    path: Path,
+    layout: NsightLayout,
+    interval_ns: int,
+    session_start: int,
+    *,
+    skipped: list[str],
 ) -> tuple[list[tuple[Any, ...]], tuple[int | None, int | None], dict[tuple[int, int], str]]:
     """(typeId, metric key, bucket, value, count) rows, the first and last sample times (session ns),
-    and metric key -> raw metric name."""
+    and metric key -> raw metric name. Rows that do not fit are left out and reported in ``skipped``."""
+    bounds = _bounds(session_start, interval_ns)
     if layout is NsightLayout.GENERIC:
-        rows = conn.execute(
-            "SELECT e.typeId, j.key, e.timestamp / ? AS b, j.value, COUNT(*) "
-            "FROM GENERIC_EVENTS e, json_each(e.data) j "
-            "WHERE e.timestamp IS NOT NULL AND j.type IN ('integer', 'real') "
-            "GROUP BY e.typeId, j.key, b, j.value",
-            (interval_ns,),
-        ).fetchall()
-        span = conn.execute("SELECT MIN(timestamp), MAX(timestamp) FROM GENERIC_EVENTS").fetchone()
-        return rows, span, {}
-    names = {
-        (int(t), int(m)): str(n)
-        for t, m, n in conn.execute("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS")
-    }
-    rows, span = _gpu_metrics_rows(conn, interval_ns, {m for _, m in names})
+        return (*_generic_rows(conn, path, bounds, skipped), {})
+    names = _metric_names(conn, path, skipped)
+    rows, span, bad, total = _gpu_metrics_rows(conn, bounds)
+    if bad:
+        has_rowid = _has_rowid(conn, "GPU_METRICS")
+        example = conn.execute(
+            f"SELECT {'rowid' if has_rowid else 'NULL'}, timestamp, typeId, metricId, value "
+            f"FROM GPU_METRICS WHERE NOT {_GOOD_ROW} LIMIT 1",
+            bounds,
+        ).fetchone()
+        rowid, timestamp, type_id, metric_id, value = example or (None,) * 5
+        problem = (
+            _row_problem(timestamp, type_id, metric_id, value, session_start) if example else "does not fit"
+        )
+        skipped.append(_left_out(path, "GPU_METRICS", rowid, problem, bad=bad, total=total))
     return rows, span, names
 
 
-def _gpu_metrics_rows(
-    conn: sqlite3.Connection, interval_ns: int, metric_ids: set[int]
+def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    try:
+        conn.execute(f"SELECT rowid FROM {table} LIMIT 1").fetchall()
+    except sqlite3.OperationalError:  # a WITHOUT ROWID table
+        return False
+    return True
+
+
+def _generic_rows(
+    conn: sqlite3.Connection, path: Path, bounds: dict[str, int], skipped: list[str]
 ) -> tuple[list[tuple[Any, ...]], tuple[int | None, int | None]]:
-    """GPU_METRICS grouped by (typeId, metricId, bucket, value), and the first and last sample time.
+    """GENERIC_EVENTS values grouped as `_gpu_metrics_rows` groups them; rows whose time, type or
+    JSON does not fit, and values that are not finite numbers, are left out and reported."""
+    rows = conn.execute(
+        "SELECT e.typeId, j.key, e.timestamp / :interval AS b, j.value, COUNT(*) "
+        f"FROM GENERIC_EVENTS e, json_each({_GENERIC_DATA}) j "
+        f"WHERE {_GOOD_EVENT} AND {_GOOD_VALUE} GROUP BY e.typeId, j.key, b, j.value",
+        bounds,
+    ).fetchall()
+    span = conn.execute(
+        f"SELECT MIN(e.timestamp), MAX(e.timestamp) FROM GENERIC_EVENTS e WHERE {_GOOD_EVENT}", bounds
+    ).fetchone()
+    total, bad = conn.execute(
+        f"SELECT COUNT(*), COALESCE(SUM(NOT {_GOOD_EVENT}), 0) FROM GENERIC_EVENTS e", bounds
+    ).fetchone()
+    if bad:
+        rowid, timestamp, type_id, kind = conn.execute(
+            "SELECT e.rowid, e.timestamp, e.typeId, CASE WHEN json_valid(e.data) THEN json_type(e.data) END "
+            f"FROM GENERIC_EVENTS e WHERE NOT {_GOOD_EVENT} LIMIT 1",
+            bounds,
+        ).fetchone()
+        problem = _not_integer("timestamp", timestamp) or _not_integer("typeId", type_id)
+        if problem is None and kind is None:
+            problem = "data is not valid JSON"
+        elif problem is None and kind != "object":
+            problem = f"data is a JSON {kind}, not an object of metric values"
+        elif problem is None:
+            start = EARLIEST_NS - bounds["lo"]  # lo is 2000 less the session start
+            problem = (
+                f"timestamp {timestamp} reads as the year {year_of(start + timestamp)}, outside 2000-2100"
+            )
+        skipped.append(_left_out(path, "GENERIC_EVENTS", rowid, problem, bad=bad, total=total))
+    values_bad = conn.execute(
+        f"SELECT COUNT(*), MIN(e.rowid) FROM GENERIC_EVENTS e, json_each({_GENERIC_DATA}) j "
+        f"WHERE {_GOOD_EVENT} AND NOT {_GOOD_VALUE}",
+        bounds,
+    ).fetchone()
+    if values_bad[0]:
+        key, kind, atom = conn.execute(
+            f"SELECT j.key, j.type, j.atom FROM GENERIC_EVENTS e, json_each({_GENERIC_DATA}) j "
+            f"WHERE e.rowid = :row AND NOT {_GOOD_VALUE} LIMIT 1",
+            {**bounds, "row": values_bad[1]},
+        ).fetchone()
+        what = f"{kind} {_shown(atom)}" if kind not in ("object", "array") else f"a JSON {kind}"
+        skipped.append(
+            f"{path}: GENERIC_EVENTS row {values_bad[1]}: {key!r} is {what}, not a finite number "
+            f"({values_bad[0]:,} value{'s' if values_bad[0] != 1 else ''} left out)"
+        )
+    return rows, span
+
+
+def _gpu_metrics_rows(
+    conn: sqlite3.Connection, bounds: dict[str, int]
+) -> tuple[list[tuple[Any, ...]], tuple[int | None, int | None], int, int]:
+    """GPU_METRICS grouped by (typeId, metricId, bucket, value), the first and last sample time,
+    and how many rows did not fit (`_GOOD_ROW`) of how many.
 
     GROUP BY sorts its whole input, and the sort is the cost. Two things make it cheap: rows are
     grouped in cache-sized rowid ranges whose small results merge by adding (sums and counts),
     and the leading sort key is one integer packing (metric, bucket), which SQLite's sorter
     compares fastest. The exact first and last times are then read from only the ranges that
-    hold the first and last bucket, instead of scanning the table again.
+    hold the first and last bucket, instead of scanning the table again. A row that does not
+    fit gets a NULL key (one group per range), so checking every row costs no extra scan.
     """
-    nullable = not next(
-        (row[3] for row in conn.execute("PRAGMA table_info(GPU_METRICS)") if row[1] == "timestamp"), 0
-    )
-    not_null = "timestamp IS NOT NULL AND " if nullable else ""
+    interval_ns = bounds["interval"]
     try:
         lo, hi = conn.execute("SELECT MIN(rowid), MAX(rowid) FROM GPU_METRICS").fetchone()
     except sqlite3.OperationalError:  # a WITHOUT ROWID table
         lo = hi = None
-    packable = interval_ns >= 1000 and all(abs(m) < _MAX_METRIC_ID for m in metric_ids)
-    if lo is None or hi is None or not packable:
-        every = conn.execute(
-            "SELECT typeId, metricId, timestamp / ? AS b, value, COUNT(*) FROM GPU_METRICS "
-            f"WHERE {not_null}1 GROUP BY typeId, metricId, b, value",
-            (interval_ns,),
-        ).fetchall()
-        return every, conn.execute("SELECT MIN(timestamp), MAX(timestamp) FROM GPU_METRICS").fetchone()
+    packable = interval_ns >= 1000
+    if lo is not None and hi is not None and packable:
+        packed = _packed_rows(conn, bounds, lo, hi)
+        if packed is not None:
+            return packed
+    every = conn.execute(
+        f"SELECT CASE WHEN {_GOOD_KEYS} THEN 1 END AS ok, typeId, metricId, timestamp / :interval AS b, "
+        "value, COUNT(*) FROM GPU_METRICS GROUP BY ok, typeId, metricId, b, value",
+        bounds,
+    ).fetchall()
+    rows = [row[1:] for row in every if row[0] is not None and _fits(row[4], row[1], row[3], bounds)]
+    total = sum(row[-1] for row in every)
+    bad = total - sum(row[-1] for row in rows)
+    span = conn.execute(f"SELECT MIN(timestamp), MAX(timestamp) FROM GPU_METRICS WHERE {_GOOD_ROW}", bounds)
+    return rows, span.fetchone(), bad, total
 
+
+def _packed_rows(
+    conn: sqlite3.Connection, bounds: dict[str, int], lo: int, hi: int
+) -> tuple[list[tuple[Any, ...]], tuple[int | None, int | None], int, int] | None:
+    """`_gpu_metrics_rows` over rowid ranges with the packed key; None when some good row's
+    metric id or bucket does not fit the packing (then the plain GROUP BY answers). A metric id
+    too large for the key makes SQLite's integer overflow to a REAL, which says so; a bucket
+    past the key's 2**39 can only come from times this far from the session start."""
+    reach = _BUCKET_OFFSET * bounds["interval"]
+    in_reach = (
+        ""
+        if max(abs(bounds["lo"]), abs(bounds["hi"])) < reach
+        else f" WHEN abs(timestamp / :interval) >= {_BUCKET_OFFSET} THEN 'unpackable'"
+    )
     sql = (
-        f"SELECT metricId * {_KEY_SHIFT} + (timestamp / ? + {_BUCKET_OFFSET}) AS k, value, typeId, COUNT(*) "
-        f"FROM GPU_METRICS WHERE {not_null}rowid >= ? AND rowid < ? GROUP BY k, value, typeId"
+        f"SELECT CASE WHEN NOT {_GOOD_KEYS} THEN NULL{in_reach} "
+        f"ELSE metricId * {_KEY_SHIFT} + (timestamp / :interval + {_BUCKET_OFFSET}) END AS k, "
+        "value, typeId, COUNT(*) "
+        "FROM GPU_METRICS WHERE rowid >= :first AND rowid < :last GROUP BY k, value, typeId"
     )
     rows: list[tuple[Any, ...]] = []
     ranges: list[tuple[int, int, int]] = []  # (first rowid, lowest bucket, highest bucket)
+    bad = total = 0
     for first in range(lo, hi + 1, _CHUNK_ROWS):
         low = high = None
-        for k, value, type_id, count in conn.execute(sql, (interval_ns, first, first + _CHUNK_ROWS)):
+        params = {**bounds, "first": first, "last": first + _CHUNK_ROWS}
+        for k, value, type_id, count in conn.execute(sql, params):
+            total += count
+            if k is None:
+                bad += count
+                continue
+            if not isinstance(k, int):
+                return None
             metric_id, rest = divmod(k, _KEY_SHIFT)
             bucket = rest - _BUCKET_OFFSET
+            if not _fits(value, type_id, bucket, bounds):
+                bad += count
+                continue
             rows.append((type_id, metric_id, bucket, value, count))
             low = bucket if low is None else min(low, bucket)
             high = bucket if high is None else max(high, bucket)
         if low is not None and high is not None:
             ranges.append((first, low, high))
     if not ranges:
-        return rows, (None, None)
+        return rows, (None, None), bad, total
     first_bucket = min(r[1] for r in ranges)
     last_bucket = max(r[2] for r in ranges)
 
     def extreme(fn: str, bucket: int, pick: int) -> int:
         values = [
             conn.execute(
-                f"SELECT {fn}(timestamp) FROM GPU_METRICS WHERE rowid >= ? AND rowid < ?",
-                (r[0], r[0] + _CHUNK_ROWS),
+                f"SELECT {fn}(timestamp) FROM GPU_METRICS "
+                f"WHERE rowid >= :first AND rowid < :last AND {_GOOD_ROW}",
+                {**bounds, "first": r[0], "last": r[0] + _CHUNK_ROWS},
             ).fetchone()[0]
             for r in ranges
             if r[pick] == bucket
         ]
         return min(values) if fn == "MIN" else max(values)
 
-    return rows, (extreme("MIN", first_bucket, 1), extreme("MAX", last_bucket, 2))
+    return rows, (extreme("MIN", first_bucket, 1), extreme("MAX", last_bucket, 2)), bad, total
 
 
 def capture_uid(path: Path, session_start_unix_ns: int) -> str:
@@ -361,33 +603,56 @@ def capture_uid(path: Path, session_start_unix_ns: int) -> str:
     return hashlib.sha256(f"{path.resolve()}|{session_start_unix_ns}".encode()).hexdigest()[:24]
 
 
+def check_interval_ms(interval_ms: Any) -> float:
+    """The downsampling interval: a finite number of milliseconds, above 0 and at most an hour."""
+    if (
+        isinstance(interval_ms, bool)
+        or not isinstance(interval_ms, int | float)
+        or not math.isfinite(interval_ms)
+        or not 0 < interval_ms <= MAX_INTERVAL_MS
+    ):
+        raise ConfigError(
+            f"interval must be a finite number of milliseconds above 0 and at most {MAX_INTERVAL_MS:,.0f} "
+            f"(an hour), got {interval_ms!r}"
+        )
+    return float(interval_ms)
+
+
 def read_capture(path: str | Path, *, interval_ms: float = DEFAULT_INTERVAL_MS) -> NsightCapture:
     """Read one export: its summary and its series downsampled to ``interval_ms`` means.
 
     Raises `NoGpuMetricsError` for an export captured without GPU metrics and `InputError` for
     a file that is not a readable Nsight export (the message names the file and the problem).
+    Rows that do not fit (a NULL or text where a number belongs, a time outside 2000-2100) are
+    left out, and `NsightCapture.skipped` says which (``FILE: TABLE row N: why``).
     """
-    if not interval_ms > 0:
-        raise ConfigError(f"interval must be positive, got {interval_ms} ms")
+    interval_ms = check_interval_ms(interval_ms)
     path = Path(path)
     conn, tables = _connect(path)
+    skipped: list[str] = []
     try:
         meta = _meta(conn, tables)
         product, schema = meta.get("EXPORT_PRODUCT_VERSION"), meta.get("EXPORT_SCHEMA_VERSION")
         versions = f" (Nsight Systems {product}, schema {schema})" if product else ""
         layout = _layout(conn, path, tables, versions)
         session_start = _session_start(conn, path, tables)
-        gpus = _gpus(conn, tables)
+        gpus = _gpus(conn, path, tables, skipped)
         interval_ns = max(1, round(interval_ms * _NS_PER_MS))
-        rows, span, names = _grouped_rows(conn, layout, interval_ns)
+        rows, span, names = _grouped_rows(conn, path, layout, interval_ns, session_start, skipped=skipped)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: cannot read the export ({exc}); is the file complete?") from exc
     finally:
         conn.close()
     if not rows:
+        if skipped:
+            raise InputError(f"{skipped[-1]}; no sample is left to read")
         raise NoGpuMetricsError(f"{path}: the export{versions} has a GPU metrics table but no samples in it")
+    for line in skipped:
+        _logger.debug("%s", line)
     export = _Export(path, layout, session_start, product, schema, gpus, names, span, rows)
-    return _assemble(export, interval_ns, interval_ms)
+    capture = _assemble(export, interval_ns, interval_ms)
+    capture.skipped = skipped
+    return capture
 
 
 @dataclass(frozen=True)

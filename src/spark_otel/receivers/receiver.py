@@ -41,7 +41,7 @@ from .._guard import guard
 from ..model import AttributeValue, MetricSample
 from ..store import Store
 from .gpu import GPU_METRICS, GpuReading, GpuSource, gpu_attributes, gpu_samples
-from .prometheus import CounterDelta, EngineSnapshot, counter_delta, scrape_engine
+from .prometheus import CounterDelta, EngineSnapshot, check_engine_url, counter_delta, scrape_engine
 
 __all__ = [
     "ENGINE_METRICS",
@@ -55,6 +55,7 @@ __all__ = [
 
 _logger = logging.getLogger(__name__)
 METER_SCOPE = "spark_otel.receivers"
+_MAX_WAIT_S = 86_400  # past a day an interval or timeout is a typo (and NaN or inf never ends)
 SOURCE = "receiver"
 
 # (snapshot or delta field, OTel name, unit, instrument) — the table docs/receivers.md documents.
@@ -99,7 +100,7 @@ def split_engine_spec(spec: str, *, name_optional: bool = False) -> tuple[str | 
     if (name is None and not name_optional) or name == "" or not url.startswith(("http://", "https://")):
         expected = "URL or NAME=URL" if name_optional else "NAME=URL"
         raise ConfigError(f"--engine {spec!r}: expected {expected}, e.g. qwen=http://127.0.0.1:8011")
-    return name, url
+    return name, check_engine_url(url, "--engine")
 
 
 def parse_engine_spec(spec: str) -> EngineTarget:
@@ -200,8 +201,20 @@ class Receiver:
         close_gpu: bool = False,
         client: Any | None = None,
     ) -> None:
-        if not interval_s > 0:
-            raise ConfigError(f"interval must be positive, got {interval_s!r}")
+        for what, seconds in (
+            ("interval_s", interval_s),
+            ("timeout_s", timeout_s),
+            ("max_backoff_s", max_backoff_s),
+        ):
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int | float)
+                or not 0 < seconds <= _MAX_WAIT_S
+            ):
+                raise ConfigError(
+                    f"Receiver {what.removesuffix('_s')} must be positive seconds, at most {_MAX_WAIT_S:,} "
+                    f"(a day), got {seconds!r}"
+                )
         targets = (
             [EngineTarget(name, url) for name, url in engines.items()]
             if isinstance(engines, Mapping)
