@@ -1,12 +1,17 @@
 # spark-otel developer targets. The CI entry point is .ci/run; these are the same steps by hand.
 PYTHON ?= .venv/bin/python
 
-.PHONY: collector dashboards dashboards-check test
+.PHONY: collector jaeger dashboards dashboards-check test
 
 # Build the OpenTelemetry Collector (otelcol-spark) with the official builder (OCB) from
 # collector/builder-config.yaml; cached outside the repo, the binary's path is printed last.
 collector:
 	bash scripts/build-collector.sh
+
+# Build Jaeger v2 (the tests' trace store) from its Go module github.com/jaegertracing/jaeger/cmd/jaeger;
+# cached outside the repo, the binary's path is printed last.
+jaeger:
+	bash scripts/build-jaeger.sh
 
 # Regenerate dashboards/json/*.json and collector/rules.yml from dashboards/*.py.
 dashboards:
