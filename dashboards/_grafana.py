@@ -30,9 +30,14 @@ PROMETHEUS = common.DataSourceRef(type_val="prometheus", uid="${" + DATASOURCE_V
 TAGS = ["spark-otel"]
 TOKENS_PER_S = "suffix: tok/s"
 
-# Selectors every query applies; `$engine` and `$eval` are the dashboards' variables.
+# Selectors every query applies; `$engine`, `$eval` and `$box` are the dashboards' variables.
 ENGINE_SEL = f'{s.ENGINE}=~"$engine"'
 EVAL_SEL = f'{s.EVAL}=~"$eval"'
+BOX_VARIABLE = "box"
+# The box filter: a multi-select box (every dashboard but Neighbour cost, whose results keep the
+# box label so boxes never mix) and a single-select one (Neighbour cost: one box's neighbours).
+BOX_SEL = f'{s.BOX}=~"${BOX_VARIABLE}"'
+BOX_ONE = f'{s.BOX}="${BOX_VARIABLE}"'
 # What Grafana sends for "All" on a multi-select variable.
 ALL_VALUE = ".*"
 
@@ -278,6 +283,26 @@ def engine_variable(*, multi: bool = True) -> gd.QueryVariable:
     )
 
 
+def box_variable(*, multi: bool = True) -> gd.QueryVariable:
+    """The boxes (``host_name``: each box's collector stamps its SPARK_OTEL_BOX on every series)."""
+    if multi:
+        return variable(
+            BOX_VARIABLE,
+            "Box",
+            s.BOX,
+            "The boxes to show (host_name: the SPARK_OTEL_BOX of each box's collector). Every "
+            "series keeps its box, so two boxes' engines and evals never mix.",
+        )
+    return variable(
+        BOX_VARIABLE,
+        "Box",
+        s.BOX,
+        "The box the eval ran on (host_name: the SPARK_OTEL_BOX of its collector); its "
+        "neighbours are the other engines of that box only.",
+        multi=False,
+    )
+
+
 def links() -> gd.DashboardLink:
     """The other spark-otel dashboards (by tag), keeping the time range and the variables."""
     return (
@@ -298,13 +323,15 @@ def new_dashboard(
     description: str,
     *,
     eval_variable: bool = True,
+    box: gd.QueryVariable | None = None,
     engine: gd.QueryVariable | None = None,
     eval_: gd.QueryVariable | None = None,
     extra: list[gd.QueryVariable] | None = None,
     annotations: Sequence[gd.AnnotationQuery] = (),
 ) -> gd.Dashboard:
-    """A dashboard with the datasource variable, the engine variable (multi-select unless
-    ``engine`` is given) and, unless it shows box-wide gauges only, eval (``eval_`` if given)."""
+    """A dashboard with the datasource variable, the box and engine variables (multi-select
+    unless ``box`` or ``engine`` is given) and, unless it shows box-wide gauges only, eval
+    (``eval_`` if given)."""
     dash = (
         gd.Dashboard(title)
         .uid(uid)
@@ -317,6 +344,7 @@ def new_dashboard(
         .tooltip(dm.DashboardCursorSync.TOOLTIP)
         .link(links())
         .with_variable(datasource_variable())
+        .with_variable(box or box_variable())
         .with_variable(engine or engine_variable())
     )
     for var in extra or []:

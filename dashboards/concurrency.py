@@ -12,6 +12,7 @@ from grafana_foundation_sdk.builders import dashboard as gd
 
 from . import series as s
 from ._grafana import (
+    BOX_SEL,
     ENGINE_SEL,
     EVAL_SEL,
     PROBE_LEVELS_TEXT,
@@ -27,66 +28,73 @@ from ._grafana import (
 
 UID = "spark-otel-concurrency"
 
-_CELLS_SEL = f"{ENGINE_SEL}, {EVAL_SEL}"
-_BY_EVAL_ENGINE_WORKERS = f"{s.EVAL}, {s.ENGINE}, {s.WORKERS}"
+# Every selector filters by box (multi-select, "All" by default) and every result keeps the box,
+# so no series mixes two boxes' engines or cells.
+_ENGINE_SEL = f"{ENGINE_SEL}, {BOX_SEL}"
+_CELLS_SEL = f"{ENGINE_SEL}, {EVAL_SEL}, {BOX_SEL}"
+_BY_EVAL_ENGINE_WORKERS = f"{s.BOX}, {s.EVAL}, {s.ENGINE}, {s.WORKERS}"
+_BY_ENGINE = f"{s.BOX}, {s.ENGINE}"
 CELL_DECODE_RATE_BY_WORKERS = Query(
     f"sum by ({_BY_EVAL_ENGINE_WORKERS}) (rate({s.CELL_DECODE_RATE}_sum{{{_CELLS_SEL}}}[$__rate_interval]))"
     f" / sum by ({_BY_EVAL_ENGINE_WORKERS}) (rate({s.CELL_DECODE_RATE}_count{{{_CELLS_SEL}}}"
     "[$__rate_interval]))",
-    legend("{0} on {1} at {2} workers", s.EVAL, s.ENGINE, s.WORKERS),
+    legend("{0}: {1} on {2} at {3} workers", s.BOX, s.EVAL, s.ENGINE, s.WORKERS),
 )
 # What concurrency buys: the mean per-stream (per-cell) decode rate of the cells that finished
-# in the time range, one series per worker count (of each eval on each engine).
-_BY_WORKERS = f"{s.WORKERS}, {s.EVAL}, {s.ENGINE}"
+# in the time range, one series per worker count (of each eval on each engine of each box).
+_BY_WORKERS = f"{s.WORKERS}, {s.BOX}, {s.EVAL}, {s.ENGINE}"
 PER_STREAM_RATE_BY_WORKERS = Query(
     f"sum by ({_BY_WORKERS}) (increase({s.CELL_DECODE_RATE}_sum{{{_CELLS_SEL}}}[$__range]))"
     f" / sum by ({_BY_WORKERS}) (increase({s.CELL_DECODE_RATE}_count{{{_CELLS_SEL}}}[$__range]))",
-    legend("{0} workers: {1} on {2}", s.WORKERS, s.EVAL, s.ENGINE),
+    legend("{0} workers: {1} on {2}, {3}", s.WORKERS, s.EVAL, s.ENGINE, s.BOX),
 )
 CELLS_IN_FLIGHT = Query(
-    f"sum by ({s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{_CELLS_SEL}}})",
-    legend("{0} on {1}", s.EVAL, s.ENGINE),
+    f"sum by ({s.BOX}, {s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{_CELLS_SEL}}})",
+    legend("{0}: {1} on {2}", s.BOX, s.EVAL, s.ENGINE),
 )
 ENGINE_GENERATION_RATE = Query(
-    f"sum by ({s.ENGINE}) (rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}}}[$__rate_interval]))",
-    legend("{0} aggregate", s.ENGINE),
+    f"sum by ({_BY_ENGINE}) (rate({s.ENGINE_GENERATION_TOKENS}{{{_ENGINE_SEL}}}[$__rate_interval]))",
+    legend("{0}: {1} aggregate", s.BOX, s.ENGINE),
 )
 PER_STREAM_RATE = Query(
-    f"spark_otel:engine_per_stream_rate:rate1m{{{ENGINE_SEL}}}", legend("{0} per stream", s.ENGINE)
+    f"spark_otel:engine_per_stream_rate:rate1m{{{_ENGINE_SEL}}}",
+    legend("{0}: {1} per stream", s.BOX, s.ENGINE),
 )
 REQUESTS_RUNNING = Query(
-    f"sum by ({s.ENGINE}) ({s.ENGINE_REQUESTS_RUNNING}{{{ENGINE_SEL}}})", legend("{0} running", s.ENGINE)
+    f"sum by ({_BY_ENGINE}) ({s.ENGINE_REQUESTS_RUNNING}{{{_ENGINE_SEL}}})",
+    legend("{0}: {1} running", s.BOX, s.ENGINE),
 )
 REQUESTS_WAITING = Query(
-    f"sum by ({s.ENGINE}) ({s.ENGINE_REQUESTS_WAITING}{{{ENGINE_SEL}}})", legend("{0} waiting", s.ENGINE)
+    f"sum by ({_BY_ENGINE}) ({s.ENGINE_REQUESTS_WAITING}{{{_ENGINE_SEL}}})",
+    legend("{0}: {1} waiting", s.BOX, s.ENGINE),
 )
 PER_STREAM_RATE_RAW = Query(
-    f"sum by ({s.ENGINE}) (rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}}}[$__rate_interval]))"
-    f" / on ({s.ENGINE}) (sum by ({s.ENGINE}) ({s.ENGINE_REQUESTS_RUNNING}{{{ENGINE_SEL}}}) > 0)",
-    legend("{0} per stream", s.ENGINE),
+    f"sum by ({_BY_ENGINE}) (rate({s.ENGINE_GENERATION_TOKENS}{{{_ENGINE_SEL}}}[$__rate_interval]))"
+    f" / on ({_BY_ENGINE}) (sum by ({_BY_ENGINE}) ({s.ENGINE_REQUESTS_RUNNING}{{{_ENGINE_SEL}}}) > 0)",
+    legend("{0}: {1} per stream", s.BOX, s.ENGINE),
 )
 
 # Annotations. The engine's own request gauge marks each level it ran at (a probe level of N
 # streams shows as N plus whatever else the engine ran); count_values gives each level its own
 # series, so Grafana draws one region per level.
 REQUEST_LEVELS = Query(
-    f'count_values by ({s.ENGINE}) ("streams", '
-    f"sum by ({s.ENGINE}) ({s.ENGINE_REQUESTS_RUNNING}{{{ENGINE_SEL}}}) > 0)",
-    legend("{0}: {1} requests running", s.ENGINE, "streams"),
+    f'count_values by ({_BY_ENGINE}) ("streams", '
+    f"sum by ({_BY_ENGINE}) ({s.ENGINE_REQUESTS_RUNNING}{{{_ENGINE_SEL}}}) > 0)",
+    legend("{0}: {1}: {2} requests running", s.BOX, s.ENGINE, "streams"),
 )
 # The evals' runs: while an eval has cells in flight (the load windows the CLI derives from
 # other evals' cells).
 EVAL_RUNS = Query(
-    f"sum by ({s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{_CELLS_SEL}}}) > 0",
-    legend("{0} on {1}: cells in flight", s.EVAL, s.ENGINE),
+    f"sum by ({s.BOX}, {s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{_CELLS_SEL}}}) > 0",
+    legend("{0}: {1} on {2}: cells in flight", s.BOX, s.EVAL, s.ENGINE),
 )
 # Probe levels by name: the probe's load-window spans, counted by the collector's span_metrics
 # connector. A span is exported when its level ends, so this marks the rate interval in which
 # the level was reported, not the level itself.
 PROBE_LEVELS = Query(
-    f"sum by ({s.SPAN_NAME}, {s.ENGINE}) (increase({s.SPAN_CALLS}"
-    f'{{{s.SPAN_NAME}=~"{s.PROBE_LEVEL_SPAN_NAMES}", {ENGINE_SEL}}}[$__rate_interval])) > 0',
-    legend("{0} on {1}: level reported", s.SPAN_NAME, s.ENGINE),
+    f"sum by ({s.SPAN_NAME}, {_BY_ENGINE}) (increase({s.SPAN_CALLS}"
+    f'{{{s.SPAN_NAME}=~"{s.PROBE_LEVEL_SPAN_NAMES}", {_ENGINE_SEL}}}[$__rate_interval])) > 0',
+    legend("{0}: {1} on {2}: level reported", s.BOX, s.SPAN_NAME, s.ENGINE),
 )
 
 

@@ -11,6 +11,7 @@ from grafana_foundation_sdk.builders import dashboard as gd
 from . import series as s
 from ._grafana import (
     BAD,
+    BOX_SEL,
     ENGINE_SEL,
     EVAL_SEL,
     GOOD,
@@ -27,32 +28,33 @@ from ._grafana import (
 
 UID = "spark-otel-deadlines"
 
-_BY = f"{s.EVAL}, {s.WORKERS}"
-_SEL = f"{EVAL_SEL}, {ENGINE_SEL}"
+# Every selector filters by box and every result keeps it: one box's cells never count another's.
+_BY = f"{s.BOX}, {s.EVAL}, {s.WORKERS}"
+_SEL = f"{EVAL_SEL}, {ENGINE_SEL}, {BOX_SEL}"
 DEADLINE_HITS = Query(
     f"sum by ({_BY}) (increase({s.CELL_DEADLINE_HITS}{{{_SEL}}}[$__range]))",
-    legend("{0} at {1} workers", s.EVAL, s.WORKERS),
+    legend("{0}: {1} at {2} workers", s.BOX, s.EVAL, s.WORKERS),
 )
 CELLS_BY_STATUS = Query(
     f"sum by ({_BY}, {s.STATUS}) (increase({s.CELLS}{{{_SEL}}}[$__range]))",
-    legend("{0} at {1} workers: {2}", s.EVAL, s.WORKERS, s.STATUS),
+    legend("{0}: {1} at {2} workers: {3}", s.BOX, s.EVAL, s.WORKERS, s.STATUS),
 )
 SALVAGED = Query(
     f"sum by ({_BY}) (increase({s.CELL_SALVAGED}{{{_SEL}}}[$__range]))",
-    legend("{0} at {1} workers", s.EVAL, s.WORKERS),
+    legend("{0}: {1} at {2} workers", s.BOX, s.EVAL, s.WORKERS),
 )
 DEGRADED = Query(
-    f'sum by ({s.EVAL}) (increase({s.SPAN_CALLS}{{{s.DEGRADED}="true", {_SEL}}}[$__range]))',
-    legend("{0} degraded", s.EVAL),
+    f'sum by ({s.BOX}, {s.EVAL}) (increase({s.SPAN_CALLS}{{{s.DEGRADED}="true", {_SEL}}}[$__range]))',
+    legend("{0}: {1} degraded", s.BOX, s.EVAL),
 )
 DEADLINE_HIT_RATE = Query(
     f"sum by ({_BY}) (rate({s.CELL_DEADLINE_HITS}{{{_SEL}}}[$__rate_interval]))"
     f" / sum by ({_BY}) (rate({s.CELLS}{{{_SEL}}}[$__rate_interval]))",
-    legend("{0} at {1} workers", s.EVAL, s.WORKERS),
+    legend("{0}: {1} at {2} workers", s.BOX, s.EVAL, s.WORKERS),
 )
 DURATION_P95 = Query(
     f"spark_otel:cell_duration_seconds:p95_rate5m{{{_SEL}}}",
-    legend("{0} on {1} at {2} workers, p95", s.EVAL, s.ENGINE, s.WORKERS),
+    legend("{0}: {1} on {2} at {3} workers, p95", s.BOX, s.EVAL, s.ENGINE, s.WORKERS),
 )
 
 

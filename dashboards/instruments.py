@@ -3,8 +3,9 @@
 The GPU's utilization and power against the engines' tokens/s, and Nsight's SM Issue: the
 busy gauge pins at 96% and power barely moves while throughput rises many times over.
 
-GPUs are told apart by box and GPU id: every box has a GPU 0. A box is the ``instance`` label,
-the ``service.instance.id`` of the process that samples it (``spark-otel receive --gpu``).
+GPUs are told apart by box and GPU id: every box has a GPU 0. A box is the ``host_name`` label
+every series carries (the box's collector stamps its SPARK_OTEL_BOX on every point), whichever
+process sampled it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from grafana_foundation_sdk.builders import dashboard as gd
 
 from . import series as s
 from ._grafana import (
+    BOX_SEL,
     ENGINE_SEL,
     TOKENS_PER_S,
     Query,
@@ -21,48 +23,40 @@ from ._grafana import (
     new_dashboard,
     stat,
     timeseries,
-    variable,
 )
 
 UID = "spark-otel-instruments"
 
-BOX_SEL = f'{s.INSTANCE}=~"$box"'
-_GPU = f"{s.INSTANCE}, {s.GPU_ID}"
+_GPU = f"{s.BOX}, {s.GPU_ID}"
 
 GPU_UTILIZATION = Query(
     f"max by ({_GPU}) ({s.GPU_UTILIZATION}{{{BOX_SEL}}})",
-    legend("utilization.gpu, {0} GPU {1}", s.INSTANCE, s.GPU_ID),
+    legend("utilization.gpu, {0} GPU {1}", s.BOX, s.GPU_ID),
 )
 # The busy gauge over the time range, per box and GPU: a number that reads high whatever the load.
 GPU_UTILIZATION_MEAN = Query(
     f"avg by ({_GPU}) (avg_over_time({s.GPU_UTILIZATION}{{{BOX_SEL}}}[$__range]))",
-    legend("utilization.gpu, {0} GPU {1}", s.INSTANCE, s.GPU_ID),
+    legend("utilization.gpu, {0} GPU {1}", s.BOX, s.GPU_ID),
 )
 GPU_POWER = Query(
-    f"max by ({_GPU}) ({s.GPU_POWER}{{{BOX_SEL}}})", legend("power.draw, {0} GPU {1}", s.INSTANCE, s.GPU_ID)
+    f"max by ({_GPU}) ({s.GPU_POWER}{{{BOX_SEL}}})", legend("power.draw, {0} GPU {1}", s.BOX, s.GPU_ID)
 )
 _TOKENS_BY_BOX = (
-    f"sum by ({s.INSTANCE}) (rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}, {BOX_SEL}}}[$__rate_interval]))"
+    f"sum by ({s.BOX}) (rate({s.ENGINE_GENERATION_TOKENS}{{{ENGINE_SEL}, {BOX_SEL}}}[$__rate_interval]))"
 )
-TOKENS_RATE = Query(_TOKENS_BY_BOX, legend("{0}: tokens/s, selected engines", s.INSTANCE))
+TOKENS_RATE = Query(_TOKENS_BY_BOX, legend("{0}: tokens/s, selected engines", s.BOX))
 # Each box's tokens over that box's own GPUs' power, never over every box's.
 TOKENS_PER_WATT = Query(
-    f"{_TOKENS_BY_BOX} / on ({s.INSTANCE}) sum by ({s.INSTANCE}) ({s.GPU_POWER}{{{BOX_SEL}}})",
-    legend("{0}: tokens per joule", s.INSTANCE),
+    f"{_TOKENS_BY_BOX} / on ({s.BOX}) sum by ({s.BOX}) ({s.GPU_POWER}{{{BOX_SEL}}})",
+    legend("{0}: tokens per joule", s.BOX),
 )
 NSIGHT_SM_ISSUE = Query(
-    f'{s.NSIGHT_METRIC}{{{s.NSIGHT_NAME}="SM Issue"}}', legend("SM Issue, {0}", s.NSIGHT_CAPTURE)
+    f'{s.NSIGHT_METRIC}{{{s.NSIGHT_NAME}="SM Issue", {BOX_SEL}}}',
+    legend("SM Issue, {0}: {1}", s.BOX, s.NSIGHT_CAPTURE),
 )
 NSIGHT_GR_ACTIVE = Query(
-    f'{s.NSIGHT_METRIC}{{{s.NSIGHT_NAME}="GR Active"}}', legend("GR Active, {0}", s.NSIGHT_CAPTURE)
-)
-
-BOX = variable(
-    "box",
-    "Box",
-    f"{s.GPU_POWER}, {s.INSTANCE}",
-    "The boxes to show: the service.instance.id of the process sampling each box's GPUs "
-    "(spark-otel receive --gpu), which also exports that box's engine counters.",
+    f'{s.NSIGHT_METRIC}{{{s.NSIGHT_NAME}="GR Active", {BOX_SEL}}}',
+    legend("GR Active, {0}: {1}", s.BOX, s.NSIGHT_CAPTURE),
 )
 
 
@@ -74,7 +68,6 @@ def build() -> gd.Dashboard:
             "Which gauge measures load: GPU utilization and power against tokens/s, and Nsight's "
             "SM Issue. utilization.gpu is a resident-kernel flag; it does not move with load.",
             eval_variable=False,
-            extra=[BOX],
         )
         .with_panel(
             timeseries(

@@ -13,8 +13,10 @@ datasource variable whose default is provisioned (never a fixed uid); explicit t
 are not Grafana's default red-from-80; legends that name every label a query keeps (never a raw
 label set); a fill-below-to that names a series of its panel; a multi-select variable that
 starts on All; a shared tooltip; links to the other dashboards by tag, keeping the time range
-and variables; panels inside the 24-column grid. Annotations follow the query rules too. All
-functions are pure: JSON in, problems out.
+and variables; panels inside the 24-column grid. And the fleet's rule: a box variable, every
+selector filtered by it, and on a multi-select box every result keeping the box label, so no
+series sums two boxes. Annotations follow the query rules too. All functions are pure: JSON in,
+problems out.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "annotation_queries",
+    "box_problems",
     "counters_not_aggregated",
     "legend_problems",
     "lint_dashboard",
@@ -70,6 +73,10 @@ _LEGEND_LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 _GRAFANA_DEFAULT_STEPS = [{"color": "green", "value": None}, {"color": "red", "value": 80}]
 SHARED_TOOLTIP = 2  # graphTooltip: shared crosshair and shared tooltip
 GRID_WIDTH = 24
+# The label every series carries naming its box, and the variable that filters by it
+# (dashboards/series.py BOX, dashboards/_grafana.py BOX_VARIABLE).
+BOX_LABEL = "host_name"
+BOX_VARIABLE = "box"
 
 
 def _skeleton(expr: str) -> str:
@@ -182,6 +189,30 @@ def _pinned(expr: str, single: set[str], repeated: str | None) -> set[str]:
     }
 
 
+def box_problems(expr: str, *, multi: bool, rules: Mapping[str, str] | None = None) -> list[str]:
+    """Every selector filters by the box variable (a rule it reads keeps the box label), and
+    with a multi-select box the result keeps the box label: no series sums two boxes."""
+    problems = []
+    for start, name in _selectors(expr):
+        matchers = _MATCHERS.match(expr[start + len(name) :].lstrip())
+        on_box = {
+            label
+            for label, _, var in _LABEL_ON_VAR.findall(matchers.group(0) if matchers else "")
+            if var == BOX_VARIABLE
+        }
+        if BOX_LABEL not in on_box:
+            problems.append(f'{name} is not filtered by box ({BOX_LABEL}=~"${BOX_VARIABLE}")')
+        if rules and name in rules:
+            kept = result_labels(rules[name], rules)
+            if kept is not None and BOX_LABEL not in kept:
+                problems.append(f"recording rule {name} drops {BOX_LABEL}: the box filter finds nothing")
+    if multi:
+        kept = result_labels(expr, rules)
+        if kept is not None and BOX_LABEL not in kept:
+            problems.append(f"sums over boxes: keep {BOX_LABEL} in by ({', '.join(sorted(kept))})")
+    return problems
+
+
 def legend_problems(
     expr: str,
     legend: str,
@@ -253,6 +284,8 @@ def lint_dashboard(
         if v.get("type") == "query" and not (v.get("multi") or v.get("includeAll"))
     }
     multi = {v.get("name") for v in variables if v.get("multi") or v.get("includeAll")}
+    if not any(v.get("name") == BOX_VARIABLE for v in variables):
+        add("dashboard", f"no {BOX_VARIABLE!r} variable: a fleet's boxes would mix in every panel")
 
     if not model.get("uid"):
         add("dashboard", "no uid")
@@ -284,6 +317,8 @@ def lint_dashboard(
     def check_query(where: str, expr: str) -> None:
         exprs.append(expr)
         for problem in _range_problems(expr):
+            add(where, problem)
+        for problem in box_problems(expr, multi=BOX_VARIABLE in multi, rules=rules):
             add(where, problem)
         for name in counters_not_aggregated(expr):
             add(where, f"counter {name} not wrapped in rate/increase")

@@ -6,6 +6,8 @@ on the other engines beside it, and the cost in percent.
 
 The engine variable is single-select without "All": "the other engines" are every engine but
 the one picked, which a multi-value selection (sent as the regex ``.*`` for "All") cannot say.
+So is the box: an eval's neighbours are the other engines of its own box, never another box's
+(every selector carries ``host_name="$box"``).
 The eval variable lists the evals whose cells finished on that engine; the band panel repeats
 for each eval picked, so each copy's p90 fills down to its own p10.
 
@@ -23,12 +25,14 @@ from spark_otel.analysis.advisor import AdvisorConfig
 from . import series as s
 from ._grafana import (
     BAD,
+    BOX_ONE,
     EVAL_SEL,
     GOOD,
     PROBE_LEVELS_TEXT,
     TOKENS_PER_S,
     Query,
     annotation,
+    box_variable,
     engine_variable,
     legend,
     neutral,
@@ -45,9 +49,9 @@ UID = "spark-otel-neighbour-cost"
 # read from the advisor so the dashboards and `spark-otel advise` never disagree.
 COST_THRESHOLD_PERCENT = round(100 * AdvisorConfig().threshold, 6)
 
-# The engine picked, and every other engine (its neighbours).
-ENGINE_ONE = f'{s.ENGINE}="$engine"'
-NEIGHBOURS = f'{s.ENGINE}!="$engine"'
+# The engine picked, and every other engine of the same box (its neighbours).
+ENGINE_ONE = f'{s.ENGINE}="$engine", {BOX_ONE}'
+NEIGHBOURS = f'{s.ENGINE}!="$engine", {BOX_ONE}'
 
 _BY = f"{s.EVAL}, {s.ENGINE}"
 # Mean decode rate of the eval's cells that finished in each interval.
@@ -116,14 +120,14 @@ BASELINE_PAUSED = Query(
 # Load windows: other evals' cells in flight, on any engine (the windows `spark-otel
 # neighbour-cost` derives from other evals' cells); the evals picked on this engine are left out.
 LOAD_WINDOWS = Query(
-    f"sum by ({s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}) > 0"
+    f"sum by ({s.EVAL}, {s.ENGINE}) ({s.CELLS_IN_FLIGHT}{{{BOX_ONE}}}) > 0"
     f" unless on ({s.EVAL}) ({s.CELLS_IN_FLIGHT}{{{ENGINE_ONE}, {EVAL_SEL}}})",
     legend("{0} on {1}: cells in flight", s.EVAL, s.ENGINE),
 )
 # Probe levels on any engine, as the span metrics of their load-window spans report them.
 PROBE_LEVELS = Query(
     f"sum by ({s.SPAN_NAME}, {s.ENGINE}) (increase({s.SPAN_CALLS}"
-    f'{{{s.SPAN_NAME}=~"{s.PROBE_LEVEL_SPAN_NAMES}"}}[$__rate_interval])) > 0',
+    f'{{{s.SPAN_NAME}=~"{s.PROBE_LEVEL_SPAN_NAMES}", {BOX_ONE}}}[$__rate_interval])) > 0',
     legend("{0} on {1}: level reported", s.SPAN_NAME, s.ENGINE),
 )
 
@@ -131,8 +135,8 @@ EVAL = variable(
     "eval",
     "Eval",
     f"{s.CELL_DECODE_RATE}_count{{{ENGINE_ONE}}}",
-    "The evals (spark_otel.eval) whose cells finished on the selected engine; the band repeats for "
-    "each one picked.",
+    "The evals (spark_otel.eval) whose cells finished on the selected engine of the selected box; the "
+    "band repeats for each one picked.",
     values_of=s.EVAL,
 )
 
@@ -179,6 +183,7 @@ def build() -> gd.Dashboard:
             "What other load on the box costs an eval, read from the eval's own cells: per-cell "
             "decode rate against its baseline band, with the load beside it. Pick one eval and "
             "its engine; the other engines' load is shown beside it.",
+            box=box_variable(multi=False),
             engine=engine_variable(multi=False),
             eval_=EVAL,
             annotations=[

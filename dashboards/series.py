@@ -33,6 +33,10 @@ NSIGHT_CAPTURE = label(sc.NSIGHT_CAPTURE)
 # service.name into `job`): the process that sent a series, e.g. one box's `spark-otel receive`.
 INSTANCE = "instance"
 JOB = "job"
+# The box a series came from: each box's collector copies its resource's host.name (the
+# collector's SPARK_OTEL_BOX unless the SDK set one) onto every data point (transform/box in
+# collector/otelcol.yaml), so every series carries it; the dashboards' `box` variable filters by it.
+BOX = label("host.name")
 # The span_metrics connector labels each series with the span's name (and service_name,
 # span_kind, status_code) beside the configured dimensions (collector/otelcol.yaml).
 SPAN_NAME = "span_name"
@@ -67,20 +71,21 @@ SPAN_CALLS = prometheus_name(sc.SPAN_METRICS_CALLS, "1", Kind.COUNTER)
 SPAN_DURATION = prometheus_name(sc.SPAN_METRICS_DURATION, "s", Kind.HISTOGRAM)
 
 # Recording rules (collector/rules.yml): name -> expression
+# Each keeps the box, so a dashboard's box filter applies to it and no rule sums two boxes.
 RULES: dict[str, str] = {
     "spark_otel:engine_generation_tokens:rate1m": (
-        f"sum by ({ENGINE}) (rate({ENGINE_GENERATION_TOKENS}[1m]))"
+        f"sum by ({BOX}, {ENGINE}) (rate({ENGINE_GENERATION_TOKENS}[1m]))"
     ),
     "spark_otel:engine_per_stream_rate:rate1m": (
         f"spark_otel:engine_generation_tokens:rate1m"
-        f" / on ({ENGINE}) (sum by ({ENGINE}) ({ENGINE_REQUESTS_RUNNING}) > 0)"
+        f" / on ({BOX}, {ENGINE}) (sum by ({BOX}, {ENGINE}) ({ENGINE_REQUESTS_RUNNING}) > 0)"
     ),
     "spark_otel:cell_decode_rate:mean_rate1m": (
-        f"sum by ({EVAL}, {ENGINE}, {WORKERS}) (rate({CELL_DECODE_RATE}_sum[1m]))"
-        f" / sum by ({EVAL}, {ENGINE}, {WORKERS}) (rate({CELL_DECODE_RATE}_count[1m]))"
+        f"sum by ({BOX}, {EVAL}, {ENGINE}, {WORKERS}) (rate({CELL_DECODE_RATE}_sum[1m]))"
+        f" / sum by ({BOX}, {EVAL}, {ENGINE}, {WORKERS}) (rate({CELL_DECODE_RATE}_count[1m]))"
     ),
     "spark_otel:cell_duration_seconds:p95_rate5m": (
-        f"histogram_quantile(0.95, sum by (le, {EVAL}, {ENGINE}, {WORKERS})"
+        f"histogram_quantile(0.95, sum by (le, {BOX}, {EVAL}, {ENGINE}, {WORKERS})"
         f" (rate({CELL_DURATION}_bucket[5m])))"
     ),
 }

@@ -174,7 +174,26 @@ def _annotation(model: dict[str, Any], name: str) -> dict[str, Any]:
         (lambda m: _first_panel(m)["targets"][0].__setitem__("legendFormat", ""), "no legend"),
         (
             lambda m: _first_panel(m)["targets"][0].__setitem__("legendFormat", "{{spark_otel_eval}}"),
-            "does not name ['spark_otel_cell_workers']",
+            "does not name ['host_name', 'spark_otel_cell_workers']",
+        ),
+        # The box: a variable, on every selector, and kept by every result of a multi-select box.
+        (
+            lambda m: _first_panel(m)["targets"][0].__setitem__(
+                "expr", _first_panel(m)["targets"][0]["expr"].replace(', host_name=~"$box"', "", 1)
+            ),
+            'spark_otel_cell_deadline_hits_total is not filtered by box (host_name=~"$box")',
+        ),
+        (
+            lambda m: _first_panel(m)["targets"][0].__setitem__(
+                "expr", _first_panel(m)["targets"][0]["expr"].replace("by (host_name, ", "by (", 1)
+            ),
+            "sums over boxes: keep host_name in by (spark_otel_cell_workers, spark_otel_eval)",
+        ),
+        (
+            lambda m: m["templating"].__setitem__(
+                "list", [v for v in m["templating"]["list"] if v["name"] != "box"]
+            ),
+            "no 'box' variable",
         ),
         (
             lambda m: _first_panel(m)["targets"][0].__setitem__(
@@ -256,6 +275,19 @@ def test_lint_catches_each_rule(models: dict[str, dict[str, Any]], breakage: Any
             lambda m: m["panels"][0].pop("repeat"),
             "legend 'baseline p10' does not name ['spark_otel_eval']",
         ),
+        (
+            # Neighbours on any box: another box's load would pause this box's baseline.
+            lambda m: [
+                target.__setitem__(
+                    "expr",
+                    target["expr"].replace(
+                        'spark_otel_engine!="$engine", host_name="$box"', 'spark_otel_engine!="$engine"'
+                    ),
+                )
+                for _, target in lint.targets(m)
+            ],
+            'spark_otel_engine_requests_running is not filtered by box (host_name=~"$box")',
+        ),
     ],
 )
 def test_lint_catches_each_rule_on_neighbour_cost(
@@ -266,6 +298,14 @@ def test_lint_catches_each_rule_on_neighbour_cost(
     breakage(model)
     problems = lint.lint_dashboard(model, provisioned_uids(), series.RULES)
     assert any(expected in p for p in problems), problems
+
+
+def test_lint_catches_a_recording_rule_that_drops_the_box(models: dict[str, dict[str, Any]]) -> None:
+    rule = "spark_otel:cell_duration_seconds:p95_rate5m"
+    rules = {**series.RULES, rule: series.RULES[rule].replace("le, host_name, ", "le, ")}
+    assert rules != series.RULES
+    problems = lint.lint_dashboard(models["deadlines"], provisioned_uids(), rules)
+    assert any(f"recording rule {rule} drops host_name" in p for p in problems), problems
 
 
 def test_lint_catches_a_link_tag_no_other_dashboard_carries(models: dict[str, dict[str, Any]]) -> None:
@@ -433,21 +473,27 @@ def test_neighbour_cost_baseline_leaves_out_loaded_intervals() -> None:
 
     for query in (neighbour_cost.BASELINE_P10, neighbour_cost.BASELINE_P50, neighbour_cost.BASELINE_P90):
         assert "unless on ()" in query.expr
-        assert 'spark_otel_engine_requests_running{spark_otel_engine!="$engine"}' in query.expr
+        assert (
+            'spark_otel_engine_requests_running{spark_otel_engine!="$engine", host_name="$box"}' in query.expr
+        )
     assert "unless on ()" in neighbour_cost.BASELINE_MEDIAN.expr
     assert neighbour_cost.BASELINE_P50.expr in neighbour_cost.COST_PERCENT.expr
 
 
 def test_grafana_expr_substitutes_what_grafana_sends(models: dict[str, dict[str, Any]]) -> None:
     model = models["neighbour-cost"]
+    with pytest.raises(AssertionError, match="single-select variable 'box' needs a value"):
+        grafana_values(model, {"engine": "qwen"})
     with pytest.raises(AssertionError, match="single-select variable 'engine' needs a value"):
-        grafana_values(model)
-    values = grafana_values(model, {"engine": "qwen"})
-    assert values == {"datasource": "prometheus", "engine": "qwen", "eval": ".*"}
-    expr = grafana_expr({"expr": 'x{spark_otel_engine!="$engine", e=~"${eval}"}[$__rate_interval]'}, values)
-    assert expr == 'x{spark_otel_engine!="qwen", e=~".*"}[30s]'
+        grafana_values(model, {"box": "spark-07"})
+    values = grafana_values(model, {"engine": "qwen", "box": "spark-07"})
+    assert values == {"datasource": "prometheus", "box": "spark-07", "engine": "qwen", "eval": ".*"}
+    expr = grafana_expr(
+        {"expr": 'x{spark_otel_engine!="$engine", host_name="$box", e=~"${eval}"}[$__rate_interval]'}, values
+    )
+    assert expr == 'x{spark_otel_engine!="qwen", host_name="spark-07", e=~".*"}[30s]'
     with pytest.raises(AssertionError, match="left unsubstituted"):
-        grafana_expr({"expr": 'x{instance=~"$box"}'}, values)
+        grafana_expr({"expr": 'x{instance=~"$nobox"}'}, values)
 
 
 def test_instruments_tell_boxes_apart(models: dict[str, dict[str, Any]]) -> None:
@@ -456,10 +502,25 @@ def test_instruments_tell_boxes_apart(models: dict[str, dict[str, Any]]) -> None
 
     model = models["instruments"]
     box = next(v for v in model["templating"]["list"] if v["name"] == "box")
-    assert box["query"]["query"] == "label_values(spark_otel_gpu_power_watts, instance)"
+    assert box["query"]["query"] == "label_values(host_name)"
     for query in (instruments.GPU_UTILIZATION, instruments.GPU_POWER):
-        assert query.expr.startswith("max by (instance, spark_otel_gpu_id)")
-    assert "/ on (instance) sum by (instance) (spark_otel_gpu_power_watts" in instruments.TOKENS_PER_WATT.expr
+        assert query.expr.startswith("max by (host_name, spark_otel_gpu_id)")
+    assert (
+        "/ on (host_name) sum by (host_name) (spark_otel_gpu_power_watts" in instruments.TOKENS_PER_WATT.expr
+    )
+
+
+def test_every_dashboard_filters_by_box(models: dict[str, dict[str, Any]]) -> None:
+    """A box variable everywhere: multi-select starting on All, single-select on Neighbour cost
+    (an eval's neighbours are its own box's engines), every selector filtered by it."""
+    for stem, model in models.items():
+        box = next(v for v in model["templating"]["list"] if v["name"] == "box")
+        assert box["query"]["query"] == f"label_values({series.BOX})"
+        assert bool(box.get("multi")) == (stem != "neighbour-cost"), stem
+        exprs = [target["expr"] for _, target in lint.targets(model)]
+        exprs += [item["target"]["expr"] for item in lint.annotation_queries(model)]
+        for expr in exprs:
+            assert lint.box_problems(expr, multi=bool(box.get("multi")), rules=series.RULES) == [], expr
 
 
 def test_lint_catches_a_shared_uid(models: dict[str, dict[str, Any]]) -> None:
@@ -537,7 +598,8 @@ def test_every_expression_parses_with_promtool(
     """promtool parses PromQL offline: each panel query, macros substituted, as a rule."""
     rules = []
     for model in models.values():
-        values = grafana_values(model, {"engine": "qwen"} if model["uid"].endswith("neighbour-cost") else {})
+        picked = {"engine": "qwen", "box": "spark-07"} if model["uid"].endswith("neighbour-cost") else {}
+        values = grafana_values(model, picked)
         exprs = [target for _, target in lint.targets(model)]
         exprs += [item["target"] for item in lint.annotation_queries(model)]
         for i, target in enumerate(exprs):
@@ -561,19 +623,22 @@ def test_every_expression_parses_with_promtool(
 
 
 class _Box(BaseHTTPRequestHandler):
-    """One box's receiver as Prometheus sees it: GPU 0's power and a qwen engine's counter."""
+    """One box's series as Prometheus holds them: GPU 0's power and a qwen engine's counter, each
+    with the box's name as every box's collector stamps it (host_name)."""
 
+    box = ""
     power_w = 0.0
     tokens_per_s = 0.0
 
     def do_GET(self) -> None:
+        box = f'host_name="{self.box}"'
         body = (
             "# TYPE spark_otel_gpu_power_watts gauge\n"
-            f'spark_otel_gpu_power_watts{{spark_otel_gpu_id="0"}} {self.power_w}\n'
+            f'spark_otel_gpu_power_watts{{spark_otel_gpu_id="0", {box}}} {self.power_w}\n'
             "# TYPE spark_otel_gpu_utilization_ratio gauge\n"
-            'spark_otel_gpu_utilization_ratio{spark_otel_gpu_id="0"} 0.96\n'
+            f'spark_otel_gpu_utilization_ratio{{spark_otel_gpu_id="0", {box}}} 0.96\n'
             "# TYPE spark_otel_engine_generation_tokens_total counter\n"
-            f'spark_otel_engine_generation_tokens_total{{spark_otel_engine="qwen"}} '
+            f'spark_otel_engine_generation_tokens_total{{spark_otel_engine="qwen", {box}}} '
             f"{self.tokens_per_s * time.time():.3f}\n"
         ).encode()
         self.send_response(200)
@@ -586,24 +651,27 @@ class _Box(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def two_boxes() -> Iterator[dict[str, float]]:
-    """Two boxes on 127.0.0.1, each with its own GPU 0: address -> power in watts."""
+def two_boxes() -> Iterator[dict[str, tuple[str, float]]]:
+    """Two boxes on 127.0.0.1, each with its own GPU 0: box -> (address, power in watts)."""
     servers = []
     try:
-        for power, rate in ((40.0, 100.0), (10.0, 50.0)):
-            handler = type("Handler", (_Box,), {"power_w": power, "tokens_per_s": rate})
+        for box, power, rate in (("spark-01", 40.0, 100.0), ("spark-02", 10.0, 50.0)):
+            handler = type("Handler", (_Box,), {"box": box, "power_w": power, "tokens_per_s": rate})
             server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
             threading.Thread(target=server.serve_forever, daemon=True).start()
-            servers.append((server, power))
-        yield {f"127.0.0.1:{server.server_address[1]}": power for server, power in servers}
+            servers.append((server, box, power))
+        yield {box: (f"127.0.0.1:{server.server_address[1]}", power) for server, box, power in servers}
     finally:
-        for server, _ in servers:
+        for server, _, _ in servers:
             server.shutdown()
             server.server_close()
 
 
 def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
-    models: dict[str, dict[str, Any]], prometheus_bin: Path, tmp_path: Path, two_boxes: dict[str, float]
+    models: dict[str, dict[str, Any]],
+    prometheus_bin: Path,
+    tmp_path: Path,
+    two_boxes: dict[str, tuple[str, float]],
 ) -> None:
     """Two boxes' GPU 0 stay two series, and each box's tokens per joule uses its own power."""
     from dashboards import instruments
@@ -613,7 +681,9 @@ def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
         yaml.safe_dump(
             {
                 "global": {"scrape_interval": "1s"},
-                "scrape_configs": [{"job_name": "boxes", "static_configs": [{"targets": list(two_boxes)}]}],
+                "scrape_configs": [
+                    {"job_name": "boxes", "static_configs": [{"targets": [a for a, _ in two_boxes.values()]}]}
+                ],
             }
         )
     )
@@ -625,7 +695,7 @@ def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
 
     def panel(query: Any, values: dict[str, str]) -> dict[str, float]:
         expr = grafana_expr({"expr": query.expr}, values, rate_interval="5s")
-        return {r["metric"]["instance"]: float(r["value"][1]) for r in api.query(expr)}
+        return {r["metric"]["host_name"]: float(r["value"][1]) for r in api.query(expr)}
 
     def full_interval() -> bool:
         """Both boxes have a full rate interval of samples (rate extrapolates less before)."""
@@ -635,7 +705,9 @@ def test_instruments_panels_keep_each_box_gpu_apart_in_prometheus(
     try:
         prom.start()
         wait_for(full_interval, "6 s of GPU power samples from both boxes", 30, interval_s=0.5)
-        assert panel(instruments.GPU_POWER, all_boxes) == two_boxes
+        assert panel(instruments.GPU_POWER, all_boxes) == {
+            box: power for box, (_, power) in two_boxes.items()
+        }
         assert set(panel(instruments.GPU_UTILIZATION, all_boxes)) == set(two_boxes)
         per_joule = panel(instruments.TOKENS_PER_WATT, all_boxes)
         box_a, box_b = two_boxes
