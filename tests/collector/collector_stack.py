@@ -1,6 +1,7 @@
-"""The real observability stack on 127.0.0.1 for the collector tests: the built collector, a
-second collector as the Tempo stand-in, and Debian's Prometheus, each on free ports in a temp
-dir. `tests/collector/conftest.py` turns these into fixtures that always stop what they start.
+"""The real observability stack on 127.0.0.1 for the collector tests: the built collector, Jaeger
+v2 (built from its Go module) as the trace store, and Debian's Prometheus, each on free ports in a
+temp dir; and the fleet shape, a collector per box in front of a central collector and those
+stores. `tests/collector/conftest.py` turns these into fixtures that always stop what they start.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ START_TIMEOUT_S = 60.0
 # 50 ms it may lag before dropping model time. Lower priority and one core each keep it clear.
 BACKGROUND = ["nice", "-n", "10"]
 BACKGROUND_ENV = {"GOMAXPROCS": "1"}
+# SPARK_OTEL_BOX of the one-box stack's collector: the host_name its series carry.
+E2E_BOX = "e2e-box"
 
 
 def require_real_components() -> bool:
@@ -51,53 +54,82 @@ class Unusable:
     always_fails: bool = False
 
 
-# Set by tests/collector/conftest.py once the tests are collected: the binary, or why not.
+# Set by tests/collector/conftest.py once the tests are collected: each binary, or why not.
 OTELCOL_KEY = pytest.StashKey[Path | Unusable]()
+JAEGER_KEY = pytest.StashKey[Path | Unusable]()
 
 
-def resolve_otelcol(say: Callable[[str], object] | None = None, timeout_s: float = 1800) -> Path | Unusable:
-    """``SPARK_OTEL_OTELCOL``, else the cached or freshly built ``scripts/build-collector.sh``."""
-    env = os.environ.get("SPARK_OTEL_OTELCOL")
+@dataclass(frozen=True)
+class Built:
+    """A binary the tests build from Go modules when no path is given."""
+
+    what: str
+    env: str
+    script: str
+    make_target: str
+
+
+OTELCOL = Built("the collector", "SPARK_OTEL_OTELCOL", "build-collector.sh", "collector")
+JAEGER = Built("Jaeger", "SPARK_OTEL_JAEGER", "build-jaeger.sh", "jaeger")
+
+
+def resolve_built(
+    built: Built, say: Callable[[str], object] | None = None, timeout_s: float = 1800
+) -> Path | Unusable:
+    """``$SPARK_OTEL_...`` (``built.env``), else the cached or freshly built ``scripts/...``."""
+    env = os.environ.get(built.env)
     if env:
         path = Path(env)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            return Unusable(f"SPARK_OTEL_OTELCOL={env}: not an executable file", always_fails=True)
+            return Unusable(f"{built.env}={env}: not an executable file", always_fails=True)
         return path
     if shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists():
         return Unusable(
-            "no collector: SPARK_OTEL_OTELCOL is unset and Go is not installed to build one "
-            "(run `make collector` where Go is, and set SPARK_OTEL_OTELCOL to the path it prints)"
+            f"no {built.what}: {built.env} is unset and Go is not installed to build it "
+            f"(run `make {built.make_target}` where Go is, and set {built.env} to the path it prints)"
         )
     if say is not None:
         say(
-            "tests/collector: finding or building the collector with scripts/build-collector.sh "
+            f"tests/collector: finding or building {built.what} with scripts/{built.script} "
             "(a cold build takes minutes)"
         )
     try:
         proc = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "build-collector.sh")],
+            ["bash", str(ROOT / "scripts" / built.script)],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return Unusable(f"building the collector took over {timeout_s:.0f}s: run `make collector` first")
+        return Unusable(
+            f"building {built.what} took over {timeout_s:.0f}s: run `make {built.make_target}` first"
+        )
     if proc.returncode != 0:
         return Unusable(
-            f"building the collector failed (run `make collector` to see why): {proc.stderr[-2000:]}"
+            f"building {built.what} failed (run `make {built.make_target}` to see why): {proc.stderr[-2000:]}"
         )
     # The build said it succeeded: output without an executable path is a broken script, which
     # skipping would hide.
     lines = proc.stdout.strip().splitlines()
     if not lines:
-        return Unusable("scripts/build-collector.sh succeeded but printed no path", always_fails=True)
+        return Unusable(f"scripts/{built.script} succeeded but printed no path", always_fails=True)
     path = Path(lines[-1])
     if not (path.is_file() and os.access(path, os.X_OK)):
         return Unusable(
-            f"scripts/build-collector.sh printed {lines[-1]!r}: not an executable file", always_fails=True
+            f"scripts/{built.script} printed {lines[-1]!r}: not an executable file", always_fails=True
         )
     return path
+
+
+def resolve_otelcol(say: Callable[[str], object] | None = None, timeout_s: float = 1800) -> Path | Unusable:
+    """``SPARK_OTEL_OTELCOL``, else the cached or freshly built ``scripts/build-collector.sh``."""
+    return resolve_built(OTELCOL, say, timeout_s)
+
+
+def resolve_jaeger(say: Callable[[str], object] | None = None, timeout_s: float = 1800) -> Path | Unusable:
+    """``SPARK_OTEL_JAEGER``, else the cached or freshly built ``scripts/build-jaeger.sh``."""
+    return resolve_built(JAEGER, say, timeout_s)
 
 
 def free_ports(count: int) -> list[int]:
@@ -206,60 +238,114 @@ class Prometheus:
             time.sleep(0.5)
 
 
+@dataclass(frozen=True)
+class JaegerSpan:
+    """One span as Jaeger's query API (the one Grafana's Jaeger datasource reads) returns it."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str  # "" for a root span
+    name: str
+    attributes: dict[str, Any]
+    resource: dict[str, Any]  # the process: service.name and the other resource attributes
+    start_us: int
+    duration_us: int
+
+    @property
+    def end_us(self) -> int:
+        return self.start_us + self.duration_us
+
+
+def _jaeger_tags(tags: list[dict[str, Any]]) -> dict[str, Any]:
+    """Jaeger's typed tag list -> plain dict (int64 and float64 arrive as JSON numbers)."""
+    return {tag["key"]: tag["value"] for tag in tags}
+
+
+def jaeger_spans(trace: dict[str, Any]) -> list[JaegerSpan]:
+    """The spans of one trace of ``/api/traces`` or ``/api/traces/{id}``."""
+    processes = {
+        pid: {**_jaeger_tags(p.get("tags") or []), "service.name": p["serviceName"]}
+        for pid, p in (trace.get("processes") or {}).items()
+    }
+    out = []
+    for span in trace.get("spans") or []:
+        parents = [r["spanID"] for r in span.get("references") or [] if r.get("refType") == "CHILD_OF"]
+        out.append(
+            JaegerSpan(
+                trace_id=span["traceID"],
+                span_id=span["spanID"],
+                parent_span_id=parents[0] if parents else "",
+                name=span["operationName"],
+                attributes=_jaeger_tags(span.get("tags") or []),
+                resource=processes.get(span.get("processID"), {}),
+                start_us=int(span["startTime"]),
+                duration_us=int(span["duration"]),
+            )
+        )
+    return out
+
+
+@dataclass
+class Jaeger:
+    """Jaeger v2 with in-memory storage (collector/jaeger.yaml) and its HTTP query API."""
+
+    service: Service
+    query_url: str
+    otlp_grpc: str  # host:port, what a collector's SPARK_OTEL_TRACES_ENDPOINT names
+
+    def _get(self, path: str, params: Mapping[str, str | int] | None = None) -> Any:
+        resp = httpx.get(f"{self.query_url}{path}", params=params, timeout=30.0)
+        body = resp.json()
+        if resp.status_code == 404 and path.startswith("/api/traces/"):
+            return {"data": []}
+        if resp.status_code != 200 or body.get("errors"):
+            raise AssertionError(f"Jaeger {path} {dict(params or {})}: HTTP {resp.status_code} {body}")
+        return body
+
+    def find_traces(
+        self,
+        service: str,
+        *,
+        start_ns: int,
+        end_ns: int,
+        tags: Mapping[str, str] | None = None,
+        limit: int = 1000,
+    ) -> list[list[JaegerSpan]]:
+        """``GET /api/traces``: the traces of ``service`` with a span that started in
+        [start, end] (µs, as the API takes them) and carries every tag (span, resource or scope
+        attribute, compared as text)."""
+        params: dict[str, str | int] = {
+            "service": service,
+            "start": start_ns // 1000,
+            "end": -(-end_ns // 1000),
+            "limit": limit,
+        }
+        if tags:
+            params["tags"] = json.dumps(dict(tags))
+        return [jaeger_spans(trace) for trace in self._get("/api/traces", params)["data"] or []]
+
+    def trace(self, trace_id: str) -> list[JaegerSpan]:
+        data = self._get(f"/api/traces/{trace_id}")["data"] or []
+        return jaeger_spans(data[0]) if data else []
+
+    def services(self) -> list[str]:
+        return sorted(self._get("/api/services")["data"] or [])
+
+
 @dataclass
 class Stack:
-    """The collector, the Tempo stand-in and Prometheus, wired together."""
+    """The collector, Jaeger and Prometheus, wired together."""
 
     prometheus: Prometheus
-    standin: Service
+    jaeger: Jaeger
     collector: Service
-    traces_file: Path
     otlp_grpc: str
     otlp_http: str
     engine_targets: dict[str, str] = field(default_factory=dict)
 
-    def spans(self) -> list[dict[str, Any]]:
-        """Every span the Tempo stand-in wrote, flattened, with resource attributes merged."""
-        out: list[dict[str, Any]] = []
-        if not self.traces_file.exists():
-            return out
-        for line in self.traces_file.read_text().splitlines():
-            if not line.strip():
-                continue
-            doc = json.loads(line)
-            for rs in doc.get("resourceSpans", []):
-                resource = attributes_of(rs.get("resource", {}).get("attributes", []))
-                for ss in rs.get("scopeSpans", []):
-                    for span in ss.get("spans", []):
-                        out.append(
-                            {
-                                "name": span.get("name"),
-                                "attributes": attributes_of(span.get("attributes", [])),
-                                "resource": resource,
-                                "traceId": span.get("traceId"),
-                                "spanId": span.get("spanId"),
-                                "parentSpanId": span.get("parentSpanId", ""),
-                            }
-                        )
-        return out
-
-
-def attributes_of(kvs: list[dict[str, Any]]) -> dict[str, Any]:
-    """OTLP JSON key/value list -> plain dict (ints arrive as strings in OTLP JSON)."""
-    out: dict[str, Any] = {}
-    for kv in kvs:
-        value = kv.get("value", {})
-        if "stringValue" in value:
-            out[kv["key"]] = value["stringValue"]
-        elif "intValue" in value:
-            out[kv["key"]] = int(value["intValue"])
-        elif "doubleValue" in value:
-            out[kv["key"]] = float(value["doubleValue"])
-        elif "boolValue" in value:
-            out[kv["key"]] = bool(value["boolValue"])
-        else:
-            out[kv["key"]] = value
-    return out
+    def services(self) -> list[Service]:
+        """In the order to start them (the stores before the collector that writes to them)."""
+        return [self.prometheus.service, self.jaeger.service, self.collector]
 
 
 def prometheus_config(
@@ -320,76 +406,187 @@ def prometheus_service(
     )
 
 
+def _remote_write_prometheus(
+    binary: Path, tmp: Path, engine_targets: dict[str, str] | None = None
+) -> Prometheus:
+    (port,) = free_ports(1)
+    prom_dir = tmp / "prometheus"
+    prom_dir.mkdir(parents=True)
+    config_path = prometheus_config(prom_dir, engine_targets=engine_targets)
+    service = prometheus_service(
+        binary,
+        config_path,
+        prom_dir,
+        port,
+        flags=("--web.enable-remote-write-receiver", "--enable-feature=exemplar-storage"),
+        prefix=BACKGROUND,
+        env={**os.environ, **BACKGROUND_ENV},
+    )
+    return Prometheus(service, f"http://127.0.0.1:{port}", config_path)
+
+
+def jaeger_store(binary: Path, tmp: Path) -> Jaeger:
+    """Jaeger v2 as collector/jaeger.yaml runs it, every listener on a free 127.0.0.1 port."""
+    otlp_grpc, otlp_http, query_http, query_grpc, health, metrics = free_ports(6)
+    workdir = tmp / "jaeger"
+    workdir.mkdir(parents=True)
+    env = {
+        **os.environ,
+        **BACKGROUND_ENV,
+        "SPARK_OTEL_JAEGER_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{otlp_grpc}",
+        "SPARK_OTEL_JAEGER_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{otlp_http}",
+        "SPARK_OTEL_JAEGER_QUERY_HTTP_ENDPOINT": f"127.0.0.1:{query_http}",
+        "SPARK_OTEL_JAEGER_QUERY_GRPC_ENDPOINT": f"127.0.0.1:{query_grpc}",
+        "SPARK_OTEL_JAEGER_HEALTH_ENDPOINT": f"127.0.0.1:{health}",
+        "SPARK_OTEL_JAEGER_METRICS_PORT": str(metrics),
+    }
+    service = Service(
+        "jaeger",
+        [*BACKGROUND, str(binary), "--config", str(COLLECTOR_DIR / "jaeger.yaml")],
+        env,
+        workdir / "jaeger.log",
+        f"http://127.0.0.1:{health}/status",
+    )
+    return Jaeger(service, f"http://127.0.0.1:{query_http}", f"127.0.0.1:{otlp_grpc}")
+
+
+@dataclass
+class Collector:
+    """One otelcol-spark process and the addresses it listens on."""
+
+    service: Service
+    otlp_grpc: str  # host:port
+    otlp_http: str  # http://host:port, what OTEL_EXPORTER_OTLP_ENDPOINT names
+    metrics_url: str  # the collector's own /metrics
+
+    def pid(self) -> int:
+        if self.service.proc is None or self.service.proc.poll() is not None:
+            raise AssertionError(f"{self.service.name} is not running")
+        return self.service.proc.pid
+
+
+def collector_process(
+    name: str,
+    otelcol: Path,
+    configs: Sequence[Path],
+    workdir: Path,
+    env: Mapping[str, str],
+) -> Collector:
+    """otelcol-spark with ``configs`` (overlays after the base), its listeners on free ports."""
+    grpc_port, http_port, health, metrics_port = free_ports(4)
+    workdir.mkdir(parents=True)
+    full_env = {
+        **os.environ,
+        **BACKGROUND_ENV,
+        "SPARK_OTEL_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
+        "SPARK_OTEL_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{http_port}",
+        "SPARK_OTEL_HEALTH_ENDPOINT": f"127.0.0.1:{health}",
+        "SPARK_OTEL_COLLECTOR_METRICS_PORT": str(metrics_port),
+        "SPARK_OTEL_SPAN_METRICS_FLUSH": "1s",
+        **env,
+    }
+    argv = [*BACKGROUND, str(otelcol)]
+    for config in configs:
+        argv += ["--config", str(config)]
+    return Collector(
+        Service(name, argv, full_env, workdir / "collector.log", f"http://127.0.0.1:{health}/"),
+        otlp_grpc=f"127.0.0.1:{grpc_port}",
+        otlp_http=f"http://127.0.0.1:{http_port}",
+        metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+    )
+
+
 def start_stack(
     tmp: Path,
     otelcol: Path,
     prometheus: Path,
+    jaeger: Path,
     *,
     engine_targets: dict[str, str] | None = None,
     extra_env: dict[str, str] | None = None,
     collector_config: Path | None = None,
 ) -> Stack:
+    """Shape 2 of docs/deploy.md: one box's collector writing to Prometheus and Jaeger (not started)."""
     tmp.mkdir(parents=True, exist_ok=True)
-    (prom_port, grpc_port, http_port, tempo_port, health, standin_health, metrics_port, standin_metrics) = (
-        free_ports(8)
-    )
-    prom_dir = tmp / "prometheus"
-    prom_dir.mkdir()
-    config_path = prometheus_config(prom_dir, engine_targets=engine_targets)
-    prom_url = f"http://127.0.0.1:{prom_port}"
-    prom = prometheus_service(
-        prometheus,
-        config_path,
-        prom_dir,
-        prom_port,
-        flags=("--web.enable-remote-write-receiver", "--enable-feature=exemplar-storage"),
-        prefix=BACKGROUND,
-        env={**os.environ, **BACKGROUND_ENV},
-    )
-    traces_file = tmp / "standin" / "traces.jsonl"
-    traces_file.parent.mkdir()
-    env = {**os.environ, **BACKGROUND_ENV}
-    env.update(
-        {
-            "SPARK_OTEL_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{grpc_port}",
-            "SPARK_OTEL_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{http_port}",
-            "SPARK_OTEL_TEMPO_ENDPOINT": f"127.0.0.1:{tempo_port}",
-            "SPARK_OTEL_PROMETHEUS_URL": f"{prom_url}/api/v1/write",
-            "SPARK_OTEL_HEALTH_ENDPOINT": f"127.0.0.1:{health}",
-            "SPARK_OTEL_COLLECTOR_METRICS_PORT": str(metrics_port),
-            "SPARK_OTEL_SPAN_METRICS_FLUSH": "1s",
-            "SPARK_OTEL_BOX": "e2e-box",
-            "SPARK_OTEL_TEMPO_STANDIN_FILE": str(traces_file),
-            "SPARK_OTEL_STANDIN_HEALTH_ENDPOINT": f"127.0.0.1:{standin_health}",
-            "SPARK_OTEL_STANDIN_METRICS_PORT": str(standin_metrics),
-        }
-    )
-    env.update(extra_env or {})
-    standin = Service(
-        "tempo stand-in",
-        [*BACKGROUND, str(otelcol), "--config", str(COLLECTOR_DIR / "tempo-standin.yaml")],
-        env,
-        traces_file.parent / "standin.log",
-        f"http://127.0.0.1:{standin_health}/",
-    )
-    (tmp / "collector").mkdir()
-    collector = Service(
+    prom = _remote_write_prometheus(prometheus, tmp, engine_targets)
+    store = jaeger_store(jaeger, tmp)
+    box = collector_process(
         "collector",
-        [*BACKGROUND, str(otelcol), "--config", str(collector_config or COLLECTOR_DIR / "otelcol.yaml")],
-        env,
-        tmp / "collector" / "collector.log",
-        f"http://127.0.0.1:{health}/",
+        otelcol,
+        [collector_config or COLLECTOR_DIR / "otelcol.yaml"],
+        tmp / "collector",
+        {
+            "SPARK_OTEL_TRACES_ENDPOINT": store.otlp_grpc,
+            "SPARK_OTEL_PROMETHEUS_URL": f"{prom.url}/api/v1/write",
+            "SPARK_OTEL_BOX": E2E_BOX,
+            **(extra_env or {}),
+        },
     )
-    stack = Stack(
-        prometheus=Prometheus(prom, prom_url, config_path),
-        standin=standin,
-        collector=collector,
-        traces_file=traces_file,
-        otlp_grpc=f"http://127.0.0.1:{grpc_port}",
-        otlp_http=f"http://127.0.0.1:{http_port}",
+    return Stack(
+        prometheus=prom,
+        jaeger=store,
+        collector=box.service,
+        otlp_grpc=f"http://{box.otlp_grpc}",
+        otlp_http=box.otlp_http,
         engine_targets=dict(engine_targets or {}),
     )
-    return stack
+
+
+@dataclass
+class Fleet:
+    """Shape 3 of docs/deploy.md on one machine: a collector per box (otelcol.yaml with the
+    otelcol-fleet.yaml overlay) sending to one central collector (otelcol-central.yaml), which
+    writes to one Prometheus and one Jaeger."""
+
+    prometheus: Prometheus
+    jaeger: Jaeger
+    central: Collector
+    boxes: dict[str, Collector]
+
+    def services(self) -> list[Service]:
+        """In the order to start them (each writer after what it writes to)."""
+        return [
+            self.prometheus.service,
+            self.jaeger.service,
+            self.central.service,
+            *(box.service for box in self.boxes.values()),
+        ]
+
+
+def start_fleet(
+    tmp: Path,
+    otelcol: Path,
+    prometheus: Path,
+    jaeger: Path,
+    boxes: Sequence[str],
+    *,
+    box_env: Mapping[str, str] | None = None,
+) -> Fleet:
+    """The fleet's services, configured and not started; ``SPARK_OTEL_BOX`` is each box's name."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    prom = _remote_write_prometheus(prometheus, tmp)
+    store = jaeger_store(jaeger, tmp)
+    central = collector_process(
+        "central collector",
+        otelcol,
+        [COLLECTOR_DIR / "otelcol-central.yaml"],
+        tmp / "central",
+        {
+            "SPARK_OTEL_TRACES_ENDPOINT": store.otlp_grpc,
+            "SPARK_OTEL_PROMETHEUS_URL": f"{prom.url}/api/v1/write",
+        },
+    )
+    per_box = {
+        name: collector_process(
+            f"{name} collector",
+            otelcol,
+            [COLLECTOR_DIR / "otelcol.yaml", COLLECTOR_DIR / "otelcol-fleet.yaml"],
+            tmp / name / "collector",
+            {"SPARK_OTEL_BOX": name, "SPARK_OTEL_CENTRAL_ENDPOINT": central.otlp_grpc, **(box_env or {})},
+        )
+        for name in boxes
+    }
+    return Fleet(prometheus=prom, jaeger=store, central=central, boxes=per_box)
 
 
 def variable_values(model: dict[str, Any], picked: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,6 +1,7 @@
-"""Every shipped collector, Prometheus, Tempo, Grafana and compose config, checked by the real
-tools where they can run here (otelcol validate, promtool, a live Prometheus scrape) and
-statically where they cannot (Tempo, Grafana and Docker are not installable here)."""
+"""Every shipped collector, Jaeger, Prometheus, Tempo, Grafana and compose config, checked by the
+real tools where they can run here (otelcol validate, jaeger validate, promtool, a live
+Prometheus scrape) and statically where they cannot (Tempo, Grafana and Docker are not
+installable here)."""
 
 from __future__ import annotations
 
@@ -31,14 +32,17 @@ from collector_stack import (
 from spark_otel import _semconv as sc
 
 DATA = Path(__file__).parent / "data"
-STANDIN_ENV = {"SPARK_OTEL_TEMPO_STANDIN_FILE": "/tmp/spark-otel-validate-traces.jsonl"}
+FLEET_ENV = {"SPARK_OTEL_CENTRAL_ENDPOINT": "127.0.0.1:24317"}
 
 # Each shipped collector config, as it is meant to be started (overlays after the base).
 COLLECTOR_CONFIGS = {
     "otelcol.yaml": (["otelcol.yaml"], {}),
     "otelcol.yaml + otelcol-prometheus-otlp.yaml": (["otelcol.yaml", "otelcol-prometheus-otlp.yaml"], {}),
-    "tempo-standin.yaml": (["tempo-standin.yaml"], STANDIN_ENV),
+    "otelcol.yaml + otelcol-fleet.yaml": (["otelcol.yaml", "otelcol-fleet.yaml"], FLEET_ENV),
+    "otelcol-central.yaml": (["otelcol-central.yaml"], {}),
 }
+# The collector configs whose listeners must default to loopback, and Jaeger's.
+LISTENING_CONFIGS = ("otelcol.yaml", "otelcol-central.yaml", "jaeger.yaml")
 
 
 def _validate(otelcol: Path, files: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -69,10 +73,46 @@ def test_validate_rejects_a_config_with_an_unknown_component(otelcol_bin: Path, 
     assert "spanmetricz" in proc.stderr
 
 
-def test_tempo_standin_needs_its_output_file(otelcol_bin: Path) -> None:
-    proc = _validate(otelcol_bin, ["tempo-standin.yaml"], {"PATH": "/usr/bin:/bin"})
+def test_a_fleet_box_needs_its_central_endpoint(otelcol_bin: Path) -> None:
+    proc = _validate(otelcol_bin, ["otelcol.yaml", "otelcol-fleet.yaml"], {"PATH": "/usr/bin:/bin"})
     assert proc.returncode != 0
-    assert "path must be non-empty" in proc.stderr
+    assert 'otlp_grpc/central: requires a non-empty "endpoint"' in proc.stderr
+
+
+def _jaeger_validate(jaeger: Path, config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(jaeger), "validate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+
+
+def test_jaeger_config_passes_jaeger_validate_and_a_broken_one_does_not(
+    jaeger_bin: Path, tmp_path: Path
+) -> None:
+    proc = _jaeger_validate(jaeger_bin, COLLECTOR_DIR / "jaeger.yaml")
+    assert proc.returncode == 0, proc.stderr
+    text = (COLLECTOR_DIR / "jaeger.yaml").read_text()
+    broken = text.replace("exporters: [jaeger_storage_exporter]", "exporters: [jaeger_storage_exportr]")
+    assert broken != text
+    (tmp_path / "jaeger.yaml").write_text(broken)
+    proc = _jaeger_validate(jaeger_bin, tmp_path / "jaeger.yaml")
+    assert proc.returncode != 0
+    assert "jaeger_storage_exportr" in proc.stderr
+
+
+def test_jaeger_is_the_release_the_build_script_names(jaeger_bin: Path) -> None:
+    """The binary the tests run is the module version scripts/build-jaeger.sh pins."""
+    script = (ROOT / "scripts" / "build-jaeger.sh").read_text()
+    pinned = re.search(r"SPARK_OTEL_JAEGER_VERSION:-(v[0-9.]+)", script)
+    assert pinned
+    proc = subprocess.run(
+        [str(jaeger_bin), "version"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert f'"gitVersion":"{pinned.group(1)}"' in proc.stdout
 
 
 def _used_types(config: dict) -> set[str]:
@@ -94,20 +134,76 @@ def test_the_binary_holds_exactly_the_components_the_configs_use(otelcol_bin: Pa
         for entry in components.get(section) or []
     }
     used: set[str] = set()
-    for name in ("otelcol.yaml", "otelcol-prometheus-otlp.yaml", "tempo-standin.yaml"):
-        used |= _used_types(yaml.safe_load((COLLECTOR_DIR / name).read_text()))
+    for files, _ in COLLECTOR_CONFIGS.values():
+        for name in files:
+            used |= _used_types(yaml.safe_load((COLLECTOR_DIR / name).read_text()))
     assert used == built
+    shipped = {p.name for p in COLLECTOR_DIR.glob("otelcol*.yaml")}
+    assert shipped == {name for files, _ in COLLECTOR_CONFIGS.values() for name in files}
 
 
-def test_collector_listeners_bind_loopback_by_default() -> None:
-    text = (COLLECTOR_DIR / "otelcol.yaml").read_text() + (COLLECTOR_DIR / "tempo-standin.yaml").read_text()
-    defaults = re.findall(r"endpoint: \$\{env:[A-Z_]+:-([^}]+)\}", text)
-    listen = [d for d in defaults if not d.startswith("http")]
-    assert listen, "no listener defaults found"
-    assert all(d.startswith("127.0.0.1:") for d in listen), listen
-    config = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
+def _receiver_endpoints(config: dict) -> list[str]:
+    out = []
+    for receiver in (config.get("receivers") or {}).values():
+        for protocol in (receiver.get("protocols") or {}).values():
+            out.append(protocol["endpoint"])
+    for extension in (config.get("extensions") or {}).values():
+        for key in ("endpoint", "http", "grpc"):
+            value = (extension or {}).get(key)
+            out.append(value["endpoint"] if isinstance(value, dict) else value)
+    return [e for e in out if e]
+
+
+@pytest.mark.parametrize("name", LISTENING_CONFIGS)
+def test_listeners_bind_loopback_by_default(name: str) -> None:
+    config = yaml.safe_load((COLLECTOR_DIR / name).read_text())
+    listen = _receiver_endpoints(config)
+    assert len(listen) >= 3, listen
+    defaults = [re.fullmatch(r"\$\{env:[A-Z_]+:-([^}]+)\}", e) for e in listen]
+    assert all(defaults), listen  # every listener has its own variable ...
+    assert all(d.group(1).startswith("127.0.0.1:") for d in defaults if d), listen  # ... loopback by default
     reader = config["service"]["telemetry"]["metrics"]["readers"][0]
     assert reader["pull"]["exporter"]["prometheus"]["host"] == "127.0.0.1"
+
+
+def test_one_setting_sends_traces_to_tempo_or_jaeger() -> None:
+    """Both stores take OTLP/gRPC on the port the collector's one trace exporter defaults to, and
+    SPARK_OTEL_TRACES_ENDPOINT moves it (the end-to-end tests point it at a running Jaeger)."""
+    collector = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
+    trace_exporters = collector["service"]["pipelines"]["traces"]["exporters"]
+    assert trace_exporters == ["otlp_grpc/traces", "span_metrics"]
+    endpoint = collector["exporters"]["otlp_grpc/traces"]["endpoint"]
+    assert endpoint == "${env:SPARK_OTEL_TRACES_ENDPOINT:-127.0.0.1:14317}"
+    central = yaml.safe_load((COLLECTOR_DIR / "otelcol-central.yaml").read_text())
+    assert central["exporters"]["otlp_grpc/traces"]["endpoint"] == endpoint
+    port = endpoint.rstrip("}").rsplit(":", 1)[1]
+    tempo = yaml.safe_load((COLLECTOR_DIR / "tempo.yaml").read_text())
+    assert (
+        tempo["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].rsplit(":", 1)[1] == port
+    )
+    jaeger = yaml.safe_load((COLLECTOR_DIR / "jaeger.yaml").read_text())
+    jaeger_grpc = jaeger["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
+    assert jaeger_grpc.rstrip("}").rsplit(":", 1)[1] == port
+    assert jaeger["service"]["pipelines"]["traces"]["receivers"] == ["otlp"]
+
+
+def test_the_box_name_reaches_every_metric_point_and_the_central_collector_only_relays() -> None:
+    collector = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
+    metrics = collector["service"]["pipelines"]["metrics"]["processors"]
+    # The box's name on the resource first, then copied onto every data point (host_name).
+    assert metrics.index("resource") < metrics.index("transform/box") < metrics.index("batch")
+    statements = collector["processors"]["transform/box"]["metric_statements"][0]["statements"]
+    assert statements[0].startswith(
+        'set(datapoint.attributes["host.name"], resource.attributes["host.name"])'
+    )
+    central = yaml.safe_load((COLLECTOR_DIR / "otelcol-central.yaml").read_text())
+    # Span metrics, the box name and the delta guard happen on the boxes, once.
+    assert "connectors" not in central
+    for pipeline in central["service"]["pipelines"].values():
+        assert pipeline["processors"] == ["memory_limiter", "batch"]
+    fleet = yaml.safe_load((COLLECTOR_DIR / "otelcol-fleet.yaml").read_text())
+    assert fleet["service"]["pipelines"]["metrics"]["exporters"] == ["otlp_grpc/central"]
+    assert fleet["service"]["pipelines"]["traces"]["exporters"] == ["otlp_grpc/central", "span_metrics"]
 
 
 def test_span_metrics_dimensions_are_semconv_attributes() -> None:
@@ -222,6 +318,8 @@ def test_prometheus_ships_the_scrape_path_off_and_reads_targets_without_a_restar
         assert [t["labels"]["instance"] for t in engine_targets()] == [vllm_endpoint]
         assert [float(r["value"][1]) for r in result] == [1739.0]
         assert r"engine_index" in result[0]["metric"]
+        # The example names the box as a box's collector does, so the box filter keeps it.
+        assert result[0]["metric"]["host_name"] == "spark-box"
         running = api.query('spark_otel_engine_requests_running{spark_otel_engine="qwen"}')
         assert len(running) == 1
         waiting = api.query("spark_otel_engine_requests_waiting")
@@ -274,8 +372,8 @@ def test_tempo_config_is_monolithic_3x_with_generator_writing_to_prometheus() ->
     assert config["storage"]["trace"]["backend"] == "local"
     grpc = config["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
     collector = yaml.safe_load((COLLECTOR_DIR / "otelcol.yaml").read_text())
-    tempo_exporter = collector["exporters"]["otlp_grpc/tempo"]["endpoint"]
-    assert grpc.rsplit(":", 1)[1] == tempo_exporter.rstrip("}").rsplit(":", 1)[1]
+    traces_exporter = collector["exporters"]["otlp_grpc/traces"]["endpoint"]
+    assert grpc.rsplit(":", 1)[1] == traces_exporter.rstrip("}").rsplit(":", 1)[1]
     remote = config["metrics_generator"]["storage"]["remote_write"][0]["url"]
     assert remote.endswith("/api/v1/write")
     assert config["overrides"]["defaults"]["metrics_generator"]["processors"] == [
@@ -291,9 +389,12 @@ def _provisioned_datasources() -> list[dict]:
 
 def test_grafana_datasources_link_traces_to_metrics() -> None:
     sources = {d["uid"]: d for d in _provisioned_datasources()}
-    assert set(sources) == {"prometheus", "tempo"}
+    assert set(sources) == {"prometheus", "tempo", "jaeger"}
     assert sources["prometheus"]["type"] == "prometheus"
+    assert sources["jaeger"]["type"] == "jaeger"
     assert sources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"][0]["datasourceUid"] == "tempo"
+    # Jaeger's trace-to-metrics links are Tempo's, key for key (the end-to-end test runs them).
+    assert sources["jaeger"]["jsonData"]["tracesToMetrics"] == sources["tempo"]["jsonData"]["tracesToMetrics"]
     t2m = sources["tempo"]["jsonData"]["tracesToMetrics"]
     assert t2m["datasourceUid"] == "prometheus"
     tags = {tag["key"]: tag.get("value", tag["key"]) for tag in t2m["tags"]}
@@ -321,11 +422,13 @@ def test_grafana_dashboard_provider_points_at_the_mounted_json() -> None:
 def test_compose_cross_references_hold() -> None:
     compose = yaml.safe_load((COLLECTOR_DIR / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"collector", "prometheus", "tempo", "grafana"}
+    assert set(services) == {"collector", "prometheus", "tempo", "jaeger", "grafana"}
     declared_volumes = set(compose.get("volumes") or {})
     for name, service in services.items():
         for dep in service.get("depends_on", []):
             assert dep in services, f"{name} depends on unknown {dep}"
+            # A service that always runs cannot wait for one that runs only in a profile.
+            assert not services[dep].get("profiles") or service.get("profiles"), f"{name} needs {dep}"
         for port in service.get("ports", []):
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
         for volume in service.get("volumes", []):
@@ -335,7 +438,23 @@ def test_compose_cross_references_hold() -> None:
             elif not source.startswith("${"):
                 assert source in declared_volumes, f"{name} uses undeclared volume {source}"
     env = services["collector"]["environment"]
-    assert env["SPARK_OTEL_TEMPO_ENDPOINT"].split(":")[0] == "tempo"
+    # One setting picks the trace store: its profile. Each store answers to `traces` on the
+    # collector's port, and the profiles are apart.
+    host, port = env["SPARK_OTEL_TRACES_ENDPOINT"].split(":")
+    assert host == "traces"
+    assert services["tempo"]["profiles"] == ["tempo"]
+    assert services["jaeger"]["profiles"] == ["jaeger"]
+    for store in ("tempo", "jaeger"):
+        assert services[store]["networks"]["default"]["aliases"] == [host]
+    tempo = yaml.safe_load((COLLECTOR_DIR / "tempo.yaml").read_text())
+    assert tempo["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"] == f"0.0.0.0:{port}"
+    jaeger_env = services["jaeger"]["environment"]
+    assert jaeger_env["SPARK_OTEL_JAEGER_OTLP_GRPC_ENDPOINT"] == f"0.0.0.0:{port}"
+    assert services["jaeger"]["command"] == ["--config", "/etc/jaeger/jaeger.yaml"]
+    assert "./jaeger.yaml:/etc/jaeger/jaeger.yaml:ro" in services["jaeger"]["volumes"]
+    # Grafana's Jaeger datasource reads the query port the jaeger service publishes.
+    query_port = jaeger_env["SPARK_OTEL_JAEGER_QUERY_HTTP_ENDPOINT"].rsplit(":", 1)[1]
+    assert f"127.0.0.1:{query_port}:{query_port}" in services["jaeger"]["ports"]
     assert env["SPARK_OTEL_PROMETHEUS_URL"].startswith("http://prometheus:9090/")
     prom_cmd = services["prometheus"]["command"]
     assert "--web.enable-remote-write-receiver" in prom_cmd
@@ -353,6 +472,8 @@ def test_compose_cross_references_hold() -> None:
     assert "PROMETHEUS_URL" in datasource_urls["prometheus"]
     assert grafana_env["PROMETHEUS_URL"] == "http://prometheus:9090"
     assert grafana_env["TEMPO_URL"].startswith("http://tempo:3200")
+    assert grafana_env["JAEGER_URL"] == f"http://jaeger:{query_port}"
+    assert "JAEGER_URL" in datasource_urls["jaeger"]
 
 
 def test_make_test_runs_what_ci_runs() -> None:
