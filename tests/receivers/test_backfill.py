@@ -364,3 +364,34 @@ def test_repeated_errors_print_once_with_a_count() -> None:
     assert lines[:20] == [str(e) for e in distinct[:20]]
     assert lines[20:] == ["... and 30 more errors (--json lists every one)"]
     assert error_lines([]) == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"cell_id": "{unclosed"}, "cell_id: template '{unclosed' has an unclosed '{'"),
+        ({"cell_id": "a}"}, "cell_id: template 'a}' closes a '}' it never opened"),
+        ({"cell_id": "{}"}, "cell_id: template '{}' has an empty '{}'"),
+        ({"cell_id": "{a{b}}"}, "cell_id: template '{a{b}}' opens a '{' inside another"),
+        ({"cell_id": "id || "}, "cell_id: 'id || ' has an empty alternative around '||'"),
+        (
+            {"cell_id": "id", "completion_tokens": "usage..n"},
+            "completion_tokens: 'usage..n' is not a dotted path",
+        ),
+        ({"cell_id": "id", "elapsed": "a || b"}, "elapsed: 'a || b' is not a dotted path (templates"),
+        ({"cell_id": "id", "attributes": {"x": "{y}"}}, "attributes.x: '{y}' is not a dotted path"),
+    ],
+)
+def test_a_mapping_whose_paths_do_not_parse_is_refused_naming_the_field(
+    tmp_path: Path, fields: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"name": "m", **fields}), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_mapping(str(path))
+    assert str(caught.value).startswith(f"{path}: not a valid field mapping: {message}")
+
+
+def test_templates_and_alternatives_that_parse_are_accepted() -> None:
+    mapping = FieldMapping(name="ok", cell_id="{task}-{sample.0.id} || id", completion_tokens="usage.n")
+    assert mapping.cell_id == "{task}-{sample.0.id} || id"

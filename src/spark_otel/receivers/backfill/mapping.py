@@ -19,9 +19,10 @@ To write your own, save a JSON object with the `FieldMapping` fields and pass it
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..._exceptions import ConfigError
 from ...model import CellStatus
@@ -30,6 +31,8 @@ __all__ = [
     "BUILTIN_MAPPINGS",
     "DEFAULT_STATUS_VALUES",
     "FieldMapping",
+    "check_path",
+    "check_template",
     "load_mapping",
     "mapping_statuses",
 ]
@@ -74,6 +77,76 @@ class FieldMapping(BaseModel):
     )
     workers: str | None = None
     attributes: dict[str, str] = Field(default_factory=dict, description="attribute name -> path")
+
+    @model_validator(mode="after")
+    def _paths_parse(self) -> FieldMapping:
+        """Every path and template parses, so a typo (``"{unclosed"``) fails when the mapping is
+        loaded, naming the field, instead of quietly matching no record."""
+        for name in TEMPLATE_FIELDS:
+            spec = getattr(self, name)
+            if spec is not None:
+                check_template(name, spec)
+        for name in PATH_FIELDS:
+            spec = getattr(self, name)
+            if isinstance(spec, str):
+                check_path(name, spec)
+        for attribute, path in self.attributes.items():
+            check_path(f"attributes.{attribute}", path)
+        return self
+
+
+TEMPLATE_FIELDS = ("cell_id", "eval_name", "engine")
+"""Fields read as text: a path, a ``{path}`` template, or alternatives joined by ``||``."""
+PATH_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "elapsed",
+    "start",
+    "end",
+    "status",
+    "timeout_flag",
+    "deadline_s",
+    "workers",
+)
+"""Fields read as one value: a dotted path."""
+_SEGMENT = re.compile(r"[^.{}]+")
+
+
+def check_path(field: str, path: str) -> None:
+    """A dotted path (``usage.completion_tokens``; ``a.0.b`` indexes a list): else ValueError naming
+    ``field``. Templates and ``||`` alternatives belong to the text fields only."""
+    if "||" in path or "{" in path or "}" in path:
+        raise ValueError(
+            f"{field}: {path!r} is not a dotted path (templates and '||' work only in "
+            f"{', '.join(TEMPLATE_FIELDS)})"
+        )
+    if not all(_SEGMENT.fullmatch(part.strip()) for part in path.split(".")):
+        raise ValueError(f"{field}: {path!r} is not a dotted path (an empty name between dots)")
+
+
+def check_template(field: str, spec: str) -> None:
+    """A text field: alternatives joined by ``||``, each a path or a template of ``{path}``s."""
+    for alternative in (part.strip() for part in spec.split("||")):
+        if not alternative:
+            raise ValueError(f"{field}: {spec!r} has an empty alternative around '||'")
+        if "{" not in alternative and "}" not in alternative:
+            check_path(field, alternative)
+            continue
+        depth, start = 0, 0
+        for i, char in enumerate(alternative):
+            if char == "{":
+                if depth:
+                    raise ValueError(f"{field}: template {alternative!r} opens a '{{' inside another")
+                depth, start = 1, i
+            elif char == "}":
+                if not depth:
+                    raise ValueError(f"{field}: template {alternative!r} closes a '}}' it never opened")
+                depth = 0
+                if not alternative[start + 1 : i].strip():
+                    raise ValueError(f"{field}: template {alternative!r} has an empty '{{}}'")
+                check_path(field, alternative[start + 1 : i])
+        if depth:
+            raise ValueError(f"{field}: template {alternative!r} has an unclosed '{{'")
 
 
 def mapping_statuses(mapping: FieldMapping) -> dict[str, CellStatus]:
@@ -155,5 +228,7 @@ def load_mapping(name_or_path: str) -> FieldMapping:
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
-        return f"{'.'.join(str(p) for p in err['loc']) or 'mapping'}: {err['msg']}"
+        where = ".".join(str(p) for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        return f"{where}: {message}" if where else message
     return str(exc)
