@@ -114,6 +114,7 @@ CELL_REQUESTS = "spark_otel.cell.requests"  # instrumented requests made inside 
 CELL_FAILED_REQUESTS = "spark_otel.cell.failed_requests"
 CELL_QUEUE_WAIT_S = "spark_otel.cell.queue_wait_s"  # model s the governor held the cell before it started
 CELL_QUEUE_RULE = "spark_otel.cell.queue_rule"  # the rule that held it back last
+CELL_QUEUE_PAST_DEADLINE = "spark_otel.cell.queue_wait_past_deadline"  # True: it waited past its own ceiling
 CELL_CLASS = "spark_otel.cell.class"  # the cell class the governor admitted it as
 TIME_SCALE = "spark_otel.time_scale"  # on a cell recorded under a model clock: its speed (times real)
 CELL_ATTRIBUTE_KEYS = frozenset(

@@ -280,6 +280,11 @@ class cell:
         )
         if self._admission is not None:
             attrs.update(self._admission.span_attributes())
+            with guard("governor wait report"):
+                if self._governor is not None and self._governor.waited_past_deadline(
+                    self._admission, cell_id, self.deadline_s
+                ):
+                    attrs[sc.CELL_QUEUE_PAST_DEADLINE] = True
         attrs.update(self.attributes)
         span = tracer.start_span(
             cell_span_name(self.eval_name),
@@ -310,11 +315,12 @@ class cell:
         if state is None:
             return
         self._state = None
+        end_ns = _clock.wall_ns()  # before the slot is freed: a cell admitted next starts after it
         try:
-            self._release()
             with guard("cell finish"):
                 self._finish(state, exc)
         finally:
+            self._release()
             # Each step on its own: leaving from another context (an async generator closed
             # by the event loop) must not cost the cell its span.
             if self._in_flight:
@@ -329,7 +335,7 @@ class cell:
             if self._otel_token is not None:
                 with guard("cell span context detach"):
                     otel_context.detach(self._otel_token)  # type: ignore[arg-type]
-            state.span.end(end_time=_clock.wall_ns())
+            state.span.end(end_time=end_ns)
 
     async def __aenter__(self) -> CellState:
         tracer_provider, meter_provider = self._resolve_providers()

@@ -106,10 +106,10 @@ def test_lanes_shows_cells_in_use_and_waiting_with_the_rule_that_holds_them(
         assert main(["lanes", "--rules", str(rules), "--state", str(state), "--json"]) == 0
         [lane] = json.loads(capsys.readouterr().out)["lanes"]
         assert (lane["engine"], lane["cap"], lane["in_use"]) == ("q", 1, ["first"])
-        assert [(w["eval"], w["rule"]) for w in lane["waiting"]] == [("second", "q lane at most 1 cells")]
+        assert [(w["eval"], w["rule"]) for w in lane["waiting"]] == [("second", "q lane at most 1 cell")]
         assert main(["lanes", "--rules", str(rules), "--state", str(state)]) == 0
         table = capsys.readouterr().out
-        assert "q lane at most 1 cells (1)" in table
+        assert "q lane at most 1 cell (1)" in table
     finally:
         release.set()
         for t in threads:

@@ -90,7 +90,7 @@ def test_the_wait_is_on_the_span_and_in_the_metrics_and_the_decode_rate_excludes
     waiter = spans["waiter"]
     assert waiter.attributes[sc.CELL_QUEUE_WAIT_S] == pytest.approx(waited, abs=0.1)
     assert waiter.attributes[sc.CELL_QUEUE_WAIT_S] >= 0.3
-    assert waiter.attributes[sc.CELL_QUEUE_RULE] == "q lane at most 1 cells"
+    assert waiter.attributes[sc.CELL_QUEUE_RULE] == "q lane at most 1 cell"
     assert spans["holder"].attributes[sc.CELL_QUEUE_WAIT_S] == 0.0
     assert sc.CELL_QUEUE_RULE not in spans["holder"].attributes
     # The span (and so the cell's elapsed time and decode rate) starts once admitted.
@@ -103,6 +103,57 @@ def test_the_wait_is_on_the_span_and_in_the_metrics_and_the_decode_rate_excludes
     [slots] = metric_points(metric_reader, sc.GOVERNOR_SLOTS)
     [queue] = metric_points(metric_reader, sc.GOVERNOR_QUEUE)
     assert (slots.value, queue.value) == (0, 0)  # all released, none waiting
+
+
+def test_a_wait_past_the_cells_own_ceiling_is_allowed_marked_and_warned_once_per_eval(
+    rules_file: Callable[[str], Path],
+    state_path: Path,
+    tracer_provider,
+    meter_provider,
+    span_exporter: InMemorySpanExporter,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    govern(rules_file(LANE_1), state=state_path)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with cell("ev", "holder", engine="q", tracer_provider=tracer_provider, meter_provider=meter_provider):
+            holding.set()
+            release.wait(10)
+
+    def waiter(cell_id: str, deadline_s: float) -> None:
+        with cell(
+            "ev",
+            cell_id,
+            engine="q",
+            deadline_s=deadline_s,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+        ):
+            pass
+
+    for cell_id, deadline_s in (("short-1", 0.05), ("short-2", 0.05), ("long", 60.0)):
+        holding.clear()
+        release.clear()
+        t = threading.Thread(target=hold)
+        t.start()
+        holding.wait(5)
+        threading.Timer(0.3, release.set).start()
+        with caplog.at_level(logging.WARNING, logger="spark_otel.governor.admission"):
+            waiter(cell_id, deadline_s)
+        t.join(5)
+    spans = {s.attributes[sc.CELL_ID]: s for s in span_exporter.get_finished_spans()}
+    assert spans["short-1"].attributes[sc.CELL_QUEUE_PAST_DEADLINE] is True
+    assert spans["short-2"].attributes[sc.CELL_QUEUE_PAST_DEADLINE] is True
+    assert sc.CELL_QUEUE_PAST_DEADLINE not in spans["long"].attributes
+    assert spans["long"].attributes[sc.CELL_QUEUE_WAIT_S] >= 0.2  # it waited, within its ceiling
+    warnings = [r.getMessage() for r in caplog.records if "longer than its own" in r.getMessage()]
+    assert len(warnings) == 1
+    waited = spans["short-1"].attributes[sc.CELL_QUEUE_WAIT_S]
+    assert warnings[0].startswith(
+        f"spark-otel governor: cell short-1 of ev waited {waited:.1f} s for its lane "
+        "(q lane at most 1 cell), longer than its own 0.1 s ceiling"
+    )
 
 
 def test_a_slot_is_freed_when_the_cell_raises_and_the_error_passes_through(

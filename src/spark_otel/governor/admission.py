@@ -87,6 +87,7 @@ class Governor:
         self._rules: RulesFile | None = None
         self._rules_key: tuple[int, int] | None = None
         self._rules_error: ConfigError | None = None
+        self._long_waits: set[str] = set()
 
     # -- rules ----------------------------------------------------------------------------------------
     def rules(self) -> RulesFile | None:
@@ -174,6 +175,24 @@ class Governor:
                     return waiter.admitted(None)
         finally:
             waiter.leave()
+
+    def waited_past_deadline(self, admission: Admission, cell_id: str, deadline_s: float | None) -> bool:
+        """Whether the cell waited longer than its own ceiling: allowed (the ceiling counts from
+        when the cell starts) but reported, with a warning once per eval."""
+        if deadline_s is None or admission.waited_s <= deadline_s:
+            return False
+        eval_name = admission.cell.eval_name
+        with self._lock:
+            first = eval_name not in self._long_waits
+            self._long_waits.add(eval_name)
+        if first:
+            _logger.warning(
+                "spark-otel governor: cell %s of %s waited %.1f s for its lane (%s), longer than its "
+                "own %.1f s ceiling; later cells of %s that do so are marked on their spans only "
+                "(spark-otel lanes shows what holds them)",
+                cell_id, eval_name, admission.waited_s, admission.rule, deadline_s, eval_name,
+            )  # fmt: skip
+        return True
 
     def release(self, admission: Admission, *, meter_provider: MeterProvider | None = None) -> None:
         """The cell ended (any way): free its slot. A failure is logged once; the slot's lease

@@ -59,6 +59,10 @@ class _Rule(BaseModel):
     figures: dict[str, Any] = Field(default_factory=dict, description="the figures, for scripts")
 
 
+def _cells(n: int) -> str:
+    return f"{n} cell" if n == 1 else f"{n} cells"
+
+
 class LaneRule(_Rule):
     """At most ``cells`` cells in flight on ``engine``, whatever their eval."""
 
@@ -66,7 +70,7 @@ class LaneRule(_Rule):
     cells: int = Field(ge=1)
 
     def describe(self) -> str:
-        return f"{self.engine} lane at most {self.cells} cells"
+        return f"{self.engine} lane at most {_cells(self.cells)}"
 
 
 class LimitRule(_Rule):
@@ -111,11 +115,7 @@ class CrossEngineRule(_Rule):
         return self
 
     def describe(self) -> str:
-        what = (
-            "yields"
-            if self.cells == 0
-            else f"admits at most {self.cells} cell{'s' if self.cells > 1 else ''}"
-        )
+        what = "yields" if self.cells == 0 else f"admits at most {_cells(self.cells)}"
         who = self.while_eval or "a ceiling-bound eval"
         return f"{self.engine} {what} while {who} runs on {self.while_engine}"
 
