@@ -19,6 +19,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .cells import CellState, ContextThreadPoolExecutor, carry_context, cell, current_cell
     from .deadline import DeadlineResult, astream_with_deadline, stream_with_deadline
+    from .governor import govern, ungovern
     from .instrumentation import SparkOtelInstrumentor, instrument, uninstrument
     from .model import Cell, CellStatus, LoadWindow, MetricSample, Request
     from .telemetry import Telemetry, configure, shutdown
@@ -40,9 +41,11 @@ __all__ = [
     "cell",
     "configure",
     "current_cell",
+    "govern",
     "instrument",
     "shutdown",
     "stream_with_deadline",
+    "ungovern",
     "uninstrument",
 ]
 
@@ -57,6 +60,8 @@ _HOMES = {
     "DeadlineResult": "deadline",
     "astream_with_deadline": "deadline",
     "stream_with_deadline": "deadline",
+    "govern": "governor",
+    "ungovern": "governor",
     "SparkOtelInstrumentor": "instrumentation",
     "instrument": "instrumentation",
     "uninstrument": "instrumentation",

@@ -21,9 +21,11 @@ PUBLIC_API = [
     "cell",
     "configure",
     "current_cell",
+    "govern",
     "instrument",
     "shutdown",
     "stream_with_deadline",
+    "ungovern",
     "uninstrument",
 ]
 
