@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_otel import _semconv as sc
 from spark_otel._exceptions import InputError
 from spark_otel.analysis.outcomes import deadline_outcomes
 from spark_otel.analysis.probe_levels import LevelMeasurement, curve_of, summarize_level
@@ -119,6 +120,31 @@ def test_deadline_outcomes_count_statuses_hits_findings_and_degraded_cells_per_e
     assert serial.statuses == {"ok": 9, "error": 0, "deadline": 1, "length_cap": 0}
     assert (serial.ceiling_hits, serial.salvaged_findings, serial.degraded) == (1, 2, 1)
     assert outcomes[("nemotron-cards", 4)].statuses["ok"] == 4
+
+
+def test_outcomes_count_the_cells_the_governor_held_and_the_report_shows_their_waits() -> None:
+    rule = "nemotron yields while serial-review runs on qwen"
+    cells = [
+        _serial_cell(
+            i, i * 1000.0, 1000.0, 11_500, attributes={sc.CELL_QUEUE_WAIT_S: wait, sc.CELL_QUEUE_RULE: rule}
+        )
+        for i, wait in enumerate((0.0, 40.0, 2400.0))  # the last waited past its 1800 s ceiling
+    ]
+    cells.append(_serial_cell(3, 3000.0, 1000.0, 11_500))
+    [outcome] = deadline_outcomes(cells)
+    assert (outcome.queued, outcome.longest_wait_s, outcome.waits_past_deadline) == (2, 2400.0, 1)
+    assert outcome.held_by == rule
+    content = build_report(ReportInputs(source="test", cells=cells))
+    page = render_html(content, images={})
+    outcomes = page[page.index("<h2>Deadline outcomes</h2>") : page.index("<h2>Queue rules</h2>")]
+    assert '<th class="num">longest queue wait s</th>' in outcomes
+    assert f"<td>{rule}</td>" in outcomes
+    assert '<td class="num">2,400</td>' in outcomes
+
+    [ungoverned] = deadline_outcomes(cells[3:])
+    assert (ungoverned.queued, ungoverned.longest_wait_s, ungoverned.held_by) == (0, None, None)
+    plain = render_html(build_report(ReportInputs(source="test", cells=cells[3:])), images={})
+    assert "queue wait" not in plain  # no governor, no columns
 
 
 def test_report_from_the_store_has_every_section_and_embeds_its_plots(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""How the cells of each eval ended, per worker count: statuses, ceiling hits, salvage."""
+"""How the cells of each eval ended, per worker count: statuses, ceiling hits, salvage, and how
+long the queue governor held them before they started."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .. import _semconv as sc
 from ..model import Cell, CellStatus
 from .rates import ceiling_hit
 
@@ -23,6 +25,19 @@ class DeadlineOutcome:
     ceiling_hits: int
     salvaged_findings: int
     degraded: int
+    queued: int = 0
+    """Cells the governor held before they started (a queue wait above zero)."""
+    longest_wait_s: float | None = None
+    """The longest of those waits (model s); None when none waited."""
+    waits_past_deadline: int = 0
+    """Cells that waited longer than their own per-cell ceiling (allowed, reported)."""
+    held_by: str | None = None
+    """The rule that held the most of them."""
+
+
+def _queue_wait_s(cell: Cell) -> float:
+    value = cell.attributes.get(sc.CELL_QUEUE_WAIT_S, 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
@@ -33,6 +48,10 @@ def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
     out = []
     for (eval_name, workers), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         statuses = Counter(c.status.value for c in members)
+        waits = [(c, w) for c in members if (w := _queue_wait_s(c)) > 0]
+        rules = Counter(
+            str(c.attributes[sc.CELL_QUEUE_RULE]) for c, _ in waits if sc.CELL_QUEUE_RULE in c.attributes
+        )
         out.append(
             DeadlineOutcome(
                 eval_name=eval_name,
@@ -42,6 +61,10 @@ def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
                 ceiling_hits=sum(ceiling_hit(c) for c in members),
                 salvaged_findings=sum(c.salvaged_findings for c in members),
                 degraded=sum(c.degraded for c in members),
+                queued=len(waits),
+                longest_wait_s=max((w for _, w in waits), default=None),
+                waits_past_deadline=sum(1 for c, w in waits if c.deadline_s is not None and w > c.deadline_s),
+                held_by=rules.most_common(1)[0][0] if rules else None,
             )
         )
     return out

@@ -222,19 +222,23 @@ def _outcomes_section(content: ReportContent) -> str:
         parts.append('<p class="empty">No cells recorded.</p>')
         return "".join(parts)
     statuses = [s.value for s in CellStatus]
-    rows = [
-        [o.eval_name, "-" if o.workers is None else o.workers, o.cells]
-        + [o.statuses[s] for s in statuses]
-        + [o.ceiling_hits, o.salvaged_findings, o.degraded]
-        for o in content.outcomes
-    ]
-    parts.append(
-        _table(
-            ["eval", "workers", "cells", *statuses, "ceiling hits", "salvaged findings", "degraded"],
-            rows,
-            warn_col=7,
+    governed = any(o.queued for o in content.outcomes)
+    rows = []
+    for o in content.outcomes:
+        row = [o.eval_name, "-" if o.workers is None else o.workers, o.cells]
+        row += [o.statuses[s] for s in statuses] + [o.ceiling_hits, o.salvaged_findings, o.degraded]
+        if governed:
+            row += [o.queued, fmt_number(o.longest_wait_s, 0), o.waits_past_deadline, o.held_by or "-"]
+        rows.append(row)
+    columns = ["eval", "workers", "cells", *statuses, "ceiling hits", "salvaged findings", "degraded"]
+    if governed:
+        columns += ["queued", "longest queue wait s", "waited past ceiling", "held by"]
+    parts.append(_table(columns, rows, warn_col=columns.index("ceiling hits")))
+    if governed:
+        parts.append(
+            '<p class="note">queued: cells the queue governor held before they started, by the rule '
+            "that held the most of them; a wait is not part of the cell's time or rate.</p>"
         )
-    )
     return "".join(parts)
 
 
