@@ -1,7 +1,9 @@
 """Deadlines: what the per-cell ceiling does at each concurrency (the article's Appendix E).
 
 Ceiling hits, salvaged findings and degraded cells (cut off but kept findings), by eval and
-worker count; cell durations against the ceiling.
+worker count; cell durations against the ceiling; and the time the queue governor held cells
+before they started, with each lane's cells running and waiting (a wait is not part of a cell's
+time, so it never moves the ceiling panels).
 """
 
 from __future__ import annotations
@@ -55,6 +57,21 @@ DEADLINE_HIT_RATE = Query(
 DURATION_P95 = Query(
     f"spark_otel:cell_duration_seconds:p95_rate5m{{{_SEL}}}",
     legend("{0}: {1} on {2} at {3} workers, p95", s.BOX, s.EVAL, s.ENGINE, s.WORKERS),
+)
+
+_LANE_SEL = f"{ENGINE_SEL}, {BOX_SEL}"
+QUEUE_WAIT_P95 = Query(
+    f"histogram_quantile(0.95, sum by (le, {s.BOX}, {s.EVAL}, {s.ENGINE})"
+    f" (increase({s.GOVERNOR_QUEUE_WAIT}_bucket{{{_SEL}}}[$__range])))",
+    legend("{0}: {1} on {2}, p95", s.BOX, s.EVAL, s.ENGINE),
+)
+LANE_IN_USE = Query(
+    f"sum by ({s.BOX}, {s.ENGINE}) ({s.GOVERNOR_SLOTS}{{{_LANE_SEL}}})",
+    legend("{0}: {1} running", s.BOX, s.ENGINE),
+)
+LANE_WAITING = Query(
+    f"sum by ({s.BOX}, {s.ENGINE}) ({s.GOVERNOR_QUEUE}{{{_LANE_SEL}}})",
+    legend("{0}: {1} waiting", s.BOX, s.ENGINE),
 )
 
 
@@ -130,6 +147,28 @@ def build() -> gd.Dashboard:
                 "count; a p95 at the ceiling means cells are being cut off.",
                 "s",
                 [DURATION_P95],
+            )
+        )
+        .with_panel(
+            stat(
+                "Queue wait p95",
+                "95th percentile of how long the queue governor held an eval's cells before they "
+                "started, over the time range (spark_otel.governor.queue_wait, model s), by eval "
+                "and engine. Orange from a minute: the rules are holding that eval back, as meant "
+                "while a ceiling-bound neighbour runs; `spark-otel lanes` says which rule.",
+                "s",
+                [QUEUE_WAIT_P95],
+                thresholds(GOOD, (60, WARN)),
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Governed cells running and waiting per lane",
+                "Cells the governor admitted and running, and cells waiting for their lane, per "
+                "engine, summed over every governed runner of the box "
+                "(spark_otel.governor.slots_in_use, spark_otel.governor.queue_length).",
+                "short",
+                [LANE_IN_USE, LANE_WAITING],
             )
         )
     )

@@ -53,6 +53,11 @@ CELL_DEADLINE_HITS = prometheus_name(sc.CELL_DEADLINE_HITS, "{cell}", Kind.COUNT
 CELL_SALVAGED = prometheus_name(sc.CELL_SALVAGED_FINDINGS_METRIC, "{finding}", Kind.COUNTER)
 CELLS_IN_FLIGHT = prometheus_name(sc.CELLS_IN_FLIGHT, "{cell}", Kind.UP_DOWN)
 
+# The queue governor (spark_otel.governor): per engine, summed over each box's processes
+GOVERNOR_QUEUE_WAIT = prometheus_name(sc.GOVERNOR_QUEUE_WAIT, "s", Kind.HISTOGRAM)
+GOVERNOR_SLOTS = prometheus_name(sc.GOVERNOR_SLOTS, "{cell}", Kind.UP_DOWN)
+GOVERNOR_QUEUE = prometheus_name(sc.GOVERNOR_QUEUE, "{cell}", Kind.UP_DOWN)
+
 # Requests (GenAI semconv)
 REQUEST_DURATION = prometheus_name(sc.GEN_AI_CLIENT_OPERATION_DURATION, "s", Kind.HISTOGRAM)
 

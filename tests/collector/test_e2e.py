@@ -20,6 +20,7 @@ components are required (CI).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,10 +156,11 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
         monkeypatch.setenv(key, value)
 
     run_tag = f"{int(time.time())}"
-    serial_eval, load_eval, deadline_eval = (
+    serial_eval, load_eval, deadline_eval, governed_eval = (
         f"e2e-serial-{run_tag}",
         f"e2e-load-{run_tag}",
         f"e2e-ceiling-{run_tag}",
+        f"e2e-governed-{run_tag}",
     )
     nsight = tmp_path / "capture.sqlite"
     _nsight_capture(nsight)
@@ -192,7 +194,8 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
         run_started = time.monotonic()
         try:
             receiver.start()
-            with ThreadPoolExecutor(1 + LOAD_WORKERS) as pool:
+            # The lanes stop before the pool waits for them, however the block ends.
+            with ThreadPoolExecutor(1 + LOAD_WORKERS) as pool, _setting_on_exit(stop_serial, stop_load):
                 serial_future = pool.submit(serial.run, stop_serial, 0)
                 time.sleep(BASELINE_REAL_S)
                 phase_done("baseline")
@@ -227,6 +230,8 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
                 assert result.status == "deadline", result
                 assert result.findings, "the cut-off stream salvaged nothing"
                 phase_done("ceiling cell")
+                _governed_pair(nemo, nemo_model, governed_eval, tmp_path / "rules.toml")
+                phase_done("governed cells")
                 _captured_just_now(nsight)
                 ingest = subprocess.run(
                     [
@@ -287,7 +292,7 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
     # (a) every cell span and its request spans are in Jaeger, found by eval and by cell id, with
     # the store's attributes and times. A cell that ended while the collector was down may be
     # missing (the SDK drops a batch it cannot send within its timeout); nothing else may be.
-    evals = (serial_eval, load_eval, deadline_eval)
+    evals = (serial_eval, load_eval, deadline_eval, governed_eval)
     expected = trace_checks.expected_from_store(store_path, evals)
     assert all(expected.requests.values()), "a live cell without its request in the store"
     ended = {cell_id: end for lane in (serial, load) for cell_id, _, end in lane.cells}
@@ -303,6 +308,16 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
     [ceiling] = [s for s in found.values() if s.attributes[sc.EVAL_NAME] == deadline_eval]
     assert ceiling.attributes[sc.CELL_DEGRADED] is True
     assert ceiling.attributes[sc.CELL_STATUS] == "deadline"
+    # The governed pair: the second cell waited for the first under the lane rule, on its span.
+    governed = sorted(
+        (s for s in found.values() if s.attributes[sc.EVAL_NAME] == governed_eval),
+        key=lambda s: s.attributes[sc.CELL_QUEUE_WAIT_S],
+    )
+    assert [s.attributes[sc.CELL_ID] for s in governed] == ["g-first", "g-second"]
+    assert governed[0].attributes[sc.CELL_QUEUE_WAIT_S] == 0.0
+    assert governed[1].attributes[sc.CELL_QUEUE_WAIT_S] > 0.0
+    assert governed[1].attributes[sc.CELL_QUEUE_RULE] == "nemotron lane at most 1 cell"
+    assert governed[1].start_us >= governed[0].end_us
 
     # Grafana's trace-to-metrics links (Jaeger's, which are Tempo's) from a cell span read in
     # Jaeger return data from Prometheus.
@@ -350,6 +365,43 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
 
     # Backfilled cells reach Jaeger with their historical times.
     _backfilled_cells_in_jaeger(stack, tmp_path, run_start)
+
+
+@contextlib.contextmanager
+def _setting_on_exit(*events: threading.Event) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for event in events:
+            event.set()
+
+
+def _governed_pair(client: Any, model: str, eval_name: str, rules: Path) -> None:
+    """Two nemotron cells at once under a one-cell lane: the second waits for the first, so the
+    governor's wait, slots and queue reach Prometheus and the wait reaches the cell span."""
+    rules.write_text('[[lane]]\nengine = "nemotron"\ncells = 1\n', encoding="utf-8")
+    first_in = threading.Event()
+
+    def cell(cell_id: str) -> None:
+        with spark_otel.cell(eval_name, cell_id, engine="nemotron", deadline_s=1800, workers=2):
+            first_in.set()
+            client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": "one governed cell"}],
+                max_tokens=40,
+                extra_body={"min_tokens": 40, "ignore_eos": True},
+            )
+
+    spark_otel.govern(rules, fail_closed=True)  # a governor that cannot decide fails the test
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(cell, "g-first")
+            first_in.wait(30)
+            second = pool.submit(cell, "g-second")
+            first.result()
+            second.result()
+    finally:
+        spark_otel.ungovern()
 
 
 BACKFILL_RECORDS = ROOT / "tests" / "data" / "receivers" / "backfill" / "serial-arm-2026-09-17.jsonl"
