@@ -64,7 +64,6 @@ def load_cells(spec: str) -> list[dict[str, Any]]:
 def run_cell(
     client: openai.OpenAI, target: Engine, spec: dict[str, Any], args: argparse.Namespace
 ) -> dict[str, Any]:
-    started = target.now()
     record: dict[str, Any] = {
         "eval": args.eval,
         "cell_id": spec["cell_id"],
@@ -78,6 +77,7 @@ def run_cell(
         deadline_s=args.ceiling,
         workers=args.concurrency,
     ):
+        started = target.now()  # inside the cell, as its span's times are
         try:
             stream = client.chat.completions.create(
                 model=target.model,
@@ -98,7 +98,7 @@ def run_cell(
         except openai.APIError as exc:
             record["status"] = "error"
             record["error"] = type(exc).__name__
-    finished = target.now()
+        finished = target.now()
     record["elapsed_s"] = round(finished - started, 3)
     record["finished_at_unix_s"] = round(finished, 3)
     out = Path(args.out) / f"{spec['cell_id'].replace('/', '_')}.json"

@@ -20,7 +20,7 @@ from spark_otel.model import Cell
 from spark_otel.store import Store
 
 RUNNER = Path(__file__).parents[2] / "examples" / "eval_runner.py"
-# The runner stamps a record just outside its cell block and rounds to the millisecond; at the
+# The runner stamps a record just inside its cell block and rounds to the millisecond; at the
 # runner's 40x speed a few real milliseconds of scheduling are a few tenths of a model second.
 TOLERANCE_S = 0.5
 

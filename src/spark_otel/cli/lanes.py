@@ -3,7 +3,7 @@
     spark-otel lanes [--rules rules.toml] [--state PATH]
 
 Reads the shared admission state every governed runner on this box uses (default: beside the
-embedded store; $SPARK_OTEL_GOVERNOR_STATE) and, with --rules (default $SPARK_OTEL_RULES), the
+embedded store; $SPARK_OTEL_GOVERNOR_STATE) and, with --rules (else $SPARK_OTEL_RULES), the
 rules: per engine, its lane cap, the cells in use by eval, the cells waiting with the rule that
 holds each back and how long it has waited, and the evals that count as running there between
 cells. Engines whose rules are stale (now serving another model) are flagged, with the command
