@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from spark_otel import _semconv as sc
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.cli import main
 from spark_otel.cli.demo import _as_json, _print_acts
 from spark_otel.demo import DemoPlan, DemoResult, ground_truth, run_demo
+from spark_otel.demo.governed import DEMO_ACT
+from spark_otel.governor.rules import load_rules
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
 
@@ -119,6 +122,88 @@ def test_each_act_recovers_the_simulated_truth(demo: tuple[DemoResult, Path]) ->
 
 
 @pytest.mark.slow
+def test_act_5_the_rules_advise_wrote_hold_the_neighbour_back_and_remove_its_cost(
+    demo: tuple[DemoResult, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    result, out = demo
+    truth = ground_truth(DemoPlan.quick(SPEED))
+    alone = result.neighbour.baseline.median
+    assert alone is not None
+    # The rules file is what `advise --write-rules` writes, and it validates.
+    assert result.rules_path == out / "rules.toml"
+    assert main(["rules", "check", str(result.rules_path)]) == 0
+    rules = load_rules(result.rules_path)
+    [yields] = rules.cross_engine
+    assert (yields.engine, yields.while_engine, yields.while_eval, yields.cells) == (
+        "nemotron",
+        "qwen",
+        result.serial_eval,
+        0,
+    )
+    capsys.readouterr()
+
+    with Store(result.store_path, read_only=True) as store:
+        cells = store.cells()
+    runs = {
+        act: (
+            [c for c in cells if c.attributes.get(DEMO_ACT) == act and c.eval_name == result.serial_eval],
+            [c for c in cells if c.attributes.get(DEMO_ACT) == act and c.eval_name == result.load_eval],
+        )
+        for act in ("5-open", "5-governed")
+    }
+    plan = DemoPlan.quick(SPEED)
+    for serial, load in runs.values():
+        assert len(serial) == plan.governed_serial_cells
+        assert len(load) == plan.governed_load_cells
+        assert all(c.workers == 1 and c.status is CellStatus.OK for c in serial)  # no ceiling hits
+
+    # Without rules: the cells wholly beside the nemotron eval pay the simulated cost.
+    serial, load = runs["5-open"]
+    window = (min(c.start_unix_ns for c in load), max(c.end_unix_ns for c in load))
+    wholly = [c for c in serial if window[0] <= c.start_unix_ns and c.end_unix_ns <= window[1]]
+    assert len(wholly) >= 2
+    rates = sorted(c.completion_tokens / ((c.end_unix_ns - c.start_unix_ns) / 1e9) for c in wholly)
+    assert 1 - rates[len(rates) // 2] / alone == pytest.approx(truth["load"], abs=0.05)
+    assert not any(c.attributes.get(sc.CELL_QUEUE_WAIT_S) for c in load)  # nothing held it
+
+    # With them: nemotron waits for the serial eval, then runs at its full width.
+    serial, load = runs["5-governed"]
+    serial_end = max(c.end_unix_ns for c in serial)
+    assert all(c.start_unix_ns >= serial_end for c in load)
+    waits = [c.attributes[sc.CELL_QUEUE_WAIT_S] for c in load]
+    assert max(waits) > 100  # model s: most of the serial eval
+    assert {c.attributes[sc.CELL_QUEUE_RULE] for c in load if c.attributes[sc.CELL_QUEUE_WAIT_S] > 1} == {
+        yields.describe()
+    }
+    rates = sorted(c.completion_tokens / ((c.end_unix_ns - c.start_unix_ns) / 1e9) for c in serial)
+    assert 1 - rates[len(rates) // 2] / alone == pytest.approx(0.0, abs=0.05)
+
+    # The figures the demo prints are these.
+    without, governed = result.governed
+    assert (without.label, governed.label) == ("without rules", "with the rules")
+    assert without.beside_cells >= len(wholly)
+    assert without.cost == pytest.approx(truth["load"], abs=0.06)
+    assert governed.beside_cells == 0
+    assert governed.cost == pytest.approx(0.0, abs=0.05)
+    assert (governed.ceiling_hits, without.ceiling_hits) == (0, 0)
+    assert governed.load_started_after_serial
+    assert not without.load_started_after_serial
+    assert governed.load_peak == without.load_peak == 4
+    assert governed.load_waited_max_s == pytest.approx(max(waits))
+    every = [c for pair in runs["5-governed"] for c in pair]
+    wall = (max(c.end_unix_ns for c in every) - min(c.start_unix_ns for c in every)) / 1e9
+    assert governed.both_wall_s == pytest.approx(wall)
+
+    _print_acts(result)
+    printed = capsys.readouterr().out
+    act5 = printed[printed.index("Act 5. ") :]
+    assert "without rules" in act5
+    assert "with the rules" in act5
+    assert f"=> with the rules, {result.serial_eval} paid {round(governed.cost * 100)}%" in act5
+    assert f"both evals took {governed.both_wall_s:.0f} model s against {without.both_wall_s:.0f}" in act5
+
+
+@pytest.mark.slow
 def test_the_demo_prints_each_act_with_its_answer_and_writes_the_report(
     demo: tuple[DemoResult, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -177,6 +262,9 @@ def test_the_demo_as_json_carries_the_answers_figures_and_rules(demo: tuple[Demo
     assert doc["neighbour"]["eval_name"] == result.serial_eval
     assert "cells" not in doc["neighbour"]
     assert any(r["kind"] == "cap" and r["engine"] == "nemotron" and r["workers"] == 8 for r in doc["rules"])
+    assert doc["rules_file"] == str(result.rules_path)
+    assert [run["label"] for run in doc["governed"]] == ["without rules", "with the rules"]
+    assert doc["governed"][1]["beside_cells"] == result.governed[1].beside_cells
 
 
 def test_demo_refuses_an_infinite_or_zero_speed_before_starting_anything(

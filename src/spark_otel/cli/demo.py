@@ -8,10 +8,14 @@ eval is instrumented with spark_otel.instrument() and spark_otel.cell(). In the 
   Act 3  one eval's cells on qwen at 1 worker, then the same cells at 8: wall against per cell
   Act 4  a serial eval on qwen alone, then beside 1 and 4 more qwen streams and an eval at 4
          workers on nemotron: what each neighbour cost it, from its own records
+  Act 5  the advisor's rules written to DIR/rules.toml, then the serial eval and, started midway
+         from another process, the nemotron eval at 4 workers, once without the rules and once
+         governed by them (both processes through DIR/governor.sqlite): the cost, the wait, the
+         wall time of both
 
-Each act ends in a one-line answer, then come the advisor's queue rules with their evidence, and
-the HTML report (which opens with the same answers). About a minute and a half; --quick about
-40 s. No server to install.
+Each act ends in a one-line answer; the advisor's queue rules with their evidence come before
+Act 5, and the HTML report (which opens with the same answers) covers Acts 2 to 4. About a
+minute and a half; --quick about a minute. No server to install.
 
 The demo's records are simulated, so they go to a store of their own, DIR/store.sqlite beside the
 report (replaced on each run), never your own store. It prints the commands that read it, e.g.
@@ -44,12 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="store to add the demo's records to (default: its own, DIR/store.sqlite, replaced each run)",
     )
     parser.add_argument("--out", default="spark-otel-demo", metavar="DIR", help="report and store directory")
-    parser.add_argument("--quick", action="store_true", help="a shorter schedule (about 40 s)")
+    parser.add_argument("--quick", action="store_true", help="a shorter schedule (about a minute)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.0f}"
+    return "-" if value is None else str(round(value * 100))
 
 
 def _say(answers: list[Answer], topic: str, **match: str) -> None:
@@ -79,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print_acts(result)
     print(f"report: {result.report_path}")
+    rules = shlex.quote(str(result.rules_path))
+    print(f"rules:  {result.rules_path} (check: spark-otel rules check {rules})")
     evals = ", ".join((result.review_eval, result.serial_eval, result.load_eval))
     print(f"store:  {result.store_path} (evals {evals})")
     print(f"took {result.wall_s:.0f} s at {args.speed:g}x")
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         f"spark-otel neighbour-cost --store {store} --eval {result.serial_eval}",
         f"spark-otel concurrency --store {store}",
         f"spark-otel advise --store {store}",
+        f"spark-otel lanes --rules {rules} --state {shlex.quote(str(result.state_path))}",
         f"spark-otel report --store {store} --out {shlex.quote(str(result.report_path.parent))}",
     ):
         print(f"  {command}")
@@ -138,7 +145,7 @@ def _print_acts(result: DemoResult) -> None:
             for w in windows_touched(nb)
         ],
         notes={
-            "simulated cost": "what the simulated box was told the load costs: the answer to check against"
+            "simulated cost %": "what the simulated box was told the load costs: the answer to check against"
         },
     )
     _say(answers, "neighbour", eval=nb.eval_name)
@@ -147,6 +154,51 @@ def _print_acts(result: DemoResult) -> None:
     if advice is not None:
         print_table("Queue rules", ["queue rule", "evidence"], [[r.rule, r.evidence] for r in advice.rules])
         _say(answers, "rules")
+    _print_governed(result)
+
+
+def _print_governed(result: DemoResult) -> None:
+    from ..demo.governed import governed_answer
+
+    if len(result.governed) != 2:
+        return
+    print_table(
+        f"Act 5. {result.serial_eval} and, from another process midway, {result.load_eval} at 4 workers "
+        "(model time)",
+        [
+            "run",
+            "serial cells",
+            "beside",
+            "serial tok/s",
+            "cost %",
+            "ceiling hits",
+            "nemotron cells",
+            "most at once",
+            "longest queue wait s",
+            "both evals' wall s",
+        ],
+        [
+            [
+                run.label,
+                run.serial_cells,
+                run.beside_cells,
+                fmt_number(run.beside_median if run.beside_cells else run.serial_median),
+                _pct(run.cost),
+                run.ceiling_hits,
+                run.load_cells,
+                run.load_peak,
+                fmt_number(run.load_waited_max_s, 0),
+                fmt_number(run.both_wall_s, 0),
+            ]
+            for run in result.governed
+        ],
+        notes={
+            "beside": "serial cells that ran at least 90% of their time while the nemotron eval ran",
+            "cost %": "1 - serial tok/s (of the cells beside it, else of all) over its Act 4 baseline alone",
+        },
+    )
+    print(f"=> {governed_answer(result.serial_eval, *result.governed)}")
+    print()
 
 
 def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
@@ -167,4 +219,6 @@ def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
         "neighbour": result.neighbour.model_dump(mode="json", exclude={"cells"}),
         "ground_truth": result.ground_truth,
         "rules": [] if content.advice is None else [r.model_dump(mode="json") for r in content.advice.rules],
+        "rules_file": str(result.rules_path),
+        "governed": [run.as_dict() for run in result.governed],
     }

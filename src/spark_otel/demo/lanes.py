@@ -94,10 +94,10 @@ class Lane:
             count += 1
         return count
 
-    def run_set(self, n_cells: int) -> None:
+    def run_set(self, n_cells: int, **attributes: Any) -> None:
         """The same ``n_cells`` cells (ids, prompts, lengths) at this lane's worker count."""
         with ThreadPoolExecutor(self.workers, thread_name_prefix="demo-cells") as pool:
-            list(pool.map(lambda i: self.cell(f"pr-{i:02d}", 500 + i), range(n_cells)))
+            list(pool.map(lambda i: self.cell(f"pr-{i:02d}", 500 + i, **attributes), range(n_cells)))
 
 
 def sleep_model(seconds: float) -> None:

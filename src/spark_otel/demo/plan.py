@@ -52,6 +52,15 @@ class DemoPlan:
     nemotron_levels: tuple[int, ...] = (1, 2, 4, 8, 16)
     review_workers: int = 8
     same_engine_loads: tuple[int, ...] = (1, 4)
+    governed_serial_cells: int = 5
+    """Act 5: the serial eval's cells in each run."""
+    governed_load_cells: int = 12
+    """Act 5: the nemotron eval's cells in each run, four at a time."""
+    governed_load_after_s: float = 40.0
+    """Act 5: how long after the serial eval starts the nemotron runner starts its cells."""
+    governed_eval_gap_s: float = 0.5
+    """Act 5's rules: an eval counts as running this long (real s) after its last cell ended;
+    enough for the serial runner's next cell at the demo's speed, and short in model time."""
     serial_prompt_chars: int = 1600
     load_prompt_chars: int = 800
 
@@ -70,7 +79,13 @@ class DemoPlan:
         review += self.review_tokens[1] / truth.predicted_rate(SERIAL_ENGINE, self.review_workers)
         act4 = self.baseline_s + len(self.same_engine_loads) * self.same_engine_load_s
         act4 += self.gap_s + self.load_s + self.tail_s
-        return probes + review + act4
+        serial = (
+            self.governed_serial_cells * sum(self.serial_tokens) / 2 / truth.predicted_rate(SERIAL_ENGINE, 1)
+        )
+        waves = -(-self.governed_load_cells // LOAD_WORKERS)
+        load = waves * self.load_tokens[1] / truth.predicted_rate(LOAD_ENGINE, LOAD_WORKERS)
+        act5 = 2 * serial + load + self.governed_load_after_s
+        return probes + review + act4 + act5
 
     @classmethod
     def full(cls, speed: float = DEFAULT_SPEED) -> DemoPlan:

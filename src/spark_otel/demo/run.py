@@ -13,6 +13,7 @@ from .. import _clock
 from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .box import box_process
+from .governed import DEMO_ACT, RunFigures, run_figures, run_governed_act
 from .lanes import Lane, openai_client, same_engine_load, sleep_model
 from .plan import DEFAULT_SPEED, DEMO_RUN, LOAD_ENGINE, LOAD_WORKERS, SERIAL_ENGINE, DemoPlan, ground_truth
 from .store import clear_own_store, demo_store_path, run_tag
@@ -43,6 +44,11 @@ class DemoResult:
     content: ReportContent
     ground_truth: dict[str, float]
     wall_s: float
+    rules_path: Path
+    state_path: Path
+    """Act 5's governor state, shared by both of its runners."""
+    governed: list[RunFigures]
+    """Act 5: the two evals run again without and with the rules."""
 
 
 def run_demo(
@@ -175,13 +181,32 @@ def run_demo(
                 stop_serial.set()
                 serial.result()
             truth = ground_truth(plan)
+
+            phase("reading the evals' own records")
+            telemetry.force_flush()
+            with Store(path, read_only=True) as reader:
+                content, neighbour = _analyse(reader, tag, (serial_eval, review_eval, load_eval), probes)
+            rules_path = _write_rules(content, Path(out_dir), plan)
+            state_path = Path(out_dir) / "governor.sqlite"
+            run_governed_act(
+                plan,
+                urls=urls,
+                qwen=qwen,
+                qwen_model=qwen_model,
+                serial_eval=serial_eval,
+                load_eval=load_eval,
+                store_path=path,
+                rules_path=rules_path,
+                state_path=state_path,
+                on_phase=phase,
+            )
         finally:
             spark_otel.uninstrument()
             telemetry.force_flush()
             telemetry.shutdown()
-    phase("reading the evals' own records")
+    phase("reading Act 5's records")
     with Store(path, read_only=True) as reader:
-        content, neighbour = _analyse(reader, tag, (serial_eval, review_eval, load_eval), probes)
+        governed = _act5_figures(reader, serial_eval, load_eval, neighbour.baseline.median or 0.0)
     from ..report import write_report
 
     report_path = write_report(content, out_dir)
@@ -197,7 +222,38 @@ def run_demo(
         content=content,
         ground_truth=truth,
         wall_s=(_clock.real_monotonic_ns() - started) / NS_PER_S,
+        rules_path=rules_path,
+        state_path=state_path,
+        governed=governed,
     )
+
+
+def _write_rules(content: ReportContent, out: Path, plan: DemoPlan) -> Path:
+    """The rules Acts 2 to 4 gave, as `spark-otel advise --write-rules` writes them."""
+    from ..governor.advice import dump_rules, rules_from_advice
+
+    assert content.advice is not None
+    rules = rules_from_advice(
+        content.advice, content.curves, engine_urls=content.engine_urls, source=content.source
+    )
+    rules = rules.model_copy(update={"eval_gap_s": plan.governed_eval_gap_s})
+    path = out / "rules.toml"
+    path.write_text(dump_rules(rules), encoding="utf-8")
+    return path
+
+
+def _act5_figures(store: Store, serial_eval: str, load_eval: str, baseline: float) -> list[RunFigures]:
+    serial = store.cells(eval_name=serial_eval)
+    load = store.cells(eval_name=load_eval)
+    return [
+        run_figures(
+            label,
+            [c for c in serial if c.attributes.get(DEMO_ACT) == act],
+            [c for c in load if c.attributes.get(DEMO_ACT) == act],
+            baseline,
+        )
+        for act, label in (("5-open", "without rules"), ("5-governed", "with the rules"))
+    ]
 
 
 def _analyse(
@@ -208,7 +264,7 @@ def _analyse(
     from ..report import ReportInputs, build_report
 
     serial_eval = evals[0]
-    cells = [c for name in evals for c in store.cells(eval_name=name)]
+    cells = [c for name in evals for c in store.cells(eval_name=name) if DEMO_ACT not in c.attributes]
     runs = {_probe_name(tag, p.metadata.engine) for p in probes}
     windows = [
         w
