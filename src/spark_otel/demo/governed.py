@@ -121,6 +121,12 @@ def governed_answer(serial_eval: str, open_run: RunFigures, governed: RunFigures
     """Act 5 in one line: what the rules saved the serial eval, and what they cost in wall time."""
     if open_run.cost is None or governed.cost is None:
         return f"{serial_eval}: no decode rates in Act 5's cells, so no cost to compare"
+    if not open_run.beside_cells:
+        return (
+            f"without rules, no cell of {serial_eval} ran wholly beside the nemotron eval (its span "
+            f"was shorter than a cell), so there is no cost to compare; with them the nemotron eval "
+            f"waited up to {governed.load_waited_max_s:.0f} model s"
+        )
     return (
         f"with the rules, {serial_eval} paid {round(governed.cost * 100)}% "
         f"(n={governed.serial_cells} cells, {governed.beside_cells} beside the neighbour) "
@@ -239,7 +245,7 @@ def run_governed_act(
                     "state": str(state_path),
                     "eval": load_eval,
                     "cells": plan.governed_load_cells,
-                    "tokens": list(plan.load_tokens),
+                    "tokens": list(plan.governed_load_tokens),
                     "prompt_chars": plan.load_prompt_chars,
                     "act": act,
                 }
@@ -250,7 +256,7 @@ def run_governed_act(
                 eval_name=serial_eval,
                 engine=SERIAL_ENGINE,
                 workers=1,
-                tokens=plan.serial_tokens,
+                tokens=plan.governed_serial_tokens,
                 prompt_chars=plan.serial_prompt_chars,
                 stream=True,
             )

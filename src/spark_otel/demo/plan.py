@@ -54,6 +54,10 @@ class DemoPlan:
     same_engine_loads: tuple[int, ...] = (1, 4)
     governed_serial_cells: int = 5
     """Act 5: the serial eval's cells in each run."""
+    governed_serial_tokens: tuple[int, int] = (500, 800)
+    governed_load_tokens: tuple[int, int] = (1500, 2500)
+    """Act 5's answer lengths, the same in both schedules: the nemotron eval's span must hold
+    whole serial cells (slowed by it) for the open run to price the neighbour at all."""
     governed_load_cells: int = 12
     """Act 5: the nemotron eval's cells in each run, four at a time."""
     governed_load_after_s: float = 40.0
@@ -80,10 +84,13 @@ class DemoPlan:
         act4 = self.baseline_s + len(self.same_engine_loads) * self.same_engine_load_s
         act4 += self.gap_s + self.load_s + self.tail_s
         serial = (
-            self.governed_serial_cells * sum(self.serial_tokens) / 2 / truth.predicted_rate(SERIAL_ENGINE, 1)
+            self.governed_serial_cells
+            * sum(self.governed_serial_tokens)
+            / 2
+            / truth.predicted_rate(SERIAL_ENGINE, 1)
         )
         waves = -(-self.governed_load_cells // LOAD_WORKERS)
-        load = waves * self.load_tokens[1] / truth.predicted_rate(LOAD_ENGINE, LOAD_WORKERS)
+        load = waves * self.governed_load_tokens[1] / truth.predicted_rate(LOAD_ENGINE, LOAD_WORKERS)
         act5 = 2 * serial + load + self.governed_load_after_s
         return probes + review + act4 + act5
 
