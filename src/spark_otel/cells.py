@@ -234,7 +234,12 @@ class cell:
         governor, candidate = self._admission_candidate()
         if governor is not None and candidate is not None:
             self._governor = governor
-            self._admission = governor.admit(candidate, self.cell_id, meter_provider=meter_provider)
+            try:
+                self._admission = governor.admit(candidate, self.cell_id, meter_provider=meter_provider)
+            except Exception as exc:
+                if _fails_closed(exc):
+                    raise
+                report_failure("governor admission", exc)  # the cell runs ungoverned
         return self._start(tracer_provider, meter_provider)
 
     def _resolve_providers(self) -> tuple[TracerProvider | None, MeterProvider | None]:
@@ -286,12 +291,14 @@ class cell:
                 ):
                     attrs[sc.CELL_QUEUE_PAST_DEADLINE] = True
         attrs.update(self.attributes)
-        span = tracer.start_span(
-            cell_span_name(self.eval_name),
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=_clock.wall_ns(),
-        )
+        span: Span = trace.INVALID_SPAN  # no span: the cell still runs, and counts its requests
+        with guard("cell span start"):
+            span = tracer.start_span(
+                cell_span_name(self.eval_name),
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=_clock.wall_ns(),
+            )
         state = CellState(
             eval_name=self.eval_name,
             cell_id=cell_id,
@@ -301,7 +308,9 @@ class cell:
             span=span,
         )
         self._state = state
-        self._otel_token = otel_context.attach(trace.set_span_in_context(span))
+        self._otel_token = None
+        with guard("cell span context attach"):
+            self._otel_token = otel_context.attach(trace.set_span_in_context(span))
         self._token = _current_cell.set(state)
         with guard("cell start metrics"):
             instruments(meter_provider).cells_in_flight.add(1, self._metric_attributes(state))
@@ -342,7 +351,14 @@ class cell:
         governor, candidate = self._admission_candidate()
         if governor is not None and candidate is not None:
             self._governor = governor
-            self._admission = await governor.aadmit(candidate, self.cell_id, meter_provider=meter_provider)
+            try:
+                self._admission = await governor.aadmit(
+                    candidate, self.cell_id, meter_provider=meter_provider
+                )
+            except Exception as exc:
+                if _fails_closed(exc):
+                    raise
+                report_failure("governor admission", exc)  # the cell runs ungoverned
         return self._start(tracer_provider, meter_provider)
 
     def _release(self) -> None:
@@ -350,7 +366,8 @@ class cell:
         admission, governor = self._admission, self._governor
         self._admission = self._governor = None
         if admission is not None and governor is not None:
-            governor.release(admission, meter_provider=self._bound_meter_provider)
+            with guard("governor release"):
+                governor.release(admission, meter_provider=self._bound_meter_provider)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -437,6 +454,14 @@ class cell:
             inst.cell_deadline_hits.add(1, done)
         if state.salvaged_findings:
             inst.cell_salvaged_findings.add(state.salvaged_findings, done)
+
+
+def _fails_closed(exc: Exception) -> bool:
+    """A `GovernorError`: fail-closed's refusal, before the cell starts (any other failure of the
+    governor lets the cell run ungoverned)."""
+    from .governor import GovernorError
+
+    return isinstance(exc, GovernorError)
 
 
 def carry_context(func: F) -> F:

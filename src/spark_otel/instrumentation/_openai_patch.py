@@ -134,6 +134,24 @@ def _finish(request: RequestTelemetry, result: Any, proxy: type[Any]) -> Any:
     return result
 
 
+def _attach(request: RequestTelemetry) -> object | None:
+    """Make the request's span current for the call (the SDK's retries, a raw layer below)."""
+    try:
+        return otel_context.attach(set_span_in_context(request.span))
+    except Exception as exc:
+        report_failure("openai span context", exc)
+    return None
+
+
+def _detach(token: object | None) -> None:
+    if token is None:
+        return
+    try:
+        otel_context.detach(token)  # type: ignore[arg-type]
+    except Exception as exc:
+        report_failure("openai span context", exc)
+
+
 def _make_sync(operation: str, rt: Runtime) -> Wrapper:
     def traced(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -147,14 +165,14 @@ def _make_sync(operation: str, rt: Runtime) -> Wrapper:
         if request is None:
             return wrapped(*args, **kwargs)
         token = IN_OPENAI_CALL.set(True)
-        otel_token = otel_context.attach(set_span_in_context(request.span))
+        otel_token = _attach(request)
         try:
             result = past_foreign_wrappers(wrapped)(*args, **sent)
         except BaseException as exc:
             request.fail(exc)
             raise
         finally:
-            otel_context.detach(otel_token)
+            _detach(otel_token)
             IN_OPENAI_CALL.reset(token)
         return _finish(request, result, SyncStreamProxy)
 
@@ -174,14 +192,14 @@ def _make_async(operation: str, rt: Runtime) -> Wrapper:
         if request is None:
             return await wrapped(*args, **kwargs)
         token = IN_OPENAI_CALL.set(True)
-        otel_token = otel_context.attach(set_span_in_context(request.span))
+        otel_token = _attach(request)
         try:
             result = await past_foreign_wrappers(wrapped)(*args, **sent)
         except BaseException as exc:
             request.fail(exc)
             raise
         finally:
-            otel_context.detach(otel_token)
+            _detach(otel_token)
             IN_OPENAI_CALL.reset(token)
         return _finish(request, result, AsyncStreamProxy)
 
