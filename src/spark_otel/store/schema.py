@@ -90,12 +90,19 @@ class Table:
         return tuple(c.name for c in self.columns)
 
     @cached_property
-    def ddl(self) -> str:
-        columns = ", ".join(c.ddl for c in self.columns)
-        statements = [f"CREATE TABLE IF NOT EXISTS {self.name} ({columns});"]
+    def create_sql(self) -> str:
+        """The CREATE TABLE statement as SQLite keeps it in ``sqlite_master`` for a table created
+        from this declaration: a table whose kept text is this one has exactly these columns."""
+        return f"CREATE TABLE {self.name} ({', '.join(c.ddl for c in self.columns)})"
+
+    @cached_property
+    def statements(self) -> tuple[str, ...]:
+        """The table's DDL as single statements (creating what is missing), to run one by one
+        inside a transaction."""
+        statements = [self.create_sql.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)]
         for index, on in self.indexes:
-            statements.append(f"CREATE INDEX IF NOT EXISTS {index} ON {self.name} ({', '.join(on)});")
-        return "\n".join(statements)
+            statements.append(f"CREATE INDEX IF NOT EXISTS {index} ON {self.name} ({', '.join(on)})")
+        return tuple(statements)
 
     @cached_property
     def insert_sql(self) -> str:
