@@ -2,7 +2,7 @@
 
 Every function here takes `spark_otel.model` records and plain numbers and returns frozen
 pydantic results (``model_dump(mode="json")`` gives JSON); none reads the store or prints. The
-CLI commands ``concurrency``, ``neighbour-cost``, ``advise`` and ``report`` do the I/O;
+CLI commands ``concurrency``, ``neighbour-cost``, ``advise``, ``instruments`` and ``report`` do the I/O;
 `overview` runs them all the one way ``advise`` and ``report`` share.
 """
 
@@ -31,6 +31,7 @@ from .concurrency import (
     union_seconds,
 )
 from .curve import CurvePoint, RateCurve, curve_from_concurrency, curves_from_documents
+from .instruments import InstrumentsReport, InstrumentVerdict, LoadInterval, instrument_verdicts
 from .neighbour import (
     CellRate,
     NeighbourReport,
@@ -56,7 +57,10 @@ __all__ = [
     "ConcurrencyReport",
     "CurvePoint",
     "EngineConcurrency",
+    "InstrumentVerdict",
+    "InstrumentsReport",
     "LevelSummary",
+    "LoadInterval",
     "NeighbourReport",
     "Overview",
     "QueueRule",
@@ -74,6 +78,7 @@ __all__ = [
     "failed",
     "fit_prefill_contention",
     "in_flight",
+    "instrument_verdicts",
     "neighbour_cost",
     "neighbour_costs",
     "no_baseline_reason",

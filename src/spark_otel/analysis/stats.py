@@ -10,6 +10,8 @@ The interval on the median is the distribution-free one from order statistics: t
 ranks ``n/2 -+ 1.96 sqrt(n)/2`` (the binomial count of values below the median, normally
 approximated), a 95% interval whatever the rates' distribution, exact in the ranks it picks and
 cheap once the values are sorted. With fewer than 6 values it spans them all, and covers less.
+`rank_correlation` (Spearman) and `elasticity` (at the means) grade a gauge against throughput
+(`analysis.instruments`).
 Pure functions, no I/O.
 """
 
@@ -20,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["RateSummary", "median_interval", "percentile", "summarize"]
+__all__ = ["RateSummary", "elasticity", "median_interval", "percentile", "rank_correlation", "summarize"]
 
 _Z95 = 1.959964
 
@@ -84,3 +86,50 @@ def summarize(values: Iterable[float | None]) -> RateSummary:
         ci_low=interval[0] if interval else None,
         ci_high=interval[1] if interval else None,
     )
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    n = len(x)
+    if n < 2:
+        return None
+    mx, my = sum(x) / n, sum(y) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    if sxx <= 0 or syy <= 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation; None below two points or when either side is constant."""
+    return _pearson(_ranks(x), _ranks(y))
+
+
+def elasticity(throughput: Sequence[float], gauge: Sequence[float]) -> float | None:
+    """The gauge's elasticity at the means: least-squares slope of gauge on throughput, times
+    mean throughput over mean gauge. None when throughput does not vary or the gauge averages 0."""
+    n = len(throughput)
+    if n < 2:
+        return None
+    mt, mg = sum(throughput) / n, sum(gauge) / n
+    stt = sum((t - mt) ** 2 for t in throughput)
+    if stt <= 0 or mg == 0:
+        return None
+    slope = sum((t - mt) * (g - mg) for t, g in zip(throughput, gauge, strict=True)) / stt
+    return slope * mt / mg
