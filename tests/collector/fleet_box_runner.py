@@ -1,0 +1,238 @@
+"""One simulated box of the fleet test (tests/collector/test_fleet.py), as its own processes.
+
+This process serves a simulated engine pair (`spark_otel.sim.run_box`, qwen dense and nemotron
+MoE), runs an instrumented eval against it (a serial lane on qwen, a load lane of several
+workers on nemotron, a ceiling cell and a governed pair on nemotron) with the telemetry the
+environment asks for (``OTEL_EXPORTER_OTLP_ENDPOINT``: the box's collector, ``SPARK_OTEL_STORE``:
+the box's own embedded store), and starts ``spark-otel receive`` for the two engines and the
+simulated GPU as a child process. Nothing here knows about the other box.
+
+    python fleet_box_runner.py '{"box": "box-a", "speed": 10, ...}'
+
+The test drives it one command a line on stdin (``extras``, ``serial-start``, ``load-start``,
+``load-stop``, ``finish``); each is answered by one JSON line on stdout with the real Unix time
+it took effect. ``finish`` stops everything, flushes and prints every cell the runner ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+
+import spark_otel
+from spark_otel import _clock
+from spark_otel.deadline import stream_with_deadline
+from spark_otel.sim import run_box
+
+
+def say(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
+    sys.stdout.flush()
+
+
+@dataclass
+class Lane:
+    """One eval's cells on one engine, back to back until stopped (as test_e2e's Lane)."""
+
+    box: str
+    client: Any
+    model: str
+    eval_name: str
+    engine: str
+    workers: int
+    tokens: int
+    cells: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, stop: threading.Event, worker: int) -> None:
+        count = 0
+        while not stop.is_set():
+            cell_id = f"{self.box}-{self.engine}-w{worker}-{count:04d}"
+            try:
+                with spark_otel.cell(
+                    self.eval_name, cell_id, engine=self.engine, deadline_s=1800, workers=self.workers
+                ):
+                    self.client.chat.completions.create(
+                        model=self.model,
+                        messages=[{"role": "user", "content": f"review change {count} of lane {worker}"}],
+                        max_tokens=self.tokens,
+                        extra_body={"min_tokens": self.tokens, "ignore_eos": True},
+                    )
+            except Exception as exc:  # recorded on the cell; reported at the end
+                self.errors.append(repr(exc))
+            with self._lock:
+                self.cells.append(cell_id)
+            count += 1
+
+
+def ceiling_cell(box: str, client: Any, model: str, eval_name: str) -> dict[str, Any]:
+    """One cell cut off at its ceiling that keeps what it streamed: a degraded cell."""
+    cell_id = f"{box}-ceiling-1"
+    with spark_otel.cell(eval_name, cell_id, engine="nemotron", deadline_s=20, workers=1):
+        result = stream_with_deadline(
+            client,
+            deadline_s=20,
+            model=model,
+            messages=[{"role": "user", "content": "find every bug"}],
+            max_tokens=20_000,
+            extra_body={"min_tokens": 20_000, "ignore_eos": True},
+            extractor=re.compile(r"\w+ "),
+        )
+    return {"cell_id": cell_id, "status": result.status, "findings": len(result.findings)}
+
+
+def governed_pair(box: str, client: Any, model: str, eval_name: str, rules: Path) -> list[str]:
+    """Two nemotron cells at once under a one-cell lane: the second waits for the first."""
+    rules.write_text('[[lane]]\nengine = "nemotron"\ncells = 1\n', encoding="utf-8")
+    first_in = threading.Event()
+    ids = [f"{box}-g-first", f"{box}-g-second"]
+
+    def cell(cell_id: str) -> None:
+        with spark_otel.cell(eval_name, cell_id, engine="nemotron", deadline_s=1800, workers=2):
+            first_in.set()
+            client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": "one governed cell"}],
+                max_tokens=40,
+                extra_body={"min_tokens": 40, "ignore_eos": True},
+            )
+
+    spark_otel.govern(rules, fail_closed=True)
+    try:
+        first = threading.Thread(target=cell, args=(ids[0],))
+        first.start()
+        first_in.wait(30)
+        second = threading.Thread(target=cell, args=(ids[1],))
+        second.start()
+        first.join()
+        second.join()
+    finally:
+        spark_otel.ungovern()
+    return ids
+
+
+def start_receive(box: str, urls: dict[str, str], interval_s: float, log: Path) -> subprocess.Popen[bytes]:
+    """`spark-otel receive` for this box's engines and simulated GPU, OTLP only, as its own process
+    (its own service.instance.id; no store: the box's store holds the eval's cells)."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_OTEL_STORE"}
+    env["OTEL_RESOURCE_ATTRIBUTES"] = f"service.instance.id={box}-receive"
+    env["OTEL_SERVICE_NAME"] = "spark-otel-fleet-receiver"
+    argv = [sys.executable, "-m", "spark_otel", "receive", "--interval", str(interval_s)]
+    for name, url in urls.items():
+        argv += ["--engine", f"{name}={url}"]
+    argv += ["--gpu", "sim", "--sim-url", urls["qwen"]]
+    with log.open("ab") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def main() -> int:
+    config = json.loads(sys.argv[1])
+    box_name: str = config["box"]
+    workdir = Path(config["workdir"])
+    evals: dict[str, str] = config["evals"]
+    with run_box({"qwen": "dense", "nemotron": "moe"}, speed=config["speed"], seed=config["seed"]) as box:
+        urls = {name: box.url(name) for name in box.engines}
+        receive = start_receive(box_name, urls, config["receive_interval_s"], workdir / "receive.log")
+        telemetry = spark_otel.configure(otlp=True, metric_export_interval_ms=1000, set_global=False)
+        spark_otel.instrument()
+        qwen = openai.OpenAI(base_url=urls["qwen"] + "/v1", api_key="sim", max_retries=0, timeout=60)
+        nemo = openai.OpenAI(base_url=urls["nemotron"] + "/v1", api_key="sim", max_retries=0, timeout=60)
+        qwen_model, nemo_model = qwen.models.list().data[0].id, nemo.models.list().data[0].id
+        serial = Lane(box_name, qwen, qwen_model, evals["serial"], "qwen", 1, config["serial_tokens"])
+        load = Lane(
+            box_name,
+            nemo,
+            nemo_model,
+            evals["load"],
+            "nemotron",
+            config["load_workers"],
+            config["load_tokens"],
+        )
+        stop_serial, stop_load = threading.Event(), threading.Event()
+        threads: dict[str, list[threading.Thread]] = {"serial": [], "load": []}
+        extras: dict[str, Any] = {}
+        # The box's model clock, which stamps the store's cells: real = anchor + model offset / scale.
+        anchor = {
+            "real_wall_ns": _clock._Anchor.real_wall_ns,
+            "model_wall_ns": _clock._Anchor.model_wall_ns,
+            "scale": _clock._Anchor.scale,
+        }
+        say("ready", urls=urls, receive_pid=receive.pid, pid=os.getpid(), anchor=anchor)
+        try:
+            for line in sys.stdin:
+                command = line.strip()
+                if command == "extras":
+                    extras["ceiling"] = ceiling_cell(box_name, nemo, nemo_model, evals["ceiling"])
+                    extras["governed"] = governed_pair(
+                        box_name, nemo, nemo_model, evals["governed"], workdir / "rules.toml"
+                    )
+                    say("extras", **extras)
+                elif command == "serial-start":
+                    thread = threading.Thread(target=serial.run, args=(stop_serial, 0))
+                    thread.start()
+                    threads["serial"].append(thread)
+                    say("serial-start")
+                elif command == "load-start":
+                    for worker in range(config["load_workers"]):
+                        thread = threading.Thread(target=load.run, args=(stop_load, worker))
+                        thread.start()
+                        threads["load"].append(thread)
+                    say("load-start")
+                elif command == "load-stop":
+                    stop_load.set()
+                    for thread in threads["load"]:
+                        thread.join()
+                    say("load-stop")
+                elif command == "finish":
+                    break
+                else:
+                    say("error", message=f"unknown command {command!r}")
+        except Exception:
+            say("error", message=traceback.format_exc())
+        finally:
+            stop_serial.set()
+            stop_load.set()
+            for thread in threads["serial"] + threads["load"]:
+                thread.join()
+            serial_done = time.time()
+            receive.send_signal(signal.SIGTERM)
+            try:
+                receive_rc = receive.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                receive.kill()
+                receive_rc = -9
+            spark_otel.uninstrument()
+            telemetry.force_flush(10_000)
+            spark_otel.shutdown()
+            dropped = {name: box.stats(name).dropped_model_s for name in box.engines}
+        say(
+            "done",
+            serial_done=serial_done,
+            cells={
+                evals["serial"]: serial.cells,
+                evals["load"]: load.cells,
+                evals["ceiling"]: [extras["ceiling"]["cell_id"]] if "ceiling" in extras else [],
+                evals["governed"]: extras.get("governed", []),
+            },
+            errors=serial.errors + load.errors,
+            dropped_model_s=dropped,
+            receive_rc=receive_rc,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
