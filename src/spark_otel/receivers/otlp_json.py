@@ -7,18 +7,24 @@ mapping writes them as base64; both are read), ``*TimeUnixNano`` as decimal stri
 attributes as ``AnyValue`` objects. Each span is rebuilt as an SDK `ReadableSpan` and converted
 by the same functions the store's exporter uses, so a cell reads the same from either path.
 Lines holding metrics or logs are skipped. A malformed line (the last line of a file the collector
-is still writing is often cut short) is skipped with a warning naming the file and line, and kept
-in `OtlpRecords.skipped`; a file with no readable trace line but a malformed one is an
-`InputError` naming the file and line.
+is still writing is often cut short, even inside a multi-byte character) is skipped with a warning
+naming the file and line, and kept in `OtlpRecords.skipped`; a file with no readable trace line
+but a malformed one is an `InputError` naming the file and line. A line is malformed when it is
+not UTF-8 or JSON, when its structure is not an export request's, or when a span in it does not
+fit: ids that are not 16 and 8 bytes (or all zeros), times that are not whole nanoseconds in
+2000-2100 (or end before they start), counts that are not whole numbers from 0 to 2**53.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
 import logging
+import math
 import os
+import string
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +35,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from .. import _semconv as sc
 from .._exceptions import InputError
+from .._validate import check_count, check_time_ns, finite_number
 from ..model import Cell, LoadWindow, Request
 from ..store import Store
 from ..store.codec import cell_from_span, request_from_span, window_from_span
@@ -62,72 +69,165 @@ class OtlpRecords:
         store.write_windows(self.windows)
 
 
-def decode_any_value(value: Any) -> Any:
-    """An OTLP JSON ``AnyValue`` as a Python value (ints may arrive as strings, per proto3 JSON)."""
+def _short(value: Any, most: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _items(value: Any, what: str) -> list[Any]:
+    """A repeated field: a JSON array (absent or null is empty), else ValueError naming it."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{what} is {_short(value)}, not a list")
+    return value
+
+
+def _fields(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValueError(f"attribute value {value!r} is not an AnyValue object")
-    if "stringValue" in value:
-        return str(value["stringValue"])
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
+        raise ValueError(f"{what} is {_short(value)}, not an object")
+    return value
+
+
+def decode_any_value(value: Any) -> Any:
+    """An OTLP JSON ``AnyValue`` as a Python value (ints may arrive as strings, per proto3 JSON).
+
+    Raises ValueError for a value that is not one (any other shape, or a number past a float's).
+    """
+    value = _fields(value, "attribute value")
+    try:
+        if "stringValue" in value:
+            return str(value["stringValue"])
+        if "boolValue" in value:
+            return bool(value["boolValue"])
+        if "intValue" in value:
+            number = value["intValue"]
+            if isinstance(number, bool) or not isinstance(number, int | str):
+                raise ValueError(f"intValue {_short(number)} is not a whole number")
+            return int(number)
+        if "doubleValue" in value:
+            double = value["doubleValue"]
+            if isinstance(double, bool) or not isinstance(double, int | float | str):
+                raise ValueError(f"doubleValue {_short(double)} is not a number")
+            return float(double)
+    except OverflowError:
+        raise ValueError(f"attribute value {_short(value)} is too large for a number") from None
     if "arrayValue" in value:
-        return tuple(decode_any_value(v) for v in (value["arrayValue"] or {}).get("values", []))
+        array = _fields(value["arrayValue"] or {}, "arrayValue")
+        return tuple(decode_any_value(v) for v in _items(array.get("values"), "arrayValue.values"))
     if "kvlistValue" in value:
-        return json.dumps(_attributes((value["kvlistValue"] or {}).get("values", [])), sort_keys=True)
+        kvlist = _fields(value["kvlistValue"] or {}, "kvlistValue")
+        return json.dumps(_attributes(_items(kvlist.get("values"), "kvlistValue.values")), sort_keys=True)
     if "bytesValue" in value:
         return str(value["bytesValue"])
     return None
 
 
-def _attributes(items: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def _attributes(items: Iterable[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for item in items:
+    for raw in items:
+        item = _fields(raw, "an attribute")
+        key = item.get("key")
+        if not isinstance(key, str):
+            raise ValueError(f"attribute key {_short(key)} is not a string")
         decoded = decode_any_value(item.get("value", {}))
         if decoded is not None:
-            out[str(item["key"])] = decoded
+            out[key] = decoded
     return out
 
 
 def _id(text: Any, nbytes: int, what: str) -> int:
-    """A trace or span id: hex (OTLP JSON) or base64 (protobuf's generic JSON mapping)."""
+    """A trace or span id: hex (OTLP JSON) or base64 (protobuf's generic JSON mapping); never 0."""
     if not isinstance(text, str) or not text:
         raise ValueError(f"{what} is missing")
-    if len(text) == 2 * nbytes:
+    if len(text) == 2 * nbytes and all(c in string.hexdigits for c in text):
+        number = int(text, 16)
+    else:
         try:
-            return int(text, 16)
-        except ValueError:
-            pass
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"{what} {text!r} is neither hex nor base64") from exc
-    if len(raw) != nbytes:
-        raise ValueError(f"{what} {text!r} is {len(raw)} bytes, not {nbytes}")
-    return int.from_bytes(raw, "big")
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"{what} {_short(text)} is neither hex nor base64") from exc
+        if len(raw) != nbytes:
+            raise ValueError(f"{what} {_short(text)} is {len(raw)} bytes, not {nbytes}")
+        number = int.from_bytes(raw, "big")
+    if not number:
+        raise ValueError(f"{what} is all zeros (an invalid id)")
+    return number
+
+
+def _time_ns(value: Any, what: str) -> int:
+    """A ``*TimeUnixNano``: a decimal string or a number (proto3 JSON writes uint64 as either),
+    a whole number of nanoseconds in 2000-2100."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        ns = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        ns = value
+    elif isinstance(value, float) and math.isfinite(value) and value == int(value):
+        ns = int(value)
+    else:
+        raise ValueError(f"{what} {_short(value)} is not a whole number of nanoseconds")
+    return check_time_ns(ns, what)
+
+
+def _span(span: dict[str, Any]) -> ReadableSpan:
+    trace_id = _id(span.get("traceId"), 16, "traceId")
+    span_id = _id(span.get("spanId"), 8, "spanId")
+    start = _time_ns(span.get("startTimeUnixNano"), "startTimeUnixNano")
+    end_raw = span.get("endTimeUnixNano")
+    end = start if end_raw in (None, "", "0", 0) else _time_ns(end_raw, "endTimeUnixNano")
+    if end < start:
+        raise ValueError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
+    return ReadableSpan(
+        name=str(span.get("name", "")),
+        context=SpanContext(
+            trace_id=trace_id, span_id=span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+        ),
+        attributes=_attributes(_items(span.get("attributes"), "attributes")),
+        start_time=start,
+        end_time=end,
+    )
 
 
 def spans_from_export(export: dict[str, Any]) -> Iterator[ReadableSpan]:
-    """The spans of one ``ExportTraceServiceRequest`` (pure: no I/O)."""
-    for resource_spans in export.get("resourceSpans") or []:
-        for scope_spans in resource_spans.get("scopeSpans") or []:
-            for span in scope_spans.get("spans") or []:
-                start = int(span.get("startTimeUnixNano") or 0)
-                yield ReadableSpan(
-                    name=str(span.get("name", "")),
-                    context=SpanContext(
-                        trace_id=_id(span.get("traceId"), 16, "traceId"),
-                        span_id=_id(span.get("spanId"), 8, "spanId"),
-                        is_remote=False,
-                        trace_flags=TraceFlags(TraceFlags.SAMPLED),
-                    ),
-                    attributes=_attributes(span.get("attributes") or []),
-                    start_time=start,
-                    end_time=int(span.get("endTimeUnixNano") or start),
-                )
+    """The spans of one ``ExportTraceServiceRequest`` (pure: no I/O).
+
+    Raises ValueError naming the part of the request that is not what OTLP JSON writes.
+    """
+    for i, raw_resource in enumerate(_items(export.get("resourceSpans"), "resourceSpans")):
+        where = f"resourceSpans[{i}]"
+        resource_spans = _fields(raw_resource, where)
+        for j, raw_scope in enumerate(_items(resource_spans.get("scopeSpans"), f"{where}.scopeSpans")):
+            scope_where = f"{where}.scopeSpans[{j}]"
+            scope_spans = _fields(raw_scope, scope_where)
+            for k, raw_span in enumerate(_items(scope_spans.get("spans"), f"{scope_where}.spans")):
+                span_where = f"{scope_where}.spans[{k}]"
+                span = _fields(raw_span, span_where)
+                try:
+                    yield _span(span)
+                except ValueError as exc:
+                    raise ValueError(f"{span_where}: {exc}") from exc
+
+
+def _check_record(record: Cell | Request | LoadWindow) -> None:
+    """What a report needs of a record: a cell's eval and id; counts that are whole numbers from
+    0 to 2**53; finite seconds."""
+    if isinstance(record, Cell):
+        for name, key in (("eval_name", sc.EVAL_NAME), ("cell_id", sc.CELL_ID)):
+            if not getattr(record, name).strip():
+                raise ValueError(f"a cell span without {key}")
+    counts = {
+        Cell: ("prompt_tokens", "completion_tokens", "workers", "salvaged_findings"),
+        Request: ("input_tokens", "output_tokens", "server_port"),
+        LoadWindow: ("streams",),
+    }[type(record)]
+    for name in counts:
+        value = getattr(record, name)
+        if value is not None:
+            check_count(value, name)
+    for name in ("deadline_s", "time_to_first_chunk_s"):
+        value = getattr(record, name, None)
+        if value is not None and finite_number(value, name) < 0:
+            raise ValueError(f"{name} is {value!r}, below 0")
 
 
 def records_from_export(export: dict[str, Any]) -> OtlpRecords:
@@ -137,12 +237,19 @@ def records_from_export(export: dict[str, Any]) -> OtlpRecords:
         out.spans += 1
         attrs = span.attributes or {}
         kind = attrs.get(sc.SPAN_KIND_ATTR)
-        if kind == sc.SPAN_KIND_CELL:
-            out.cells.append(cell_from_span(span))
-        elif kind == sc.SPAN_KIND_LOAD_WINDOW:
-            out.windows.append(window_from_span(span))
-        elif sc.GEN_AI_OPERATION_NAME in attrs:
-            out.requests.append(request_from_span(span))
+        what = f"span {span.name[:60]!r}"
+        try:
+            if kind == sc.SPAN_KIND_CELL:
+                out.cells.append(cell_from_span(span))
+                _check_record(out.cells[-1])
+            elif kind == sc.SPAN_KIND_LOAD_WINDOW:
+                out.windows.append(window_from_span(span))
+                _check_record(out.windows[-1])
+            elif sc.GEN_AI_OPERATION_NAME in attrs:
+                out.requests.append(request_from_span(span))
+                _check_record(out.requests[-1])
+        except (ValueError, TypeError, ArithmeticError) as exc:  # an attribute of the wrong type or size
+            raise ValueError(f"{what}: {exc}") from exc
     return out
 
 
@@ -155,14 +262,16 @@ def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
     out = OtlpRecords()
     for path in map(Path, paths):
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            data = path.read_bytes()
+        except OSError as exc:
             raise InputError(f"{path}: cannot read the OTLP JSON export: {exc}") from exc
-        stripped = text.strip()
-        lines = [stripped] if stripped.startswith("{") and "\n{" not in stripped else text.splitlines()
         found = OtlpRecords()
         bad: list[str] = []
-        for number, line in enumerate(lines, start=1):
+        for number, line in _lines(data):
+            if isinstance(line, UnicodeDecodeError):
+                where = f"byte {line.object[line.start]:#04x} at column {line.start + 1}"
+                bad.append(f"{path}:{number}: not an OTLP JSON trace export: not UTF-8 text ({where})")
+                continue
             if not line.strip():
                 continue
             try:
@@ -172,8 +281,10 @@ def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
                 if "resourceSpans" not in export:
                     continue  # metrics or logs from the same file exporter
                 found.extend(records_from_export(export))
-            except (ValueError, KeyError, TypeError) as exc:
-                bad.append(f"{path}:{number}: not an OTLP JSON trace export: {exc}")
+            except RecursionError:
+                bad.append(f"{path}:{number}: not an OTLP JSON trace export: nested too deeply to read")
+            except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
+                bad.append(f"{path}:{number}: not an OTLP JSON trace export: {_first_line(exc)}")
         if bad and not found.spans:
             raise InputError(bad[0])
         for message in bad:  # e.g. the last line of a file the collector is still writing
@@ -181,3 +292,22 @@ def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
         out.extend(found)
         out.skipped.extend(bad)
     return out
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
+    """(line number, text) per line of a file, each line decoded on its own, so a multi-byte
+    character cut short on the last line spoils that line only; one JSON document spread over
+    several lines (an export pretty-printed by hand) is one line, number 1."""
+    data = data.removeprefix(codecs.BOM_UTF8)
+    stripped = data.strip()
+    raws = [stripped] if stripped.startswith(b"{") and b"\n{" not in stripped else data.splitlines()
+    for number, raw in enumerate(raws, start=1):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield number, exc
+
+
+def _first_line(exc: BaseException, most: int = 300) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= most else text[: most - 3] + "..."

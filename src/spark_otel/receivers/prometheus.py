@@ -22,14 +22,16 @@ of ``model_name`` when one is given.
 
 from __future__ import annotations
 
+import io
 import logging
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TextIO, cast, get_args
 from urllib.parse import urlsplit
 
 import httpx2
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_fd_to_metric_families
 from pydantic import BaseModel, ConfigDict
 
 from .. import _clock
@@ -254,14 +256,46 @@ def metrics_url(url: str) -> str:
     return base if base.endswith("/metrics") else engine_base_url(base) + "/metrics"
 
 
+class _NumberedLines:
+    """Exposition text read line by line (at ``\\n``, as the parser's own `io.StringIO` would),
+    counting: the parser is lazy, so when it raises, the line it was reading is the one at fault
+    (a bad ``# TYPE`` is noticed where its family ends)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self.number = 0
+        self.line = ""
+
+    def __iter__(self) -> Iterator[str]:
+        for number, line in enumerate(io.StringIO(self._text), start=1):
+            self.number, self.line = number, line
+            yield line
+
+
+def _listing(names: list[str], most: int = 5) -> str:
+    """Label values for a one-line message: plain when printable, else quoted; the first few."""
+    shown = [n if n.isprintable() and n.strip() == n and n else repr(n) for n in names[:most]]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return _clip(", ".join(shown)) + more
+
+
+def _clip(text: str, most: int = 120) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def _families(text: str, url: str) -> list[Any]:
     text = text.lstrip("\ufeff")
     if not text.endswith("\n"):
         text += "\n"
+    lines = _NumberedLines(text)
     try:
-        return list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise EngineError(f"{url}: /metrics is not valid Prometheus text: {exc}") from exc
+        return list(text_fd_to_metric_families(cast(TextIO, lines)))  # it only iterates over lines
+    except (ValueError, TypeError, LookupError, ArithmeticError) as exc:
+        # prometheus_client's messages are often empty (a bare ValueError) or quote a whole line.
+        why = _clip(str(exc).strip()) or f"cannot parse {_clip(lines.line.strip())!r}"
+        raise EngineError(
+            f"{url}: /metrics is not valid Prometheus text: line {lines.number}: {why}"
+        ) from exc
 
 
 def parse_metrics(
@@ -269,9 +303,13 @@ def parse_metrics(
 ) -> EngineSnapshot:
     """Build a snapshot from exposition text (pure; `scrape_engine` does the HTTP).
 
-    Raises `EngineError` when the text does not parse, carries no metrics of a known engine,
-    or has no series for ``model_name``.
+    Raises `EngineError` when the text does not parse (naming the line), carries no metrics of a
+    known engine, or has no series for ``model_name``; `ConfigError` for a ``kind`` that is not
+    an engine's. A value that is NaN, infinite or past a float's range counts as not exposed: no
+    rate or mean is made from it.
     """
+    if kind is not None and kind not in get_args(EngineKind):
+        raise ConfigError(f"engine kind {kind!r}: expected one of {', '.join(get_args(EngineKind))}")
     families = _families(text, url)
     typed: dict[str, tuple[str, list[Any]]] = {}
     for family in families:
@@ -301,14 +339,15 @@ def parse_metrics(
         }
     )
     if model_name is not None and served and model_name not in served:
-        raise EngineError(f"{url}: no series for model {model_name!r}; the engine serves {', '.join(served)}")
+        raise EngineError(f"{url}: no series for model {model_name!r}; the engine serves {_listing(served)}")
 
     def keep(samples: Iterable[Any]) -> list[float]:
-        return [
-            float(s.value)
+        numbers = (
+            _finite(s.value)
             for s in samples
             if model_name is None or s.labels.get("model_name", model_name) == model_name
-        ]
+        )
+        return [n for n in numbers if n is not None]
 
     values: dict[str, float | None] = {}
     for concept in CONCEPTS:
@@ -318,9 +357,9 @@ def parse_metrics(
             if entry is None or entry[0] not in (concept.kind, "unknown", "untyped"):
                 continue
             numbers = keep(entry[1])
-            if not numbers:
-                continue
             total = sum(numbers)
+            if not numbers or not math.isfinite(total):
+                continue
             values[concept.field] = total / len(numbers) if concept.combine == "mean" else total
             break
     for histogram in HISTOGRAMS:
@@ -330,9 +369,10 @@ def parse_metrics(
             if any(p is None or p[0] not in ("histogram", "unknown", "untyped") for p in parts):
                 continue
             sums, counts = (keep(p[1]) for p in parts if p is not None)
-            if not sums or not counts:
+            total_sum, total_count = sum(sums), sum(counts)
+            if not sums or not counts or not (math.isfinite(total_sum) and math.isfinite(total_count)):
                 continue
-            values[f"{histogram.field}_sum"], values[f"{histogram.field}_count"] = sum(sums), sum(counts)
+            values[f"{histogram.field}_sum"], values[f"{histogram.field}_count"] = total_sum, total_count
             break
     created_values = keep(created)
     return EngineSnapshot(
@@ -344,6 +384,16 @@ def parse_metrics(
         model_names=tuple(served),
         **values,
     )
+
+
+def _finite(value: Any) -> float | None:
+    """A sample's value as a finite float, or None: NaN, infinities and integers past a float's
+    range (the parser keeps integer text as an int) are not counts."""
+    try:
+        number = float(value)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _detect_kind(typed: Mapping[str, Any]) -> EngineKind | None:

@@ -19,10 +19,11 @@ To write your own, save a JSON object with the `FieldMapping` fields and pass it
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..._exceptions import ConfigError
 from ...model import CellStatus
@@ -69,7 +70,7 @@ class FieldMapping(BaseModel):
     )
     status: str | None = Field(default=None, description="path to a status string")
     status_values: dict[str, CellStatus] = Field(
-        default_factory=dict, description="extra status strings (lower case) and the cell status each means"
+        default_factory=dict, description="extra status strings (any case) and the cell status each means"
     )
     timeout_flag: str | None = Field(default=None, description="path to a boolean that is true for a timeout")
     deadline_s: str | float | None = Field(
@@ -77,6 +78,31 @@ class FieldMapping(BaseModel):
     )
     workers: str | None = None
     attributes: dict[str, str] = Field(default_factory=dict, description="attribute name -> path")
+
+    @field_validator("status_values")
+    @classmethod
+    def _status_keys_as_records_are_read(cls, values: dict[str, CellStatus]) -> dict[str, CellStatus]:
+        """A record's status is matched stripped and in lower case, so the keys are kept so too:
+        ``{"Cut": "deadline"}`` matches ``cut``, ``CUT`` and ``Cut``."""
+        out: dict[str, CellStatus] = {}
+        for key, status in values.items():
+            folded = key.strip().lower()
+            if not folded:
+                raise ValueError(f"{key!r} is an empty status string")
+            if out.get(folded, status) != status:
+                raise ValueError(
+                    f"{key!r} means {status.value} and {out[folded].value} (status strings ignore case)"
+                )
+            out[folded] = status
+        return out
+
+    @field_validator("deadline_s")
+    @classmethod
+    def _deadline_is_seconds(cls, value: str | float | None) -> str | float | None:
+        """A ceiling given as a number is finite seconds above 0 (NaN would land on every cell)."""
+        if isinstance(value, float) and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{value!r} is not a number of seconds above 0")
+        return value
 
     @model_validator(mode="after")
     def _paths_parse(self) -> FieldMapping:
@@ -210,14 +236,22 @@ BUILTIN_MAPPINGS: dict[str, FieldMapping] = {m.name: m for m in (SPARK_BENCH, GE
 
 
 def load_mapping(name_or_path: str) -> FieldMapping:
-    """A built-in mapping by name, or a JSON file holding one."""
+    """A built-in mapping by name, or a JSON file holding one; else `ConfigError` naming it."""
+    if not isinstance(name_or_path, str):
+        raise ConfigError(f"--mapping {name_or_path!r}: expected a built-in mapping's name or a file's path")
     if name_or_path in BUILTIN_MAPPINGS:
         return BUILTIN_MAPPINGS[name_or_path]
     path = Path(name_or_path)
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long for a path, say
         raise ConfigError(
-            f"--mapping {name_or_path!r}: neither a built-in mapping ({', '.join(sorted(BUILTIN_MAPPINGS))}) "
-            "nor a JSON file"
+            f"--mapping {_shorten(name_or_path)}: not a usable path: {getattr(exc, 'strerror', None) or exc}"
+        ) from exc
+    if not is_file:
+        raise ConfigError(
+            f"--mapping {_shorten(name_or_path)}: neither a built-in mapping "
+            f"({', '.join(sorted(BUILTIN_MAPPINGS))}) nor a JSON file"
         )
     try:
         return FieldMapping.model_validate_json(path.read_text(encoding="utf-8"))
@@ -225,10 +259,20 @@ def load_mapping(name_or_path: str) -> FieldMapping:
         raise ConfigError(f"{path}: not a valid field mapping: {_first_error(exc)}") from exc
 
 
+def _shorten(text: str, most: int = 80) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= most else shown[: most - 3] + "..."
+
+
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
+        # A key of the file's own (a status string, an attribute name) may hold anything: quoted
+        # unless plain, so the message stays one line.
+        where = ".".join(
+            str(p) if isinstance(p, int) or (p.isprintable() and p.strip() == p and p) else repr(p)
+            for p in err["loc"]
+        )
         message = str(err["msg"]).removeprefix("Value error, ")
         return f"{where}: {message}" if where else message
     return str(exc)

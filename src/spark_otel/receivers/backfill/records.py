@@ -8,7 +8,8 @@ join several fields (``"{pr} {angle} run{run}"``), how status strings map to cel
 and where the time comes from, in this order: start and end fields; start plus elapsed; end
 minus elapsed; the file's mtime minus elapsed (only for a file holding a single record: in a
 file of many, the mtime is when the last one ended). Unix times are told apart by magnitude
-(s, ms, µs, ns); one that lands outside 2000-2100 is an error, not a guess.
+(s, ms, µs, ns); one that lands outside 2000-2100 is an error, not a guess, and so is a start or
+end made from an elapsed time that lands there. Counts are whole numbers from 0 to 2**53.
 
 A timeout (a true ``timeout_flag`` or a status that maps to ``deadline``) becomes a
 ``deadline`` cell; without tokens it stays a timeout with no rate, listed but never averaged.
@@ -16,11 +17,15 @@ Deadline and error cells carry ``error.type`` (``deadline``, else ``_OTHER``) an
 end with ERROR status, as live cells do.
 Each cell's uid is a hash of (file, record position), so backfilling the same files again
 replaces those cells instead of duplicating them. A record that does not fit is reported
-with its file and line and skipped; the others still load.
+with its file and line and skipped; the others still load. In JSON Lines and CSV that holds for
+a line that is not UTF-8 (a multi-byte character cut short at the end of a file still being
+written) or not JSON (nested past the parser's limit, say); a CSV the csv module cannot read on
+keeps the rows before the line where it stopped.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import json
@@ -37,6 +42,7 @@ from typing import Any
 from ... import _semconv as sc
 from ..._clock import NS_PER_S
 from ..._exceptions import InputError
+from ..._validate import EARLIEST_NS, LATEST_NS, MAX_COUNT, year_of
 from ...model import Cell, CellStatus
 from .mapping import FieldMapping, mapping_statuses
 
@@ -50,9 +56,8 @@ __all__ = [
 ]
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
-# Unix times are told apart by magnitude; anything outside these years is a unit mix-up.
-_EARLIEST_NS = int(datetime(2000, 1, 1, tzinfo=UTC).timestamp()) * NS_PER_S
-_LATEST_NS = int(datetime(2100, 1, 1, tzinfo=UTC).timestamp()) * NS_PER_S
+# The longest elapsed time a cell can have and still start and end in 2000-2100.
+_MAX_ELAPSED_S = (LATEST_NS - EARLIEST_NS) / NS_PER_S
 
 
 @dataclass(frozen=True)
@@ -97,32 +102,88 @@ class BackfillResult:
 
 
 # -- reading records -----------------------------------------------------------------------------------
+def _json(text: str) -> Any:
+    """`json.loads`, with nesting past the parser's recursion limit as a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+
+
+def _decoded_lines(path: Path) -> Iterator[tuple[int, str | InputError]]:
+    """(line number, text) for each line, each decoded on its own: a line that is not UTF-8
+    (a multi-byte character cut short at the end of a file still being written) is an
+    `InputError` for that line, and the lines around it still read. A BOM opens line 1 only."""
+    data = path.read_bytes()
+    # Lines end as in text mode: at \n, \r\n or \r (csv needs each line's own ending kept).
+    for lineno, raw in enumerate(data.removeprefix(codecs.BOM_UTF8).splitlines(keepends=True), start=1):
+        try:
+            yield lineno, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield lineno, InputError(f"not UTF-8 text: byte {raw[exc.start]:#04x} at column {exc.start + 1}")
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int | None, Any]]:
+    bad: dict[int, InputError] = {}
+    read = [0]  # the line the reader took last: where a csv.Error is
+
+    def lines() -> Iterator[str]:
+        for lineno, text in _decoded_lines(path):
+            read[0] = lineno
+            if isinstance(text, InputError):
+                bad[lineno] = text
+                yield "\n"  # csv skips a blank row, and the line numbers stay the file's
+            else:
+                yield text
+
+    reader = csv.DictReader(lines())
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a field past the csv module's size limit: the rest is unreadable
+            yield from _pop_bad(bad)
+            yield read[0], InputError(f"not readable as CSV: {exc}")
+            return
+        yield from _pop_bad(bad)
+        if None in row:
+            yield reader.line_num, InputError(f"{len(row[None])} more fields than the header has")
+        else:
+            yield reader.line_num, row
+    yield from _pop_bad(bad)
+
+
+def _pop_bad(bad: dict[int, InputError]) -> Iterator[tuple[int | None, Any]]:
+    for lineno in sorted(bad):
+        yield lineno, bad.pop(lineno)
+
+
 def read_records(path: Path) -> Iterator[tuple[int | None, Any]]:
-    """(line or position, record) for each record; a record that cannot be parsed yields
-    ``(line, InputError)`` so the caller reports it and goes on. A JSON array's records are
-    numbered from 1 by position."""
+    """(line or position, record) for each record; a record that cannot be parsed (not JSON,
+    not UTF-8, not CSV) yields ``(line, InputError)`` so the caller reports it and goes on. A
+    JSON array's records are numbered from 1 by position; a whole JSON file that cannot be
+    read raises `InputError` naming it."""
     suffix = path.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            with path.open(encoding="utf-8-sig") as handle:
-                for lineno, line in enumerate(handle, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        yield lineno, json.loads(line)
-                    except ValueError as exc:
-                        yield lineno, InputError(f"not valid JSON: {exc}")
+            for lineno, line in _decoded_lines(path):
+                if isinstance(line, InputError):
+                    yield lineno, line
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    yield lineno, _json(line)
+                except ValueError as exc:
+                    yield lineno, InputError(f"not valid JSON: {exc}")
         elif suffix == ".csv":
-            with path.open(encoding="utf-8-sig", newline="") as handle:
-                reader = csv.DictReader(handle)
-                for row in reader:
-                    if None in row:
-                        yield reader.line_num, InputError(f"{len(row[None])} more fields than the header has")
-                    else:
-                        yield reader.line_num, row
+            yield from _csv_rows(path)
         else:
             try:
-                data = json.loads(path.read_text(encoding="utf-8-sig"))
+                data = _json(path.read_text(encoding="utf-8-sig"))
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}: not UTF-8 text: {exc}") from exc
             except ValueError as exc:
                 raise InputError(f"{path}: not valid JSON ({exc}); use .jsonl for JSON Lines") from exc
             if isinstance(data, list):
@@ -131,8 +192,6 @@ def read_records(path: Path) -> Iterator[tuple[int | None, Any]]:
                 yield None, data
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text: {exc}") from exc
 
 
 # -- one record ------------------------------------------------------------------------------------------
@@ -144,7 +203,7 @@ def _lookup(record: Any, path: str) -> Any:
     for part in path.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+        elif isinstance(value, list) and part.isascii() and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
         else:
             return _MISSING
@@ -173,22 +232,34 @@ def _text(record: Any, spec: str) -> str | object:
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{what} is a boolean, not a number")
-    if isinstance(value, int | float):
-        number = float(value)
-    else:
-        try:
-            number = float(str(value).replace(",", "").strip())
-        except ValueError:
-            raise ValueError(f"{what} is {value!r}, not a number") from None
+    if isinstance(value, dict | list):
+        raise ValueError(f"{what} is {_short(value)}, not a number")
+    try:
+        number = (
+            float(value) if isinstance(value, int | float) else float(str(value).replace(",", "").strip())
+        )
+    except OverflowError:
+        raise ValueError(f"{what} is {_short(value)}, too large for a number") from None
+    except ValueError:
+        raise ValueError(f"{what} is {_short(value)}, not a number") from None
     if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{what} is {value!r}; expected a non-negative number")
+        raise ValueError(f"{what} is {_short(value)}; expected a finite, non-negative number")
     return number
 
 
+def _short(value: Any, most: int = 40) -> str:
+    """``repr(value)``, cut to ``most`` characters: a message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def _int(value: Any, what: str) -> int:
+    """A count: a whole number from 0 to 2**53 (past it a float cannot hold every count)."""
     number = _number(value, what)
     if number != int(number):
-        raise ValueError(f"{what} is {value!r}, not a whole number")
+        raise ValueError(f"{what} is {_short(value)}, not a whole number")
+    if number >= MAX_COUNT:
+        raise ValueError(f"{what} is {_short(value)}; expected a whole number from 0 to 2**53")
     return int(number)
 
 
@@ -199,24 +270,13 @@ def _time_ns(value: Any, what: str) -> int:
     tell apart, and a cell placed decades off would corrupt every window it lands in.
     """
     ns = _parse_time_ns(value, what)
-    _check_era(ns, f"{what} {value!r}")
+    _check_era(ns, f"{what} {_short(value)}")
     return ns
 
 
-def _check_era(ns: int, what: str) -> None:
-    if not _EARLIEST_NS <= ns < _LATEST_NS:
-        year = _year(ns)
-        raise ValueError(
-            f"{what} reads as the year {year}, outside 2000-2100; "
-            "expected ISO 8601 or Unix seconds, ms, µs or ns"
-        )
-
-
-def _year(ns: int) -> str:
-    try:
-        return str(datetime.fromtimestamp(ns / NS_PER_S, tz=UTC).year)
-    except (OverflowError, ValueError, OSError):
-        return "~" + format(1970 + ns / NS_PER_S / 31_556_952, ".0f")
+def _check_era(ns: int, what: str, hint: str = "expected ISO 8601 or Unix seconds, ms, µs or ns") -> None:
+    if not EARLIEST_NS <= ns < LATEST_NS:
+        raise ValueError(f"{what} reads as the year {year_of(ns)}, outside 2000-2100; {hint}")
 
 
 def _parse_time_ns(value: Any, what: str) -> int:
@@ -230,7 +290,7 @@ def _parse_time_ns(value: Any, what: str) -> int:
             try:
                 moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
             except ValueError:
-                raise ValueError(f"{what} is {value!r}, neither ISO 8601 nor a Unix time") from None
+                raise ValueError(f"{what} is {_short(value)}, neither ISO 8601 nor a Unix time") from None
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=UTC)
             return round(moment.timestamp() * 1_000_000) * 1000
@@ -302,13 +362,22 @@ def cell_from_record(
     completion = optional(mapping.completion_tokens, _int, "completion tokens")
     scale = {"s": 1.0, "ms": 1e-3, "ns": 1e-9}[mapping.elapsed_unit]
     elapsed_raw = optional(mapping.elapsed, _number, "elapsed")
-    elapsed_ns = round(elapsed_raw * scale * NS_PER_S) if elapsed_raw is not None else None
+    elapsed_ns: int | None = None
+    if elapsed_raw is not None:
+        if elapsed_raw * scale > _MAX_ELAPSED_S:
+            raise ValueError(
+                f"elapsed ({mapping.elapsed}) is {elapsed_raw:g} {mapping.elapsed_unit}, more than a "
+                "century; is elapsed_unit right?"
+            )
+        elapsed_ns = round(elapsed_raw * scale * NS_PER_S)
     start = optional(mapping.start, _time_ns, "start")
     end = optional(mapping.end, _time_ns, "end")
     if start is not None and end is None and elapsed_ns is not None:
         end = start + elapsed_ns
+        _check_era(end, "the end (start plus elapsed)", "is elapsed_unit right?")
     elif end is not None and start is None and elapsed_ns is not None:
         start = end - elapsed_ns
+        _check_era(start, "the start (end minus elapsed)", "is elapsed_unit right?")
     elif (
         start is None
         and end is None
@@ -323,6 +392,7 @@ def cell_from_record(
             )
         _check_era(file_mtime_ns, "the file's mtime")
         end, start = file_mtime_ns, file_mtime_ns - elapsed_ns
+        _check_era(start, "the start (the file's mtime minus elapsed)", "is elapsed_unit right?")
     if start is None or end is None:
         raise ValueError(
             "cannot place the cell in time: need start and end, or one of them and elapsed"
@@ -343,7 +413,7 @@ def cell_from_record(
             known = statuses if statuses is not None else mapping_statuses(mapping)
             if key not in known:
                 raise ValueError(
-                    f"status {raw_status!r} at {mapping.status!r} is not one this mapping knows "
+                    f"status {_short(raw_status)} at {mapping.status!r} is not one this mapping knows "
                     "(add it to status_values)"
                 )
             status = known[key]
