@@ -13,6 +13,8 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ._exceptions import SparkOtelError
+
 __all__ = ["guard", "report_failure"]
 
 _logger = logging.getLogger("spark_otel")
@@ -20,11 +22,16 @@ _warned: set[str] = set()
 
 
 def report_failure(what: str, exc: BaseException) -> None:
-    """Log the first failure of kind ``what`` at WARNING (with its traceback), the rest at DEBUG."""
+    """Log the first failure of kind ``what`` at WARNING, the rest at DEBUG. One of spark-otel's
+    own errors already says what is wrong with what input (an unusable store names its file), so
+    it is one line; anything else is a bug, logged with its traceback."""
     if what in _warned:
         _logger.debug("spark_otel: %s failed", what, exc_info=exc)
+        return
+    _warned.add(what)
+    if isinstance(exc, SparkOtelError):
+        _logger.warning("spark_otel: %s failed; the call goes on untouched: %s", what, exc)
     else:
-        _warned.add(what)
         _logger.warning("spark_otel: %s failed; the call goes on untouched", what, exc_info=exc)
 
 

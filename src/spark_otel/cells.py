@@ -36,6 +36,7 @@ from . import _clock
 from . import _semconv as sc
 from ._clock import NS_PER_S
 from ._guard import guard, report_failure
+from ._validate import check_cell_arguments
 from ._version import __version__
 from .model import AttributeValue, CellStatus
 from .store.codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
@@ -208,6 +209,8 @@ class cell:
         meter_provider: MeterProvider | None = None,
         **attributes: AttributeValue,
     ) -> None:
+        # The user's own typo fails here, naming the argument, before anything is recorded.
+        check_cell_arguments(eval_name, cell_id, engine=engine, deadline_s=deadline_s, workers=workers)
         self.eval_name = eval_name
         self.cell_id = cell_id
         self.engine = engine

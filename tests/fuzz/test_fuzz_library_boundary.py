@@ -11,12 +11,10 @@ explicit example; when the owner fixes it they XPASS, and the mark comes off.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -169,11 +167,6 @@ def test_check_cell_arguments_refuses_exactly_what_cell_documents_as_wrong(
         check_cell_arguments(eval_name, cell_id, engine=engine, deadline_s=deadline_s, workers=workers)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (cells.py): cell() never calls _validate.check_cell_arguments, so an empty eval name, "
-    "NaN or negative deadline_s, zero workers or a non-text id record a cell no reader can place",
-)
 @FUZZ
 @given(**CELL_ARGUMENTS)
 @example(eval_name="", cell_id="c", engine=None, deadline_s=None, workers=None)
@@ -267,11 +260,6 @@ def test_instrument_with_hostile_switches_works_or_raises_config_error(
 HOSTILE_PROVIDERS = st.sampled_from(["otlp", 5, object(), [], True, TracerProvider, MeterProvider])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (instrumentation/__init__.py): a tracer_provider or meter_provider that is not a provider "
-    "raises AttributeError or TypeError from the SDK instead of ConfigError",
-)
 @FUZZ
 @given(which=st.sampled_from(["tracer_provider", "meter_provider"]), provider=HOSTILE_PROVIDERS)
 @example(which="tracer_provider", provider="otlp")
@@ -364,32 +352,6 @@ def stream_calls(draw: st.DrawFn) -> dict[str, Any]:
     return call
 
 
-def _budget_s(deadline_s: Any, deadline_at: Any) -> float:
-    if isinstance(deadline_at, datetime):
-        return deadline_at.timestamp() - time.time()
-    if isinstance(deadline_at, int | float) and not isinstance(deadline_at, bool):
-        return deadline_at - time.time()
-    if isinstance(deadline_s, int | float) and not isinstance(deadline_s, bool):
-        return deadline_s
-    return 0.0
-
-
-def known_deadline_bug(deadline_s: Any, deadline_at: Any, kwargs: dict[str, Any]) -> str | None:
-    """Arguments that hit a known bug of the deadline plan (deadline/plan.py); kept out of the
-    property here, and each one an xfail below, until it is fixed."""
-    budget = _budget_s(deadline_s, deadline_at)
-    if math.isfinite(budget) and budget > threading.TIMEOUT_MAX:
-        return "a deadline past threading.TIMEOUT_MAX: OverflowError from the watchdog's Timer"
-    options = kwargs.get("stream_options")
-    if options and not isinstance(options, dict):
-        return "stream_options that is not a mapping: ValueError or TypeError from dict()"
-    try:
-        json.dumps(kwargs, allow_nan=False)
-    except (TypeError, ValueError):
-        return "a body that is not JSON (NaN and infinities included): TypeError or ValueError from httpx2"
-    return None
-
-
 def stream_outcome(client: Any, **kwargs: Any) -> DeadlineResult | ConfigError:
     """The call's result or `ConfigError`; any other exception, in the call or in a thread it
     started (the watchdog), fails the test."""
@@ -434,16 +396,11 @@ def test_stream_with_deadline_with_hostile_arguments_returns_a_result_or_raises_
     clients: dict[str | None, Any], call: dict[str, Any]
 ) -> None:
     client = clients[call.pop("client")]
-    own = ("deadline_s", "deadline_at", "max_output_tokens", "extractor")
-    body = {k: v for k, v in call.items() if k not in own}  # what goes to the engine
-    if known_deadline_bug(call.get("deadline_s"), call.get("deadline_at"), body):
-        event("a known bug: left to the xfail below")
-        return
     outcome = stream_outcome(client, **call)
     event(f"status {outcome.status}" if isinstance(outcome, DeadlineResult) else "ConfigError")
 
 
-KNOWN_DEADLINE_BUGS = [
+HOSTILE_DEADLINE_ARGUMENTS = [
     pytest.param({"deadline_s": 1e300}, id="deadline_s-1e300"),
     pytest.param({"deadline_s": threading.TIMEOUT_MAX * 2}, id="deadline_s-past-TIMEOUT_MAX"),
     pytest.param({"deadline_at": 1e300}, id="deadline_at-1e300"),
@@ -457,12 +414,13 @@ KNOWN_DEADLINE_BUGS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (deadline/plan.py): see the case's id; not ConfigError")
-@pytest.mark.parametrize("arguments", KNOWN_DEADLINE_BUGS)
-def test_stream_with_deadline_known_hostile_arguments_raise_config_error(
+@pytest.mark.parametrize("arguments", HOSTILE_DEADLINE_ARGUMENTS)
+def test_stream_with_deadline_hostile_arguments_found_by_fuzzing_raise_config_error(
     engine: httpx2.Client, arguments: dict[str, Any]
 ) -> None:
-    stream_outcome(engine, model="m", messages=[{"role": "user", "content": "find bugs"}], **arguments)
+    call = {"model": "m", "messages": [{"role": "user", "content": "find bugs"}], **arguments}
+    outcome = stream_outcome(engine, **call)
+    assert isinstance(outcome, ConfigError), outcome
 
 
 # -- an unusable store -----------------------------------------------------------------------------------
@@ -508,11 +466,6 @@ def test_an_unusable_store_costs_the_eval_at_most_one_warning_never_the_eval(
     assert len(warnings) <= 1, [r.getMessage() for r in warnings]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (_guard.py / cells.py): the failed store setup is logged with its whole traceback, "
-    "not one line naming the store",
-)
 def test_an_unusable_store_is_one_log_line_naming_it_without_a_traceback(
     unusable_store: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -524,11 +477,6 @@ def test_an_unusable_store_is_one_log_line_naming_it_without_a_traceback(
     assert "\n" not in warning.getMessage()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (instrumentation/__init__.py): instrument() with an unusable store raises StoreError; "
-    "the eval stops before its first call",
-)
 def test_instrument_with_an_unusable_store_goes_on(unusable_store: Path) -> None:
     try:
         spark_otel.instrument()

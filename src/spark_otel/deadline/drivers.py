@@ -102,6 +102,13 @@ def _stream_openai(run: StreamRun, client: Any) -> None:
             stream.close()
 
 
+def _raw_timeout(client: Any, run: StreamRun, deadline_timeout: float | None) -> Any:
+    """The deadline's timeout, else the caller's ``timeout=``, else the client's own."""
+    if deadline_timeout is not None:
+        return deadline_timeout
+    return client.timeout if run.plan.request_timeout_s is None else run.plan.request_timeout_s
+
+
 def _stream_raw(run: StreamRun, client: Any) -> None:
     errors = _transport_errors()
     timeout = run.timeout_s()
@@ -109,7 +116,7 @@ def _stream_raw(run: StreamRun, client: Any) -> None:
         "POST",
         _raw_path(client, run.plan.chat),
         json=run.plan.body,
-        timeout=client.timeout if timeout is None else timeout,
+        timeout=_raw_timeout(client, run, timeout),
     )
     try:
         response = client.send(request, stream=True)
@@ -237,7 +244,7 @@ async def _astream_raw(run: StreamRun, client: Any) -> None:
         "POST",
         _raw_path(client, run.plan.chat),
         json=run.plan.body,
-        timeout=client.timeout if timeout is None else timeout,
+        timeout=_raw_timeout(client, run, timeout),
     )
     try:
         response = await client.send(request, stream=True)

@@ -3,8 +3,10 @@ what body."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -25,6 +27,8 @@ class Plan:
     body: dict[str, Any]
     budget_s: float | None  # model seconds from the call's start
     max_output_tokens: int | None
+    request_timeout_s: float | None = None
+    """The raw path: the caller's ``timeout=`` (never sent in the body); the deadline's wins."""
 
 
 def client_kind(client: Any, *, is_async: bool) -> Literal["openai", "raw"]:
@@ -62,18 +66,34 @@ def budget_s(deadline_s: float | None, deadline_at: float | datetime | None) -> 
             raise ConfigError(f"deadline_s must be a number of seconds, got {deadline_s!r}")
         if not math.isfinite(deadline_s) or deadline_s < 0:
             raise ConfigError(f"deadline_s must be a finite number >= 0, got {deadline_s!r}")
-        return float(deadline_s)
+        return _timeable(float(deadline_s), f"deadline_s={deadline_s!r}")
     if deadline_at is None:
         return None
     if isinstance(deadline_at, datetime):
-        at_s = deadline_at.timestamp()
+        try:
+            at_s = deadline_at.timestamp()
+        except (ValueError, OverflowError, OSError) as exc:
+            raise ConfigError(
+                f"deadline_at={deadline_at!r} is not a moment this platform can time: {exc}"
+            ) from exc
     elif isinstance(deadline_at, int | float) and not isinstance(deadline_at, bool):
         at_s = float(deadline_at)
     else:
         raise ConfigError(f"deadline_at must be Unix seconds or a datetime, got {deadline_at!r}")
     if not math.isfinite(at_s):
         raise ConfigError(f"deadline_at must be finite, got {deadline_at!r}")
-    return at_s - _clock.wall_ns() / NS_PER_S
+    return _timeable(at_s - _clock.wall_ns() / NS_PER_S, f"deadline_at={deadline_at!r}")
+
+
+def _timeable(budget: float, given: str) -> float:
+    """A budget the watchdog's timer can wait for (`threading.TIMEOUT_MAX`, centuries): longer is
+    a typo, not a deadline."""
+    if budget > threading.TIMEOUT_MAX:
+        raise ConfigError(
+            f"{given}: a deadline {budget:.3g} s away is past the longest wait this platform's timers "
+            f"allow ({threading.TIMEOUT_MAX:.3g} s); leave it out for no deadline"
+        )
+    return budget
 
 
 def make_plan(
@@ -106,7 +126,25 @@ def make_plan(
         raise ConfigError(f"n={create_kwargs['n']!r}: only one choice per stream is supported")
     body = dict(create_kwargs)
     body["stream"] = True
-    options = dict(body.get("stream_options") or {})
-    options["include_usage"] = True
-    body["stream_options"] = options
-    return Plan(kind, has_messages, body, budget, max_output_tokens)
+    given_options = body.get("stream_options") or {}
+    if not isinstance(given_options, dict):
+        raise ConfigError(
+            f"stream_options={given_options!r}: expected a mapping, e.g. {{'include_usage': True}}"
+        )
+    body["stream_options"] = {**given_options, "include_usage": True}
+    request_timeout = None
+    if kind == "raw":
+        request_timeout = _request_timeout(body.pop("timeout", None))
+        try:
+            json.dumps(body, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"the request body cannot be sent as JSON: {exc}") from exc
+    return Plan(kind, has_messages, body, budget, max_output_tokens, request_timeout)
+
+
+def _request_timeout(timeout: Any) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        raise ConfigError(f"timeout={timeout!r}: expected a positive finite number of seconds, or None")
+    return float(timeout)

@@ -37,6 +37,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from .._exceptions import ConfigError
+from .._guard import guard
 from .._semconv import PROVIDER_VLLM
 from ._config import InstrumentationConfig
 from ._httpx_patch import async_httpx_send, httpx_send
@@ -144,6 +145,14 @@ class SparkOtelInstrumentor(BaseInstrumentor):
         _check_kwargs("instrument()", kwargs, known=_OWN_KWARGS)
         tracer_provider = kwargs.get("tracer_provider")
         meter_provider = kwargs.get("meter_provider")
+        for name, provider, kind in (
+            ("tracer_provider", tracer_provider, TracerProvider),
+            ("meter_provider", meter_provider, MeterProvider),
+        ):
+            if provider is not None and not isinstance(provider, kind):
+                raise ConfigError(
+                    f"instrument({name}={provider!r}): expected an OpenTelemetry {kind.__name__}"
+                )
         config = InstrumentationConfig.resolve(
             capture_content=kwargs.get("capture_content"),
             include_usage=kwargs.get("include_usage"),
@@ -156,7 +165,8 @@ class SparkOtelInstrumentor(BaseInstrumentor):
                 from ..telemetry import configure, current_telemetry, user_pipeline_installed
 
                 if current_telemetry() is None and not user_pipeline_installed():
-                    configure()
+                    with guard("telemetry setup for instrument()"):  # an unusable store: calls go on
+                        configure()
             runtime = Runtime(config, tracer_provider, meter_provider)
             self._patch_all(runtime)
             SparkOtelInstrumentor._runtime = runtime
