@@ -395,3 +395,68 @@ def test_a_mapping_whose_paths_do_not_parse_is_refused_naming_the_field(
 def test_templates_and_alternatives_that_parse_are_accepted() -> None:
     mapping = FieldMapping(name="ok", cell_id="{task}-{sample.0.id} || id", completion_tokens="usage.n")
     assert mapping.cell_id == "{task}-{sample.0.id} || id"
+
+
+def test_a_short_csv_row_is_refused_naming_its_line_and_the_rest_load(tmp_path: Path) -> None:
+    path = tmp_path / "cells.csv"
+    path.write_text(
+        "cell_id,engine,start,elapsed_s,prompt_tokens,completion_tokens,status\n"
+        "a,qwen,2026-09-17T10:00:00Z,100,50,1000,ok\n"
+        "b,qwen,2026-09-17T10:02:00Z,100\n"
+        "c,qwen,2026-09-17T10:04:00Z,100,50,1000,ok\n"
+    )
+    result = backfill_files([path], load_mapping("generic-csv"), eval_name="ev")
+    assert sorted(c.cell_id for c in result.cells) == ["a", "c"]
+    assert [(e.line, e.message) for e in result.errors] == [(3, "3 fewer fields than the header has")]
+
+
+def test_a_token_field_no_record_has_and_elapsed_far_past_the_ceiling_are_warned(tmp_path: Path) -> None:
+    records = [
+        {"id": f"c{i}", "elapsed_s": elapsed, "deadline_s": 1800, "start": f"2026-09-17T10:{i:02d}:00Z",
+         "usage": {"output_tokens": 900}}
+        for i, elapsed in enumerate((100_000.0, 1_500.0, 120_000.0))
+    ]  # fmt: skip
+    path = _jsonl(tmp_path / "runs.jsonl", records)
+    mapping = FieldMapping(
+        name="typo",
+        cell_id="id",
+        completion_tokens="usage.completion_tokens",  # the records say output_tokens
+        elapsed="elapsed_s",
+        start="start",
+        deadline_s="deadline_s",
+    )
+    result = backfill_files([path], mapping, eval_name="ev")
+    assert len(result.cells) == 3
+    assert result.errors == []
+    assert result.warnings == [
+        f"{path}: no record has completion_tokens ('usage.completion_tokens'): check the mapping's path "
+        "(its cells have no decode rate)",
+        f"{path}: 2 of 3 cells ran more than 10x their own ceiling (e.g. c2: 120,000 s against 1,800 s); "
+        "is elapsed_unit ('s') right?",
+    ]
+    right = mapping.model_copy(update={"completion_tokens": "usage.output_tokens", "elapsed_unit": "ms"})
+    assert backfill_files([path], right, eval_name="ev").warnings == []
+
+
+def test_backfill_prints_the_warnings_and_still_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spark_otel.cli import main
+
+    path = _jsonl(
+        tmp_path / "runs.jsonl",
+        [
+            {
+                "eval": "ev",
+                "pr": 1,
+                "angle": "a",
+                "run": 1,
+                "elapsed_s": 100.0,
+                "started_at": "2026-09-17T10:00:00Z",
+            }
+        ],
+    )
+    code = main(["backfill", str(path), "--mapping", "spark-bench", "--store", str(tmp_path / "s.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert f"spark-otel: warning: {path}: no record has completion_tokens" in err

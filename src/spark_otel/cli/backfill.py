@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             result.cells += one.cells
             result.errors += one.errors
             result.records += one.records
+            result.warnings += one.warnings
         cells = result.cells
         if cells and not args.dry_run:
             if not args.no_store:
@@ -84,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
                 _export_otlp(cells)
     for line in error_lines(result.errors):  # a repeated error once, with a count of the rest
         print(f"spark-otel: error: {line}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"spark-otel: warning: {warning}", file=sys.stderr)
     # Cut-off and failed cells are listed but never rated (the analyses' shared predicate).
     timeouts = sum(1 for c in cells if ceiling_hit(c))
     rates = summarize(rated_decode_rate(c) for c in cells)
@@ -107,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                     for c in cells
                 ],
                 "errors": [{"file": e.file, "line": e.line, "message": e.message} for e in result.errors],
+                "warnings": result.warnings,
             }
         )
         return 1 if result.errors else 0

@@ -59,6 +59,8 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
     )
     for line in error_lines(result.errors, most=_SHOWN_ERRORS):
         _logger.warning("skipped %s", line)
+    for warning in result.warnings:
+        _logger.warning("%s", warning)
     if not result.cells:
         first = f": {result.errors[0]}" if result.errors else ""
         raise InputError(f"{', '.join(args.records)}: no record could be read as a cell{first}")

@@ -33,7 +33,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,10 +47,12 @@ from ...model import Cell, CellStatus
 from .mapping import FieldMapping, mapping_statuses
 
 __all__ = [
+    "CEILING_MULTIPLE",
     "BackfillResult",
     "RecordError",
     "backfill_files",
     "cell_from_record",
+    "file_warnings",
     "read_records",
     "record_uid",
 ]
@@ -99,6 +101,9 @@ class BackfillResult:
     cells: list[Cell] = field(default_factory=list)
     errors: list[RecordError] = field(default_factory=list)
     records: int = 0
+    warnings: list[str] = field(default_factory=list)
+    """What loaded but reads as a mapping mistake: a field no record of a file has, elapsed times
+    whose size says the unit is wrong."""
 
 
 # -- reading records -----------------------------------------------------------------------------------
@@ -149,6 +154,9 @@ def _csv_rows(path: Path) -> Iterator[tuple[int | None, Any]]:
         yield from _pop_bad(bad)
         if None in row:
             yield reader.line_num, InputError(f"{len(row[None])} more fields than the header has")
+        elif None in row.values():  # DictReader fills the fields a short row lacks with None
+            short = sum(1 for v in row.values() if v is None)
+            yield reader.line_num, InputError(f"{short} fewer fields than the header has")
         else:
             yield reader.line_num, row
     yield from _pop_bad(bad)
@@ -455,6 +463,33 @@ def cell_from_record(
     )
 
 
+CEILING_MULTIPLE = 10.0
+"""An elapsed time past this many times the cell's own ceiling reads as a unit mistake (a
+"seconds" field holding milliseconds), since a cell is cut off at its ceiling."""
+
+
+def file_warnings(path: Path, cells: Sequence[Cell], mapping: FieldMapping) -> list[str]:
+    """What one file's cells say about the mapping: a completion-token path no record has (its
+    cells get no rate), elapsed times far past the cells' own ceilings."""
+    if not cells:
+        return []
+    warnings = []
+    if mapping.completion_tokens is not None and all(c.completion_tokens is None for c in cells):
+        warnings.append(
+            f"{path}: no record has completion_tokens ({mapping.completion_tokens!r}): check the "
+            "mapping's path (its cells have no decode rate)"
+        )
+    long = [c for c in cells if c.deadline_s and c.elapsed_s > CEILING_MULTIPLE * c.deadline_s]
+    if long:
+        worst = max(long, key=lambda c: c.elapsed_s / (c.deadline_s or 1.0))
+        warnings.append(
+            f"{path}: {len(long)} of {len(cells)} cells ran more than {CEILING_MULTIPLE:g}x their own "
+            f"ceiling (e.g. {worst.cell_id}: {worst.elapsed_s:,.0f} s against {worst.deadline_s:,.0f} s); "
+            f"is elapsed_unit ({mapping.elapsed_unit!r}) right?"
+        )
+    return warnings
+
+
 def backfill_files(
     paths: Iterable[str | os.PathLike[str]],
     mapping: FieldMapping,
@@ -471,6 +506,7 @@ def backfill_files(
             mtime_ns = path.stat().st_mtime_ns
             resolved = path.resolve()
             records = list(read_records(path))
+            first_cell = len(result.cells)
             for position, record in records:
                 result.records += 1
                 if isinstance(record, InputError):
@@ -491,6 +527,7 @@ def backfill_files(
                     )
                 except ValueError as exc:  # pydantic's ValidationError is a ValueError too
                     result.errors.append(RecordError(str(path), position, str(exc).splitlines()[0]))
+            result.warnings += file_warnings(path, result.cells[first_cell:], mapping)
         except InputError as exc:
             result.errors.append(RecordError(str(path), None, str(exc).removeprefix(f"{path}: ")))
         except OSError as exc:
