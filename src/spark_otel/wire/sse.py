@@ -5,7 +5,8 @@ it, so a framing detail (a ``data:`` field without its space, CRLF or bare CR li
 comment, a multi-line ``data``, an event split across reads at any byte) reads the same
 everywhere. It follows the WHATWG event-stream rules: lines end in LF, CRLF or CR; a line
 starting with ``:`` is a comment; ``field:value`` loses one leading space of its value; a blank
-line dispatches the event if it has data. ``retry`` is ignored (nothing here reconnects).
+line dispatches the event if it has data; a BOM that starts the stream is dropped. ``retry`` is
+ignored (nothing here reconnects).
 
 Data stays bytes: callers decode JSON straight from them (``json.loads`` takes bytes), and the
 hot path of the instrumentation never pays for a UTF-8 decode it does not need. A pending line
@@ -27,6 +28,8 @@ _new_event = tuple.__new__  # builds an `SseEvent` without the Python-level __ne
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 """Far above any chunk an engine sends (a few KB), far below what would hurt the machine."""
 _CR = ord("\r")
+_BOM = b"\xef\xbb\xbf"
+"""U+FEFF in UTF-8: one at the start of the stream is ignored, as the spec says."""
 DONE = b"[DONE]"
 """The data of the OpenAI stream's last event."""
 
@@ -46,7 +49,7 @@ class SseError(ValueError):
 class SseDecoder:
     """Feed it the body's reads as they arrive; each call returns the events they completed."""
 
-    __slots__ = ("_clean", "_data", "_event", "_id", "_partial", "_skip_lf", "max_event_bytes")
+    __slots__ = ("_bom", "_clean", "_data", "_event", "_id", "_partial", "_skip_lf", "max_event_bytes")
 
     def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self.max_event_bytes = max_event_bytes
@@ -55,8 +58,11 @@ class SseDecoder:
         self._event: str | None = None
         self._id: str | None = None
         self._skip_lf = False
-        self._clean = True
-        """Nothing pending (no partial line, no event under way): the fast path may apply."""
+        self._bom = True
+        """The stream's first bytes are still to come: a leading BOM is dropped from them."""
+        self._clean = False
+        """Nothing pending (no partial line, no event under way, the first read seen): the fast
+        path may apply."""
 
     def feed(self, block: bytes) -> list[SseEvent]:
         """The events this read completed."""
@@ -92,13 +98,19 @@ class SseDecoder:
         return value
 
     def _feed(self, block: bytes) -> list[SseEvent]:
-        if self._skip_lf:
+        if self._skip_lf and block:  # an empty read between a CR and its LF changes nothing
             self._skip_lf = False
             if block.startswith(b"\n"):
                 block = block[1:]
         if self._partial:
             block = self._partial + block
             self._partial = b""
+        if self._bom:
+            if len(block) < len(_BOM) and _BOM.startswith(block):
+                self._partial = block  # maybe the start of a BOM split across reads
+                return []
+            self._bom = False
+            block = block.removeprefix(_BOM)
         lines = block.splitlines(keepends=True)
         if lines and not lines[-1].endswith((b"\n", b"\r")):
             self._partial = lines.pop()
