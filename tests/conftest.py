@@ -1,8 +1,13 @@
 """Shared fixtures: in-memory OpenTelemetry providers, a temporary store, free ports, the
-process's model clock put back; and helpers to read metric points and to wait for a condition."""
+process's model clock put back; and helpers to read metric points and to wait for a condition.
+
+Property tests search at random on a developer's machine and the same examples every time in
+CI (``SPARK_OTEL_REQUIRE_REAL_COMPONENTS`` or ``CI`` set): a build never fails on an example no
+earlier run tried, and a new counterexample is found, and kept as an ``@example``, by hand."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -10,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import settings
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -27,6 +33,10 @@ from spark_otel import _clock
 from spark_otel.store import Store
 
 T = TypeVar("T")
+
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("SPARK_OTEL_REQUIRE_REAL_COMPONENTS") or os.environ.get("CI"):
+    settings.load_profile("ci")
 
 DATA = Path(__file__).parent / "data"
 

@@ -67,6 +67,12 @@ _text = st.text(st.characters(exclude_characters="\r\n\0", exclude_categories=["
 _ends = st.sampled_from([b"\n", b"\r\n", b"\r"])
 
 
+def _separator(draw: st.DrawFn, value: bytes) -> bytes:
+    """The colon's separating space, or none: one space after the colon is dropped, so a value
+    that starts with a space keeps it only when the separating space is written."""
+    return b" " if value.startswith(b" ") or draw(st.booleans()) else b""
+
+
 @st.composite
 def streams(draw: st.DrawFn) -> tuple[bytes, list[SseEvent]]:
     """A body in a random legal framing (a random line end per line), and the events it holds."""
@@ -92,18 +98,15 @@ def streams(draw: st.DrawFn) -> tuple[bytes, list[SseEvent]]:
         fields: list[bytes] = []
         others: list[bytes] = []
         if event is not None:
-            others.append(b"event:" + draw(st.sampled_from([b"", b" "])) + event.encode())
+            others.append(b"event:" + _separator(draw, event.encode()) + event.encode())
         if new_id is not None:
-            others.append(b"id:" + draw(st.sampled_from([b"", b" "])) + new_id.encode())
+            others.append(b"id:" + _separator(draw, new_id.encode()) + new_id.encode())
             last_id = new_id
         for value in values:
             if not value and draw(st.booleans()):
                 fields.append(b"data")  # a field name alone: an empty value
                 continue
-            # One space after the colon is dropped: a value that starts with a space keeps it
-            # only when the separating space is written.
-            space = b" " if value.startswith(b" ") or draw(st.booleans()) else b""
-            fields.append(b"data:" + space + value)
+            fields.append(b"data:" + _separator(draw, value) + value)
         for other in others:  # `event` and `id` anywhere among the data lines, which keep their order
             fields.insert(draw(st.integers(0, len(fields))), other)
         for field in fields:
