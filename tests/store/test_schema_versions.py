@@ -21,7 +21,7 @@ import pytest
 
 from spark_otel import Cell
 from spark_otel._exceptions import StoreError
-from spark_otel.store import Store, embedded
+from spark_otel.store import Store, embedded, versions
 from spark_otel.store.schema import DOCUMENTS, TABLES, Column, Table
 
 CELL = Cell(uid="c1", eval_name="golden", cell_id="B#1", engine="qwen", start_unix_ns=1, end_unix_ns=2)
@@ -95,18 +95,18 @@ def use_schema(
     migrations: dict[int, Callable[[sqlite3.Connection], None]],
     documents: Table = DOCUMENTS_2,
 ) -> None:
-    monkeypatch.setattr(embedded, "SCHEMA_VERSION", version)
-    monkeypatch.setattr(embedded, "MIGRATIONS", migrations)
-    monkeypatch.setattr(embedded, "TABLES", tuple(documents if t.name == "documents" else t for t in TABLES))
+    monkeypatch.setattr(versions, "SCHEMA_VERSION", version)
+    monkeypatch.setattr(versions, "MIGRATIONS", migrations)
+    monkeypatch.setattr(versions, "TABLES", tuple(documents if t.name == "documents" else t for t in TABLES))
 
 
 # -- the current schema ---------------------------------------------------------------------------
 def test_a_new_store_records_the_schema_version_and_each_older_one_has_its_step(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     Store(path).close()
-    assert version_row(path) == [(str(embedded.SCHEMA_VERSION),)]
-    assert embedded.SCHEMA_VERSION == 1
-    assert set(embedded.MIGRATIONS) == set(range(1, embedded.SCHEMA_VERSION))
+    assert version_row(path) == [(str(versions.SCHEMA_VERSION),)]
+    assert versions.SCHEMA_VERSION == 1
+    assert set(versions.MIGRATIONS) == set(range(1, versions.SCHEMA_VERSION))
 
 
 def schema_queries(monkeypatch: pytest.MonkeyPatch, path: Path, *, read_only: bool) -> list[str]:
@@ -341,7 +341,7 @@ def test_two_writers_opening_an_older_store_at_once_migrate_it_once(tmp_path: Pa
         """
         import sys, time
         from pathlib import Path
-        from spark_otel.store import Store, embedded
+        from spark_otel.store import Store, versions
         from spark_otel.store.schema import DOCUMENTS, TABLES, Column, Table
 
         def add_tag(conn):
@@ -349,9 +349,9 @@ def test_two_writers_opening_an_older_store_at_once_migrate_it_once(tmp_path: Pa
             time.sleep(0.3)
 
         documents = Table("documents", (*DOCUMENTS.columns, Column("tag", "TEXT", nullable=True)))
-        embedded.SCHEMA_VERSION = 2
-        embedded.MIGRATIONS = {1: add_tag}
-        embedded.TABLES = tuple(documents if t.name == "documents" else t for t in TABLES)
+        versions.SCHEMA_VERSION = 2
+        versions.MIGRATIONS = {1: add_tag}
+        versions.TABLES = tuple(documents if t.name == "documents" else t for t in TABLES)
         here, other = Path(sys.argv[1] + "." + sys.argv[2]), Path(sys.argv[1] + "." + sys.argv[3])
         here.touch()
         deadline = time.monotonic() + 60
