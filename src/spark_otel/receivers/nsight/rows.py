@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,22 @@ _GOOD_EVENT = (
 _GOOD_VALUE = f"(j.type IN ('integer', 'real') AND abs(j.value) <= {_MAX_REAL!r})"
 
 
+def _bucket(timestamp: str) -> str:
+    """The time bucket of ``timestamp`` as SQL: floor division, so a time before the session start
+    falls in the interval that starts at or before it. SQLite's ``/`` truncates toward zero, which
+    made bucket 0 span two intervals (-interval, +interval) and put a sample before the session
+    start in the point after it. ``timestamp + 1`` cannot overflow where it is negative."""
+    t = timestamp
+    return f"(CASE WHEN {t} >= 0 THEN {t} / :interval ELSE ({t} + 1) / :interval - 1 END)"
+
+
+def _time_problem(timestamp: int, session_start: int) -> str:
+    year = year_of(session_start + timestamp)
+    if EARLIEST_NS <= session_start + timestamp < LATEST_NS:  # in 2000, in an interval that starts before
+        return f"timestamp {timestamp} falls in a downsampling interval that starts before 2000"
+    return f"timestamp {timestamp} reads as the year {year}, outside 2000-2100"
+
+
 def _row_problem(timestamp: Any, type_id: Any, metric_id: Any, value: Any, session_start: int) -> str:
     """What keeps one GPU_METRICS row out (the Python side of `_GOOD_ROW`)."""
     for column, v in (("timestamp", timestamp), ("typeId", type_id), ("metricId", metric_id)):
@@ -68,11 +85,14 @@ def _row_problem(timestamp: Any, type_id: Any, metric_id: Any, value: Any, sessi
         return f"value is {shown(value)}, not a number"
     if not math.isfinite(value):
         return f"value is {value!r}, not a finite number"
-    return f"timestamp {timestamp} reads as the year {year_of(session_start + timestamp)}, outside 2000-2100"
+    return _time_problem(timestamp, session_start)
 
 
 def _bounds(session_start: int, interval_ns: int) -> dict[str, int]:
-    return {"lo": EARLIEST_NS - session_start, "hi": LATEST_NS - session_start, "interval": interval_ns}
+    """The SQL bounds of a row's session time: ``:lo`` is 2000 less the session start, raised to the
+    next interval start (a point is its interval's start, and none is placed before 2000)."""
+    lo = -(-(EARLIEST_NS - session_start) // interval_ns) * interval_ns
+    return {"lo": lo, "hi": LATEST_NS - session_start, "interval": interval_ns, "start": session_start}
 
 
 def grouped_rows(
@@ -120,7 +140,7 @@ def _generic_rows(
     """GENERIC_EVENTS values grouped as `_gpu_metrics_rows` groups them; rows whose time, type or
     JSON does not fit, and values that are not finite numbers, are left out and reported."""
     rows = conn.execute(
-        "SELECT e.typeId, j.key, e.timestamp / :interval AS b, j.value, COUNT(*) "
+        f"SELECT e.typeId, j.key, {_bucket('e.timestamp')} AS b, j.value, COUNT(*) "
         f"FROM GENERIC_EVENTS e, json_each({_GENERIC_DATA}) j "
         f"WHERE {_GOOD_EVENT} AND {_GOOD_VALUE} GROUP BY e.typeId, j.key, b, j.value",
         bounds,
@@ -143,10 +163,7 @@ def _generic_rows(
         elif problem is None and kind != "object":
             problem = f"data is a JSON {kind}, not an object of metric values"
         elif problem is None:
-            start = EARLIEST_NS - bounds["lo"]  # lo is 2000 less the session start
-            problem = (
-                f"timestamp {timestamp} reads as the year {year_of(start + timestamp)}, outside 2000-2100"
-            )
+            problem = _time_problem(timestamp, bounds["start"])
         skipped.append(left_out(path, "GENERIC_EVENTS", rowid, problem, bad=bad, total=total))
     values_bad = conn.execute(
         f"SELECT COUNT(*), MIN(e.rowid) FROM GENERIC_EVENTS e, json_each({_GENERIC_DATA}) j "
@@ -191,7 +208,7 @@ def _gpu_metrics_rows(
         if packed is not None:
             return packed
     every = conn.execute(
-        f"SELECT CASE WHEN {_GOOD_KEYS} THEN 1 END AS ok, typeId, metricId, timestamp / :interval AS b, "
+        f"SELECT CASE WHEN {_GOOD_KEYS} THEN 1 END AS ok, typeId, metricId, {_bucket('timestamp')} AS b, "
         "value, COUNT(*) FROM GPU_METRICS GROUP BY ok, typeId, metricId, b, value",
         bounds,
     ).fetchall()
@@ -208,25 +225,27 @@ def _packed_rows(
     """`_gpu_metrics_rows` over rowid ranges with the packed key; None when some good row's
     metric id or bucket does not fit the packing (then the plain GROUP BY answers). A metric id
     too large for the key makes SQLite's integer overflow to a REAL, which says so; a bucket
-    past the key's 2**39 can only come from times this far from the session start."""
+    past the key's 2**39 can only come from times this far from the session start. A time outside
+    2000-2100 gets a NULL key before it is packed: its bucket could carry into the metric id (a time
+    in 2160 at 5 ms read as a sample of the next metric, in 2042)."""
     reach = _BUCKET_OFFSET * bounds["interval"]
     in_reach = (
         ""
         if max(abs(bounds["lo"]), abs(bounds["hi"])) < reach
-        else f" WHEN abs(timestamp / :interval) >= {_BUCKET_OFFSET} THEN 'unpackable'"
+        else f" WHEN abs({_bucket('timestamp')}) >= {_BUCKET_OFFSET} THEN 'unpackable'"
     )
     sql = (
-        f"SELECT CASE WHEN NOT {_GOOD_KEYS} THEN NULL{in_reach} "
-        f"ELSE metricId * {_KEY_SHIFT} + (timestamp / :interval + {_BUCKET_OFFSET}) END AS k, "
+        f"SELECT CASE WHEN NOT {_GOOD_KEYS} OR timestamp < :lo OR timestamp >= :hi THEN NULL{in_reach} "
+        f"ELSE metricId * {_KEY_SHIFT} + ({_bucket('timestamp')} + {_BUCKET_OFFSET}) END AS k, "
         "value, typeId, COUNT(*) "
-        "FROM GPU_METRICS WHERE rowid >= :first AND rowid < :last GROUP BY k, value, typeId"
+        "FROM GPU_METRICS WHERE rowid >= :first AND rowid <= :last GROUP BY k, value, typeId"
     )
     rows: list[tuple[Any, ...]] = []
-    ranges: list[tuple[int, int, int]] = []  # (first rowid, lowest bucket, highest bucket)
+    ranges: list[tuple[int, int, int, int]] = []  # (first rowid, last rowid, lowest bucket, highest bucket)
     bad = total = 0
-    for first in range(lo, hi + 1, _CHUNK_ROWS):
+    for first, last in _rowid_ranges(conn, lo, hi):
         low = high = None
-        params = {**bounds, "first": first, "last": first + _CHUNK_ROWS}
+        params = {**bounds, "first": first, "last": last}
         for k, value, type_id, count in conn.execute(sql, params):
             total += count
             if k is None:
@@ -243,22 +262,33 @@ def _packed_rows(
             low = bucket if low is None else min(low, bucket)
             high = bucket if high is None else max(high, bucket)
         if low is not None and high is not None:
-            ranges.append((first, low, high))
+            ranges.append((first, last, low, high))
     if not ranges:
         return rows, (None, None), bad, total
-    first_bucket = min(r[1] for r in ranges)
-    last_bucket = max(r[2] for r in ranges)
+    first_bucket = min(r[2] for r in ranges)
+    last_bucket = max(r[3] for r in ranges)
 
     def extreme(fn: str, bucket: int, pick: int) -> int:
         values = [
             conn.execute(
                 f"SELECT {fn}(timestamp) FROM GPU_METRICS "
-                f"WHERE rowid >= :first AND rowid < :last AND {_GOOD_ROW}",
-                {**bounds, "first": r[0], "last": r[0] + _CHUNK_ROWS},
+                f"WHERE rowid >= :first AND rowid <= :last AND {_GOOD_ROW}",
+                {**bounds, "first": r[0], "last": r[1]},
             ).fetchone()[0]
             for r in ranges
             if r[pick] == bucket
         ]
         return min(values) if fn == "MIN" else max(values)
 
-    return rows, (extreme("MIN", first_bucket, 1), extreme("MAX", last_bucket, 2)), bad, total
+    return rows, (extreme("MIN", first_bucket, 2), extreme("MAX", last_bucket, 3)), bad, total
+
+
+def _rowid_ranges(conn: sqlite3.Connection, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+    """Inclusive rowid ranges of at most `_CHUNK_ROWS` rowids that each hold a row, lo to hi. Each
+    next range starts at the next rowid there is, so sparse rowids (one row at 2**62) cost one
+    range per row at most, never one per 4096 rowids between them; no bound passes 2**63 - 1."""
+    first: int | None = lo
+    while first is not None and first <= hi:
+        last = min(first + _CHUNK_ROWS - 1, hi)
+        yield first, last
+        first = conn.execute("SELECT MIN(rowid) FROM GPU_METRICS WHERE rowid > ?", (last,)).fetchone()[0]

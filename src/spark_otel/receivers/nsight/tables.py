@@ -26,9 +26,33 @@ __all__ = [
 ]
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_whole(path: Path) -> None:
+    """A file shorter than its SQLite header's page count says is cut short. SQLite itself reads
+    the missing bytes as zeros, so the rows in them would read as NULLs, not as an error."""
+    with path.open("rb") as f:
+        header = f.read(100)
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        return  # not an SQLite file: sqlite3 says so
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The page count is valid only when the change counter matches version-valid-for (file format §1.3.7).
+    if pages and header[24:28] == header[92:96]:
+        size, need = path.stat().st_size, pages * page_size
+        if size < need:
+            raise InputError(
+                f"{path}: cut short: its SQLite header counts {pages:,} pages of {page_size:,} bytes "
+                f"({need:,} bytes), the file holds {size:,}; is the file complete?"
+            )
+
+
 def open_export(path: Path) -> tuple[sqlite3.Connection, set[str]]:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    _check_whole(path)
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         conn.execute("PRAGMA temp_store=MEMORY")
