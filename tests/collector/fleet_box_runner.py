@@ -18,110 +18,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import openai
+from box_workload import Lane, ceiling_cell, governed_pair
 
 import spark_otel
 from spark_otel import _clock
-from spark_otel.deadline import stream_with_deadline
 from spark_otel.sim import run_box
 
 
 def say(event: str, **fields: Any) -> None:
     sys.stdout.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
     sys.stdout.flush()
-
-
-@dataclass
-class Lane:
-    """One eval's cells on one engine, back to back until stopped (as test_e2e's Lane)."""
-
-    box: str
-    client: Any
-    model: str
-    eval_name: str
-    engine: str
-    workers: int
-    tokens: int
-    cells: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def run(self, stop: threading.Event, worker: int) -> None:
-        count = 0
-        while not stop.is_set():
-            cell_id = f"{self.box}-{self.engine}-w{worker}-{count:04d}"
-            try:
-                with spark_otel.cell(
-                    self.eval_name, cell_id, engine=self.engine, deadline_s=1800, workers=self.workers
-                ):
-                    self.client.chat.completions.create(
-                        model=self.model,
-                        messages=[{"role": "user", "content": f"review change {count} of lane {worker}"}],
-                        max_tokens=self.tokens,
-                        extra_body={"min_tokens": self.tokens, "ignore_eos": True},
-                    )
-            except Exception as exc:  # recorded on the cell; reported at the end
-                self.errors.append(repr(exc))
-            with self._lock:
-                self.cells.append(cell_id)
-            count += 1
-
-
-def ceiling_cell(box: str, client: Any, model: str, eval_name: str) -> dict[str, Any]:
-    """One cell cut off at its ceiling that keeps what it streamed: a degraded cell."""
-    cell_id = f"{box}-ceiling-1"
-    with spark_otel.cell(eval_name, cell_id, engine="nemotron", deadline_s=20, workers=1):
-        result = stream_with_deadline(
-            client,
-            deadline_s=20,
-            model=model,
-            messages=[{"role": "user", "content": "find every bug"}],
-            max_tokens=20_000,
-            extra_body={"min_tokens": 20_000, "ignore_eos": True},
-            extractor=re.compile(r"\w+ "),
-        )
-    return {"cell_id": cell_id, "status": result.status, "findings": len(result.findings)}
-
-
-def governed_pair(box: str, client: Any, model: str, eval_name: str, rules: Path) -> list[str]:
-    """Two nemotron cells at once under a one-cell lane: the second waits for the first."""
-    rules.write_text('[[lane]]\nengine = "nemotron"\ncells = 1\n', encoding="utf-8")
-    first_in = threading.Event()
-    ids = [f"{box}-g-first", f"{box}-g-second"]
-
-    def cell(cell_id: str) -> None:
-        with spark_otel.cell(eval_name, cell_id, engine="nemotron", deadline_s=1800, workers=2):
-            first_in.set()
-            client.chat.completions.create(
-                model=model,
-                messages=[{"role": "user", "content": "one governed cell"}],
-                max_tokens=40,
-                extra_body={"min_tokens": 40, "ignore_eos": True},
-            )
-
-    spark_otel.govern(rules, fail_closed=True)
-    try:
-        first = threading.Thread(target=cell, args=(ids[0],))
-        first.start()
-        first_in.wait(30)
-        second = threading.Thread(target=cell, args=(ids[1],))
-        second.start()
-        first.join()
-        second.join()
-    finally:
-        spark_otel.ungovern()
-    return ids
 
 
 def start_receive(box: str, urls: dict[str, str], interval_s: float, log: Path) -> subprocess.Popen[bytes]:
@@ -151,15 +67,10 @@ def main() -> int:
         qwen = openai.OpenAI(base_url=urls["qwen"] + "/v1", api_key="sim", max_retries=0, timeout=60)
         nemo = openai.OpenAI(base_url=urls["nemotron"] + "/v1", api_key="sim", max_retries=0, timeout=60)
         qwen_model, nemo_model = qwen.models.list().data[0].id, nemo.models.list().data[0].id
-        serial = Lane(box_name, qwen, qwen_model, evals["serial"], "qwen", 1, config["serial_tokens"])
+        prefix = f"{box_name}-"
+        serial = Lane(qwen, qwen_model, evals["serial"], "qwen", 1, config["serial_tokens"], prefix)
         load = Lane(
-            box_name,
-            nemo,
-            nemo_model,
-            evals["load"],
-            "nemotron",
-            config["load_workers"],
-            config["load_tokens"],
+            nemo, nemo_model, evals["load"], "nemotron", config["load_workers"], config["load_tokens"], prefix
         )
         stop_serial, stop_load = threading.Event(), threading.Event()
         threads: dict[str, list[threading.Thread]] = {"serial": [], "load": []}
@@ -175,9 +86,16 @@ def main() -> int:
             for line in sys.stdin:
                 command = line.strip()
                 if command == "extras":
-                    extras["ceiling"] = ceiling_cell(box_name, nemo, nemo_model, evals["ceiling"])
-                    extras["governed"] = governed_pair(
-                        box_name, nemo, nemo_model, evals["governed"], workdir / "rules.toml"
+                    ceiling_id = f"{prefix}ceiling-1"
+                    result = ceiling_cell(nemo, nemo_model, evals["ceiling"], ceiling_id)
+                    extras["ceiling"] = {
+                        "cell_id": ceiling_id,
+                        "status": result.status,
+                        "findings": len(result.findings),
+                    }
+                    extras["governed"] = [f"{prefix}g-first", f"{prefix}g-second"]
+                    governed_pair(
+                        nemo, nemo_model, evals["governed"], workdir / "rules.toml", extras["governed"]
                     )
                     say("extras", **extras)
                 elif command == "serial-start":
@@ -222,12 +140,12 @@ def main() -> int:
             "done",
             serial_done=serial_done,
             cells={
-                evals["serial"]: serial.cells,
-                evals["load"]: load.cells,
+                evals["serial"]: serial.cell_ids(),
+                evals["load"]: load.cell_ids(),
                 evals["ceiling"]: [extras["ceiling"]["cell_id"]] if "ceiling" in extras else [],
                 evals["governed"]: extras.get("governed", []),
             },
-            errors=serial.errors + load.errors,
+            errors=[repr(exc) for exc in serial.errors + load.errors],
             dropped_model_s=dropped,
             receive_rc=receive_rc,
         )

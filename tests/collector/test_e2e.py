@@ -24,7 +24,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import re
 import sqlite3
 import statistics
 import subprocess
@@ -33,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +39,13 @@ import openai
 import pytest
 import trace_checks
 import yaml
+from box_workload import Lane, ceiling_cell, governed_pair
 from collector_stack import COLLECTOR_DIR, E2E_BOX, ROOT, JaegerSpan, Stack, grafana_expr, variable_values
 from dashboards import build, concurrency, lint, neighbour_cost
 
 import spark_otel
 from spark_otel import _clock
 from spark_otel import _semconv as sc
-from spark_otel.deadline import stream_with_deadline
 from spark_otel.receivers.gpu import SimGpuSource
 from spark_otel.receivers.receiver import Receiver
 from spark_otel.sim import run_box
@@ -67,42 +65,6 @@ BASELINE_REAL_S = 12.0
 LOAD_REAL_S = 14.0
 OUTAGE_REAL_S = 2.5
 RATE_INTERVAL = "5s"
-
-
-@dataclass
-class Lane:
-    """One eval's cells on one engine, run back to back until stopped."""
-
-    client: Any
-    model: str
-    eval_name: str
-    engine: str
-    workers: int
-    tokens: int
-    cells: list[tuple[str, float, float]] = field(default_factory=list)  # (cell id, real start, real end)
-    errors: list[BaseException] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def run(self, stop: threading.Event, worker: int) -> None:
-        count = 0
-        while not stop.is_set():
-            cell_id = f"{self.engine}-w{worker}-{count:04d}"
-            start = time.perf_counter()
-            try:
-                with spark_otel.cell(
-                    self.eval_name, cell_id, engine=self.engine, deadline_s=1800, workers=self.workers
-                ):
-                    self.client.chat.completions.create(
-                        model=self.model,
-                        messages=[{"role": "user", "content": f"review change {count} of lane {worker}"}],
-                        max_tokens=self.tokens,
-                        extra_body={"min_tokens": self.tokens, "ignore_eos": True},
-                    )
-            except Exception as exc:  # recorded on the cell; the test reports it below
-                self.errors.append(exc)
-            with self._lock:
-                self.cells.append((cell_id, start, time.perf_counter()))
-            count += 1
 
 
 def _cli(store: Path, *args: str) -> Any:
@@ -217,20 +179,13 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
                 phase_done("collector outage")
                 time.sleep(2.0)
                 # One cell cut off at its ceiling that keeps what it streamed: a degraded cell.
-                with spark_otel.cell(deadline_eval, "ceiling-1", engine="nemotron", deadline_s=20, workers=1):
-                    result = stream_with_deadline(
-                        nemo,
-                        deadline_s=20,
-                        model=nemo_model,
-                        messages=[{"role": "user", "content": "find every bug"}],
-                        max_tokens=20_000,
-                        extra_body={"min_tokens": 20_000, "ignore_eos": True},
-                        extractor=re.compile(r"\w+ "),
-                    )
+                result = ceiling_cell(nemo, nemo_model, deadline_eval, "ceiling-1")
                 assert result.status == "deadline", result
                 assert result.findings, "the cut-off stream salvaged nothing"
                 phase_done("ceiling cell")
-                _governed_pair(nemo, nemo_model, governed_eval, tmp_path / "rules.toml")
+                governed_pair(
+                    nemo, nemo_model, governed_eval, tmp_path / "rules.toml", ("g-first", "g-second")
+                )
                 phase_done("governed cells")
                 _captured_just_now(nsight)
                 ingest = subprocess.run(
@@ -374,34 +329,6 @@ def _setting_on_exit(*events: threading.Event) -> Iterator[None]:
     finally:
         for event in events:
             event.set()
-
-
-def _governed_pair(client: Any, model: str, eval_name: str, rules: Path) -> None:
-    """Two nemotron cells at once under a one-cell lane: the second waits for the first, so the
-    governor's wait, slots and queue reach Prometheus and the wait reaches the cell span."""
-    rules.write_text('[[lane]]\nengine = "nemotron"\ncells = 1\n', encoding="utf-8")
-    first_in = threading.Event()
-
-    def cell(cell_id: str) -> None:
-        with spark_otel.cell(eval_name, cell_id, engine="nemotron", deadline_s=1800, workers=2):
-            first_in.set()
-            client.chat.completions.create(
-                model=model,
-                messages=[{"role": "user", "content": "one governed cell"}],
-                max_tokens=40,
-                extra_body={"min_tokens": 40, "ignore_eos": True},
-            )
-
-    spark_otel.govern(rules, fail_closed=True)  # a governor that cannot decide fails the test
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            first = pool.submit(cell, "g-first")
-            first_in.wait(30)
-            second = pool.submit(cell, "g-second")
-            first.result()
-            second.result()
-    finally:
-        spark_otel.ungovern()
 
 
 BACKFILL_RECORDS = ROOT / "tests" / "data" / "receivers" / "backfill" / "serial-arm-2026-09-17.jsonl"
