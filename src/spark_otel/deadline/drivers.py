@@ -102,6 +102,9 @@ def _stream_openai(run: StreamRun, client: Any) -> None:
             stream.close()
 
 
+_JSON = {"content-type": "application/json"}
+
+
 def _raw_timeout(client: Any, run: StreamRun, deadline_timeout: float | None) -> Any:
     """The deadline's timeout, else the caller's ``timeout=``, else the client's own."""
     if deadline_timeout is not None:
@@ -115,7 +118,8 @@ def _stream_raw(run: StreamRun, client: Any) -> None:
     request = client.build_request(
         "POST",
         _raw_path(client, run.plan.chat),
-        json=run.plan.body,
+        content=run.plan.raw_content,
+        headers=_JSON,
         timeout=_raw_timeout(client, run, timeout),
     )
     try:
@@ -243,7 +247,8 @@ async def _astream_raw(run: StreamRun, client: Any) -> None:
     request = client.build_request(
         "POST",
         _raw_path(client, run.plan.chat),
-        json=run.plan.body,
+        content=run.plan.raw_content,
+        headers=_JSON,
         timeout=_raw_timeout(client, run, timeout),
     )
     try:

@@ -29,6 +29,9 @@ class Plan:
     max_output_tokens: int | None
     request_timeout_s: float | None = None
     """The raw path: the caller's ``timeout=`` (never sent in the body); the deadline's wins."""
+    raw_content: bytes = b""
+    """The raw path: ``body`` as the JSON sent, encoded once here, where a body that is not JSON
+    is refused before any request."""
 
 
 def client_kind(client: Any, *, is_async: bool) -> Literal["openai", "raw"]:
@@ -132,14 +135,14 @@ def make_plan(
             f"stream_options={given_options!r}: expected a mapping, e.g. {{'include_usage': True}}"
         )
     body["stream_options"] = {**given_options, "include_usage": True}
-    request_timeout = None
+    request_timeout, raw_content = None, b""
     if kind == "raw":
         request_timeout = _request_timeout(body.pop("timeout", None))
         try:
-            json.dumps(body, allow_nan=False)
+            raw_content = json.dumps(body, allow_nan=False, ensure_ascii=False).encode()
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"the request body cannot be sent as JSON: {exc}") from exc
-    return Plan(kind, has_messages, body, budget, max_output_tokens, request_timeout)
+    return Plan(kind, has_messages, body, budget, max_output_tokens, request_timeout, raw_content)
 
 
 def _request_timeout(timeout: Any) -> float | None:
