@@ -148,13 +148,49 @@ def test_receive_cli_runs_for_a_duration_and_stores_samples(box: Any, tmp_path: 
             "--engine",
             f"qwen={box.url('qwen')}",
             "--interval",
-            "0.1",
+            "10",
             "--duration",
-            "1",
+            "100",
             "--store",
             str(store_path),
         ]
     )
     assert code == 0
+    with Store(store_path) as store:  # the box's 100x clock: a scrape every 0.1 real s for 1 real s
+        assert 5 <= len(store.samples(sc.ENGINE_UP)) <= 11
+
+
+def test_receive_under_a_model_clock_scrapes_exports_and_stops_in_model_time(
+    metrics_server: MetricsServer, otlp_sink: OtlpSink, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """At 100x (the scale this module's simulated box holds, one process has one model clock),
+    ``--interval 100 --duration 300`` is three scrapes over three real seconds, and the OTLP
+    export follows the scrapes (every real second), not every 100 real seconds."""
+    from spark_otel import _clock
+
+    metrics_server.text_fn = _counting_text
+    monkeypatch.setenv("SPARK_OTEL_TIME_SCALE", "100")
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{otlp_sink.server.server_address[1]}"
+    )
+    store_path = tmp_path / "s.sqlite"
+    started = _clock.real_monotonic_ns()
+    code = main(
+        [
+            "receive",
+            "--engine",
+            f"qwen={metrics_server.url}",
+            "--interval",
+            "100",
+            "--duration",
+            "300",
+            "--store",
+            str(store_path),
+        ]
+    )
+    real_s = (_clock.real_monotonic_ns() - started) / _clock.NS_PER_S
+    assert code == 0
+    assert 2.5 < real_s < 15
     with Store(store_path) as store:
-        assert len(store.samples(sc.ENGINE_UP)) >= 2
+        assert len(store.samples(sc.ENGINE_UP)) in (3, 4)
+    assert len(otlp_sink.bodies) >= 3  # two periodic exports at least, then the flush at exit

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from .. import _clock
 from ..receivers.gpu import GpuReading, GpuSource
 from ..receivers.receiver import EngineTarget, Receiver
 from ..report.tables import fmt_number
@@ -37,7 +38,7 @@ def receiving(
         telemetry = configure(
             service_name=os.environ.get("OTEL_SERVICE_NAME") or service_name,
             store=args.store or None,
-            metric_export_interval_ms=max(1000, int(args.interval * 1000)),
+            metric_export_interval_model_s=args.interval,
             set_global=False,
         )
     except BaseException:
@@ -67,12 +68,16 @@ def receiving(
 
 
 def run_until_stopped(receiver: Receiver, duration_s: float | None) -> None:
-    """Run the receiver's loop until ``duration_s`` passes (None: forever), SIGTERM or Ctrl-C."""
+    """Run the receiver's loop until ``duration_s`` passes (None: forever), SIGTERM or Ctrl-C.
+
+    ``duration_s`` is model time, like the receiver's interval (the same as wall time against
+    real engines), so ``--interval 15 --duration 60`` is four scrapes under any model clock.
+    """
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         receiver.start()
-        stop.wait(duration_s)
+        stop.wait(None if duration_s is None else _clock.to_wall_s(duration_s))
     except KeyboardInterrupt:
         pass
     finally:

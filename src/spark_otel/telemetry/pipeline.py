@@ -93,6 +93,7 @@ def configure(
     store: bool | str | os.PathLike[str] | Store | None = None,
     otlp: bool | None = None,
     metric_export_interval_ms: int | None = None,
+    metric_export_interval_model_s: float | None = None,
     set_global: bool = True,
 ) -> Telemetry:
     """Set up tracing and metrics; returns the `Telemetry` in force.
@@ -101,6 +102,9 @@ def configure(
     ``SPARK_OTEL_STORE`` is not), True uses the default path, a path or `Store` picks the file,
     False turns it off. ``otlp``: None follows the ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variables.
     Calling again replaces the previous setup (which is flushed and shut down).
+    ``metric_export_interval_ms`` is real time; ``metric_export_interval_model_s`` (for a process
+    whose readings follow the model clock, such as the receiver) is model time, converted once the
+    clock below is held, and never under 1 s of real time.
 
     This is where spark-otel reads its environment (nothing is read at import): besides the
     ``OTEL_*`` settings, ``SPARK_OTEL_STORE``, and the model clock for a simulated box:
@@ -110,6 +114,10 @@ def configure(
     """
     global _current
     clock_hold = _model_clock_from_environment()
+    if metric_export_interval_model_s is not None:
+        from .. import _clock
+
+        metric_export_interval_ms = max(1000, int(_clock.to_wall_s(metric_export_interval_model_s) * 1000))
     try:
         telemetry = _pipeline(service_name, store, otlp, metric_export_interval_ms)
     except BaseException:
