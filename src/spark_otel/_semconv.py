@@ -116,6 +116,12 @@ CELL_QUEUE_WAIT_S = "spark_otel.cell.queue_wait_s"  # model s the governor held 
 CELL_QUEUE_RULE = "spark_otel.cell.queue_rule"  # the rule that held it back last
 CELL_QUEUE_PAST_DEADLINE = "spark_otel.cell.queue_wait_past_deadline"  # True: it waited past its own ceiling
 CELL_CLASS = "spark_otel.cell.class"  # the cell class the governor admitted it as
+# The cell's time budget (issue 17), model s: its elapsed time split by what the cell waited on.
+# first_token + decode + unsplit + other = elapsed; the governor's wait comes before elapsed.
+CELL_BUDGET_FIRST_TOKEN_S = "spark_otel.cell.budget.first_token_s"  # waiting for first tokens
+CELL_BUDGET_DECODE_S = "spark_otel.cell.budget.decode_s"  # streaming tokens after the first
+CELL_BUDGET_UNSPLIT_S = "spark_otel.cell.budget.unsplit_s"  # inside non-streamed requests
+CELL_BUDGET_OTHER_S = "spark_otel.cell.budget.other_s"  # in no request: the runner's own work
 TIME_SCALE = "spark_otel.time_scale"  # on a cell recorded under a model clock: its speed (times real)
 CELL_ATTRIBUTE_KEYS = frozenset(
     {
@@ -137,6 +143,10 @@ CELL_ATTRIBUTE_KEYS = frozenset(
         CELL_UID,
         CELL_REQUESTS,
         CELL_FAILED_REQUESTS,
+        CELL_BUDGET_FIRST_TOKEN_S,
+        CELL_BUDGET_DECODE_S,
+        CELL_BUDGET_UNSPLIT_S,
+        CELL_BUDGET_OTHER_S,
     }
 )
 
@@ -152,6 +162,8 @@ CELL_COUNT = "spark_otel.cells"
 CELL_DEADLINE_HITS = "spark_otel.cell.deadline_hits"
 CELL_SALVAGED_FINDINGS_METRIC = "spark_otel.cell.salvaged_findings"
 CELLS_IN_FLIGHT = "spark_otel.cells.in_flight"
+CELL_PHASE_DURATION = "spark_otel.cell.phase.duration"  # histogram, s: one per phase of each cell
+CELL_PHASE = "spark_otel.cell.phase"  # admission | first_token | decode | unsplit | other
 GOVERNOR_QUEUE_WAIT = "spark_otel.governor.queue_wait"  # histogram, s: a cell's wait for admission
 GOVERNOR_SLOTS = "spark_otel.governor.slots_in_use"  # per engine: cells admitted and running
 GOVERNOR_QUEUE = "spark_otel.governor.queue_length"  # per engine: cells waiting
@@ -230,6 +242,10 @@ GPU_CLOCK_SM = "spark_otel.gpu.clock.sm"  # gauge, MHz
 GPU_CLOCK_MEMORY = "spark_otel.gpu.clock.memory"  # gauge, MHz
 GPU_MEMORY_USED = "spark_otel.gpu.memory.used"  # gauge, By
 GPU_MEMORY_TOTAL = "spark_otel.gpu.memory.total"  # gauge, By
+# NVML GPU performance monitoring (GPM, Hopper and later): each over the time since the last reading.
+GPU_SM_OCCUPANCY = "spark_otel.gpu.sm.occupancy"  # gauge, 1 (0..1): active warps over the maximum
+GPU_DRAM_BANDWIDTH = "spark_otel.gpu.dram.bandwidth.utilization"  # gauge, 1 (0..1) of peak DRAM bandwidth
+GPU_TENSOR_ACTIVITY = "spark_otel.gpu.tensor.activity"  # gauge, 1 (0..1): time the SMs ran any tensor op
 GPU_ID = "spark_otel.gpu.id"  # attribute: index or uuid
 GPU_NAME = "spark_otel.gpu.name"
 
@@ -261,6 +277,10 @@ VLLM_KV_CACHE_USAGE_PERC = "vllm:kv_cache_usage_perc"  # gauge, 0..1
 VLLM_TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"  # histogram, s
 VLLM_INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"  # histogram, s
 VLLM_E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"  # histogram, s
+VLLM_REQUEST_QUEUE_TIME = "vllm:request_queue_time_seconds"  # histogram, s (WAITING phase)
+VLLM_REQUEST_PREFILL_TIME = "vllm:request_prefill_time_seconds"  # histogram, s
+VLLM_REQUEST_DECODE_TIME = "vllm:request_decode_time_seconds"  # histogram, s
+VLLM_REQUEST_INFERENCE_TIME = "vllm:request_inference_time_seconds"  # histogram, s (RUNNING phase)
 VLLM_REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"  # histogram, {token}
 VLLM_REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"  # histogram, {token}
 VLLM_LABEL_ENGINE = "engine"
@@ -289,3 +309,16 @@ PROBE_RUN = "spark_otel.probe.run"  # attribute on a probe level's load window: 
 PROBE_REPEAT = "spark_otel.probe.repeat"  # attribute: the round (0-based) of that level
 PROBE_TOKENS = "spark_otel.probe.tokens"  # attribute: output tokens pinned per stream
 PROBE_MODE = "spark_otel.probe.mode"  # attribute: "stream" | "plain"
+
+# --- vLLM's server span (vllm/tracing.py; issue 17): one per finished request, kind SERVER ----------
+# Parented to the client's request span through the injected traceparent; latencies in float s.
+VLLM_SERVER_SPAN_NAME = "llm_request"
+VLLM_LATENCY_TIME_IN_QUEUE = "gen_ai.latency.time_in_queue"
+VLLM_LATENCY_TIME_TO_FIRST_TOKEN = "gen_ai.latency.time_to_first_token"
+VLLM_LATENCY_E2E = "gen_ai.latency.e2e"
+VLLM_LATENCY_TIME_IN_MODEL_PREFILL = "gen_ai.latency.time_in_model_prefill"
+VLLM_LATENCY_TIME_IN_MODEL_DECODE = "gen_ai.latency.time_in_model_decode"
+VLLM_LATENCY_TIME_IN_MODEL_INFERENCE = "gen_ai.latency.time_in_model_inference"
+VLLM_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # vLLM's pre-1.27 names
+VLLM_USAGE_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
+VLLM_REQUEST_ID = "gen_ai.request.id"

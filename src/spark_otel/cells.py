@@ -41,6 +41,7 @@ from ._version import __version__
 from .model import AttributeValue, CellStatus
 from .store.codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
 from .telemetry.instruments import instruments
+from .time_budget import RequestStamps, split_elapsed
 
 if TYPE_CHECKING:
     from .governor import Admission, Governor
@@ -116,6 +117,9 @@ class CellState:
         if engine is not None:
             self.request_attributes[sc.ENGINE] = engine
         self.start_ns = _clock.perf_ns()
+        self.real_start_ns = _clock.real_monotonic_ns()
+        """The cell's start on the requests' clock (`RequestStamps` are real monotonic ns)."""
+        self.request_stamps: list[RequestStamps] = []
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.requests = 0
@@ -138,10 +142,18 @@ class CellState:
             self.completion_tokens = (self.completion_tokens or 0) + completion
 
     def add_request(
-        self, *, input_tokens: int | None, output_tokens: int | None, error_type: str | None
+        self,
+        *,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        error_type: str | None,
+        stamps: RequestStamps | None = None,
     ) -> None:
-        """Called by the instrumentation when a request inside this cell finalizes."""
+        """Called by the instrumentation when a request inside this cell finalizes; ``stamps``
+        (real monotonic ns) place it in the cell's time budget."""
         with self._lock:
+            if stamps is not None:
+                self.request_stamps.append(stamps)
             self._add_tokens_locked(input_tokens, output_tokens)
             self.requests += 1
             if error_type is not None:
@@ -418,6 +430,13 @@ class cell:
 
     def _finish(self, state: CellState, exc: BaseException | None) -> None:
         elapsed_s = (_clock.perf_ns() - state.start_ns) / NS_PER_S
+        with state._lock:
+            stamps = list(state.request_stamps)
+        budget = split_elapsed(
+            stamps, state.real_start_ns, _clock.real_monotonic_ns(), scale=_clock.time_scale()
+        )
+        # On the cell's own clock, so the parts add up to its elapsed time exactly.
+        budget["other"] = max(0.0, elapsed_s - budget["first_token"] - budget["decode"] - budget["unsplit"])
         status = state._final_status(exc)
         span = state.span
         attrs = cell_end_attributes(
@@ -428,6 +447,7 @@ class cell:
             degraded=state.degraded,
             prompt_tokens=state.prompt_tokens,
             completion_tokens=state.completion_tokens,
+            budget=budget,
         )
         attrs[sc.CELL_REQUESTS] = state.requests
         attrs[sc.CELL_FAILED_REQUESTS] = state.failed_requests
@@ -453,6 +473,10 @@ class cell:
             )
         if isinstance(rate, float):
             inst.cell_decode_rate.record(rate, done)
+        if self._admission is not None:
+            budget = {"admission": self._admission.waited_s, **budget}
+        for phase, seconds in budget.items():
+            inst.cell_phase_duration.record(seconds, {**done, sc.CELL_PHASE: phase})
         if state.deadline_hit:
             inst.cell_deadline_hits.add(1, done)
         if state.salvaged_findings:

@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import _semconv as sc
 from ._clock import NS_PER_S
 
-__all__ = ["Cell", "CellStatus", "LoadWindow", "MetricSample", "Request"]
+__all__ = ["Cell", "CellStatus", "LoadWindow", "MetricSample", "Request", "ServerTiming"]
 
 AttributeValue = str | int | float | bool
 
@@ -52,11 +53,34 @@ class Cell(_Record):
     degraded: bool = False
     source: str = "live"
     trace_id: str | None = None
+    first_token_s: float | None = Field(
+        default=None, description="of elapsed, s waiting for first tokens (engine queue, prefill, network)"
+    )
+    decode_s: float | None = Field(default=None, description="of elapsed, s streaming tokens after the first")
+    unsplit_s: float | None = Field(
+        default=None, description="of elapsed, s inside non-streamed requests (the client cannot split them)"
+    )
+    other_s: float | None = Field(
+        default=None, description="of elapsed, s in no request: the runner's own work"
+    )
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
 
     @property
     def elapsed_s(self) -> float:
         return (self.end_unix_ns - self.start_unix_ns) / NS_PER_S
+
+    @property
+    def admission_s(self) -> float | None:
+        """Seconds the queue governor held the cell before it started (outside elapsed); None for
+        a cell that ran ungoverned."""
+        value = self.attributes.get(sc.CELL_QUEUE_WAIT_S)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    @property
+    def has_budget(self) -> bool:
+        """Whether the cell's elapsed time is split (a live cell; a backfilled one where its
+        records say)."""
+        return any(v is not None for v in (self.first_token_s, self.decode_s, self.unsplit_s, self.other_s))
 
     @property
     def decode_rate(self) -> float | None:
@@ -99,6 +123,25 @@ class Request(_Record):
     @property
     def elapsed_s(self) -> float:
         return (self.end_unix_ns - self.start_unix_ns) / NS_PER_S
+
+
+class ServerTiming(_Record):
+    """The engine's own split of one request (vLLM's ``llm_request`` server span, or the simulated
+    engine's), keyed by the client request span it answered (its parent, through the injected
+    ``traceparent``), so a cell's wait for first tokens splits into queue and prefill."""
+
+    request_uid: str = Field(description="the client request span's id: the server span's parent")
+    trace_id: str
+    span_uid: str
+    engine: str | None = None
+    arrival_unix_ns: int
+    queue_s: float | None = None
+    prefill_s: float | None = None
+    decode_s: float | None = None
+    time_to_first_token_s: float | None = None
+    e2e_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 class LoadWindow(_Record):

@@ -3,8 +3,9 @@ place in one transaction, a reader never does; a newer one, a damaged one and ta
 spark-otel does not know are refused with a message naming the file and the problem, and the file
 is left as it was. Each kind of store is built as a real SQLite file.
 
-Migrations are tested with a hypothetical schema 2 (documents gain a ``tag`` column) put in with
-monkeypatch, since schema 1 is the only one there is yet.
+The machinery is tested with a hypothetical next schema (documents gain a ``tag`` column) put in
+with monkeypatch over the current one, ``V``; the real step from schema 1 (the cells' time budget)
+is tested on a genuine schema-1 store.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import pytest
 from spark_otel import Cell
 from spark_otel._exceptions import StoreError
 from spark_otel.store import Store, embedded, versions
-from spark_otel.store.schema import DOCUMENTS, TABLES, Column, Table
+from spark_otel.store.schema import CELL_BUDGET_COLUMNS, DOCUMENTS, TABLES, Column, Table
 
+V = versions.SCHEMA_VERSION
 CELL = Cell(uid="c1", eval_name="golden", cell_id="B#1", engine="qwen", start_unix_ns=1, end_unix_ns=2)
 NOTHING = "nothing was read or changed"
 
@@ -59,12 +61,27 @@ def journal_mode(path: Path) -> str:
 
 
 def build(path: Path, *changes: str) -> bytes:
-    """A schema-1 store as this spark-otel writes it, holding a cell and a document, then
+    """A store of the current schema as this spark-otel writes it, holding a cell and a document, then
     ``changes`` made to it, in rollback-journal mode (so a switch to WAL would show); its bytes."""
     with Store(path) as store:
         store.write_cells([CELL])
         store.put_document("probe", "qwen", {"levels": [1, 2]}, uid="d1")
     execute(path, "PRAGMA journal_mode=DELETE", *changes)
+    return path.read_bytes()
+
+
+def build_1(path: Path, *changes: str) -> bytes:
+    """A genuine schema-1 store (cells without the time budget, no server_timings table), with the
+    same cell and document, then ``changes``; its bytes."""
+    build(path)
+    execute(
+        path,
+        *(f"ALTER TABLE cells DROP COLUMN {column.name}" for column in CELL_BUDGET_COLUMNS),
+        "DROP TABLE server_timings",
+        "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+        "VACUUM",
+        *changes,
+    )
     return path.read_bytes()
 
 
@@ -79,7 +96,7 @@ def refusal(path: Path, *, read_only: bool) -> str:
     return str(caught.value)
 
 
-# -- a hypothetical schema 2 ----------------------------------------------------------------------
+# -- a hypothetical next schema ----------------------------------------------------------------------
 TAG = Column("tag", "TEXT", nullable=True)
 DOCUMENTS_2 = Table("documents", (*DOCUMENTS.columns, TAG), DOCUMENTS.indexes)
 
@@ -105,7 +122,7 @@ def test_a_new_store_records_the_schema_version_and_each_older_one_has_its_step(
     path = tmp_path / "s.sqlite"
     Store(path).close()
     assert version_row(path) == [(str(versions.SCHEMA_VERSION),)]
-    assert versions.SCHEMA_VERSION == 1
+    assert versions.SCHEMA_VERSION == 2
     assert set(versions.MIGRATIONS) == set(range(1, versions.SCHEMA_VERSION))
 
 
@@ -154,7 +171,7 @@ def test_a_store_whose_tables_were_laid_out_otherwise_opens_as_one_made_here(
         'CREATE TABLE "documents" ("uid" TEXT PRIMARY KEY, "kind" TEXT NOT NULL, "name" TEXT NOT NULL, '
         '"created_unix_ns" INTEGER NOT NULL, "body" TEXT NOT NULL)'
     )
-    execute(path, *statements, "INSERT INTO meta VALUES ('schema_version', '1')")
+    execute(path, *statements, f"INSERT INTO meta VALUES ('schema_version', '{V}')")
     before = path.read_bytes()
     with Store(path, read_only=True) as reader:
         assert reader.cells() == []
@@ -174,14 +191,13 @@ def test_a_store_whose_tables_were_laid_out_otherwise_opens_as_one_made_here(
 )
 def test_a_store_from_before_the_version_was_recorded_is_schema_1(tmp_path: Path, change: str) -> None:
     path = tmp_path / "s.sqlite"
-    before = build(path, change)
-    with Store(path, read_only=True) as reader:
-        assert reader.cells() == [CELL]
+    before = build_1(path, change)
+    assert "store schema 1 is older" in refusal(path, read_only=True)
     assert_unchanged(path, before)
     with Store(path) as writer:
         assert writer.cells() == [CELL]
         writer.write_cells([CELL.model_copy(update={"uid": "c2"})])
-    assert version_row(path) == [("1",)]
+    assert version_row(path) == [(str(V),)]
     assert [row[0] for row in query(path, "SELECT uid FROM cells ORDER BY uid")] == ["c1", "c2"]
 
 
@@ -195,7 +211,7 @@ def test_a_store_of_a_newer_schema_is_refused_naming_both_versions(tmp_path: Pat
         "ALTER TABLE cells ADD COLUMN v7 TEXT",
     )
     assert refusal(path, read_only=read_only) == (
-        f"{path}: written by a newer spark-otel (store schema 7; this spark-otel reads up to schema 1): "
+        f"{path}: written by a newer spark-otel (store schema 7; this spark-otel reads up to schema {V}): "
         f"upgrade spark-otel to use it; {NOTHING}"
     )
     assert_unchanged(path, before)
@@ -213,26 +229,26 @@ def test_a_schema_version_that_is_not_a_number_is_refused(tmp_path: Path, read_o
 
 # -- migrating an older store -------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "change", ["SELECT 1", "DELETE FROM meta"], ids=["schema_version 1", "no schema_version"]
+    "change", ["SELECT 1", "DELETE FROM meta"], ids=["schema_version V", "no schema_version"]
 )
 def test_a_writer_migrates_an_older_store_in_place_keeping_its_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     path = tmp_path / "s.sqlite"
     build(path, change)
-    use_schema(monkeypatch, 2, {1: add_tag})
+    use_schema(monkeypatch, V + 1, {**versions.MIGRATIONS, V: add_tag})
     with Store(path) as writer:
         assert writer.cells() == [CELL]
         assert [d["uid"] for d in writer.documents("probe")] == ["d1"]
         writer.put_document("probe", "nemotron", {}, uid="d2")
-    assert version_row(path) == [("2",)]
+    assert version_row(path) == [(str(V + 1),)]
     assert columns(path, "documents") == [*DOCUMENTS.column_names, "tag"]
     assert query(path, "SELECT uid, tag FROM documents ORDER BY uid") == [("d1", "from 1"), ("d2", None)]
     with Store(path, read_only=True) as reader:  # a migrated store is read, and migrated once only
         assert reader.cells() == [CELL]
     with Store(path):
         pass
-    assert version_row(path) == [("2",)]
+    assert version_row(path) == [(str(V + 1),)]
 
 
 def test_a_writer_runs_each_step_an_older_store_needs_in_order(
@@ -246,9 +262,9 @@ def test_a_writer_runs_each_step_an_older_store_needs_in_order(
         conn.execute("ALTER TABLE documents ADD COLUMN tag_length INTEGER")
         conn.execute("UPDATE documents SET tag_length = length(tag)")
 
-    use_schema(monkeypatch, 3, {2: add_tag_length, 1: add_tag}, documents_3)
+    use_schema(monkeypatch, V + 2, {V + 1: add_tag_length, V: add_tag}, documents_3)
     Store(path).close()
-    assert version_row(path) == [("3",)]
+    assert version_row(path) == [(str(V + 2),)]
     assert query(path, "SELECT uid, tag, tag_length FROM documents") == [("d1", "from 1", 6)]
 
 
@@ -257,32 +273,32 @@ def test_a_reader_never_migrates_and_refuses_an_older_store_it_cannot_read(
 ) -> None:
     path = tmp_path / "s.sqlite"
     before = build(path)
-    use_schema(monkeypatch, 2, {1: add_tag})
+    use_schema(monkeypatch, V + 1, {**versions.MIGRATIONS, V: add_tag})
     assert refusal(path, read_only=True) == (
-        f"{path}: store schema 1 is older than this spark-otel's (2) and cannot be read before it is "
-        "migrated (table documents lacks column tag); a command that writes to the store (backfill, "
-        f"ingest-nsight, probe) migrates it in place; {NOTHING}"
+        f"{path}: store schema {V} is older than this spark-otel's ({V + 1}) and cannot be read before it "
+        f"is migrated (table documents lacks column tag): `spark-otel store migrate --store {path}` "
+        f"migrates it in place (as any command that writes to it does); {NOTHING}"
     )
     assert_unchanged(path, before)
-    assert version_row(path) == [("1",)]
+    assert version_row(path) == [(str(V),)]
 
 
 def test_a_reader_reads_an_older_store_that_has_all_it_reads_and_leaves_it_older(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A schema 2 that only adds an index: schema 1's tables read as they are."""
+    """A next schema that only adds an index: the current tables read as they are."""
     path = tmp_path / "s.sqlite"
     before = build(path)
 
     def index_engines(conn: sqlite3.Connection) -> None:
         conn.execute("CREATE INDEX cells_engine ON cells (engine)")
 
-    use_schema(monkeypatch, 2, {1: index_engines}, DOCUMENTS)
+    use_schema(monkeypatch, V + 1, {V: index_engines}, DOCUMENTS)
     with Store(path, read_only=True) as reader:
         assert reader.cells() == [CELL]
         assert [d["uid"] for d in reader.documents("probe")] == ["d1"]
     assert_unchanged(path, before)
-    assert version_row(path) == [("1",)]
+    assert version_row(path) == [(str(V),)]
 
 
 def test_a_migration_that_fails_midway_leaves_the_store_as_it_was(
@@ -296,19 +312,21 @@ def test_a_migration_that_fails_midway_leaves_the_store_as_it_was(
         conn.execute("DELETE FROM cells")
         conn.execute("UPDATE documents SET no_such_column = 1")
 
-    use_schema(monkeypatch, 2, {1: half_done})
+    use_schema(monkeypatch, V + 1, {V: half_done})
     assert refusal(path, read_only=False) == (
-        f"{path}: cannot migrate the store from schema 1 to 2: step 1 -> 2 failed (no such column: "
-        "no_such_column); the store is left at schema 1, as it was"
+        f"{path}: cannot migrate the store from schema {V} to {V + 1}: step {V} -> {V + 1} failed (no such "
+        f"column: no_such_column); the store is left at schema {V}, as it was"
     )
     assert_unchanged(path, before)
-    assert version_row(path) == [("1",)]
+    assert version_row(path) == [(str(V),)]
     assert columns(path, "documents") == list(DOCUMENTS.column_names)
     assert query(path, "SELECT uid FROM cells") == [("c1",)]
 
-    use_schema(monkeypatch, 2, {1: add_tag})  # the step fixed, the next writer migrates it
+    use_schema(
+        monkeypatch, V + 1, {**versions.MIGRATIONS, V: add_tag}
+    )  # the step fixed, the next writer migrates it
     Store(path).close()
-    assert version_row(path) == [("2",)]
+    assert version_row(path) == [(str(V + 1),)]
     assert query(path, "SELECT uid FROM cells") == [("c1",)]
 
 
@@ -317,17 +335,17 @@ def test_a_missing_step_or_one_that_leaves_other_columns_migrates_nothing(
 ) -> None:
     path = tmp_path / "s.sqlite"
     before = build(path)
-    use_schema(monkeypatch, 3, {1: add_tag})
+    use_schema(monkeypatch, V + 2, {V: add_tag})
     assert refusal(path, read_only=False) == (
-        f"{path}: cannot migrate the store from schema 1 to 3: this spark-otel has no step from schema 2; "
-        "the store is left at schema 1, as it was"
+        f"{path}: cannot migrate the store from schema {V} to {V + 2}: this spark-otel has no step from "
+        f"schema {V + 1}; the store is left at schema {V}, as it was"
     )
     assert_unchanged(path, before)
 
-    use_schema(monkeypatch, 2, {1: lambda conn: None})  # forgets the tag column
+    use_schema(monkeypatch, V + 1, {V: lambda conn: None})  # forgets the tag column
     assert refusal(path, read_only=False) == (
-        f"{path}: cannot migrate the store from schema 1 to 2: after its steps, table documents lacks "
-        "column tag; the store is left at schema 1, as it was"
+        f"{path}: cannot migrate the store from schema {V} to {V + 1}: after its steps, table documents "
+        f"lacks column tag; the store is left at schema {V}, as it was"
     )
     assert_unchanged(path, before)
 
@@ -349,8 +367,9 @@ def test_two_writers_opening_an_older_store_at_once_migrate_it_once(tmp_path: Pa
             time.sleep(0.3)
 
         documents = Table("documents", (*DOCUMENTS.columns, Column("tag", "TEXT", nullable=True)))
-        versions.SCHEMA_VERSION = 2
-        versions.MIGRATIONS = {1: add_tag}
+        current = versions.SCHEMA_VERSION
+        versions.SCHEMA_VERSION = current + 1
+        versions.MIGRATIONS = {current: add_tag}
         versions.TABLES = tuple(documents if t.name == "documents" else t for t in TABLES)
         here, other = Path(sys.argv[1] + "." + sys.argv[2]), Path(sys.argv[1] + "." + sys.argv[3])
         here.touch()
@@ -366,7 +385,7 @@ def test_two_writers_opening_an_older_store_at_once_migrate_it_once(tmp_path: Pa
         for me, other in (("a", "b"), ("b", "a"))
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    assert version_row(path) == [("2",)]
+    assert version_row(path) == [(str(V + 1),)]
     assert columns(path, "documents") == [*DOCUMENTS.column_names, "tag"]
 
 
@@ -401,7 +420,7 @@ def test_a_table_without_a_declared_column_is_a_damaged_store(tmp_path: Path, re
         "ALTER TABLE cells ADD COLUMN note TEXT",
     )
     assert refusal(path, read_only=read_only) == (
-        f"{path}: a damaged store of schema 1 (table cells lacks columns degraded, trace_id); {NOTHING}"
+        f"{path}: a damaged store of schema {V} (table cells lacks columns degraded, trace_id); {NOTHING}"
     )
     assert_unchanged(path, before)
 
@@ -410,7 +429,7 @@ def test_a_missing_table_is_damage_to_a_reader_and_made_again_by_a_writer(tmp_pa
     path = tmp_path / "s.sqlite"
     before = build(path, "DROP TABLE load_windows")
     assert refusal(path, read_only=True) == (
-        f"{path}: a damaged store of schema 1 (no load_windows table); {NOTHING}"
+        f"{path}: a damaged store of schema {V} (no load_windows table); {NOTHING}"
     )
     assert_unchanged(path, before)
     with Store(path) as writer:
@@ -437,4 +456,25 @@ def test_a_writer_makes_a_store_of_an_empty_file(tmp_path: Path) -> None:
     with Store(path) as store:
         store.write_cells([CELL])
         assert store.cells() == [CELL]
-    assert version_row(path) == [("1",)]
+    assert version_row(path) == [(str(V),)]
+
+
+# -- the real step: schema 1 -> 2, the cells' time budget -------------------------------------------
+def test_a_schema_1_store_is_migrated_to_the_time_budget_keeping_its_cells_unsplit(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    before = build_1(path)
+    assert refusal(path, read_only=True) == (
+        f"{path}: store schema 1 is older than this spark-otel's ({V}) and cannot be read before it is "
+        "migrated (table cells lacks columns first_token_s, decode_s, unsplit_s, other_s; no "
+        f"server_timings table): `spark-otel store migrate --store {path}` migrates it in place (as any "
+        f"command that writes to it does); {NOTHING}"
+    )
+    assert_unchanged(path, before)
+    with Store(path) as writer:
+        assert writer.cells() == [CELL]  # recorded before the budget: unsplit, not zero
+        assert not writer.cells()[0].has_budget
+        assert writer.server_timings() == {}
+    assert version_row(path) == [(str(V),)]
+    assert columns(path, "cells")[-4:] == [c.name for c in CELL_BUDGET_COLUMNS]
+    with Store(path, read_only=True) as reader:
+        assert reader.cells() == [CELL]

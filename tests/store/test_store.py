@@ -168,7 +168,8 @@ def test_every_record_field_has_its_one_column_and_nothing_else() -> None:
 
 
 def test_a_store_file_keeps_the_schema_it_always_had(tmp_path: Path) -> None:
-    """Derived DDL: the columns, in order, and their types are those of schema version 1."""
+    """Derived DDL: the columns, in order, and their types are those of schema version 2 (schema 1's,
+    then the time budget)."""
     import sqlite3
 
     with Store(tmp_path / "s.sqlite"):
@@ -185,8 +186,9 @@ def test_a_store_file_keeps_the_schema_it_always_had(tmp_path: Path) -> None:
     assert [name for name, *_ in columns["cells"]] == [
         "uid", "eval_name", "cell_id", "engine", "start_unix_ns", "end_unix_ns", "prompt_tokens",
         "completion_tokens", "status", "deadline_s", "deadline_hit", "workers", "salvaged_findings",
-        "degraded", "source", "trace_id", "attributes",
+        "degraded", "source", "trace_id", "attributes", "first_token_s", "decode_s", "unsplit_s", "other_s",
     ]  # fmt: skip
+    assert columns["cells"][-1] == ("other_s", "REAL", False, False)
     assert columns["cells"][0] == ("uid", "TEXT", False, True)
     assert columns["cells"][3] == ("engine", "TEXT", False, False)
     assert columns["cells"][8] == ("status", "TEXT", True, False)

@@ -36,6 +36,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("instruments", "instruments", "which gauges measure load: each against token throughput (Appendix F)"),
     ("backfill", "backfill", "turn existing eval records (JSON, JSONL, CSV) into cells"),
     ("sim", "sim", "serve simulated vLLM-compatible engines on 127.0.0.1"),
+    ("store", "store", "the embedded store's schema and rows; migrate an older one in place"),
 )
 
 DESCRIPTION = """\

@@ -24,6 +24,7 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._guard import report_failure
 from ..cells import CellState, current_cell
+from ..time_budget import RequestStamps
 from ._content import get_field, is_mapping, output_content_messages, request_content_messages
 from ._runtime import MetricSets, RequestHistograms, Runtime
 from .request_notes import RequestNotes, current_request_notes
@@ -313,7 +314,12 @@ class RequestTelemetry:
             )
         if self.cell is not None:
             self.cell.add_request(
-                input_tokens=input_tokens, output_tokens=output_tokens, error_type=error_type
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                error_type=error_type,
+                stamps=RequestStamps(
+                    self.start_ns, first_ns if self.streaming else 0, end_ns, self.streaming
+                ),
             )
 
     def _record_bulk(
@@ -400,6 +406,8 @@ class ForeignSpanRequest(RequestTelemetry):
                     input_tokens=input_tokens if isinstance(input_tokens, int) else None,
                     output_tokens=output_tokens if isinstance(output_tokens, int) else None,
                     error_type=notes.error_type if notes is not None and notes.error_type else error_type,
+                    # The other instrumentation saw the chunks: in the budget the call is unsplit.
+                    stamps=RequestStamps(self.start_ns, 0, _clock.real_monotonic_ns(), streaming=False),
                 )
         except Exception as exc:  # the `guard` contract, without a generator per request
             report_failure("request finalize beside another instrumentation", exc)

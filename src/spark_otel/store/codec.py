@@ -8,6 +8,7 @@ by the same functions (`cell_start_attributes`, `cell_end_attributes`, `cell_spa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Status, StatusCode
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
+    "cell_budget",
     "cell_end_attributes",
     "cell_error",
     "cell_from_span",
@@ -74,8 +76,11 @@ def cell_end_attributes(
     degraded: bool = False,
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
+    budget: Mapping[str, float | None] | None = None,
 ) -> dict[str, AttributeValue]:
-    """What a cell span carries once the cell ended; the decode rate is derived, as `Cell`'s is."""
+    """What a cell span carries once the cell ended; the decode rate is derived, as `Cell`'s is.
+    ``budget``: seconds per phase of `time_budget.IN_CELL_PHASES` (a phase absent or None is not
+    known, and not written)."""
     attrs: dict[str, AttributeValue] = {
         sc.CELL_STATUS: status.value,
         sc.CELL_ELAPSED_S: elapsed_s,
@@ -89,7 +94,24 @@ def cell_end_attributes(
         attrs[sc.CELL_COMPLETION_TOKENS] = completion_tokens
         if elapsed_s > 0 and completion_tokens > 0:
             attrs[sc.CELL_DECODE_RATE] = completion_tokens / elapsed_s
+    for phase, seconds in (budget or {}).items():
+        if seconds is not None:
+            attrs[_BUDGET_ATTRIBUTES[phase]] = float(seconds)
     return attrs
+
+
+_BUDGET_ATTRIBUTES = {
+    "first_token": sc.CELL_BUDGET_FIRST_TOKEN_S,
+    "decode": sc.CELL_BUDGET_DECODE_S,
+    "unsplit": sc.CELL_BUDGET_UNSPLIT_S,
+    "other": sc.CELL_BUDGET_OTHER_S,
+}
+"""Each phase inside the cell's elapsed time: its span attribute (and, with ``_s``, its `Cell` field)."""
+
+
+def cell_budget(cell: Cell) -> dict[str, float | None]:
+    """The cell's recorded split of elapsed, by phase."""
+    return {phase: getattr(cell, f"{phase}_s") for phase in _BUDGET_ATTRIBUTES}
 
 
 def cell_error(status: CellStatus, exception_type: str | None = None) -> tuple[str, Status] | None:
@@ -117,6 +139,7 @@ def cell_span_attributes(cell: Cell) -> dict[str, AttributeValue]:
             degraded=cell.degraded,
             prompt_tokens=cell.prompt_tokens,
             completion_tokens=cell.completion_tokens,
+            budget=cell_budget(cell),
         )
     )
     attrs[sc.CELL_SOURCE] = cell.source
@@ -134,6 +157,10 @@ def _hex_trace_id(span: ReadableSpan) -> str | None:
 
 def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def cell_from_span(span: ReadableSpan) -> Cell:
@@ -156,6 +183,7 @@ def cell_from_span(span: ReadableSpan) -> Cell:
         degraded=bool(a.get(sc.CELL_DEGRADED, False)),
         source=str(a.get(sc.CELL_SOURCE, "live")),
         trace_id=_hex_trace_id(span),
+        **{f"{phase}_s": _seconds(a.get(key)) for phase, key in _BUDGET_ATTRIBUTES.items()},
         attributes=attributes_json({k: v for k, v in a.items() if k not in sc.CELL_ATTRIBUTE_KEYS}),
     )
 

@@ -30,9 +30,9 @@ from urllib.parse import quote
 
 from .. import _clock
 from .._exceptions import StoreError
-from ..model import Cell, LoadWindow, MetricSample, Request
+from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
 from . import versions
-from .schema import CELLS, DOCUMENTS, LOAD_WINDOWS, METRIC_SAMPLES, REQUESTS, Table
+from .schema import CELLS, DOCUMENTS, LOAD_WINDOWS, METRIC_SAMPLES, REQUESTS, SERVER_TIMINGS, TABLES, Table
 from .versions import MIGRATIONS, SCHEMA_VERSION, Migration
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STORE_ENV", "Migration", "Store", "default_store_path"]
@@ -219,6 +219,9 @@ class Store:
     def write_samples(self, samples: Iterable[MetricSample]) -> int:
         return self._write(METRIC_SAMPLES, samples)
 
+    def write_server_timings(self, timings: Iterable[ServerTiming]) -> int:
+        return self._write(SERVER_TIMINGS, timings)
+
     def put_document(self, kind: str, name: str, body: dict[str, Any], *, uid: str | None = None) -> str:
         """Keep a result document (a probe run, an Nsight summary, a report) as JSON."""
         uid = uid or uuid.uuid4().hex
@@ -289,6 +292,32 @@ class Store:
             {"cell_uid": cell_uid, "eval_name": eval_name}, since_unix_ns, until_unix_ns, "start_unix_ns"
         )
         return self._records(REQUESTS, f"{where} ORDER BY start_unix_ns", params)
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows in each of the store's tables (meta aside)."""
+        return {
+            t.name: int(self._select(f"SELECT count(*) FROM {t.name}", [])[0][0])
+            for t in TABLES
+            if t.name != "meta"
+        }
+
+    def schema_version(self) -> int:
+        """The schema the file is at (1 for a store from before the version was recorded)."""
+        row = self._select("SELECT value FROM meta WHERE key = 'schema_version'", [])
+        return int(row[0][0]) if row else 1
+
+    def server_timings(self, request_uids: Iterable[str] | None = None) -> dict[str, ServerTiming]:
+        """The engine's split of requests, by the client request's uid (all of them by default)."""
+        if request_uids is None:
+            rows = self._records(SERVER_TIMINGS, "", [])
+        else:
+            uids = list(dict.fromkeys(request_uids))
+            rows = []
+            for k in range(0, len(uids), 500):  # under SQLite's bound-parameter limit
+                chunk = uids[k : k + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows += self._records(SERVER_TIMINGS, f" WHERE request_uid IN ({marks})", chunk)
+        return {t.request_uid: t for t in rows}
 
     def windows(
         self,

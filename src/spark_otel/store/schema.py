@@ -13,15 +13,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..model import Cell, LoadWindow, MetricSample, Request
+from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
 
 __all__ = [
     "CELLS",
+    "CELL_BUDGET_COLUMNS",
     "DOCUMENTS",
     "LOAD_WINDOWS",
     "META",
     "METRIC_SAMPLES",
     "REQUESTS",
+    "SERVER_TIMINGS",
     "TABLES",
     "Column",
     "Table",
@@ -140,6 +142,11 @@ class Table:
         return self.record_type(**self.fields(row))
 
 
+CELL_BUDGET_COLUMNS = tuple(
+    _real(name, nullable=True) for name in ("first_token_s", "decode_s", "unsplit_s", "other_s")
+)
+"""The cell's time budget (schema 2), which migration step 1 adds to a schema-1 store."""
+
 META = Table("meta", (_text("key", key=True), _text("value")))
 
 CELLS = Table(
@@ -162,6 +169,8 @@ CELLS = Table(
         _text("source"),
         _text("trace_id", nullable=True),
         _json("attributes"),
+        # Schema 2: the time budget, last, where ALTER TABLE ADD COLUMN puts them in a migrated store.
+        *CELL_BUDGET_COLUMNS,
     ),
     indexes=(("cells_eval_start", ("eval_name", "start_unix_ns")), ("cells_start", ("start_unix_ns",))),
     record_type=Cell,
@@ -216,10 +225,31 @@ METRIC_SAMPLES = Table(
     record_type=MetricSample,
 )
 
+SERVER_TIMINGS = Table(
+    "server_timings",
+    (
+        _text("request_uid", key=True),
+        _text("trace_id"),
+        _text("span_uid"),
+        _text("engine", nullable=True),
+        _integer("arrival_unix_ns"),
+        _real("queue_s", nullable=True),
+        _real("prefill_s", nullable=True),
+        _real("decode_s", nullable=True),
+        _real("time_to_first_token_s", nullable=True),
+        _real("e2e_s", nullable=True),
+        _integer("prompt_tokens", nullable=True),
+        _integer("completion_tokens", nullable=True),
+    ),
+    indexes=(("server_timings_arrival", ("arrival_unix_ns",)),),
+    record_type=ServerTiming,
+)
+"""Schema 2: the engine's split of each request, joined to `REQUESTS` by the request's uid."""
+
 DOCUMENTS = Table(
     "documents",
     (_text("uid", key=True), _text("kind"), _text("name"), _integer("created_unix_ns"), _json("body")),
     indexes=(("documents_kind", ("kind", "created_unix_ns")),),
 )
 
-TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, DOCUMENTS)
+TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, SERVER_TIMINGS, DOCUMENTS)

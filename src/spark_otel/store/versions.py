@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import StoreError
-from .schema import META, TABLES
+from .schema import CELL_BUDGET_COLUMNS, META, TABLES
 
 __all__ = [
     "MIGRATIONS",
@@ -45,13 +45,23 @@ __all__ = [
     "set_up",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The store schema this code reads and writes, and the newest it opens. Raised by one with each
 change to the tables `schema` declares, with the step from the version before in `MIGRATIONS`."""
 
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: dict[int, Migration] = {}
+
+def _add_cell_budget(conn: sqlite3.Connection) -> None:
+    """1 -> 2: the cells' time budget (issue 17); cells recorded before stay unsplit (NULL). The
+    server_timings table is new, created from its declaration."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(cells)")}
+    for column in CELL_BUDGET_COLUMNS:
+        if column.name not in present:  # a store from before versioning may be of any age
+            conn.execute(f"ALTER TABLE cells ADD COLUMN {column.ddl}")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_cell_budget}
 """Step ``k`` turns a store of schema ``k`` into one of schema ``k + 1`` (add a column, fill it).
 A writer runs the steps an older store needs in order, then creates the tables and indexes new
 since (from their declarations: a new table needs no step) and records the new schema_version,
@@ -197,8 +207,8 @@ def plan(path: Path, shape: Shape, *, read_only: bool) -> Plan:
             what = "; ".join(lacking + ([f"no {_tables(absent)}"] if absent else []))
             raise StoreError(
                 f"{path}: store schema {version} is older than this spark-otel's ({SCHEMA_VERSION}) "
-                f"and cannot be read before it is migrated ({what}); a command that writes to the "
-                f"store (backfill, ingest-nsight, probe) migrates it in place; {_NOTHING_DONE}"
+                f"and cannot be read before it is migrated ({what}): `spark-otel store migrate --store "
+                f"{path}` migrates it in place (as any command that writes to it does); {_NOTHING_DONE}"
             )
         return Plan(version, set_up=False)
     lacking, unknowns = _problems(shape, unknown=not read_only)

@@ -32,6 +32,7 @@ class Instruments:
     time_to_first_chunk: Histogram
     time_per_output_chunk: Histogram
     cell_duration: Histogram
+    cell_phase_duration: Histogram
     cell_tokens: Histogram
     cell_decode_rate: Histogram
     cells: Counter
@@ -79,6 +80,11 @@ SPECS: tuple[InstrumentSpec, ...] = (
     InstrumentSpec(
         "cell_duration", "histogram", sc.CELL_DURATION, "s",
         "Wall-clock duration of one eval cell.", sc.CELL_DURATION_BUCKETS_S,
+    ),
+    InstrumentSpec(
+        "cell_phase_duration", "histogram", sc.CELL_PHASE_DURATION, "s",
+        "One phase of one cell's time budget (admission, first_token, decode, unsplit, other).",
+        sc.CELL_DURATION_BUCKETS_S,
     ),
     InstrumentSpec(
         "cell_tokens", "histogram", sc.CELL_TOKENS, "{token}",
