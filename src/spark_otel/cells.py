@@ -307,12 +307,17 @@ class cell:
                     attrs[sc.CELL_QUEUE_PAST_DEADLINE] = True
         attrs.update(self.attributes)
         span: Span = trace.INVALID_SPAN  # no span: the cell still runs, and counts its requests
+        start_ns, start_perf_ns, start_real_ns = (
+            _clock.wall_ns(),
+            _clock.perf_ns(),
+            _clock.real_monotonic_ns(),
+        )
         with guard("cell span start"):
             span = tracer.start_span(
                 cell_span_name(self.eval_name),
                 kind=SpanKind.INTERNAL,
                 attributes=attrs,
-                start_time=_clock.wall_ns(),
+                start_time=start_ns,
             )
         state = CellState(
             eval_name=self.eval_name,
@@ -322,6 +327,7 @@ class cell:
             workers=self.workers,
             span=span,
         )
+        state.start_ns, state.real_start_ns = start_perf_ns, start_real_ns  # the span's own start
         self._state = state
         self._otel_token = None
         with guard("cell span context attach"):
@@ -339,10 +345,12 @@ class cell:
         if state is None:
             return
         self._state = None
-        end_ns = _clock.wall_ns()  # before the slot is freed: a cell admitted next starts after it
+        # Before the slot is freed (a cell admitted next starts after it), and each clock's end
+        # read together, so the span's times, its elapsed and its budget agree.
+        end_ns, end_perf_ns, end_real_ns = _clock.wall_ns(), _clock.perf_ns(), _clock.real_monotonic_ns()
         try:
             with guard("cell finish"):
-                self._finish(state, exc)
+                self._finish(state, exc, end_perf_ns, end_real_ns)
         finally:
             self._release()
             # Each step on its own: leaving from another context (an async generator closed
@@ -428,13 +436,13 @@ class cell:
             attrs[sc.ENGINE] = state.engine
         return attrs
 
-    def _finish(self, state: CellState, exc: BaseException | None) -> None:
-        elapsed_s = (_clock.perf_ns() - state.start_ns) / NS_PER_S
+    def _finish(
+        self, state: CellState, exc: BaseException | None, end_perf_ns: int, end_real_ns: int
+    ) -> None:
+        elapsed_s = (end_perf_ns - state.start_ns) / NS_PER_S
         with state._lock:
             stamps = list(state.request_stamps)
-        budget = split_elapsed(
-            stamps, state.real_start_ns, _clock.real_monotonic_ns(), scale=_clock.time_scale()
-        )
+        budget = split_elapsed(stamps, state.real_start_ns, end_real_ns, scale=_clock.time_scale())
         # On the cell's own clock, so the parts add up to its elapsed time exactly.
         budget["other"] = max(0.0, elapsed_s - budget["first_token"] - budget["decode"] - budget["unsplit"])
         status = state._final_status(exc)

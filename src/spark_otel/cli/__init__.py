@@ -26,6 +26,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("probe", "probe", "measure what concurrent streams buy on one engine (Appendix A)"),
     ("concurrency", "concurrency", "per-cell decode rate against cells in flight, from recorded cells"),
     ("neighbour-cost", "neighbour_cost", "what other load on the box cost an eval's cells"),
+    ("timeouts", "timeouts", "why each cell that hit its ceiling did: slowed, long by itself, or queued"),
     ("advise", "advise", "recommend worker counts per cell class and flag costly neighbours"),
     ("rules", "rules", "check a governor rules file (valid, still about the models served)"),
     ("lanes", "lanes", "the governor's lanes now: cells in use, waiting, and the rules holding them"),

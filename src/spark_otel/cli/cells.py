@@ -3,16 +3,28 @@
 Each row: eval, cell, engine, workers, status, prompt and completion tokens, elapsed seconds,
 decode rate (completion tokens over elapsed) and salvaged findings. --json prints the cells as
 the store keeps them, for scripts.
+
+--budget shows where each cell's wall time went instead: admission (the queue governor's wait),
+the wait for first tokens (split into the engine's queue and prefill where its server spans were
+joined through traceparent), decode, requests not streamed (unsplit), and the runner's own work
+between requests (other), in seconds and as a share of wall time, then the same summed per eval.
+Cells recorded without a budget (before schema 2, or backfilled without the fields) are counted,
+never estimated.
 """
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from .._clock import NS_PER_S
 from ..report.tables import model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table
+
+if TYPE_CHECKING:
+    from ..model import Cell
+    from ..store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval", dest="eval_name", help="only cells of this eval")
     parser.add_argument("--engine", help="only cells on this engine")
     parser.add_argument("-n", "--limit", type=int, default=50, help="how many cells, newest first")
+    parser.add_argument(
+        "--budget", action="store_true", help="where each cell's wall time went (queue, prefill, decode, ...)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -29,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     COUNT.check("--limit", args.limit)
     with open_store(args) as store:
         cells = store.cells(eval_name=args.eval_name, engine=args.engine, limit=args.limit, newest_first=True)
+        if args.budget:
+            return _budget(store, cells, as_json=args.json)
     if args.json:
         print_json(
             [
@@ -70,4 +87,42 @@ def run(args: argparse.Namespace) -> int:
         ],
         rows,
     )
+    return 0
+
+
+def _budget(store: Store, cells: list[Cell], *, as_json: bool) -> int:
+    from ..analysis.budget import cell_budgets, eval_budgets
+    from ..report.budget import PHASE_NOTES, budget_table, eval_budget_table
+
+    requests = [r for c in cells for r in store.requests(cell_uid=c.uid)]
+    budgets = cell_budgets(cells, requests, store.server_timings(r.uid for r in requests))
+    per_eval = eval_budgets(budgets, cells)
+    if as_json:
+        print_json(
+            {
+                "cells": [b.model_dump(mode="json") for b in budgets],
+                "evals": [e.model_dump(mode="json") for e in per_eval],
+            }
+        )
+        return 0
+    if not budgets:
+        print(
+            f"none of the {len(cells)} cells read has a time budget: a live cell() records one (store "
+            "schema 2 on); a backfilled cell has one where its mapping names the fields"
+        )
+        return 0
+    when = model_time(time_scales(cells))
+    joined = sum(b.joined for b in budgets)
+    requests_n = sum(b.requests for b in budgets)
+    source = (
+        f"queue and prefill from the engine's server spans ({joined} of {requests_n} requests joined)"
+        if joined
+        else "the wait for first tokens is not split: no engine server span was joined (vLLM: "
+        "--otlp-traces-endpoint, and instrument(inject_traceparent=True))"
+    )
+    columns, rows = budget_table(budgets)
+    print(f"where the wall time went: {source}")
+    print_table(f"{len(budgets)} most recent cells{when}", columns, rows, notes=PHASE_NOTES)
+    columns, rows = eval_budget_table(per_eval)
+    print_table("per eval, summed over its cells" + when, columns, rows, notes=PHASE_NOTES)
     return 0

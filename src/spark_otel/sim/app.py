@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._clock import NS_PER_S
 from .box import BoxModel, EngineModel, SimRequest
+from .tracing import incoming_context
 
 __all__ = ["build_app", "count_text_tokens"]
 
@@ -227,6 +228,7 @@ class _EngineApp:
         except ValidationError as exc:
             raise _validation_error(exc) from None
         req = self._submit(params, params.max_tokens, _completion_prompt(params), prompt_param="prompt")
+        req.trace_context = incoming_context(request.headers)
         return self._respond(req, params, chat=False)
 
     async def chat_completions(self, request: Request) -> Response:
@@ -245,6 +247,7 @@ class _EngineApp:
             prompt_param="messages",
             max_tokens_param=max_tokens_param,
         )
+        req.trace_context = incoming_context(request.headers)
         return self._respond(req, params, chat=True)
 
     def _respond(self, req: SimRequest, params: _CommonParams, chat: bool) -> Response:

@@ -23,11 +23,17 @@ import random
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import _clock
 from .._clock import NS_PER_S
 from .metrics import EngineMetrics
 from .profiles import Profile
+from .tracing import end_server_span
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Tracer, TracerProvider
 
 __all__ = [
     "BOX_MEMORY_TOTAL_BYTES",
@@ -149,6 +155,7 @@ class SimRequest:
         "stop_reason",
         "target_tokens",
         "text_offset",
+        "trace_context",
     )
 
     def __init__(
@@ -167,6 +174,8 @@ class SimRequest:
         self.produced = 0
         self.finish_reason: str | None = None  # "stop" | "length" | "abort" once done
         self.text_offset = 0
+        self.trace_context: Context | None = None
+        """The W3C context the HTTP request carried (`tracing.incoming_context`)."""
         self.event = asyncio.Event()
 
     @property
@@ -496,11 +505,13 @@ class EngineModel:
         metrics.e2e_request_latency.observe(max(0, now - req.arrival_ns) / NS_PER_S)
         metrics.request_prompt_tokens.observe(req.prompt_tokens)
         metrics.request_generation_tokens.observe(req.produced)
+        metrics.observe_phases(req.arrival_ns, req.scheduled_ns, req.first_token_ns, req.last_token_ns, now)
         timing = RequestTiming(
             req.id, req.prompt_tokens, req.produced, reason, req.arrival_ns, req.first_token_ns,
             req.last_token_ns, now,
         )  # fmt: skip
         self.timings.append(timing)
+        end_server_span(self.box, self.name, req)
         req.event.set()
 
 
@@ -508,7 +519,12 @@ class BoxModel:
     """Engines sharing one simulated GPU; create and run it on one event loop."""
 
     def __init__(
-        self, engines: Mapping[str, Profile], speed: float, seed: int = 0, contention: float = 1.0
+        self,
+        engines: Mapping[str, Profile],
+        speed: float,
+        seed: int = 0,
+        contention: float = 1.0,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         if not speed > 0:
             raise ValueError(f"speed must be positive, got {speed!r}")
@@ -520,6 +536,10 @@ class BoxModel:
         self.clock: _ScaledClock | _VirtualClock = (
             _ScaledClock(self.speed) if math.isfinite(self.speed) else _VirtualClock()
         )
+        self.tracer: Tracer | None = (
+            tracer_provider.get_tracer("spark_otel.sim") if tracer_provider is not None else None
+        )
+        """Ends vLLM's ``llm_request`` server span per finished request (`tracing`); None: no tracing."""
         self.engines = {name: EngineModel(self, name, profile) for name, profile in engines.items()}
         self._energy_j = 0.0
         self._energy_ns = self.clock.now_ns()

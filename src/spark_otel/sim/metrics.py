@@ -12,6 +12,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from .. import _semconv as sc
+from .._clock import NS_PER_S
 
 __all__ = ["EngineMetrics"]
 
@@ -69,12 +70,43 @@ class EngineMetrics:
         self.e2e_request_latency = histogram(
             sc.VLLM_E2E_REQUEST_LATENCY, "Histogram of e2e request latency in seconds.", sc.VLLM_E2E_BUCKETS_S
         )
+        # vLLM's split of each finished request (its RequestStateStats): waiting, then running
+        # (prefill to the first token, decode from it to the last), on the e2e buckets.
+        (
+            self.request_queue_time,
+            self.request_prefill_time,
+            self.request_decode_time,
+            self.request_inference_time,
+        ) = (
+            histogram(name, doc, sc.VLLM_E2E_BUCKETS_S)
+            for name, doc in (
+                (sc.VLLM_REQUEST_QUEUE_TIME, "Histogram of time spent in WAITING phase for request."),
+                (sc.VLLM_REQUEST_PREFILL_TIME, "Histogram of time spent in PREFILL phase for request."),
+                (sc.VLLM_REQUEST_DECODE_TIME, "Histogram of time spent in DECODE phase for request."),
+                (sc.VLLM_REQUEST_INFERENCE_TIME, "Histogram of time spent in RUNNING phase for request."),
+            )
+        )
         self.request_prompt_tokens = histogram(
             sc.VLLM_REQUEST_PROMPT_TOKENS, "Number of prefill tokens processed.", _TOKEN_BUCKETS
         )
         self.request_generation_tokens = histogram(
             sc.VLLM_REQUEST_GENERATION_TOKENS, "Number of generation tokens processed.", _TOKEN_BUCKETS
         )
+
+    def observe_phases(
+        self, arrival_ns: int, scheduled_ns: int | None, first_ns: int | None, last_ns: int, finished_ns: int
+    ) -> None:
+        """A finished request's queue, prefill, decode and inference times (model ns stamps), as
+        vLLM observes them: a phase the request never reached is not observed."""
+        self.request_queue_time.observe(
+            max(0, (scheduled_ns if scheduled_ns is not None else finished_ns) - arrival_ns) / NS_PER_S
+        )
+        if scheduled_ns is None:
+            return
+        self.request_inference_time.observe(max(0, finished_ns - scheduled_ns) / NS_PER_S)
+        if first_ns is not None:
+            self.request_prefill_time.observe(max(0, first_ns - scheduled_ns) / NS_PER_S)
+            self.request_decode_time.observe(max(0, last_ns - first_ns) / NS_PER_S)
 
     def exposition(self) -> bytes:
         """The scrape body, in the Prometheus text format vLLM serves."""

@@ -22,12 +22,15 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _clock
 from .._exceptions import ConfigError
 from .box import BoxModel, EngineStats, RequestTiming
 from .profiles import Profile, get_profile
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["Box", "EngineSpec", "parse_engine_spec", "run_box"]
 
@@ -113,8 +116,11 @@ class _Runner(threading.Thread):
         speed: float,
         seed: int,
         contention: float,
+        *,
+        tracer_provider: TracerProvider | None = None,
     ):
         super().__init__(name="spark-otel-sim", daemon=True)
+        self.tracer_provider = tracer_provider
         self.specs = specs
         self.sockets = sockets
         self.speed = speed
@@ -141,7 +147,13 @@ class _Runner(threading.Thread):
 
         self.loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        model = BoxModel({s.name: s.profile for s in self.specs}, self.speed, self.seed, self.contention)
+        model = BoxModel(
+            {s.name: s.profile for s in self.specs},
+            self.speed,
+            self.seed,
+            self.contention,
+            tracer_provider=self.tracer_provider,
+        )
         self.model = model
         model.start()
         servers = []
@@ -268,6 +280,7 @@ def run_box(
     ports: Mapping[str, int] | None = None,
     *,
     contention: float = 1.0,
+    tracer_provider: TracerProvider | None = None,
 ) -> Iterator[Box]:
     """Serve simulated engines until the block ends.
 
@@ -275,6 +288,8 @@ def run_box(
     `EngineSpec` objects or ``"NAME=PORT:PROFILE"`` strings. ``speed`` is how many times faster than
     real time the box runs (``float("inf")``: as fast as possible); ``seed`` makes unpinned output
     lengths reproducible; ``contention`` scales the cross-engine memory contention (0 turns it off).
+    ``tracer_provider``: end vLLM's ``llm_request`` server span for every finished request into it,
+    as ``vllm serve --otlp-traces-endpoint`` does (`tracing`).
     """
     try:
         import starlette  # noqa: F401
@@ -299,7 +314,7 @@ def run_box(
             for spec in specs:
                 sockets.append(_bind(host, spec))
             bound_ports = [int(sock.getsockname()[1]) for sock in sockets]
-            runner = _Runner(specs, sockets, float(speed), seed, contention)
+            runner = _Runner(specs, sockets, float(speed), seed, contention, tracer_provider=tracer_provider)
             runner.start()
             if not runner.ready.wait(_START_TIMEOUT_S) or runner.error is not None or runner.model is None:
                 raise ConfigError(f"the simulated box did not start: {runner.error!r}")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import Status, StatusCode
 
 from .. import _semconv as sc
-from ..model import AttributeValue, Cell, CellStatus, LoadWindow, Request, attributes_json
+from ..model import AttributeValue, Cell, CellStatus, LoadWindow, Request, ServerTiming, attributes_json
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -27,7 +27,9 @@ __all__ = [
     "cell_span_attributes",
     "cell_span_name",
     "cell_start_attributes",
+    "is_server_timing",
     "request_from_span",
+    "server_timing_from_span",
     "window_from_span",
 ]
 
@@ -211,6 +213,33 @@ def request_from_span(span: ReadableSpan) -> Request:
         output_tokens=_int(a.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)),
         finish_reasons=[str(r) for r in reasons],
         error_type=str(a[sc.ERROR_TYPE]) if sc.ERROR_TYPE in a else None,
+    )
+
+
+def is_server_timing(span: ReadableSpan) -> bool:
+    """vLLM's ``llm_request`` server span (or the simulated engine's) answering a client span."""
+    attrs = span.attributes or {}
+    parent = span.parent
+    return sc.VLLM_LATENCY_E2E in attrs and parent is not None and parent.is_valid
+
+
+def server_timing_from_span(span: ReadableSpan) -> ServerTiming:
+    """The engine's split of one request, keyed by the client request span it answered."""
+    a: dict[str, Any] = dict(span.attributes or {})
+    assert span.parent is not None
+    return ServerTiming(
+        request_uid=format(span.parent.span_id, "016x"),
+        trace_id=_hex_trace_id(span) or "",
+        span_uid=_hex_span_id(span),
+        engine=str(a[sc.ENGINE]) if sc.ENGINE in a else None,
+        arrival_unix_ns=span.start_time or 0,
+        queue_s=_seconds(a.get(sc.VLLM_LATENCY_TIME_IN_QUEUE)),
+        prefill_s=_seconds(a.get(sc.VLLM_LATENCY_TIME_IN_MODEL_PREFILL)),
+        decode_s=_seconds(a.get(sc.VLLM_LATENCY_TIME_IN_MODEL_DECODE)),
+        time_to_first_token_s=_seconds(a.get(sc.VLLM_LATENCY_TIME_TO_FIRST_TOKEN)),
+        e2e_s=_seconds(a.get(sc.VLLM_LATENCY_E2E)),
+        prompt_tokens=_int(a.get(sc.VLLM_USAGE_PROMPT_TOKENS)),
+        completion_tokens=_int(a.get(sc.VLLM_USAGE_COMPLETION_TOKENS)),
     )
 
 

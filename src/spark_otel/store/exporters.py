@@ -23,8 +23,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import _semconv as sc
-from ..model import Cell, LoadWindow, MetricSample, Request, attributes_json
-from .codec import cell_from_span, request_from_span, window_from_span
+from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming, attributes_json
+from .codec import (
+    cell_from_span,
+    is_server_timing,
+    request_from_span,
+    server_timing_from_span,
+    window_from_span,
+)
 from .embedded import Store
 
 __all__ = ["StoreMetricExporter", "StoreSpanExporter"]
@@ -33,7 +39,8 @@ _logger = logging.getLogger(__name__)
 
 
 class StoreSpanExporter(SpanExporter):
-    """Writes cell, request and load-window spans into the store; other spans are ignored."""
+    """Writes cell, request and load-window spans into the store, and an engine's server spans
+    (vLLM's ``llm_request``) as the split of the request they answered; other spans are ignored."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -42,6 +49,7 @@ class StoreSpanExporter(SpanExporter):
         cells: list[Cell] = []
         requests: list[Request] = []
         windows: list[LoadWindow] = []
+        timings: list[ServerTiming] = []
         for span in spans:
             attrs = span.attributes or {}
             try:
@@ -52,6 +60,8 @@ class StoreSpanExporter(SpanExporter):
                     windows.append(window_from_span(span))
                 elif sc.GEN_AI_OPERATION_NAME in attrs:
                     requests.append(request_from_span(span))
+                elif is_server_timing(span):
+                    timings.append(server_timing_from_span(span))
             except Exception:
                 _logger.warning("spark_otel: span %r could not be stored", span.name, exc_info=True)
         try:
@@ -61,6 +71,8 @@ class StoreSpanExporter(SpanExporter):
                 self._store.write_requests(requests)
             if windows:
                 self._store.write_windows(windows)
+            if timings:
+                self._store.write_server_timings(timings)
         except Exception:
             _logger.exception("spark_otel: writing %d spans to %s failed", len(spans), self._store.path)
             return SpanExportResult.FAILURE

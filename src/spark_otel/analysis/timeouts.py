@@ -1,0 +1,189 @@
+"""Why each cell that hit its ceiling did: slowed by a load, long by itself, or queued.
+
+For every cell cut off at its ceiling: the tokens it produced before the cut, the rate it ran at
+against its eval's baseline (the eval's cells that overlapped no other load, as `neighbour_cost`
+prices them), the loads it overlapped, and what it would have needed: at baseline speed for the
+tokens it produced (a lower bound), and, where the same cell id ran again and completed, that
+run's length and rate. A cut-off cell with no tokens (a non-streamed call returns nothing) is
+judged by the rate of the eval's cells inside the same loads, and says so.
+
+The verdict's rule: queued when the governor held it for at least `QUEUED_SHARE` of its ceiling;
+slowed when it ran (or the eval's cells inside its loads ran) below `SLOWED_BELOW` of baseline;
+long by itself when it ran at baseline speed and still did not fit; otherwise no verdict, with
+what would give one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import Field
+
+from ..model import Cell, LoadWindow
+from ._rows import Result
+from .neighbour import CellRate, NeighbourReport, neighbour_costs
+from .rates import ceiling_hit
+
+__all__ = ["QUEUED_SHARE", "SLOWED_BELOW", "TimeoutVerdict", "timeout_verdicts"]
+
+SLOWED_BELOW = 0.9
+"""A cell that ran below this share of its eval's baseline was slowed (the article's baseline
+spread, p10 to p90, is 10.51 to 11.70 tok/s: within 9% of its median)."""
+QUEUED_SHARE = 0.1
+"""A governor wait of at least this share of the ceiling is named as the reason first."""
+
+
+class Rerun(Result):
+    uid: str
+    elapsed_s: float
+    completion_tokens: int
+    share_of_baseline: float | None
+
+
+class TimeoutVerdict(Result):
+    uid: str
+    eval_name: str
+    cell_id: str
+    engine: str | None
+    start_unix_ns: int
+    elapsed_s: float
+    ceiling_s: float
+    completion_tokens: int | None = Field(description="tokens it produced before the cut")
+    rate: float | None = Field(description="completion tokens over elapsed; None without tokens")
+    baseline_rate: float | None
+    baseline_n: int
+    share_of_baseline: float | None = Field(
+        description="its rate (or the eval's inside its loads) over baseline"
+    )
+    share_source: str | None = Field(description='"own rate" or "eval cells inside the load (n=...)"')
+    loads: list[str] = Field(description="the loads it is attributed to")
+    admission_s: float | None
+    needed_at_baseline_s: float | None = Field(description="its tokens at baseline speed: a lower bound")
+    rerun: Rerun | None
+    kind: str = Field(description='"queued", "slowed", "long", or "unknown"')
+    verdict: str
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.0f} s"
+
+
+def _share(cell_rate: CellRate, report: NeighbourReport) -> tuple[float | None, str | None]:
+    baseline = report.baseline.median
+    if not baseline:
+        return None, None
+    if cell_rate.completion_tokens and cell_rate.elapsed_s > 0:
+        return cell_rate.completion_tokens / cell_rate.elapsed_s / baseline, "own rate"
+    inside = [w for w in report.windows if w.name in cell_rate.windows and w.rate.median is not None]
+    if not inside:
+        return None, None
+    n = sum(w.rate.n for w in inside)
+    rate = statistics.median(w.rate.median for w in inside if w.rate.median is not None)
+    return rate / baseline, f"the eval's cells inside the load (n={n})"
+
+
+def _rerun(cell: Cell, later: list[Cell], baseline: float | None) -> Rerun | None:
+    for c in later:
+        if (
+            c.start_unix_ns >= cell.end_unix_ns
+            and not ceiling_hit(c)
+            and c.completion_tokens
+            and c.decode_rate
+        ):
+            share = c.decode_rate / baseline if baseline else None
+            return Rerun(
+                uid=c.uid,
+                elapsed_s=c.elapsed_s,
+                completion_tokens=c.completion_tokens,
+                share_of_baseline=share,
+            )
+    return None
+
+
+def _verdict(v: dict[str, Any]) -> tuple[str, str]:
+    """(kind, one line) from the figures of one cut-off cell."""
+    ceiling = f"ceiling {_seconds(v['ceiling_s'])}"
+    share, baseline, rerun = v["share_of_baseline"], v["baseline_rate"], v["rerun"]
+    if v["admission_s"] is not None and v["admission_s"] >= QUEUED_SHARE * v["ceiling_s"]:
+        return "queued", f"queued {_seconds(v['admission_s'])} before it started ({ceiling})"
+    if baseline is None:
+        return "unknown", (
+            f"no verdict: {v['eval_name']} has no baseline (no cell of it ran alone); run some of its "
+            f"cells with nothing else on the box, then `spark-otel timeouts --eval {v['eval_name']}`"
+        )
+    needed = None
+    if v["needed_at_baseline_s"] is not None:
+        needed = f"needed at least {_seconds(v['needed_at_baseline_s'])} at baseline, {ceiling}"
+    if rerun is not None:
+        ran = (
+            f"{rerun.share_of_baseline:.0%} of baseline"
+            if rerun.share_of_baseline is not None
+            else "an unknown rate"
+        )
+        needed = f"its re-run took {_seconds(rerun.elapsed_s)} at {ran}"
+        if share is not None and share < SLOWED_BELOW:
+            at_share = rerun.completion_tokens / (share * baseline)
+            needed += f", so at {share:.0%} it needed about {_seconds(at_share)}"
+        needed += f", {ceiling}"
+    if share is not None and share < SLOWED_BELOW:
+        loads = ", ".join(v["loads"]) or "other load"
+        source = "" if v["share_source"] == "own rate" else f", as {v['share_source']}"
+        line = f"slowed by {loads} (ran at {share:.0%} of baseline{source})"
+        return "slowed", line + (f"; {needed}" if needed else "")
+    if share is not None or (rerun is not None and rerun.elapsed_s >= v["ceiling_s"]):
+        return "long", f"long by itself: {needed or f'ran at baseline speed, {ceiling}'}"
+    what = "recorded no tokens" if not v["completion_tokens"] else "has no rate"
+    return "unknown", (
+        f"no verdict: it overlapped no measured load and {what}; stream it "
+        "(spark_otel.stream_with_deadline keeps a cut-off cell's tokens) to judge its next timeout"
+    )
+
+
+def timeout_verdicts(
+    cells: Iterable[Cell], windows: Iterable[LoadWindow] = (), *, eval_name: str | None = None
+) -> list[TimeoutVerdict]:
+    """A verdict for every cell that hit its ceiling (of ``eval_name``, else of every eval), in time order."""
+    all_cells = sorted(cells, key=lambda c: c.start_unix_ns)
+    cut = [c for c in all_cells if ceiling_hit(c) and (eval_name is None or c.eval_name == eval_name)]
+    if not cut:
+        return []
+    names = sorted({c.eval_name for c in cut})
+    reports = neighbour_costs(all_cells, list(windows), eval_names=names, min_cells=1)
+    placed: dict[str, tuple[CellRate, NeighbourReport]] = {}
+    for report in reports:
+        for cr in report.cells:
+            placed.setdefault(cr.uid, (cr, report))
+    by_id: dict[tuple[str, str], list[Cell]] = {}
+    for c in all_cells:
+        by_id.setdefault((c.eval_name, c.cell_id), []).append(c)
+    out = []
+    for c in cut:
+        cell_rate, report = placed[c.uid]
+        baseline = report.baseline.median
+        share, source = _share(cell_rate, report)
+        values: dict[str, Any] = {
+            "uid": c.uid,
+            "eval_name": c.eval_name,
+            "cell_id": c.cell_id,
+            "engine": c.engine,
+            "start_unix_ns": c.start_unix_ns,
+            "elapsed_s": c.elapsed_s,
+            "ceiling_s": c.deadline_s if c.deadline_s is not None else c.elapsed_s,
+            "completion_tokens": c.completion_tokens,
+            "rate": c.decode_rate,
+            "baseline_rate": baseline,
+            "baseline_n": report.baseline.n,
+            "share_of_baseline": share,
+            "share_source": source,
+            "loads": list(cell_rate.windows),
+            "admission_s": c.admission_s,
+            "needed_at_baseline_s": c.completion_tokens / baseline
+            if c.completion_tokens and baseline
+            else None,
+            "rerun": _rerun(c, by_id[(c.eval_name, c.cell_id)], baseline),
+        }
+        values["kind"], values["verdict"] = _verdict(values)
+        out.append(TimeoutVerdict(**values))
+    return out

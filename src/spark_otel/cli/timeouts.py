@@ -1,0 +1,57 @@
+"""Why each cell that hit its ceiling did: slowed by a load, long by itself, or queued.
+
+For every cell cut off at its ceiling (of --eval NAME, else of every eval): the tokens it
+produced before the cut, the rate it ran at against its eval's baseline (the eval's cells that
+overlapped no other load), the loads it overlapped (other evals' cells, probe levels, recorded
+loads), and what it would have needed: its tokens at baseline speed (a lower bound) and, where
+the same cell id ran again and completed, that run's length and rate. One line of verdict per
+cell. A cut-off cell without tokens is judged by the eval's cells inside the same loads, and the
+line says so. --json prints the same for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..report.tables import model_time, time_scales
+from ._common import add_store_argument, open_store, print_json, print_table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
+    parser.add_argument("--eval", dest="eval_name", metavar="NAME", help="only this eval's timeouts")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .._exceptions import InputError
+    from ..analysis.timeouts import timeout_verdicts
+    from ..report.budget import timeouts_table
+
+    with open_store(args) as store:
+        cells, windows = store.cells(), store.windows()
+    if args.eval_name is not None and not any(c.eval_name == args.eval_name for c in cells):
+        raise InputError(f"--eval {args.eval_name}: no cells of that eval in the store")
+    verdicts = timeout_verdicts(cells, windows, eval_name=args.eval_name)
+    if args.json:
+        print_json([v.model_dump(mode="json") for v in verdicts])
+        return 0
+    scope = f"eval {args.eval_name}" if args.eval_name else f"{len({c.eval_name for c in cells})} evals"
+    if not verdicts:
+        print(f"no cell of {scope} hit its ceiling ({len(cells)} cells read)")
+        return 0
+    by_eval: dict[str, list] = {}
+    for v in verdicts:
+        by_eval.setdefault(v.eval_name, []).append(v)
+    for name, group in by_eval.items():
+        first = group[0]
+        baseline = (
+            f"baseline {first.baseline_rate:.2f} tok/s (median of {first.baseline_n} cells that overlapped "
+            "no other load)"
+            if first.baseline_rate is not None
+            else "no baseline"
+        )
+        when = model_time(time_scales([c for c in cells if c.eval_name == name]))
+        columns, rows = timeouts_table(group)
+        print_table(f"{name}: {len(group)} cells hit their ceiling; {baseline}{when}", columns, rows)
+    return 0
