@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as gd
 
+from spark_otel import _semconv as sc
+
 from . import series as s
 from ._grafana import (
     BOX_SEL,
@@ -24,6 +26,7 @@ from ._grafana import (
     stat,
     timeseries,
 )
+from .prometheus_names import Kind, prometheus_name
 
 UID = "spark-otel-instruments"
 
@@ -49,6 +52,21 @@ TOKENS_RATE = Query(_TOKENS_BY_BOX, legend("{0}: tokens/s, selected engines", s.
 TOKENS_PER_WATT = Query(
     f"{_TOKENS_BY_BOX} / on ({s.BOX}) sum by ({s.BOX}) ({s.GPU_POWER}{{{BOX_SEL}}})",
     legend("{0}: tokens per joule", s.BOX),
+)
+# The energy counter (NVML's, in J) as the GPU sampler exports it; a counter, so rate() is watts.
+GPU_ENERGY = prometheus_name(sc.GPU_ENERGY, "J", Kind.COUNTER)
+# Each box's joules per generated token: its GPUs' energy-counter rate over its engines' token
+# rate, both over the same window, so the ratio is J/token (W over tok/s) with no unit guessing.
+JOULES_PER_TOKEN = Query(
+    f"sum by ({s.BOX}) (rate({GPU_ENERGY}{{{BOX_SEL}}}[$__rate_interval])) / on ({s.BOX}) "
+    f"({_TOKENS_BY_BOX} > 0)",
+    legend("{0}: J per token (energy counter)", s.BOX),
+)
+# Where the GPU has no energy counter (nvidia-smi), the same from mean power: an estimate.
+JOULES_PER_TOKEN_FROM_POWER = Query(
+    f"sum by ({s.BOX}) (avg_over_time({s.GPU_POWER}{{{BOX_SEL}}}[$__rate_interval])) / on ({s.BOX}) "
+    f"({_TOKENS_BY_BOX} > 0)",
+    legend("{0}: J per token (mean power, estimated)", s.BOX),
 )
 NSIGHT_SM_ISSUE = Query(
     f'{s.NSIGHT_METRIC}{{{s.NSIGHT_NAME}="SM Issue", {BOX_SEL}}}',
@@ -117,6 +135,18 @@ def build() -> gd.Dashboard:
                 "the engine's address instead).",
                 "suffix: tok/J",
                 [TOKENS_PER_WATT],
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Joules per token",
+                "Each box's GPU energy per generated token: the energy counter's rate (NVML, in J) "
+                "over the engines' token rate on the same box; where the GPU has no counter, its mean "
+                "power over the same rate, an estimate. Falls as batching spreads the same watts over "
+                "more tokens (the article: 34 to 40 W across a 17x throughput range). Per-cell and "
+                "per-eval figures: spark-otel concurrency.",
+                "suffix: J/tok",
+                [JOULES_PER_TOKEN, JOULES_PER_TOKEN_FROM_POWER],
             )
         )
         .with_panel(

@@ -83,3 +83,49 @@ def test_concurrency_explains_each_term_once_however_many_engines(article_store,
     assert out.count("cells in flight: time-weighted mean number") == 1
     assert out.count("ceiling hits: ") == 1
     assert out.count("┃ cells in flight ┃") == 2  # nemotron and qwen: one level table each
+
+
+def _energy_store(path: Path) -> None:
+    """Two evals on one box read by NVML's counter at a steady 40 W: a serial one (two cells of
+    400 tokens over 20 s each) and one at two workers (two cells of 400 tokens side by side over
+    20 s), and a cell that ran before the GPU was sampled."""
+    from tests.analysis.test_energy import T0, cell, counter
+
+    cells = [
+        cell("s1", 0, 20, 400, eval_name="serial", workers=1),
+        cell("s2", 20, 40, 400, eval_name="serial", workers=1),
+        cell("p1", 60, 80, 400, eval_name="pair", workers=2),
+        cell("p2", 60, 80, 400, eval_name="pair", workers=2),
+        cell("early", -300, -280, 100, eval_name="serial", workers=1),
+    ]
+    with Store(path) as store:
+        store.write_cells(cells)
+        store.write_samples(counter(40.0, 100))
+    assert T0  # the cells' and samples' shared origin
+
+
+def test_concurrency_shows_joules_per_token_and_per_cell(tmp_path: Path, capsys) -> None:
+    from tests.cli.tables import row_starting
+
+    path = tmp_path / "e.sqlite"
+    _energy_store(path)
+    assert main(["concurrency", "--store", str(path)]) == 0
+    out = capsys.readouterr().out.split("energy on the box", 1)[1]
+    assert out.startswith(" (GPU 0, energy counter): 2,400 J while cells ran, 800 J idle between them")
+    # serial: 1,600 J over 800 tokens; the pair: 800 J over 800 tokens, 400 J a cell.
+    assert row_starting(out, "serial")[1:6] == ["1", "2 of 3", "800", "1,600", "2.000"]
+    assert row_starting(out, "pair")[1:7] == ["2", "2 of 2", "800", "800", "1.000", "400 [400 to 400]"]
+    assert "energy: 1 of 5 cells ran outside the GPU readings" in out
+    assert "`spark-otel receive --engine NAME=URL --gpu auto --interval 1`" in out
+    assert main(["concurrency", "--store", str(path), "--eval", "pair", "--json"]) == 0
+    energy = json.loads(capsys.readouterr().out)["energy"]
+    assert [(e["eval_name"], e["j_per_token"]) for e in energy["evals"]] == [("pair", 1.0)]
+    assert {c["uid"]: c["share_j"] for c in energy["cells"]} == {"p1": 400.0, "p2": 400.0}
+
+
+def test_concurrency_without_gpu_readings_says_how_to_measure_energy(article_store, capsys) -> None:
+    assert main(["concurrency", "--store", article_store, "--eval", C_EVAL]) == 0
+    out = capsys.readouterr().out
+    assert "energy: no GPU readings in the store for these 16 cells; measure with " in out
+    assert main(["concurrency", "--store", article_store, "--eval", C_EVAL, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["energy"] is None

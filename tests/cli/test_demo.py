@@ -274,3 +274,38 @@ def test_demo_refuses_an_infinite_or_zero_speed_before_starting_anything(
         assert main(["demo", "--speed", speed, "--store", str(tmp_path / "s.sqlite")]) == 2
         assert "--speed must be a positive finite number" in capsys.readouterr().err
     assert not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_the_demo_grades_the_boxs_gauges_and_prices_each_token(
+    demo: tuple[DemoResult, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    result, out = demo
+    instruments = result.content.instruments
+    assert instruments is not None
+    verdicts = {v.instrument: v.verdict for v in instruments.instruments}
+    # By construction the simulated box's gauges behave as the article's did (Appendix F).
+    assert verdicts["GPU 0 utilization"] == "not load"
+    assert verdicts["qwen generation counter"] == "tracks load"
+    assert verdicts["nemotron generation counter"] == "tracks load"
+    assert verdicts["qwen requests running"] == "tracks load"
+    _print_acts(result)
+    printed = capsys.readouterr().out
+    act4 = printed.index(f"Act 4. What other load cost {result.serial_eval}")
+    table = printed.index("Appendix F. The box's gauges against the probes' load: ")
+    assert act4 < table < printed.index("Queue rules")
+    assert "  GPU 0 utilization: not load: " in printed
+    # Energy: the box sampled beside every act, so the review eval's cells each have a share,
+    # and at 8 workers a token costs less than at one.
+    energy = result.content.energy
+    assert energy is not None
+    review = {e.workers: e for e in energy.evals if e.eval_name == result.review_eval}
+    assert set(review) == {1, 8}
+    assert review[1].n_measured == review[1].n_cells
+    assert review[8].j_per_token is not None
+    assert review[1].j_per_token is not None
+    assert review[8].j_per_token < review[1].j_per_token / 2
+    assert "Act 3. What each token cost: energy on the box (GPU 0, energy counter)" in printed
+    page = (out / "report.html").read_text()
+    assert "<h2>Instruments: which gauge measures load</h2>" in page
+    assert 'data-file="instrument-1-gpu-0-utilization.png"' in page

@@ -18,8 +18,9 @@ box = test_probe_sim.box  # the probe tests' fixture: the simulated two-engine b
 
 
 def test_probe_cli_prints_the_table_and_writes_json_plot_and_store(
-    box, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    box, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "240")  # every header on one line, to read them by name
     store_path, json_path, png = tmp_path / "s.sqlite", tmp_path / "probe.json", tmp_path / "probe.png"
     code = main([
         "probe", "--engine", box.url("qwen"), "--streams", "1,2", "--tokens", "128", "--repeats", "2",
@@ -40,6 +41,10 @@ def test_probe_cli_prints_the_table_and_writes_json_plot_and_store(
     assert second[1] == f"{level.wall_s:,.1f}"
     assert second[6] == f"{level.engine_probe_ratio:,.2f}"
     assert second[-1] == str(level.token_mismatches + level.errors)
+    # Energy: the level's mean power times its wall over the probe's tokens.
+    assert level.power_w is not None
+    assert second[8] == f"{level.power_w * level.wall_s / level.probe_tokens:,.3f}"
+    assert "energy (power x wall, over the probe's own tokens): 2 streams: " in out
     # Each term explained once, in a note under the table.
     assert out.count("engine/probe: the engine's own generation counter over the probe's tokens") == 1
     assert out.count("streams off pin: ") == 1

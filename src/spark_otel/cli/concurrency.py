@@ -10,9 +10,14 @@ one eval's cells at one worker count without an idle gap longer than --merge-gap
 run serially on two days is two runs. Cells cut off at the ceiling and failed cells are counted
 but never rated.
 
+Energy, where the store holds GPU readings covering the cells (`spark-otel receive --gpu auto`
+or `spark-otel gpu-sample` beside the eval): each eval's joules per output token and per cell,
+from the box's energy counter (or its power samples integrated, marked estimated) split among
+the cells in flight by their tokens, stretch by stretch (spark_otel.analysis.energy).
+
 Works on live instrumented evals and on backfilled records alike. --cells lists every cell with
-its in-flight load; --json prints the whole analysis. Cells recorded under a model clock (the
-simulated box) are labelled "model time" in the tables' titles.
+its in-flight load and energy; --json prints the whole analysis (energy under "energy"). Cells
+recorded under a model clock (the simulated box) are labelled "model time" in the tables' titles.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.concurrency import EngineConcurrency, Speedup
+    from ..analysis.energy import CellEnergy, EnergyReport
+    from ..model import Cell
+    from ..store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +61,9 @@ def _when(unix_ns: int) -> str:
     return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _print_engine(e: EngineConcurrency, *, with_cells: bool, scales: list[float]) -> None:
+def _print_engine(
+    e: EngineConcurrency, *, with_cells: bool, scales: list[float], energy: dict[str, CellEnergy]
+) -> None:
     """The engine's tables; ``scales``: the time scales its cells were recorded under."""
     when = model_time(scales)
     unit = seconds(scales)
@@ -114,6 +124,8 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool, scales: list[float]
                 f"elapsed {unit}",
                 "output tok",
                 "tok/s",
+                "energy J",
+                "J/tok",
                 "status",
             ],
             [
@@ -125,11 +137,35 @@ def _print_engine(e: EngineConcurrency, *, with_cells: bool, scales: list[float]
                     f"{c.elapsed_s:,.0f}",
                     f"{c.completion_tokens:,}" if c.completion_tokens else "-",
                     fmt_number(c.decode_rate),
+                    fmt_number(energy[c.uid].share_j if c.uid in energy else None, 0),
+                    fmt_number(energy[c.uid].j_per_token if c.uid in energy else None, 3),
                     "timeout" if c.ceiling_hit else c.status.value,
                 ]
                 for c in sorted(e.cells, key=lambda c: c.start_unix_ns)
             ],
         )
+
+
+def _energy(store: Store, cells: list[Cell], args: argparse.Namespace) -> EnergyReport | None:
+    """The box's energy over the cells: every cell on the box shares it, whatever --eval or
+    --engine selects, so the attribution reads all of them."""
+    from ..analysis.energy import attribute, restrict
+    from ..report.inputs import energy_samples
+
+    everyone = store.cells() if args.engine else cells
+    samples = energy_samples(store, [(c.start_unix_ns, c.end_unix_ns) for c in everyone])
+    report = attribute(everyone, samples)
+    return None if report is None else restrict(report, eval_name=args.eval_name, engine=args.engine)
+
+
+def _print_energy(report: EnergyReport | None, n_cells: int, scales: list[float]) -> None:
+    from ..analysis.energy import MEASURE_GPU
+    from ..report.tables import energy_lines, energy_table
+
+    if report is not None and report.evals:
+        print_table(*energy_table(report, scales))
+    for line in energy_lines(report, n_cells, MEASURE_GPU):
+        print(line)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,13 +182,20 @@ def run(args: argparse.Namespace) -> int:
             # In-flight counts every cell on the engine, so read all evals and filter afterwards.
             cells = store.cells(engine=args.engine)
             path = store.path
+            phase.update(f"reading GPU energy over {len(cells):,} cells")
+            energy = _energy(store, cells, args)
         phase.update(f"computing in-flight levels over {len(cells):,} cells")
         report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
         if report.engines and not args.json:
             phase.update(f"laying out the tables of {len(cells):,} cells")
             for engine in report.engines:
                 on_engine = [c for c in cells if (c.engine or UNKNOWN_ENGINE) == engine.engine]
-                _print_engine(engine, with_cells=args.cells, scales=time_scales(on_engine))
+                _print_engine(
+                    engine,
+                    with_cells=args.cells,
+                    scales=time_scales(on_engine),
+                    energy={} if energy is None else {c.uid: c for c in energy.cells},
+                )
     if not report.engines:
         scope = "".join(
             [
@@ -163,6 +206,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"{path}: no cells recorded{scope}; instrument an eval or run `spark-otel backfill` first"
         )
-    if args.json:
-        print_json(report.model_dump(mode="json"))
+    if not args.json:
+        _print_energy(energy, sum(e.n_cells for e in report.engines), time_scales(cells))
+        return 0
+    print_json(
+        report.model_dump(mode="json")
+        | {"energy": None if energy is None else energy.model_dump(mode="json")}
+    )
     return 0

@@ -125,6 +125,15 @@ def _print_acts(result: DemoResult) -> None:
             ],
         )
         _say(answers, "concurrency", eval=result.review_eval)
+    energy = result.content.energy
+    if energy is not None:
+        from ..analysis.energy import restrict
+        from ..report.tables import energy_table
+
+        title, columns, rows = energy_table(
+            restrict(energy, eval_name=result.review_eval), result.content.scales
+        )
+        print_table(f"Act 3. What each token cost: {title}", columns, rows)
 
     nb = result.neighbour
     truth = result.ground_truth
@@ -149,6 +158,12 @@ def _print_acts(result: DemoResult) -> None:
         },
     )
     _say(answers, "neighbour", eval=nb.eval_name)
+    if result.content.instruments is not None:
+        from .instruments import print_verdicts
+
+        print_verdicts(
+            result.content.instruments, title="Appendix F. The box's gauges against the probes' load"
+        )
 
     advice = result.content.advice
     if advice is not None:
@@ -221,4 +236,13 @@ def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
         "rules": [] if content.advice is None else [r.model_dump(mode="json") for r in content.advice.rules],
         "rules_file": str(result.rules_path),
         "governed": [run.as_dict() for run in result.governed],
+        "instruments": None
+        if content.instruments is None
+        else [
+            {"instrument": v.instrument, "verdict": v.verdict, "evidence": v.evidence}
+            for v in content.instruments.instruments
+        ],
+        "energy": None
+        if content.energy is None
+        else [e.model_dump(mode="json") for e in content.energy.evals],
     }

@@ -15,6 +15,11 @@ set, over OTLP as spark_otel.gpu.* metrics (the store is then kept only with --s
 SPARK_OTEL_STORE). --once takes one reading, stores and exports it the same way, prints it
 as a table, and exits.
 
+Where NVML exposes GPU performance monitoring (Hopper-class parts), the samples also carry SM
+occupancy, DRAM bandwidth utilization and tensor activity, each over the time since the previous
+sample (so --once, one reading, has none). A part without them is said once ("unsupported: GPU
+0 GPM: ..."), and they are left out, never recorded as 0.
+
   spark-otel gpu-sample --interval 1
   spark-otel gpu-sample --source sim --sim-url http://127.0.0.1:8011 --once
 """
@@ -50,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     INTERVAL_S.check("--interval", args.interval)
     DURATION_S.check("--duration", args.duration)
     source = open_gpu_source(args.source, sim_url=args.sim_url)
+    unsupported = getattr(source, "unsupported", {})
     with receiving(args, service_name="spark-otel-gpu-sample", gpu=source) as receiver:
         if args.once:
             # One reading, stored and exported exactly as a sampling loop's would be.
@@ -60,10 +66,14 @@ def run(args: argparse.Namespace) -> int:
                 print_json([r.model_dump() for r in receiver.gpu_readings()])
             else:
                 print_gpu_table(receiver.gpu_readings())
+                for what, why in unsupported.items():
+                    print(f"unsupported: {what}: {why}")
             return 0
         print(
             f"spark-otel: sampling the GPU via {source.kind} every {args.interval:g} s; Ctrl-C stops",
             file=sys.stderr,
         )
+        for what, why in unsupported.items():
+            print(f"spark-otel: unsupported: {what}: {why}; left out, never recorded as 0", file=sys.stderr)
         run_until_stopped(receiver, args.duration)
         return 0

@@ -1,7 +1,8 @@
 """Which gauges measure load: every recorded gauge against the measured token throughput.
 
 The article's Appendix F from the store: GPU utilization, power, clocks and memory (NVML,
-nvidia-smi or the simulated box), Nsight captures' SM Issue, SMs Active, GR Active and Tensor
+nvidia-smi or the simulated box), NVML's GPM counters where the part has them (SM occupancy,
+DRAM bandwidth, tensor activity), Nsight captures' SM Issue, SMs Active, GR Active and Tensor
 Active, the engines' running requests, KV-cache usage and generation counters, and the cells'
 own decode rates, each paired with the token throughput over the same intervals. Intervals
 (--intervals): probe levels (the probe's own aggregate tok/s), receiver bins (--bin seconds of
@@ -27,20 +28,15 @@ the table gives each verdict's evidence; --readings lists every gauge's value pe
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from .._clock import NS_PER_S
+from ..report.inputs import DEFAULT_BIN_S, read_inputs
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
-    from ..analysis.instruments import InstrumentsReport, IntervalSource, LoadInterval
-    from ..model import MetricSample
-    from ..store import Store
+    from ..analysis.instruments import InstrumentsReport
 
 SOURCES = ("auto", "probe", "receiver", "evals")
-DEFAULT_BIN_S = 30.0
-_MARGIN_NS = 60 * NS_PER_S  # read this far past the intervals: counters need a sample either side
 _MEASURE = "spark-otel probe --engine NAME=URL --streams 1,2,4,8,16"
 
 
@@ -64,74 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-@dataclass
-class InstrumentInputs:
-    """What `instrument_verdicts` needs, as one store holds it."""
-
-    source: IntervalSource | None
-    intervals: list[LoadInterval]
-    samples: list[MetricSample]
-    throughput_metric: str | None = None
-    engine_urls: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-
-def read_inputs(store: Store, *, source: str = "auto", bin_s: float = DEFAULT_BIN_S) -> InstrumentInputs:
-    """The intervals (from ``source``, or with ``auto`` the first kind the store holds: probe
-    levels, receiver bins, eval runs) and every gauge sample and rated cell around them. Reads
-    only; the analysis is `instrument_verdicts`."""
-    from .. import _semconv as sc
-    from ..analysis.instruments import (
-        STORED_METRICS,
-        cell_rate_samples,
-        eval_intervals,
-        probe_intervals,
-        receiver_intervals,
-    )
-
-    notes: list[str] = []
-    intervals: list[LoadInterval] = []
-    chosen: IntervalSource | None = None
-    throughput_metric = None
-    kinds: tuple[IntervalSource, ...] = (
-        ("probe", "receiver", "evals") if source == "auto" else (cast("IntervalSource", source),)
-    )
-    for kind in kinds:
-        if kind == "probe":
-            intervals, notes = probe_intervals(store.documents("probe"))
-        elif kind == "receiver":
-            intervals = receiver_intervals(store.samples(sc.ENGINE_GENERATION_TOKENS), bin_s)
-            throughput_metric = sc.ENGINE_GENERATION_TOKENS
-        else:
-            intervals = eval_intervals(store.cells())
-        if intervals:
-            chosen = kind
-            break
-        throughput_metric = None
-    if not intervals:
-        return InstrumentInputs(chosen, [], [], notes=notes)
-    since = min(i.start_unix_ns for i in intervals) - _MARGIN_NS
-    until = max(i.end_unix_ns for i in intervals) + _MARGIN_NS
-    samples = [
-        sample
-        for name in STORED_METRICS
-        if name != throughput_metric
-        for sample in store.samples(name, since_unix_ns=since, until_unix_ns=until)
-    ]
-    samples.extend(cell_rate_samples(store.cells(since_unix_ns=since, until_unix_ns=until)))
-    return InstrumentInputs(chosen, intervals, samples, throughput_metric, _engine_urls(store), notes)
-
-
-def _engine_urls(store: Store) -> dict[str, str]:
-    """Each engine's address as its requests reached it, else as a probe of it recorded it."""
-    urls: dict[str, str] = {}
-    for doc in store.documents("probe"):
-        metadata = doc["body"].get("metadata") if isinstance(doc["body"], dict) else None
-        if isinstance(metadata, dict) and metadata.get("engine") and metadata.get("engine_url"):
-            urls[str(metadata["engine"])] = str(metadata["engine_url"])
-    return urls | store.engine_urls()
-
-
 def _num(value: float | None) -> str:
     from ..analysis.instruments import fmt_value
 
@@ -151,7 +79,8 @@ def _tok(low: float | None, high: float | None) -> str:
     return f"{low:,.1f}" if f"{low:,.1f}" == f"{high:,.1f}" else f"{low:,.1f} to {high:,.1f}"
 
 
-def _print(report: InstrumentsReport) -> None:
+def print_verdicts(report: InstrumentsReport, *, title: str | None = None) -> None:
+    """The verdict table, each verdict's evidence and the notes (the demo prints it too)."""
     from ..report.tables import model_time
 
     lo, hi = report.throughput_min or 0.0, report.throughput_max or 0.0
@@ -160,7 +89,8 @@ def _print(report: InstrumentsReport) -> None:
     th = report.thresholds
     kind = {"probe": "probe", "receiver": "receiver", "evals": "eval"}.get(report.interval_source or "", "")
     print_table(
-        f"{len(report.intervals)} {kind} intervals, {lo:,.1f} to {hi:,.1f} tok/s{ratio}"
+        (title + ": " if title else "")
+        + f"{len(report.intervals)} {kind} intervals, {lo:,.1f} to {hi:,.1f} tok/s{ratio}"
         f"{when}: does each gauge move with load?",
         [
             "instrument",
@@ -249,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.model_dump(mode="json"))
         return 0
-    _print(report)
+    print_verdicts(report)
     if args.readings:
         _print_readings(report)
     return 0

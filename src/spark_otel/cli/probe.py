@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ..report.tables import model_time, probe_table
+from ..report.tables import model_time, probe_energy_line, probe_table
 from ._common import add_store_argument, open_store, print_table
 from ._console import progress
 
@@ -189,6 +189,7 @@ def _print_report(report: ProbeReport, args: argparse.Namespace) -> None:
             columns,
             rows,
         )
+        print(probe_energy_line(report))
         for warning in report.warnings:
             print(f"warning: {warning}")
     said = sys.stderr if args.json else sys.stdout

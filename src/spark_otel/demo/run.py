@@ -19,6 +19,7 @@ from .plan import DEFAULT_SPEED, DEMO_RUN, LOAD_ENGINE, LOAD_WORKERS, SERIAL_ENG
 from .store import clear_own_store, demo_store_path, run_tag
 
 if TYPE_CHECKING:
+    from ..analysis.instruments import InstrumentsReport
     from ..analysis.neighbour import NeighbourReport
     from ..probe.results import ProbeReport
     from ..report import ReportContent
@@ -60,9 +61,13 @@ def run_demo(
     on_phase: PhaseCallback | None = None,
 ) -> DemoResult:
     """Run the demo end to end; see the module docstring. Needs the ``sim`` extra."""
+    from opentelemetry.sdk.metrics import MeterProvider
+
     import spark_otel
 
     from ..probe import ProbeSettings, run_probe
+    from ..receivers.gpu import SimGpuSource
+    from ..receivers.receiver import Receiver
     from ..sim.clock import box_model_time
     from ..store import Store
     from ..telemetry import configure
@@ -83,9 +88,22 @@ def run_demo(
     with box_process(plan.speed, epoch) as urls, box_model_time(urls[SERIAL_ENGINE]):
         telemetry = configure(service_name="spark-otel-demo", store=path, metric_export_interval_ms=60_000)
         spark_otel.instrument()
+        # The box's gauges and the engines' counters beside every act, as `spark-otel receive
+        # --gpu sim` would record them: what the instruments verdicts and the cells' energy read.
+        # A meter provider of its own: the receiver's samples reach the store directly, once.
+        gauges = MeterProvider()
+        receiver: Receiver | None = None
         try:
             store = telemetry.store
             assert store is not None
+            receiver = Receiver(
+                urls,
+                interval_s=max(1.0, plan.speed / 20),  # model seconds: 50 ms of real time between scrapes
+                meter_provider=gauges,
+                store=store,
+                gpu=SimGpuSource(urls[SERIAL_ENGINE]),
+                close_gpu=True,
+            ).start()
             store.put_document(
                 "demo",
                 tag,
@@ -181,6 +199,7 @@ def run_demo(
                 stop_serial.set()
                 serial.result()
             truth = ground_truth(plan)
+            receiver.stop()
 
             phase("reading the evals' own records")
             telemetry.force_flush()
@@ -201,6 +220,9 @@ def run_demo(
                 on_phase=phase,
             )
         finally:
+            if receiver is not None:
+                receiver.stop()
+            gauges.shutdown()
             spark_otel.uninstrument()
             telemetry.force_flush()
             telemetry.shutdown()
@@ -262,6 +284,7 @@ def _analyse(
     """This run's cells and windows only: a store may hold earlier runs whose model-time stamps
     overlap this one's (a run at speed S stamps times up to S times its length ahead)."""
     from ..report import ReportInputs, build_report
+    from ..report.inputs import energy_samples
 
     serial_eval = evals[0]
     cells = [c for name in evals for c in store.cells(eval_name=name) if DEMO_ACT not in c.attributes]
@@ -271,16 +294,37 @@ def _analyse(
         for w in store.windows()
         if w.attributes.get(sc.PROBE_RUN) in runs or w.attributes.get(DEMO_RUN) == tag
     ]
+    spans = [(c.start_unix_ns, c.end_unix_ns) for c in cells]
+    spans += [(lv.start_unix_ns, lv.end_unix_ns) for p in probes for lv in p.levels]
     inputs = ReportInputs(
         source=f"{store.path} (demo run {tag})",
         cells=cells,
         windows=windows,
         probes=list(probes),
         engine_urls={p.metadata.engine: p.metadata.engine_url for p in probes},
+        gpu_energy=energy_samples(store, spans),
+        instruments=_instruments(store, probes),
     )
     content = build_report(inputs)
     neighbour = next(n for n in content.neighbours if n.eval_name == serial_eval)
     return content, neighbour
+
+
+def _instruments(store: Store, probes: Sequence[ProbeReport]) -> InstrumentsReport | None:
+    """Which of the box's gauges tracked the load this run's probes put on it (Appendix F)."""
+    from ..analysis.instruments import STORED_METRICS, instrument_verdicts, probe_intervals
+
+    intervals, _ = probe_intervals({"name": "demo", "body": p.model_dump(mode="json")} for p in probes)
+    if not intervals:
+        return None
+    margin = 60 * NS_PER_S  # a counter's reading either side of each level
+    since = min(i.start_unix_ns for i in intervals) - margin
+    until = max(i.end_unix_ns for i in intervals) + margin
+    samples = [
+        s for name in STORED_METRICS for s in store.samples(name, since_unix_ns=since, until_unix_ns=until)
+    ]
+    urls = {p.metadata.engine: p.metadata.engine_url for p in probes}
+    return instrument_verdicts(intervals, samples, interval_source="probe", engine_urls=urls)
 
 
 def _probe_name(tag: str, engine: str) -> str:

@@ -9,7 +9,10 @@ Sources, in the order ``auto`` tries them: NVML through ``nvidia-ml-py`` (``impo
 power mW -> W, energy mJ -> J, memory in bytes), then ``nvidia-smi --query-gpu`` CSV (memory
 MiB -> bytes, no energy counter). ``sim`` reads a simulated engine's ``/sim/gpu`` JSON. A
 quantity a part does not support (memory on unified-memory parts, energy on older GPUs) is
-None, never zero. Utilization is reported as a fraction (0..1).
+None, never zero. Utilization is reported as a fraction (0..1). Where NVML exposes GPU
+performance monitoring (Hopper-class parts), NVML readings also carry SM occupancy, DRAM
+bandwidth and tensor activity (`spark_otel.receivers.gpm`); a part without it says so once, in
+the source's ``unsupported``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .. import _clock
 from .. import _semconv as sc
 from .._exceptions import ConfigError, EngineError, NoGpuError
 from ..model import AttributeValue, MetricSample
+from .gpm import GpmSampler
 from .prometheus import check_engine_url, engine_base_url
 
 __all__ = [
@@ -76,6 +80,9 @@ class GpuReading(BaseModel):
     memory_clock_mhz: float | None = None
     memory_used_bytes: float | None = None
     memory_total_bytes: float | None = None
+    sm_occupancy: float | None = None
+    dram_bandwidth: float | None = None
+    tensor_activity: float | None = None
 
 
 class GpuSource(Protocol):
@@ -97,6 +104,9 @@ GPU_METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("memory_clock_mhz", sc.GPU_CLOCK_MEMORY, "MHz", "gauge"),
     ("memory_used_bytes", sc.GPU_MEMORY_USED, "By", "gauge"),
     ("memory_total_bytes", sc.GPU_MEMORY_TOTAL, "By", "gauge"),
+    ("sm_occupancy", sc.GPU_SM_OCCUPANCY, "1", "gauge"),
+    ("dram_bandwidth", sc.GPU_DRAM_BANDWIDTH, "1", "gauge"),
+    ("tensor_activity", sc.GPU_TENSOR_ACTIVITY, "1", "gauge"),
 )
 
 
@@ -156,6 +166,12 @@ class NvmlSource:
             self.close()
             raise NoGpuError("NVML sees no GPU")
         self._names = [self._optional(nvml.nvmlDeviceGetName, h) for h in self._handles]
+        self._gpm = GpmSampler(nvml, self._handles)
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        """What this GPU cannot report and why (GPM metrics), each said once."""
+        return self._gpm.unsupported
 
     def _optional(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A query the part may not support (NVML_ERROR_NOT_SUPPORTED) reads as None."""
@@ -174,6 +190,7 @@ class NvmlSource:
             power_mw = self._optional(nvml.nvmlDeviceGetPowerUsage, handle)
             energy_mj = self._optional(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
             memory = self._optional(nvml.nvmlDeviceGetMemoryInfo, handle)
+            gpm = self._gpm.read(index)
             out.append(
                 GpuReading(
                     gpu_id=str(index),
@@ -186,11 +203,13 @@ class NvmlSource:
                     memory_clock_mhz=self._optional(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_MEM),
                     memory_used_bytes=float(memory.used) if memory is not None else None,
                     memory_total_bytes=float(memory.total) if memory is not None else None,
+                    **gpm,
                 )
             )
         return out
 
     def close(self) -> None:
+        self._gpm.close()
         try:
             self._nvml.nvmlShutdown()
         except Exception:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from ..analysis.answers import Answer
     from ..analysis.concurrency import ConcurrencyReport
     from ..analysis.curve import RateCurve
+    from ..analysis.energy import EnergyReport
+    from ..analysis.instruments import InstrumentsReport
     from ..analysis.neighbour import NeighbourReport
     from ..analysis.overview import Overview
     from ..model import Cell
@@ -48,6 +50,10 @@ class ReportContent:
     """The time scales the cells were recorded under (1: real time), for model-time labels."""
     answers: list[Answer] = field(default_factory=list)
     """The questions answered in a line each (`spark_otel.analysis.answers`): the page opens with them."""
+    energy: EnergyReport | None = None
+    """Each eval's joules per token and per cell, where GPU readings cover its cells."""
+    instruments: InstrumentsReport | None = None
+    """Which gauges measured load (`instrument_verdicts`), where the inputs hold load and gauges."""
 
 
 def overview_from_inputs(
@@ -86,9 +92,13 @@ def build_report(
     if not (inputs.cells or inputs.probes or inputs.curves or inputs.windows):
         raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
     from ..analysis.answers import answers
+    from ..analysis.energy import attribute, restrict
 
     found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
+    energy = attribute(inputs.cells, inputs.gpu_energy)  # every cell on the box shares its energy
+    if energy is not None and eval_name is not None:
+        energy = restrict(energy, eval_name=eval_name)
     return ReportContent(
         source=inputs.source,
         eval_name=eval_name,
@@ -105,6 +115,8 @@ def build_report(
         engine_urls=inputs.engine_urls,
         answers=answers(found),
         scales=time_scales(inputs.cells) or [1.0],
+        energy=energy,
+        instruments=inputs.instruments,
     )
 
 

@@ -18,8 +18,25 @@ from .._version import __version__
 from ..analysis.advisor import describe_curve, engine_url, probe_command
 from ..analysis.neighbour import no_baseline_reason, windows_touched
 from ..model import NS_PER_S, CellStatus
-from .plots import curve_png_name, neighbour_png_name, plottable, render_images, timeline_png_name
-from .tables import GLOSSARY, fmt_number, level_table, model_time, probe_table, seconds
+from .plots import (
+    curve_png_name,
+    instrument_png_name,
+    neighbour_png_name,
+    plottable,
+    render_images,
+    timeline_png_name,
+)
+from .tables import (
+    GLOSSARY,
+    energy_lines,
+    energy_table,
+    fmt_number,
+    level_table,
+    model_time,
+    probe_energy_line,
+    probe_table,
+    seconds,
+)
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice
@@ -96,6 +113,7 @@ def _probe_section(probe: ProbeReport, glossary: _Glossary) -> str:
         f"{probe.settings.repeats} round(s) per level; {html.escape(meta.engine_url)}.</p>"
         + _table(columns, rows, warn_col=columns.index("streams off pin"))
         + glossary.notes(columns)
+        + f'<p class="note">{html.escape(probe_energy_line(probe))}</p>'
         + (f'<ul class="warnings">{warnings}</ul>' if warnings else "")
     )
 
@@ -151,8 +169,64 @@ def _concurrency_section(content: ReportContent, images: dict[str, bytes], gloss
                 )
                 parts.append(glossary.notes(columns))
         parts.append(_img("concurrency.png", images, "per-cell rate against cells in flight"))
+        parts.append(_energy_part(content, glossary))
     if len(parts) == 1:
         parts.append('<p class="empty">No probe runs or cells recorded.</p>')
+    return "".join(parts)
+
+
+def _energy_part(content: ReportContent, glossary: _Glossary) -> str:
+    """Each eval's joules per token and per cell, or why there are none and how to measure them."""
+    from ..analysis.energy import MEASURE_GPU
+
+    energy, parts = content.energy, []
+    if energy is not None and energy.evals:
+        title, columns, rows = energy_table(energy, content.scales)
+        parts += [f"<h3>{html.escape(title[0].upper() + title[1:])}</h3>", _table(columns, rows)]
+        parts.append(glossary.notes(columns))
+    lines = energy_lines(energy, content.n_cells, MEASURE_GPU) if content.n_cells else []
+    return "".join(parts) + "".join(f'<p class="note">{html.escape(line)}</p>' for line in lines)
+
+
+def _instruments_section(content: ReportContent, images: dict[str, bytes]) -> str:
+    """Appendix F from the records: each gauge's verdict and evidence, one plot per gauge."""
+    parts = ["<h2>Instruments: which gauge measures load</h2>"]
+    report = content.instruments
+    if report is None:
+        parts.append(
+            '<p class="empty">No gauge recorded beside a measured load. Record the GPU and the engines '
+            "beside a probe: <code>spark-otel receive --engine NAME=URL --gpu auto --interval 1</code> and "
+            "<code>spark-otel probe --engine NAME=URL --streams 1,2,4,8,16</code>.</p>"
+        )
+        return "".join(parts)
+    lo, hi = report.throughput_min or 0.0, report.throughput_max or 0.0
+    parts.append(
+        f'<p class="note">{len(report.intervals)} {html.escape(report.interval_source or "")} intervals, '
+        f"{lo:,.1f} to {hi:,.1f} tok/s{html.escape(model_time(i.time_scale for i in report.intervals))}: "
+        "each gauge's value per interval against the interval's throughput.</p>"
+    )
+    rows = [
+        [
+            v.instrument,
+            v.verdict,
+            v.n_intervals,
+            "-" if v.elasticity is None else f"{v.elasticity:.2f}",
+            "-" if v.rank_correlation is None else f"{v.rank_correlation:.2f}",
+            v.evidence,
+        ]
+        for v in report.instruments
+    ]
+    parts.append(_table(["instrument", "verdict", "intervals", "elasticity", "rank corr", "evidence"], rows))
+    parts.append(
+        '<p class="note">elasticity: least-squares slope of the gauge on throughput, times mean throughput '
+        "over mean gauge (1 moves in proportion, 0 not at all); rank corr: Spearman rank correlation.</p>"
+    )
+    plots = [
+        _img(instrument_png_name(i, v), images, f"{v.instrument} against throughput")
+        for i, v in enumerate(report.instruments)
+    ]
+    parts.append(f'<div class="gauges">{"".join(p for p in plots if p)}</div>')
+    parts += [f'<p class="note">{html.escape(note)}</p>' for note in report.notes]
     return "".join(parts)
 
 
@@ -302,6 +376,7 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
             _answers_section(content),
             _concurrency_section(content, images, glossary),
             _neighbour_section(content, images, glossary),
+            _instruments_section(content, images),
             _outcomes_section(content),
             _advice_section(content),
             f'<ul class="warnings">{notes}</ul>' if notes else "",

@@ -6,18 +6,37 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .. import _semconv as sc
+from .._clock import NS_PER_S
 from .._exceptions import InputError
 
 if TYPE_CHECKING:
     from ..analysis.curve import RateCurve
-    from ..model import Cell, LoadWindow
+    from ..analysis.instruments import InstrumentsReport, IntervalSource, LoadInterval
+    from ..model import Cell, LoadWindow, MetricSample
     from ..probe.results import ProbeReport
     from ..store import Store
 
-__all__ = ["ReportInputs", "inputs_from_otlp_json", "inputs_from_store"]
+__all__ = [
+    "DEFAULT_BIN_S",
+    "ENERGY_MARGIN_NS",
+    "InstrumentInputs",
+    "ReportInputs",
+    "energy_samples",
+    "inputs_from_otlp_json",
+    "inputs_from_store",
+    "instruments_from_store",
+    "read_inputs",
+]
+
+DEFAULT_BIN_S = 30.0
+"""Receiver intervals: seconds of engine scrapes in each."""
+_MARGIN_NS = 60 * NS_PER_S  # read this far past the intervals: counters need a sample either side
+
+ENERGY_MARGIN_NS = 60 * 1_000_000_000
+"""How far past the cells to read GPU samples: the readings either side of a cell's edges."""
 
 _logger = logging.getLogger(__name__)
 
@@ -36,6 +55,112 @@ class ReportInputs:
     token_rates: list[float] = field(default_factory=list)
     engine_urls: dict[str, str] = field(default_factory=dict)
     """Where each engine answered: what a rule's measuring command names."""
+    gpu_energy: list[MetricSample] = field(default_factory=list)
+    """GPU energy-counter and power samples around the cells and probes, for their energy."""
+    instruments: InstrumentsReport | None = None
+    """Which gauges measured load over the recorded intervals (`instrument_verdicts`)."""
+
+
+@dataclass
+class InstrumentInputs:
+    """What `instrument_verdicts` needs, as one store holds it."""
+
+    source: IntervalSource | None
+    intervals: list[LoadInterval]
+    samples: list[MetricSample]
+    throughput_metric: str | None = None
+    engine_urls: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_inputs(store: Store, *, source: str = "auto", bin_s: float = DEFAULT_BIN_S) -> InstrumentInputs:
+    """The intervals (from ``source``, or with ``auto`` the first kind the store holds: probe
+    levels, receiver bins, eval runs) and every gauge sample and rated cell around them. Reads
+    only; the analysis is `instrument_verdicts`."""
+    from .. import _semconv as sc
+    from ..analysis.instruments import (
+        STORED_METRICS,
+        cell_rate_samples,
+        eval_intervals,
+        probe_intervals,
+        receiver_intervals,
+    )
+
+    notes: list[str] = []
+    intervals: list[LoadInterval] = []
+    chosen: IntervalSource | None = None
+    throughput_metric = None
+    kinds: tuple[IntervalSource, ...] = (
+        ("probe", "receiver", "evals") if source == "auto" else (cast("IntervalSource", source),)
+    )
+    for kind in kinds:
+        if kind == "probe":
+            intervals, notes = probe_intervals(store.documents("probe"))
+        elif kind == "receiver":
+            intervals = receiver_intervals(store.samples(sc.ENGINE_GENERATION_TOKENS), bin_s)
+            throughput_metric = sc.ENGINE_GENERATION_TOKENS
+        else:
+            intervals = eval_intervals(store.cells())
+        if intervals:
+            chosen = kind
+            break
+        throughput_metric = None
+    if not intervals:
+        return InstrumentInputs(chosen, [], [], notes=notes)
+    since = min(i.start_unix_ns for i in intervals) - _MARGIN_NS
+    until = max(i.end_unix_ns for i in intervals) + _MARGIN_NS
+    samples = [
+        sample
+        for name in STORED_METRICS
+        if name != throughput_metric
+        for sample in store.samples(name, since_unix_ns=since, until_unix_ns=until)
+    ]
+    samples.extend(cell_rate_samples(store.cells(since_unix_ns=since, until_unix_ns=until)))
+    return InstrumentInputs(chosen, intervals, samples, throughput_metric, _engine_urls(store), notes)
+
+
+def _engine_urls(store: Store) -> dict[str, str]:
+    """Each engine's address as its requests reached it, else as a probe of it recorded it."""
+    urls: dict[str, str] = {}
+    for doc in store.documents("probe"):
+        metadata = doc["body"].get("metadata") if isinstance(doc["body"], dict) else None
+        if isinstance(metadata, dict) and metadata.get("engine") and metadata.get("engine_url"):
+            urls[str(metadata["engine"])] = str(metadata["engine_url"])
+    return urls | store.engine_urls()
+
+
+def energy_samples(store: Store, spans: Sequence[tuple[int, int]]) -> list[MetricSample]:
+    """The GPU energy-counter and power samples around ``spans`` (start, end ns): what
+    `spark_otel.analysis.energy` reads. Empty without spans."""
+    if not spans:
+        return []
+    since = min(s for s, _ in spans) - ENERGY_MARGIN_NS
+    until = max(e for _, e in spans) + ENERGY_MARGIN_NS
+    return [
+        sample
+        for name in (sc.GPU_ENERGY, sc.GPU_POWER)
+        for sample in store.samples(name, since_unix_ns=since, until_unix_ns=until)
+    ]
+
+
+def instruments_from_store(store: Store) -> InstrumentsReport | None:
+    """`instrument_verdicts` over what the store holds, as `spark-otel instruments` reads it;
+    None where there is no load to pair the gauges with, or no gauge."""
+    from ..analysis.instruments import instrument_verdicts
+
+    found = read_inputs(store)
+    if not found.intervals:
+        return None
+    report = instrument_verdicts(
+        found.intervals,
+        found.samples,
+        interval_source=found.source,
+        engine_urls=found.engine_urls,
+        throughput_metric=found.throughput_metric,
+    )
+    if not report.intervals or not any(v.n_samples for v in report.instruments):
+        return None
+    return report.model_copy(update={"notes": [*found.notes, *report.notes]})
 
 
 def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: bool = True) -> ReportInputs:
@@ -62,15 +187,20 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
         metadata = (doc.get("body") or {}).get("metadata") or {}
         if isinstance(metadata.get("engine"), str) and isinstance(metadata.get("engine_url"), str):
             urls[metadata["engine"]] = metadata["engine_url"]
+    cells = store.cells()
+    spans = [(c.start_unix_ns, c.end_unix_ns) for c in cells]
+    spans += [(lv.start_unix_ns, lv.end_unix_ns) for p in probes for lv in p.levels]
     return ReportInputs(
         source=source or str(store.path),
         engine_urls=urls,
-        cells=store.cells(),
+        cells=cells,
         windows=store.windows(),
         probes=probes,
         curves=curves,
         gpu_utilization=[x.value for x in store.samples(sc.GPU_UTILIZATION)],
         token_rates=[x.value for x in store.samples(sc.ENGINE_GENERATION_TOKEN_RATE)],
+        gpu_energy=energy_samples(store, spans),
+        instruments=instruments_from_store(store) if probe_tables else None,
     )
 
 

@@ -19,6 +19,7 @@ from ..analysis.neighbour import windows_touched
 if TYPE_CHECKING:
     from ..analysis.concurrency import ConcurrencyReport
     from ..analysis.curve import RateCurve
+    from ..analysis.instruments import InstrumentVerdict
     from ..analysis.neighbour import NeighbourReport
     from ..probe.results import ProbeReport
     from .content import ReportContent
@@ -27,10 +28,13 @@ __all__ = [
     "concurrency_figure",
     "curve_figure",
     "curve_png_name",
+    "instrument_figure",
+    "instrument_png_name",
     "neighbour_figure",
     "neighbour_png_name",
     "plot_concurrency",
     "plot_curve",
+    "plot_instrument",
     "plot_neighbour",
     "plot_probe",
     "plot_timeline",
@@ -251,6 +255,40 @@ def concurrency_figure(report: ConcurrencyReport) -> Any:
     return fig
 
 
+_VERDICT_COLOURS = {"tracks load": _BASELINE, "saturates": "#ff7f0e", "not load": _TIMEOUT}
+
+
+def plot_instrument(verdict: InstrumentVerdict) -> bytes:
+    """`instrument_figure` as PNG bytes."""
+    return _png(instrument_figure(verdict))
+
+
+def instrument_figure(verdict: InstrumentVerdict) -> Any:
+    """One gauge's value per load interval against the interval's throughput, small, with its
+    verdict in the title: a flat row of markers is a gauge that does not measure load."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.2, 2.6))
+    points = sorted((r.throughput, r.value) for r in verdict.readings)
+    colour = _VERDICT_COLOURS.get(verdict.verdict, "#555")
+    ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color=colour, markersize=4,
+            label=f"{verdict.verdict} (n={len(points)} intervals)")  # fmt: skip
+    if verdict.knee_throughput is not None:
+        ax.axvline(verdict.knee_throughput, color="#555", linestyle=":", linewidth=1, label="knee")
+    ax.set_xlabel("throughput tok/s")
+    ax.set_ylabel(verdict.unit or "value")
+    ax.set_xlim(left=0)
+    _pad_y(ax, max((p[1] for p in points), default=0.0))
+    ax.set_title(verdict.instrument, fontsize=9)
+    ax.tick_params(labelsize=7)
+    _legend_outside(ax)
+    return fig
+
+
+def instrument_png_name(index: int, verdict: InstrumentVerdict) -> str:
+    """The file name of the report's ``index``-th gauge plot."""
+    return f"instrument-{index + 1}-{_slug(verdict.instrument)}.png"
+
+
 def render_images(content: ReportContent) -> dict[str, bytes]:
     """Every plot of the report, by file name."""
     images: dict[str, bytes] = {}
@@ -265,6 +303,10 @@ def render_images(content: ReportContent) -> dict[str, bytes]:
             images[timeline_png_name(result)] = plot_timeline(result, time_scale=scale)
         if windows_touched(result) and result.baseline.median is not None:
             images[neighbour_png_name(result)] = plot_neighbour(result)
+    if content.instruments is not None:
+        for i, verdict in enumerate(content.instruments.instruments):
+            if len(verdict.readings) >= 2:
+                images[instrument_png_name(i, verdict)] = plot_instrument(verdict)
     return images
 
 

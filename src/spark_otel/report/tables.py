@@ -11,9 +11,21 @@ from .. import _semconv as sc
 
 if TYPE_CHECKING:
     from ..analysis.concurrency import LevelSummary
+    from ..analysis.energy import EnergyReport
     from ..probe.results import ProbeReport
 
-__all__ = ["GLOSSARY", "fmt_number", "level_table", "model_time", "probe_table", "seconds", "time_scales"]
+__all__ = [
+    "GLOSSARY",
+    "energy_lines",
+    "energy_table",
+    "fmt_number",
+    "level_table",
+    "model_time",
+    "probe_energy_line",
+    "probe_table",
+    "seconds",
+    "time_scales",
+]
 
 # Terms a table header uses that need a word of explanation: printed once per command run, in a
 # note under the first table that shows the column. A command may pass its own (``notes``).
@@ -29,6 +41,10 @@ GLOSSARY: dict[str, str] = {
     "ceiling hits": "cells cut off at their per-cell ceiling: counted, never rated",
     "per-cell cost %": "1 - the run's median tok/s over the serial run's: how much slower each cell ran",
     "wall speedup": "wall time per cell of the serial run over this run's",
+    "J/tok": "joules per output token: the box's GPU energy over the level (mean power x wall) over "
+    "the probe's tokens, or a cell's share over its tokens",
+    "J/cell (median, 95% CI)": "each cell's share of the box's energy: split by tokens among the cells "
+    "in flight, stretch by stretch; median over the cells and its 95% interval",
 }
 
 
@@ -83,10 +99,14 @@ def probe_table(report: ProbeReport) -> tuple[list[str], list[list[str]]]:
         "engine aggregate tok/s",
         "engine/probe",
         "power W",
+        "J/tok",
         f"TTFT {unit}",
         "client CPU µs/tok",
         "streams off pin",
     ]
+    from ..analysis.energy import probe_level_energy
+
+    energy = probe_level_energy(report)
     rows = [
         [
             str(lv.streams) + (f" #{lv.repeat + 1}" if report.settings.repeats > 1 else ""),
@@ -97,13 +117,102 @@ def probe_table(report: ProbeReport) -> tuple[list[str], list[list[str]]]:
             fmt_number(lv.engine_aggregate_rate, 1),
             fmt_number(lv.engine_probe_ratio, 2),
             fmt_number(lv.power_w, 1),
+            fmt_number(e.j_per_token, 3),
             fmt_number(lv.ttft_s_median, 2),
             fmt_number(lv.client_cpu_us_per_token, 1) + (" !" if lv.client_cpu_over_budget else ""),
             str(lv.token_mismatches + lv.errors),
         ]
-        for lv in report.levels
+        for lv, e in zip(report.levels, energy, strict=True)
     ]
     return columns, rows
+
+
+def probe_energy_line(report: ProbeReport) -> str:
+    """What the probe's levels cost in energy, in a line: "8 streams: N J/token against M at 1",
+    or why it cannot say."""
+    from ..analysis.energy import level_comparison, probe_level_energy
+
+    levels = probe_level_energy(report)
+    compared = level_comparison(levels)
+    if compared is None:
+        if any(lv.energy_j is not None for lv in levels):
+            return "energy: one level measured, nothing to compare its J/token with"
+        return (
+            "energy: no GPU power was read at any level (power source "
+            f"{report.metadata.gpu_source or 'none'}); measure with `spark-otel probe --gpu nvml ...`, "
+            "or record the GPU beside it with `spark-otel receive --gpu auto`"
+        )
+    how = (
+        "mean power samples (nvidia-smi), estimated" if any(lv.estimated for lv in levels) else "power x wall"
+    )
+    return f"energy ({how}, over the probe's own tokens): {compared}"
+
+
+def energy_table(
+    report: EnergyReport, scales: Iterable[float] = (1.0,)
+) -> tuple[str, list[str], list[list[Any]]]:
+    """Joules per output token and per cell for each eval and worker count: title, columns, rows."""
+    from datetime import UTC, datetime
+
+    from .._clock import NS_PER_S
+
+    def hhmm(ns: int | None) -> str:
+        return "-" if ns is None else datetime.fromtimestamp(ns / NS_PER_S, UTC).strftime("%m-%d %H:%M")
+
+    gpus = ", ".join(report.gpus)
+    how = "integrated from power samples, estimated" if report.estimated else "energy counter"
+    title = (
+        f"energy on the box (GPU {gpus}, {how}): {report.box_j:,.0f} J while cells ran, "
+        f"{report.idle_j:,.0f} J idle between them{model_time(scales)}"
+    )
+    columns = [
+        "eval",
+        "workers",
+        "cells measured",
+        "output tok",
+        "energy J",
+        "J/tok",
+        "J/cell (median, 95% CI)",
+        "span (UTC)",
+    ]
+    rows: list[list[Any]] = []
+    for e in report.evals:
+        pc = e.per_cell
+        ci = (
+            f" [{pc.ci_low:,.0f} to {pc.ci_high:,.0f}]"
+            if pc.ci_low is not None and pc.ci_high is not None
+            else ""
+        )
+        rows.append(
+            [
+                e.eval_name,
+                "-" if e.workers is None else e.workers,
+                f"{e.n_measured} of {e.n_cells}",
+                f"{e.output_tokens:,}",
+                fmt_number(e.energy_j, 0) if e.n_measured else "-",
+                fmt_number(e.j_per_token, 3),
+                "-" if pc.median is None else f"{pc.median:,.0f}{ci}",
+                f"{hhmm(e.start_unix_ns)} to {hhmm(e.end_unix_ns)}" if e.n_measured else "-",
+            ]
+        )
+    return title, columns, rows
+
+
+def energy_lines(report: EnergyReport | None, n_cells: int, measure: str) -> list[str]:
+    """What a reader must know beside the energy table: cells without energy and how to measure."""
+    if report is None:
+        return [f"energy: no GPU readings in the store for these {n_cells} cells; measure with `{measure}`"]
+    out = []
+    if report.unmeasured:
+        out.append(
+            f"energy: {report.unmeasured} of {len(report.cells)} cells ran outside the GPU readings "
+            f"(no energy for them); measure with `{report.measure or measure}` beside the eval"
+        )
+    out.append(
+        "energy: the box's energy split by tokens among the cells in flight, stretch by stretch; "
+        "load that is not a recorded cell (a probe, another client) is charged to the cells beside it"
+    )
+    return out
 
 
 LEVEL_COLUMNS = [

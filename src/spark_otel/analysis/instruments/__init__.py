@@ -32,7 +32,9 @@ Over the intervals where it has readings, each gauge gets:
 Verdicts, with the thresholds of `Thresholds` (the defaults, and why):
 
 * ``unsupported``: no readings at all while its source recorded other quantities (memory on a
-  unified-memory part), or every reading is zero (``nvidia-smi dmon``'s memory column);
+  unified-memory part; for NVML's GPM counters, SM occupancy, DRAM bandwidth and tensor
+  activity, while the GPU gave another of them), or every reading is zero (``nvidia-smi dmon``'s
+  memory column);
 * ``not enough load range``: readings in fewer than ``min_intervals`` (3) intervals, or
   throughput over them moving less than ``min_load_ratio`` (2x): too little load to tell a flat
   gauge from a moving one. The verdict names the probe that would measure it;

@@ -37,6 +37,9 @@ class Spec:
     """Reported as unsupported when its source recorded other quantities but not this one: the
     columns of the article's Appendix F (nvidia-smi's utilization, power and memory; vLLM's
     generation counter and running requests), which every part and engine should have."""
+    group: str | None = None
+    """Reported as unsupported when the same GPU recorded another metric of this group but not
+    this one: NVML's GPM metrics, which a part has all of or none of, but one may be refused."""
 
 
 _GIB = 1024**3
@@ -48,6 +51,9 @@ CATALOG: tuple[Spec, ...] = (
     Spec(sc.GPU_CLOCK_SM, "SM clock", "gpu", "MHz"),
     Spec(sc.GPU_CLOCK_MEMORY, "memory clock", "gpu", "MHz"),
     Spec(sc.GPU_MEMORY_USED, "memory used", "gpu", "GiB", 1 / _GIB, expected=True),
+    Spec(sc.GPU_SM_OCCUPANCY, "SM occupancy (GPM)", "gpu", "%", 100.0, group="gpm"),
+    Spec(sc.GPU_DRAM_BANDWIDTH, "DRAM bandwidth (GPM)", "gpu", "%", 100.0, group="gpm"),
+    Spec(sc.GPU_TENSOR_ACTIVITY, "tensor activity (GPM)", "gpu", "%", 100.0, group="gpm"),
     Spec(sc.NSIGHT_METRIC, "", "nsight", ""),
     Spec(sc.ENGINE_GENERATION_TOKENS, "generation counter", "engine", "tok/s", counter=True, expected=True),
     Spec(sc.ENGINE_REQUESTS_RUNNING, "requests running", "engine", "requests", expected=True),

@@ -268,9 +268,13 @@ def instrument_verdicts(
             notes.append(hint)
     # An expected quantity that its source never reported (None, never zero) is unsupported.
     for spec in CATALOG:
-        if not spec.expected or spec.metric == throughput_metric:
+        if not (spec.expected or spec.group) or spec.metric == throughput_metric:
             continue
-        seen = {s.key for s in groups.values() if s.spec.family == spec.family}
+        seen = {
+            s.key
+            for s in groups.values()
+            if s.spec.family == spec.family and (spec.group is None or s.spec.group == spec.group)
+        }
         for key in seen:
             if (spec.metric, key) not in groups:
                 attrs = {k: v for k, v in zip(KEYS[spec.family], key, strict=True) if v is not None}
