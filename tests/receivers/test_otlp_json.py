@@ -11,13 +11,14 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import InputError
 from spark_otel.cells import cell
 from spark_otel.model import CellStatus
 from spark_otel.receivers.otlp_json import decode_any_value, read_otlp_json
-from spark_otel.store.codec import cell_from_span, request_from_span
+from spark_otel.store.codec import cell_from_span, request_from_span, server_timing_from_span
 
 
 def _record_spans(tracer_provider: TracerProvider) -> None:
@@ -47,6 +48,21 @@ def _record_spans(tracer_provider: TracerProvider) -> None:
         ),
     ):
         state.add_request(input_tokens=9857, output_tokens=5885, error_type=None)
+        # vLLM's server span for that request, parented through the traceparent it was sent
+        with tracer.start_as_current_span(
+            sc.VLLM_SERVER_SPAN_NAME,
+            kind=SpanKind.SERVER,
+            attributes={
+                sc.VLLM_LATENCY_TIME_IN_QUEUE: 0.05,
+                sc.VLLM_LATENCY_TIME_IN_MODEL_PREFILL: 0.15,
+                sc.VLLM_LATENCY_TIME_IN_MODEL_DECODE: 511.0,
+                sc.VLLM_LATENCY_TIME_TO_FIRST_TOKEN: 0.2,
+                sc.VLLM_LATENCY_E2E: 511.2,
+                sc.VLLM_USAGE_PROMPT_TOKENS: 9857,
+                sc.VLLM_USAGE_COMPLETION_TOKENS: 5885,
+            },
+        ):
+            pass
     with cell(
         "golden-review", "E#84", engine="qwen", deadline_s=1800, tracer_provider=tracer_provider
     ) as state:
@@ -91,7 +107,7 @@ def test_otlp_json_reader_rebuilds_cells_requests_and_windows_like_the_store_exp
 
     records = read_otlp_json([path])
 
-    assert records.spans == 5
+    assert records.spans == 6
     expected_cells = [
         cell_from_span(s) for s in spans if s.attributes.get(sc.SPAN_KIND_ATTR) == sc.SPAN_KIND_CELL
     ]
@@ -105,6 +121,11 @@ def test_otlp_json_reader_rebuilds_cells_requests_and_windows_like_the_store_exp
     assert request == request_from_span(next(s for s in spans if s.name.startswith("text_completion")))
     assert request.cell_uid == by_id["B#265"].uid
     assert request.finish_reasons == ["stop"]
+    [server] = records.server_timings
+    assert server == server_timing_from_span(next(s for s in spans if s.name == sc.VLLM_SERVER_SPAN_NAME))
+    assert (server.request_uid, server.queue_s, server.prefill_s, server.completion_tokens) == (
+        request.uid, 0.05, 0.15, 5885,
+    )  # fmt: skip
     [window] = records.windows
     assert (window.name, window.kind, window.engine, window.streams) == (
         "nemotron eval, 4 workers",

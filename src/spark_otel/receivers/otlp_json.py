@@ -36,9 +36,15 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from .. import _semconv as sc
 from .._exceptions import InputError
 from .._validate import check_count, check_time_ns, finite_number
-from ..model import Cell, LoadWindow, Request
+from ..model import Cell, LoadWindow, Request, ServerTiming
 from ..store import Store
-from ..store.codec import cell_from_span, request_from_span, window_from_span
+from ..store.codec import (
+    cell_from_span,
+    is_server_timing,
+    request_from_span,
+    server_timing_from_span,
+    window_from_span,
+)
 
 __all__ = ["OtlpRecords", "decode_any_value", "read_otlp_json", "records_from_export", "spans_from_export"]
 
@@ -53,6 +59,8 @@ class OtlpRecords:
     cells: list[Cell] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     windows: list[LoadWindow] = field(default_factory=list)
+    server_timings: list[ServerTiming] = field(default_factory=list)
+    """The engine's split of requests, from its server spans (vLLM's ``llm_request``)."""
     spans: int = 0
     skipped: list[str] = field(default_factory=list)
 
@@ -60,6 +68,7 @@ class OtlpRecords:
         self.cells.extend(other.cells)
         self.requests.extend(other.requests)
         self.windows.extend(other.windows)
+        self.server_timings.extend(other.server_timings)
         self.spans += other.spans
         self.skipped.extend(other.skipped)
 
@@ -67,6 +76,7 @@ class OtlpRecords:
         store.write_cells(self.cells)
         store.write_requests(self.requests)
         store.write_windows(self.windows)
+        store.write_server_timings(self.server_timings)
 
 
 def _short(value: Any, most: int = 60) -> str:
@@ -177,11 +187,21 @@ def _span(span: dict[str, Any]) -> ReadableSpan:
     end = start if end_raw in (None, "", "0", 0) else _time_ns(end_raw, "endTimeUnixNano")
     if end < start:
         raise ValueError(f"endTimeUnixNano {end} is before startTimeUnixNano {start}")
+    parent_raw = span.get("parentSpanId")
+    parent = None
+    if parent_raw not in (None, ""):
+        parent = SpanContext(
+            trace_id=trace_id,
+            span_id=_id(parent_raw, 8, "parentSpanId"),
+            is_remote=False,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
     return ReadableSpan(
         name=str(span.get("name", "")),
         context=SpanContext(
             trace_id=trace_id, span_id=span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
         ),
+        parent=parent,
         attributes=_attributes(_items(span.get("attributes"), "attributes")),
         start_time=start,
         end_time=end,
@@ -208,7 +228,7 @@ def spans_from_export(export: dict[str, Any]) -> Iterator[ReadableSpan]:
                     raise ValueError(f"{span_where}: {exc}") from exc
 
 
-def _check_record(record: Cell | Request | LoadWindow) -> None:
+def _check_record(record: Cell | Request | LoadWindow | ServerTiming) -> None:
     """What a report needs of a record: a cell's eval and id; counts that are whole numbers from
     0 to 2**53; finite seconds."""
     if isinstance(record, Cell):
@@ -219,19 +239,24 @@ def _check_record(record: Cell | Request | LoadWindow) -> None:
         Cell: ("prompt_tokens", "completion_tokens", "workers", "salvaged_findings"),
         Request: ("input_tokens", "output_tokens", "server_port"),
         LoadWindow: ("streams",),
+        ServerTiming: ("prompt_tokens", "completion_tokens"),
     }[type(record)]
     for name in counts:
         value = getattr(record, name)
         if value is not None:
             check_count(value, name)
-    for name in ("deadline_s", "time_to_first_chunk_s"):
+    for name in (
+        "deadline_s", "time_to_first_chunk_s", "first_token_s", "decode_s", "unsplit_s", "other_s", "queue_s",
+        "prefill_s", "time_to_first_token_s", "e2e_s",
+    ):  # fmt: skip
         value = getattr(record, name, None)
         if value is not None and finite_number(value, name) < 0:
             raise ValueError(f"{name} is {value!r}, below 0")
 
 
 def records_from_export(export: dict[str, Any]) -> OtlpRecords:
-    """Cells, requests and load windows in one export request (pure); other spans are skipped."""
+    """Cells, requests, load windows and engine server timings in one export request (pure);
+    other spans are skipped."""
     out = OtlpRecords()
     for span in spans_from_export(export):
         out.spans += 1
@@ -248,6 +273,9 @@ def records_from_export(export: dict[str, Any]) -> OtlpRecords:
             elif sc.GEN_AI_OPERATION_NAME in attrs:
                 out.requests.append(request_from_span(span))
                 _check_record(out.requests[-1])
+            elif is_server_timing(span):
+                out.server_timings.append(server_timing_from_span(span))
+                _check_record(out.server_timings[-1])
         except (ValueError, TypeError, ArithmeticError) as exc:  # an attribute of the wrong type or size
             raise ValueError(f"{what}: {exc}") from exc
     return out

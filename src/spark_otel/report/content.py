@@ -15,12 +15,14 @@ from .tables import time_scales
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice, AdvisorConfig
     from ..analysis.answers import Answer
+    from ..analysis.budget import CellBudget, EvalBudget
     from ..analysis.concurrency import ConcurrencyReport
     from ..analysis.curve import RateCurve
     from ..analysis.energy import EnergyReport
     from ..analysis.instruments import InstrumentsReport
     from ..analysis.neighbour import NeighbourReport
     from ..analysis.overview import Overview
+    from ..analysis.timeouts import TimeoutVerdict
     from ..model import Cell
     from ..probe.results import ProbeReport
 
@@ -54,6 +56,11 @@ class ReportContent:
     """Each eval's joules per token and per cell, where GPU readings cover its cells."""
     instruments: InstrumentsReport | None = None
     """Which gauges measured load (`instrument_verdicts`), where the inputs hold load and gauges."""
+    budgets: list[CellBudget] = field(default_factory=list)
+    """Where each cell's wall time went, for the cells recorded with a time budget."""
+    eval_budgets: list[EvalBudget] = field(default_factory=list)
+    timeouts: list[TimeoutVerdict] = field(default_factory=list)
+    """A verdict for every cell that hit its ceiling."""
 
 
 def overview_from_inputs(
@@ -92,13 +99,16 @@ def build_report(
     if not (inputs.cells or inputs.probes or inputs.curves or inputs.windows):
         raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
     from ..analysis.answers import answers
+    from ..analysis.budget import cell_budgets, eval_budgets
     from ..analysis.energy import attribute, restrict
+    from ..analysis.timeouts import timeout_verdicts
 
     found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
     energy = attribute(inputs.cells, inputs.gpu_energy)  # every cell on the box shares its energy
     if energy is not None and eval_name is not None:
         energy = restrict(energy, eval_name=eval_name)
+    budgets = cell_budgets(outcome_cells, inputs.requests, inputs.server_timings)
     return ReportContent(
         source=inputs.source,
         eval_name=eval_name,
@@ -117,6 +127,9 @@ def build_report(
         scales=time_scales(inputs.cells) or [1.0],
         energy=energy,
         instruments=inputs.instruments,
+        budgets=budgets,
+        eval_budgets=eval_budgets(budgets, outcome_cells),
+        timeouts=timeout_verdicts(inputs.cells, inputs.windows, eval_name=eval_name),
     )
 
 

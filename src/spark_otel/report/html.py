@@ -316,6 +316,40 @@ def _outcomes_section(content: ReportContent) -> str:
     return "".join(parts)
 
 
+def _budget_section(content: ReportContent, images: dict[str, bytes]) -> str:
+    """Where each eval's wall time went, a bar per cell; then a verdict for every timeout."""
+    from .budget import PHASE_NOTES, eval_budget_table, timeouts_table
+    from .plots import budget_png_name
+
+    parts = ["<h2>Where the time went</h2>"]
+    if not content.eval_budgets or not content.budgets:
+        parts.append(
+            '<p class="empty">No cell was recorded with a time budget (a live cell() records one; '
+            "older and backfilled cells have none unless their records say).</p>"
+        )
+    else:
+        columns, rows = eval_budget_table(content.eval_budgets)
+        parts.append(_table(columns, rows))
+        notes = "; ".join(f"{k}: {v}" for k, v in PHASE_NOTES.items() if k in columns)
+        parts.append(f'<p class="note">{html.escape(notes)}.</p>')
+        for e in content.eval_budgets:
+            name = budget_png_name(e.eval_name)
+            if name in images:
+                parts.append(_img(name, images, f"{e.eval_name}: where each cell's time went"))
+    parts.append("<h3>Timeouts</h3>")
+    if not content.timeouts:
+        parts.append('<p class="empty">No cell hit its ceiling.</p>')
+    else:
+        columns, rows = timeouts_table(content.timeouts)
+        parts.append(
+            _table(
+                ["eval", *columns],
+                [[v.eval_name, *row] for v, row in zip(content.timeouts, rows, strict=True)],
+            )
+        )
+    return "".join(parts)
+
+
 def _advice_section(content: ReportContent) -> str:
     parts = ["<h2>Queue rules</h2>"]
     if content.advice is not None:
@@ -378,6 +412,7 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
             _neighbour_section(content, images, glossary),
             _instruments_section(content, images),
             _outcomes_section(content),
+            _budget_section(content, images),
             _advice_section(content),
             f'<ul class="warnings">{notes}</ul>' if notes else "",
         ]

@@ -15,7 +15,7 @@ from .._exceptions import InputError
 if TYPE_CHECKING:
     from ..analysis.curve import RateCurve
     from ..analysis.instruments import InstrumentsReport, IntervalSource, LoadInterval
-    from ..model import Cell, LoadWindow, MetricSample
+    from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
     from ..probe.results import ProbeReport
     from ..store import Store
 
@@ -59,6 +59,10 @@ class ReportInputs:
     """GPU energy-counter and power samples around the cells and probes, for their energy."""
     instruments: InstrumentsReport | None = None
     """Which gauges measured load over the recorded intervals (`instrument_verdicts`)."""
+    requests: list[Request] = field(default_factory=list)
+    """The cells' requests, which the engine's server timings join to (the time budget)."""
+    server_timings: dict[str, ServerTiming] = field(default_factory=dict)
+    """The engine's split of requests, by request uid (its server spans)."""
 
 
 @dataclass
@@ -201,6 +205,8 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
         token_rates=[x.value for x in store.samples(sc.ENGINE_GENERATION_TOKEN_RATE)],
         gpu_energy=energy_samples(store, spans),
         instruments=instruments_from_store(store) if probe_tables else None,
+        requests=store.requests(),
+        server_timings=store.server_timings(),
     )
 
 
@@ -208,4 +214,10 @@ def inputs_from_otlp_json(paths: Sequence[str | Path]) -> ReportInputs:
     from ..receivers.otlp_json import read_otlp_json
 
     records = read_otlp_json(paths)
-    return ReportInputs(source=", ".join(str(p) for p in paths), cells=records.cells, windows=records.windows)
+    return ReportInputs(
+        source=", ".join(str(p) for p in paths),
+        cells=records.cells,
+        windows=records.windows,
+        requests=records.requests,
+        server_timings={t.request_uid: t for t in records.server_timings},
+    )

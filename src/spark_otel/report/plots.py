@@ -8,6 +8,7 @@ drawn at all (the page says why instead, `plottable`).
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from ..analysis.advisor import describe_curve
 from ..analysis.neighbour import windows_touched
 
 if TYPE_CHECKING:
+    from ..analysis.budget import CellBudget
     from ..analysis.concurrency import ConcurrencyReport
     from ..analysis.curve import RateCurve
     from ..analysis.instruments import InstrumentVerdict
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from .content import ReportContent
 
 __all__ = [
+    "budget_figure",
+    "budget_png_name",
     "concurrency_figure",
     "curve_figure",
     "curve_png_name",
@@ -32,6 +36,7 @@ __all__ = [
     "instrument_png_name",
     "neighbour_figure",
     "neighbour_png_name",
+    "plot_budget",
     "plot_concurrency",
     "plot_curve",
     "plot_instrument",
@@ -289,6 +294,52 @@ def instrument_png_name(index: int, verdict: InstrumentVerdict) -> str:
     return f"instrument-{index + 1}-{_slug(verdict.instrument)}.png"
 
 
+_PHASE_COLOURS = {
+    "admission": "#7f7f7f", "queue": "#9467bd", "prefill": "#ff7f0e", "first_token": "#e9a23b",
+    "decode": _PER_STREAM, "unsplit": "#17becf", "other": "#c7c7c7",
+}  # fmt: skip
+BUDGET_BARS = 40
+"""The longest cells an eval's budget plot draws (one bar each); the title says how many it left out."""
+
+
+def plot_budget(eval_name: str, budgets: Sequence[CellBudget], *, time_scale: float | None = None) -> bytes:
+    """`budget_figure` as PNG bytes."""
+    return _png(budget_figure(eval_name, budgets, time_scale=time_scale))
+
+
+def budget_figure(eval_name: str, budgets: Sequence[CellBudget], *, time_scale: float | None = None) -> Any:
+    """One bar per cell of the eval, longest at the top, split into its phases: where a slow
+    cell's time went (waiting for prefill, decoding, held by the governor) reads at a glance."""
+    from ..analysis.budget import BUDGET_PHASES
+
+    plt = _pyplot()
+    shown = sorted(budgets, key=lambda b: b.wall_s)[-BUDGET_BARS:]
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.22 * len(shown)))
+    left = [0.0] * len(shown)
+    for phase in BUDGET_PHASES:
+        widths = [b.seconds.get(phase, 0.0) for b in shown]
+        if any(widths):
+            ax.barh(
+                range(len(shown)),
+                widths,
+                left=left,
+                color=_PHASE_COLOURS[phase],
+                label=phase.replace("_", " "),
+            )
+            left = [x + w for x, w in zip(left, widths, strict=True)]
+    ax.set_yticks(range(len(shown)), [b.cell_id for b in shown], fontsize=7)
+    ax.set_xlabel("seconds" + _model_time(time_scale))
+    more = f" (the {len(shown)} longest of {len(budgets)})" if len(budgets) > len(shown) else ""
+    ax.set_title(f"{eval_name}: where each cell's time went{more}", fontsize=9)
+    _legend_outside(ax)
+    return fig
+
+
+def budget_png_name(eval_name: str) -> str:
+    """The file name of an eval's budget plot."""
+    return f"budget-{_slug(eval_name)}.png"
+
+
 def render_images(content: ReportContent) -> dict[str, bytes]:
     """Every plot of the report, by file name."""
     images: dict[str, bytes] = {}
@@ -307,6 +358,12 @@ def render_images(content: ReportContent) -> dict[str, bytes]:
         for i, verdict in enumerate(content.instruments.instruments):
             if len(verdict.readings) >= 2:
                 images[instrument_png_name(i, verdict)] = plot_instrument(verdict)
+    for e in content.eval_budgets:
+        mine = [b for b in content.budgets if b.eval_name == e.eval_name]
+        if mine:
+            images[budget_png_name(e.eval_name)] = plot_budget(
+                e.eval_name, mine, time_scale=content.time_scales.get(e.eval_name)
+            )
     return images
 
 
