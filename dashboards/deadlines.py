@@ -59,6 +59,13 @@ DURATION_P95 = Query(
     legend("{0}: {1} on {2} at {3} workers, p95", s.BOX, s.EVAL, s.ENGINE, s.WORKERS),
 )
 
+_PHASE_SUM = f"increase({s.CELL_PHASE_DURATION}_sum{{{_SEL}}}[$__range])"
+TIME_BY_PHASE = Query(
+    f"sum by ({s.BOX}, {s.EVAL}, {s.PHASE}) ({_PHASE_SUM})"
+    f" / ignoring ({s.PHASE}) group_left sum by ({s.BOX}, {s.EVAL}) ({_PHASE_SUM})",
+    legend("{0}: {1}: {2}", s.BOX, s.EVAL, s.PHASE),
+)
+
 _LANE_SEL = f"{ENGINE_SEL}, {BOX_SEL}"
 QUEUE_WAIT_P95 = Query(
     f"histogram_quantile(0.95, sum by (le, {s.BOX}, {s.EVAL}, {s.ENGINE})"
@@ -147,6 +154,20 @@ def build() -> gd.Dashboard:
                 "count; a p95 at the ceiling means cells are being cut off.",
                 "s",
                 [DURATION_P95],
+            )
+        )
+        .with_panel(
+            stat(
+                "Where cells' time went",
+                "Each eval's cell time over the time range by phase, as a share of all of it "
+                "(spark_otel.cell.phase.duration): admission (held by the governor), first_token "
+                "(waiting for the engine's queue and prefill), decode, unsplit (requests not "
+                "streamed) and other (the runner's own work). A first_token share that grows with "
+                "workers is contended prefill; `spark-otel cells --budget` splits it into the "
+                "engine's queue and prefill where its server spans are joined.",
+                "percentunit",
+                [TIME_BY_PHASE],
+                neutral(),
             )
         )
         .with_panel(

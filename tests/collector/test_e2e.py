@@ -314,12 +314,38 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
     assert chunk_counts
     assert float(chunk_counts[0]["value"][1]) == sum(last_counts.values())
 
+    # The Deadlines dashboard's time by phase: the same seconds per eval and phase as the cells'
+    # budgets in the store (one histogram record per phase per cell, cumulative over the outage).
+    _compare_phase_split(stack, store_path)
+
     # (c) the concurrency and neighbour-cost panels give the values the CLI computes.
     _compare_concurrency(stack, store_path, serial_eval, load_eval, marks, run_start, panel_time)
     _compare_neighbour_cost(stack, store_path, serial_eval, load_eval, marks, run_start)
 
     # Backfilled cells reach Jaeger with their historical times.
     _backfilled_cells_in_jaeger(stack, tmp_path, run_start)
+
+
+def _compare_phase_split(stack: Stack, store_path: Path) -> None:
+    from dashboards import series
+
+    from spark_otel.analysis.budget import cell_budgets, eval_budgets
+
+    with Store(store_path) as store:
+        cells = [c for c in store.cells() if c.source == "live"]
+    expected = {
+        (e.eval_name, phase): seconds
+        for e in eval_budgets(cell_budgets(cells))
+        for phase, seconds in e.seconds.items()
+    }
+    assert {phase for _, phase in expected} >= {"first_token", "decode", "other"}
+    found = stack.prometheus.query(
+        f"sum by ({series.EVAL}, {series.PHASE}) ({series.CELL_PHASE_DURATION}_sum)"
+    )
+    got = {(r["metric"][series.EVAL], r["metric"][series.PHASE]): float(r["value"][1]) for r in found}
+    assert got.keys() == expected.keys()
+    for key, seconds in expected.items():
+        assert got[key] == pytest.approx(seconds, rel=1e-9, abs=1e-9), key
 
 
 @contextlib.contextmanager
