@@ -460,3 +460,42 @@ def test_backfill_prints_the_warnings_and_still_loads(
     err = capsys.readouterr().err
     assert code == 0
     assert f"spark-otel: warning: {path}: no record has completion_tokens" in err
+
+
+def test_a_mapping_may_name_the_time_budget_and_what_a_record_lacks_stays_empty(tmp_path: Path) -> None:
+    mapping = FieldMapping(
+        name="with-budget", cell_id="id", elapsed="ms", elapsed_unit="ms", end="end", completion_tokens="out",
+        first_token="ttft_ms", decode="decode_ms", queue_wait="queued_ms",
+    )  # fmt: skip
+    end = "2026-09-19T10:00:00Z"
+    records = tmp_path / "runs.jsonl"
+    lines = [
+        {
+            "id": "a",
+            "ms": 100_000,
+            "end": end,
+            "out": 900,
+            "ttft_ms": 12_500,
+            "decode_ms": 80_000,
+            "queued_ms": 4_000,
+        },
+        {"id": "b", "ms": 50_000, "end": end, "out": 400},
+        {"id": "c", "ms": 50_000, "end": end, "ttft_ms": -1},
+        {"id": "d", "ms": 50_000, "end": end, "ttft_ms": 30_000, "decode_ms": 30_000},
+    ]
+    records.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = backfill_files([records], mapping, eval_name="e")
+    a, b = result.cells
+    assert (a.first_token_s, a.decode_s, a.unsplit_s, a.other_s, a.admission_s) == (
+        12.5,
+        80.0,
+        None,
+        None,
+        4.0,
+    )
+    assert (b.first_token_s, b.decode_s, b.admission_s, b.has_budget) == (None, None, None, False)
+    assert [str(e) for e in result.errors] == [
+        f"{records}:3: time to first token (ttft_ms) is -1; expected a finite, non-negative number",
+        f"{records}:4: time to first token and decode time (60 s) are more than the cell's elapsed time "
+        "(50 s); is elapsed_unit ('ms') right for them?",
+    ]

@@ -62,7 +62,16 @@ class FieldMapping(BaseModel):
     prompt_tokens: str | None = None
     completion_tokens: str | None = None
     elapsed: str | None = Field(default=None, description="path to the cell's elapsed time")
-    elapsed_unit: str = Field(default="s", pattern="^(s|ms|ns)$")
+    elapsed_unit: str = Field(
+        default="s", pattern="^(s|ms|ns)$", description="the unit of every duration field"
+    )
+    first_token: str | None = Field(
+        default=None, description="path to the time the cell waited for first tokens (TTFT, summed)"
+    )
+    decode: str | None = Field(default=None, description="path to the time the cell spent decoding")
+    queue_wait: str | None = Field(
+        default=None, description="path to the time the cell was held before it started (a harness queue)"
+    )
     start: str | None = Field(default=None, description="path to the start time: ISO 8601, or Unix s/ms/ns")
     end: str | None = Field(default=None, description="path to the end time: ISO 8601, or Unix s/ms/ns")
     mtime_is_end: bool = Field(
@@ -127,6 +136,9 @@ PATH_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "elapsed",
+    "first_token",
+    "decode",
+    "queue_wait",
     "start",
     "end",
     "status",

@@ -412,6 +412,21 @@ def cell_from_record(
         )
     if end < start:
         raise ValueError(f"ends before it starts ({(end - start) / NS_PER_S:.3f} s)")
+    first_token, decode, queue_wait = (
+        _duration_s(optional(path, _number, what), scale)
+        for path, what in (
+            (mapping.first_token, "time to first token"),
+            (mapping.decode, "decode time"),
+            (mapping.queue_wait, "queue wait"),
+        )
+    )
+    in_requests = (first_token or 0.0) + (decode or 0.0)
+    elapsed_s = (end - start) / NS_PER_S
+    if in_requests > elapsed_s * (1 + _BUDGET_SLACK) + _BUDGET_SLACK:
+        raise ValueError(
+            f"time to first token and decode time ({in_requests:g} s) are more than the cell's elapsed "
+            f"time ({elapsed_s:g} s); is elapsed_unit ({mapping.elapsed_unit!r}) right for them?"
+        )
 
     status = CellStatus.OK
     if mapping.status:
@@ -440,6 +455,8 @@ def cell_from_record(
         value = _lookup(record, path)
         if isinstance(value, str | int | float | bool):
             attributes[attr] = value
+    if queue_wait is not None:
+        attributes[sc.CELL_QUEUE_WAIT_S] = queue_wait
     # As a live cell records them (cells.py): its span, and so the cell stored from it, carry error.type.
     if status is CellStatus.DEADLINE:
         attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_DEADLINE
@@ -459,8 +476,20 @@ def cell_from_record(
         deadline_hit=status is CellStatus.DEADLINE,
         workers=workers,
         source="backfill",
+        first_token_s=first_token,
+        decode_s=decode,
         attributes=attributes,
     )
+
+
+_BUDGET_SLACK = 1e-3
+"""The share (and seconds) by which a record's first-token and decode times may pass its elapsed
+time, for rounding in the record: more is a unit mistake."""
+
+
+def _duration_s(value: float | None, scale: float) -> float | None:
+    """A duration field (already a finite number >= 0) in seconds: what the record says, never estimated."""
+    return None if value is None else value * scale
 
 
 CEILING_MULTIPLE = 10.0
