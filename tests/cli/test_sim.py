@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+from tests.receivers.metrics_server import OtlpSink
 
 from spark_otel.cli import main
 
@@ -101,3 +102,50 @@ def test_a_busy_port_is_an_error_naming_the_engine(capsys) -> None:
         port = taken.getsockname()[1]
         assert main(["sim", "--engine", f"qwen={port}:dense"]) == 2
     assert f"engine 'qwen': cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_sim_sends_vllms_server_span_per_request_to_an_otlp_endpoint(otlp_sink: OtlpSink) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from spark_otel import _semconv as sc
+
+    url = f"http://127.0.0.1:{otlp_sink.server.server_address[1]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_otel", "sim", "--engine", "qwen=0:dense", "--speed", "100",
+         "--otlp-traces-endpoint", url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        base = next(
+            m.group(1) for line in proc.stdout if (m := re.search(r"(http://127\.0\.0\.1:\d+)/v1$", line))
+        )
+        trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+        body = {"model": "qwen", "prompt": "x", "max_tokens": 5, "min_tokens": 5}
+        headers = {"traceparent": f"00-{trace_id}-{parent_id}-01"}
+        assert httpx.post(base + "/v1/completions", json=body, headers=headers, timeout=10).status_code == 200
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    spans = []
+    for raw in otlp_sink.bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(raw)
+        spans += [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+    (span,) = spans
+    assert span.name == sc.VLLM_SERVER_SPAN_NAME
+    assert (span.trace_id.hex(), span.parent_span_id.hex()) == (trace_id, parent_id)
+    attrs = {a.key: a.value for a in span.attributes}
+    assert attrs[sc.VLLM_USAGE_COMPLETION_TOKENS].int_value == 5
+    assert attrs[sc.VLLM_LATENCY_E2E].double_value > 0
+
+
+def test_sim_refuses_an_otlp_endpoint_that_is_not_a_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["sim", "--engine", "q=0:dense", "--otlp-traces-endpoint", "localhost:4317", "--duration", "0"])
+        == 2
+    )
+    assert "--otlp-traces-endpoint 'localhost:4317': expected an http(s) URL" in capsys.readouterr().err

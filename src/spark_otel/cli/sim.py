@@ -11,6 +11,11 @@ every figure it reports (/metrics histograms, /sim/gpu energy, timestamps) stays
 Runs until Ctrl-C, or for --duration SECONDS of real time. Each engine serves /v1/completions,
 /v1/chat/completions, /v1/models, /health, /metrics (vLLM V1 names), /sim/info and /sim/gpu
 (the box's GPU readout).
+
+--otlp-traces-endpoint URL sends one ``llm_request`` server span per finished request over
+OTLP/HTTP, as ``vllm serve --otlp-traces-endpoint`` does: parented to the request's
+``traceparent``, with the engine's queue, prefill and decode times, so an instrumented runner's
+cells get the engine's split of their wait for first tokens (``spark-otel cells --budget``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ import contextlib
 import math
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 DEFAULT_ENGINES = ("qwen=8011:dense", "nemotron=8012:moe")
 
@@ -45,6 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--speed", type=_speed, default=1.0, help="times faster than real time (inf: as fast as it can)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for unpinned output lengths")
+    parser.add_argument(
+        "--otlp-traces-endpoint",
+        metavar="URL",
+        help="send vLLM's llm_request server span per request over OTLP/HTTP (as vllm serve does)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
         "--contention",
@@ -65,7 +79,20 @@ def run(args: argparse.Namespace) -> int:
     DURATION_S.check("--duration", duration)
     Bounds(at_least=0).check("--contention", args.contention)
     specs = [parse_engine_spec(text) for text in (args.engine or DEFAULT_ENGINES)]
-    with run_box(specs, speed=args.speed, seed=args.seed, host=args.host, contention=args.contention) as box:
+    tracing = _server_tracing(args.otlp_traces_endpoint)
+    with contextlib.ExitStack() as held:
+        if tracing is not None:
+            held.callback(tracing.shutdown)
+        box = held.enter_context(
+            run_box(
+                specs,
+                speed=args.speed,
+                seed=args.seed,
+                host=args.host,
+                contention=args.contention,
+                tracer_provider=tracing,
+            )
+        )
         speed = "as fast as possible" if math.isinf(box.speed) else f"{box.speed:g}x real time"
         print(f"spark-otel sim: {len(box.engines)} engine(s) on one simulated box, {speed}", flush=True)
         for name in box.engines:
@@ -78,3 +105,32 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait(duration)
     return 0
+
+
+def _server_tracing(endpoint: str | None) -> TracerProvider | None:
+    """The simulated engines' tracer provider for ``--otlp-traces-endpoint`` (None without one):
+    OTLP/HTTP to that URL (``/v1/traces`` added to a bare host), service ``$OTEL_SERVICE_NAME`` or
+    ``spark-otel-sim``. A URL that is not http(s) is refused, naming it."""
+    if endpoint is None:
+        return None
+    import os
+    from urllib.parse import urlsplit
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from .._exceptions import ConfigError
+
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"--otlp-traces-endpoint {endpoint!r}: expected an http(s) URL such as http://127.0.0.1:4318"
+        )
+    url = endpoint if parts.path.strip("/") else endpoint.rstrip("/") + "/v1/traces"
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-sim"})
+    )
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url)))
+    return provider
