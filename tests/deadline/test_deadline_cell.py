@@ -49,6 +49,14 @@ def test_cut_off_seed_with_findings_is_a_degraded_deadline_cell(
     assert attrs[sc.CELL_DEGRADED] is True
     # Only server-reported tokens count in a cell, and a cut-off stream has none.
     assert sc.CELL_COMPLETION_TOKENS not in attrs
+    # Not instrumented: the helper places its stream in the cell's time budget itself.
+    first_token, decode = attrs[sc.CELL_BUDGET_FIRST_TOKEN_S], attrs[sc.CELL_BUDGET_DECODE_S]
+    assert first_token == pytest.approx(result.timings.time_to_first_token_s, abs=0.005)
+    assert decode > 0
+    assert first_token + decode + attrs[sc.CELL_BUDGET_OTHER_S] == pytest.approx(
+        attrs[sc.CELL_ELAPSED_S], abs=1e-9
+    )
+    assert attrs[sc.CELL_BUDGET_OTHER_S] < 0.02
 
 
 def test_finished_seed_is_an_ok_cell_with_its_findings_counted(

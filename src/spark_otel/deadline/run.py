@@ -16,6 +16,7 @@ from .._clock import NS_PER_S
 from .._guard import guard
 from ..cells import current_cell
 from ..instrumentation.request_notes import RequestNotes
+from ..time_budget import RequestStamps
 from .plan import Plan
 from .results import DeadlineResult, DeadlineStatus, Timings, TokenUsage
 from .salvage import ExtractorSpec, as_extractor
@@ -83,6 +84,9 @@ class StreamRun:
         self.cap_hit = False
         self.start_ns = _clock.perf_ns()
         self.first_ns = 0
+        self.real_start_ns = _clock.real_monotonic_ns()
+        self.real_first_ns = 0
+        """The start and first token on the requests' clock, for the cell's time budget."""
         self.notes: RequestNotes | None = None
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
@@ -122,6 +126,7 @@ class StreamRun:
             if content or reasoning:
                 if not self.first_ns:
                     self.first_ns = _clock.perf_ns()
+                    self.real_first_ns = _clock.real_monotonic_ns()
                 self.streamed += 1
             if content:
                 self.texts.append(content)
@@ -299,5 +304,8 @@ class StreamRun:
                         output_tokens=tokens if reported else None,
                         error_type=self.notes.error_type
                         or (sc.ERROR_TYPE_OTHER if status is DeadlineStatus.ERROR else None),
+                        stamps=RequestStamps(
+                            self.real_start_ns, self.real_first_ns, _clock.real_monotonic_ns(), streaming=True
+                        ),
                     )
         return result
