@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ..report.inputs import DEFAULT_BIN_S, read_inputs
+from ..report.inputs import DEFAULT_BIN_S, read_inputs, verdicts_of
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
@@ -142,7 +142,6 @@ def _print_readings(report: InstrumentsReport) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
-    from ..analysis.instruments import instrument_verdicts
     from ._common import Bounds
 
     Bounds(above=0, at_most=86_400).check("--bin", args.bin_s)
@@ -158,14 +157,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
         raise InputError(f"{path}: no load to pair the gauges with (no {what}); measure: {_MEASURE}")
-    report = instrument_verdicts(
-        inputs.intervals,
-        inputs.samples,
-        interval_source=inputs.source,
-        engine_urls=inputs.engine_urls,
-        throughput_metric=inputs.throughput_metric,
-    )
-    report = report.model_copy(update={"notes": [*inputs.notes, *report.notes]})
+    report = verdicts_of(inputs)
     if not report.intervals:
         raise InputError(
             f"{path}: none of the {len(inputs.intervals)} {inputs.source} intervals had any token "

@@ -150,11 +150,19 @@ def energy_samples(store: Store, spans: Sequence[tuple[int, int]]) -> list[Metri
 def instruments_from_store(store: Store) -> InstrumentsReport | None:
     """`instrument_verdicts` over what the store holds, as `spark-otel instruments` reads it;
     None where there is no load to pair the gauges with, or no gauge."""
-    from ..analysis.instruments import instrument_verdicts
-
     found = read_inputs(store)
     if not found.intervals:
         return None
+    report = verdicts_of(found)
+    if not report.intervals or not any(v.n_samples for v in report.instruments):
+        return None
+    return report
+
+
+def verdicts_of(found: InstrumentInputs) -> InstrumentsReport:
+    """`instrument_verdicts` of what `read_inputs` read, with the reading's notes first."""
+    from ..analysis.instruments import instrument_verdicts
+
     report = instrument_verdicts(
         found.intervals,
         found.samples,
@@ -162,8 +170,6 @@ def instruments_from_store(store: Store) -> InstrumentsReport | None:
         engine_urls=found.engine_urls,
         throughput_metric=found.throughput_metric,
     )
-    if not report.intervals or not any(v.n_samples for v in report.instruments):
-        return None
     return report.model_copy(update={"notes": [*found.notes, *report.notes]})
 
 
