@@ -79,6 +79,7 @@ class RequestTelemetry:
         "shape",
         "span",
         "start_ns",
+        "start_wall_ns",
         "streaming",
     )
 
@@ -132,8 +133,9 @@ class RequestTelemetry:
         if rt.follows:
             rt.refresh()
         self.input_messages = request_content_messages(operation, params) if rt.capture_content else None
+        self.start_wall_ns = _clock.wall_ns()
         self.span: Span = rt.tracer.start_span(
-            shape.name, kind=SpanKind.CLIENT, attributes=attrs, start_time=_clock.wall_ns()
+            shape.name, kind=SpanKind.CLIENT, attributes=attrs, start_time=self.start_wall_ns
         )
         self.start_ns = _clock.real_monotonic_ns()
 
@@ -224,7 +226,8 @@ class RequestTelemetry:
         except Exception as exc:  # the `guard` contract, without a generator per request
             report_failure("request finalize", exc)
         finally:
-            span.end(end_time=_clock.wall_ns())
+            # From the same stamps as the duration metric, so the span lasts exactly what it records.
+            span.end(end_time=self.start_wall_ns + _clock.to_model_ns(end_ns - self.start_ns))
 
     def _record(
         self,
