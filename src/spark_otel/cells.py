@@ -367,7 +367,8 @@ class cell:
             if self._otel_token is not None:
                 with guard("cell span context detach"):
                     otel_context.detach(self._otel_token)  # type: ignore[arg-type]
-            state.span.end(end_time=end_ns)
+            with guard("cell span end"):  # a span processor that raises must not replace the user's outcome
+                state.span.end(end_time=end_ns)
 
     async def __aenter__(self) -> CellState:
         tracer_provider, meter_provider = self._resolve_providers()

@@ -758,6 +758,25 @@ def _failing_lease(inj: Injector) -> None:
     inj.monkeypatch.setattr(SharedState, "renew", renew)
 
 
+def _processor_raising_on_end(module: str) -> Callable[[Injector], None]:
+    """A span processor (the user's own, say) whose ``on_end`` raises after doing its work, for
+    spans ended by ``module``: the span is ended, and the exception reaches whoever ended it."""
+
+    def inject(inj: Injector) -> None:
+        original = OpenSpans.on_end
+        ended_here = called_from(module, depth=3)  # on_end <- the SDK's processors <- Span.end <- module
+
+        def on_end(self: OpenSpans, span: Any) -> None:
+            original(self, span)
+            if ended_here(sys._getframe(1), (), {}):
+                inj.fired += 1
+                raise InjectedFault(f"injected into on_end (#{inj.fired})")
+
+        inj.monkeypatch.setattr(OpenSpans, "on_end", on_end)
+
+    return inject
+
+
 FROM_REQUEST = called_from("spark_otel.instrumentation._request")
 # A request's span starts in `RequestTelemetry`, made by the openai layer or by the raw layer.
 OPENAI_SPAN_START = called_from("spark_otel.instrumentation._openai_patch", depth=2)
@@ -790,6 +809,8 @@ FAULTS: tuple[Fault, ...] = (
     _f("openai response", "response fields", lambda i: i.fail(_request, "get_field"), OPENAI_PLAIN),
     _f("stream chunk bookkeeping", "chunk", lambda i: i.fail(_stream.StreamState, "on_chunk"),
        OPENAI_STREAMS),
+    _f("request span end", "span processor on_end",
+       _processor_raising_on_end("spark_otel.instrumentation._request"), REQUESTS_SOME),
     # -- a request, over raw httpx2 -----------------------------------------------------------------
     _f("httpx request start", "span start", lambda i: i.fail(Tracer, "start_span", when=RAW_SPAN_START),
        RAW_ALL, lost=("request",)),
@@ -857,6 +878,7 @@ FAULTS: tuple[Fault, ...] = (
     _f("governor release", "release", lambda i: i.fail(Governor, "release"), CELLS, env=("governed",)),
     _f("governor wait report", "wait report", lambda i: i.fail(Governor, "waited_past_deadline"),
        CELLS_SOME, env=("governed",)),
+    _f("cell span end", "span processor on_end", _processor_raising_on_end("spark_otel.cells"), CELLS_SOME),
     _f("governor rules {}", "broken rules file", _broken_rules, CELLS_SOME, env=("governed",),
        exc=ConfigError, counted=False),
     _f("governor state {}", "state attempt",

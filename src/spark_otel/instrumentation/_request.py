@@ -226,8 +226,11 @@ class RequestTelemetry:
         except Exception as exc:  # the `guard` contract, without a generator per request
             report_failure("request finalize", exc)
         finally:
-            # From the same stamps as the duration metric, so the span lasts exactly what it records.
-            span.end(end_time=self.start_wall_ns + _clock.to_model_ns(end_ns - self.start_ns))
+            try:  # a span processor that raises (the user's own) must not reach the user's call
+                # From the same stamps as the duration metric: the span lasts exactly what it records.
+                span.end(end_time=self.start_wall_ns + _clock.to_model_ns(end_ns - self.start_ns))
+            except Exception as exc:
+                report_failure("request span end", exc)
 
     def _record(
         self,

@@ -11,6 +11,7 @@ span, as it would against vLLM.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["end_server_span", "incoming_context", "server_span_attributes"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+_logger = logging.getLogger(__name__)
 
 
 def incoming_context(headers: Mapping[str, str]) -> Context | None:
@@ -73,11 +75,14 @@ def end_server_span(box: BoxModel, engine: str, req: SimRequest) -> None:
     tracer = box.tracer
     if tracer is None or req.finished_ns is None:
         return
-    span = tracer.start_span(
-        sc.VLLM_SERVER_SPAN_NAME,
-        context=req.trace_context,
-        kind=SpanKind.SERVER,
-        attributes=server_span_attributes(req, f"sim{engine}{req.id:08d}"),
-        start_time=box.clock.unix_ns(req.arrival_ns),
-    )
-    span.end(end_time=box.clock.unix_ns(req.finished_ns))
+    try:  # the engine's step loop goes on whatever its tracing does
+        span = tracer.start_span(
+            sc.VLLM_SERVER_SPAN_NAME,
+            context=req.trace_context,
+            kind=SpanKind.SERVER,
+            attributes=server_span_attributes(req, f"sim{engine}{req.id:08d}"),
+            start_time=box.clock.unix_ns(req.arrival_ns),
+        )
+        span.end(end_time=box.clock.unix_ns(req.finished_ns))
+    except Exception:
+        _logger.warning("sim engine %s: its server span could not be recorded", engine, exc_info=True)
