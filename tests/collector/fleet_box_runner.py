@@ -12,6 +12,9 @@ simulated GPU as a child process. Nothing here knows about the other box.
 The test drives it one command a line on stdin (``extras``, ``serial-start``, ``load-start``,
 ``load-stop``, ``finish``); each is answered by one JSON line on stdout with the real Unix time
 it took effect. ``finish`` stops everything, flushes and prints every cell the runner ran.
+``serial_workers`` (default 1) runs the qwen lane with that many streams, ``load_workers`` the
+nemotron lane's; ``metric_export_interval_ms`` (default 1000) is the eval's metric export interval
+(benchmarks/bench_fleet.py runs 32 streams in all at the box, 16 on each engine).
 """
 
 from __future__ import annotations
@@ -62,13 +65,17 @@ def main() -> int:
     with run_box({"qwen": "dense", "nemotron": "moe"}, speed=config["speed"], seed=config["seed"]) as box:
         urls = {name: box.url(name) for name in box.engines}
         receive = start_receive(box_name, urls, config["receive_interval_s"], workdir / "receive.log")
-        telemetry = spark_otel.configure(otlp=True, metric_export_interval_ms=1000, set_global=False)
+        export_ms = int(config.get("metric_export_interval_ms", 1000))
+        telemetry = spark_otel.configure(otlp=True, metric_export_interval_ms=export_ms, set_global=False)
         spark_otel.instrument()
         qwen = openai.OpenAI(base_url=urls["qwen"] + "/v1", api_key="sim", max_retries=0, timeout=60)
         nemo = openai.OpenAI(base_url=urls["nemotron"] + "/v1", api_key="sim", max_retries=0, timeout=60)
         qwen_model, nemo_model = qwen.models.list().data[0].id, nemo.models.list().data[0].id
         prefix = f"{box_name}-"
-        serial = Lane(qwen, qwen_model, evals["serial"], "qwen", 1, config["serial_tokens"], prefix)
+        serial_workers = int(config.get("serial_workers", 1))
+        serial = Lane(
+            qwen, qwen_model, evals["serial"], "qwen", serial_workers, config["serial_tokens"], prefix
+        )
         load = Lane(
             nemo, nemo_model, evals["load"], "nemotron", config["load_workers"], config["load_tokens"], prefix
         )
@@ -99,9 +106,10 @@ def main() -> int:
                     )
                     say("extras", **extras)
                 elif command == "serial-start":
-                    thread = threading.Thread(target=serial.run, args=(stop_serial, 0))
-                    thread.start()
-                    threads["serial"].append(thread)
+                    for worker in range(serial_workers):
+                        thread = threading.Thread(target=serial.run, args=(stop_serial, worker))
+                        thread.start()
+                        threads["serial"].append(thread)
                     say("serial-start")
                 elif command == "load-start":
                     for worker in range(config["load_workers"]):
