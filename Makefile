@@ -1,7 +1,7 @@
 # spark-otel developer targets. The CI entry point is .ci/run; these are the same steps by hand.
 PYTHON ?= .venv/bin/python
 
-.PHONY: collector jaeger dashboards dashboards-check test
+.PHONY: collector jaeger dashboards dashboards-check test mutation
 
 # Build the OpenTelemetry Collector (otelcol-spark) with the official builder (OCB) from
 # collector/builder-config.yaml; cached outside the repo, the binary's path is printed last.
@@ -26,3 +26,32 @@ dashboards-check:
 test:
 	.venv/bin/ruff check . && .venv/bin/mypy && \
 	SPARK_OTEL_OTELCOL="$$(bash scripts/build-collector.sh | tail -n 1)" .venv/bin/pytest -q
+
+# Mutation testing of one package of src/spark_otel/ (docs/testing.md): `make mutation PKG=wire`;
+# PKG=deadline.salvage runs one module's mutants. Too slow for CI on 2 cores: run it after each
+# change to a package it covers and record the score in docs/testing.md. The package must be in
+# [tool.mutmut] only_mutate (pyproject.toml). Its mutants run against MUTATION_TESTS (default: the
+# package's own tests, tests/<package>): every other test file is --ignore'd, so mutmut maps each
+# mutated function to those tests only and a mutant takes seconds; widen it to count what other
+# tests kill, e.g. MUTATION_TESTS="tests/wire tests/deadline". CI=1 makes the property tests draw
+# the same examples for every mutant; PYTHONPATH hands the mutated copy to the processes the tests
+# start. mutmut's own limit is CPU time, which a mutant that waits forever never uses:
+# pytest-timeout ends such a test after MUTATION_TIMEOUT_S (a kill). MUTATION_JOBS mutants run at
+# once. MUTANTS='NAME ...' re-runs only the mutants named, as `mutmut results` lists them
+# (`.venv/bin/mutmut show NAME` prints one's diff).
+MUTATION_JOBS ?= 1
+MUTATION_TIMEOUT_S ?= 30
+MUTANTS ?= spark_otel.$(PKG).*
+MUTATION_TESTS_governor = tests/governor tests/cli/test_governor_commands.py
+MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
+MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
+mutation:
+	@test -n "$(PKG)" && { test -d "src/spark_otel/$(subst .,/,$(PKG))" || test -f "src/spark_otel/$(subst .,/,$(PKG)).py"; } || \
+		{ echo "make mutation: PKG must name a package of src/spark_otel/ (PKG=wire) or a module (PKG=deadline.salvage)" >&2; exit 2; }
+	mkdir -p mutants/src
+	@echo "mutants of spark_otel.$(PKG), against: $(MUTATION_TESTS)"
+	CI=1 PYTHONPATH="$(CURDIR)/mutants/src" PYTEST_ADDOPTS="--timeout=$(MUTATION_TIMEOUT_S) $(addprefix --ignore=,$(MUTATION_IGNORE))" \
+		nice -n 15 .venv/bin/mutmut run --max-children $(MUTATION_JOBS) $(foreach m,$(MUTANTS),'$(m)')
+	@.venv/bin/mutmut results --all true | awk -F': ' -v pkg="spark_otel.$(PKG)." \
+		'{ sub(/^ +/, "", $$1) } index($$1, pkg) == 1 { n[$$2]++; total++; if ($$2 != "killed") print $$2 ": " $$1 } \
+		END { printf "%s*: %d mutants;", pkg, total; for (s in n) printf " %s %d;", s, n[s]; print "" }'

@@ -140,3 +140,67 @@ def test_the_queue_is_fifo_for_a_shared_rule_but_an_own_limit_blocks_no_one_else
     assert admitted_in_order(waiting, [_c("q", "z")], lane) == [True, False, False]
     limit = parse_rules("[[limit]]\nengine = 'q'\neval = 'a'\ncells = 1\n", where="r")
     assert admitted_in_order([_c("q", "a"), _c("q", "b")], [_c("q", "a")], limit) == [False, True]
+
+
+def test_a_cross_engine_rule_that_admits_some_says_how_many() -> None:
+    rules = parse_rules(
+        "[[cross_engine]]\nengine = 'n'\ncells = 1\nwhile_engine = 'q'\nwhile_eval = 'serial'\n"
+        "[[cross_engine]]\nengine = 'n'\ncells = 2\nwhile_engine = 'q'\n",
+        where="r",
+    )
+    assert [r.describe() for r in rules.rules] == [
+        "n admits at most 1 cell while serial runs on q",
+        "n admits at most 2 cells while a ceiling-bound eval runs on q",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Exactly the message, nothing after it, when no key is close to the unknown one.
+        ("[[lane]]\nengine = 'e'\ncells = 2\nstreams = 4\n", "rules.toml: lane[0].streams: unknown key"),
+        ("Xcolour = 'red'\n", "rules.toml: Xcolour: unknown key"),
+        ('".x" = 1\n', "rules.toml: .x: unknown key"),  # a key that starts with a dot keeps it
+        ("[[lane]]\nengine = 'e'\ncels = 2\n", "rules.toml: lane[0].cels: unknown key (did you mean cells?)"),
+    ],
+)
+def test_an_unknown_key_is_named_exactly(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_rules(text, where="rules.toml")
+    assert str(raised.value) == message
+
+
+def test_a_rules_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_bytes(b"\xff[[lane]]\n")
+    with pytest.raises(ConfigError) as raised:
+        load_rules(path)
+    assert str(raised.value) == (
+        f"{path}: cannot read the rules file: 'utf-8' codec can't decode byte 0xff in position 0: "
+        "invalid start byte"
+    )
+
+
+def test_a_limit_of_two_admits_the_second_cell_and_holds_the_third() -> None:
+    rules = parse_rules("[[limit]]\nengine = 'q'\neval = 'r'\ncells = 2\n", where="r")
+    assert holding_rule(_c("q", "r"), [_c("q", "r"), _c("q", "other")], rules) is None
+    assert holding_rule(_c("q", "r"), [_c("q", "r"), _c("q", "r")], rules) is rules.limit[0]
+
+
+def test_every_cross_engine_rule_on_the_candidates_engine_is_checked() -> None:
+    # The first rule limits another engine; the second, on the candidate's, must still hold it.
+    rules = parse_rules(
+        "[[cross_engine]]\nengine = 'x'\ncells = 0\nwhile_engine = 'q'\n"
+        "[[cross_engine]]\nengine = 'n'\ncells = 0\nwhile_engine = 'q'\n",
+        where="r",
+    )
+    assert holding_rule(_c("n"), [_c("q", "a")], rules) is rules.cross_engine[1]
+
+
+def test_the_queue_counts_an_eval_between_its_cells_as_present() -> None:
+    rules = parse_rules(
+        "[[cross_engine]]\nengine = 'n'\ncells = 0\nwhile_engine = 'q'\nwhile_eval = 'serial'\n", where="r"
+    )
+    waiting = [_c("n", "a"), _c("q", "b")]
+    assert admitted_in_order(waiting, [], rules) == [True, True]
+    assert admitted_in_order(waiting, [], rules, present=[_c("q", "serial")]) == [False, True]

@@ -210,7 +210,7 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).removeprefix(".")
 
 
 # -- the admission decision ------------------------------------------------------------------------------

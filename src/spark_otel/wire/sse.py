@@ -93,7 +93,7 @@ class SseDecoder:
             value = block[5:end]
         else:
             return None
-        if end > self.max_event_bytes:
+        if len(value) > self.max_event_bytes:  # the event's data, as the general path measures it
             raise self._too_large()
         return value
 
