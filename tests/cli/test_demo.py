@@ -18,8 +18,9 @@ from spark_otel.governor.rules import load_rules
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
 
-# Slow enough that the instrumented client keeps pace with the streams on a loaded 2-core box.
-SPEED = 60.0
+# Slow enough that the instrumented client keeps pace with the streams on a loaded 2-core box: the
+# real-time jitter of a busy machine (ms) reads as that many times as much model time.
+SPEED = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +107,16 @@ def test_each_act_recovers_the_simulated_truth(demo: tuple[DemoResult, Path]) ->
     assert nb.baseline.median == pytest.approx(truth["baseline_rate"], rel=0.06)
     [nemotron] = [w for w in nb.windows if w.engine == "nemotron" and w.n_cells]
     assert nemotron.n_cells >= 3
-    assert nemotron.cost == pytest.approx(truth["load"], abs=0.02)
-    # Against the ground truth, the cells that ran wholly inside a load: a cell half outside
-    # it decoded part of its answer alone, which dilutes the cost it reports.
+    # A cell counts for a load from a quarter of it inside: the rest of it decoded alone, which
+    # can only dilute the cost it reports, never add to it.
+    assert truth["load"] - 0.06 <= nemotron.cost <= truth["load"] + 0.02
+    # Against the ground truth, the cells that ran wholly inside a load.
     with Store(result.store_path, read_only=True) as store:
-        serial = store.cells(eval_name=result.serial_eval)
+        cells = [c for c in store.cells() if DEMO_ACT not in c.attributes]  # Act 5's apart
         windows = [w for w in store.windows() if w.kind == "load"]
-    inside = neighbour_cost(result.serial_eval, serial, windows, min_overlap_fraction=1.0)
+    inside = neighbour_cost(result.serial_eval, cells, windows, min_overlap_fraction=1.0)
+    [nemotron] = [w for w in inside.windows if w.engine == "nemotron" and w.n_cells]
+    assert nemotron.cost == pytest.approx(truth["load"], abs=0.02)
     for name in ("1 more qwen stream", "4 more qwen streams"):
         load = inside.window(name)
         assert load.same_engine

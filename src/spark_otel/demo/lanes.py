@@ -112,6 +112,10 @@ def openai_client(base_url: str) -> Any:
     )
 
 
+LOAD_ANSWER_TOKENS = 256
+"""Tokens of each answer an imposed same-engine stream asks for, back to back."""
+
+
 def same_engine_load(client: Any, model: str, streams: int, seconds: float, tag: str) -> LoadWindow:
     """``streams`` more plain requests on the serial eval's engine, back to back for ``seconds``:
     the article's "one more Qwen stream". Returns the window it ran over, for the store."""
@@ -128,7 +132,9 @@ def same_engine_load(client: Any, model: str, streams: int, seconds: float, tag:
                 client.chat.completions.create(
                     model=model,
                     messages=[{"role": "user", "content": prompt}],
-                    max_tokens=64,
+                    # Long answers: the load is off only between them (a client's turnaround, a
+                    # new prefill), which would otherwise read as a smaller cost than its own.
+                    max_tokens=LOAD_ANSWER_TOKENS,
                     extra_body={"ignore_eos": True},
                 )
             count += 1
