@@ -118,7 +118,10 @@ class SharedState:
             conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)  # fmt: skip
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
+            # Switching the mode takes a lock another runner's transaction may hold: only a file
+            # not yet in WAL is switched, so runners opening a busy state file never wait on it.
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             self._conn, self._pid = conn, os.getpid()
