@@ -51,12 +51,6 @@ class BoxSeries:
         counts = {name: len(v) for name, v in self.label_values().items()}
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    def by_metric(self) -> dict[str, int]:
-        counts: dict[str, int] = defaultdict(int)
-        for s in self.series:
-            counts[s["__name__"]] += 1
-        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
 
 def series_of(prom: Prometheus, match: str, start: float, end: float) -> list[dict[str, str]]:
     resp = httpx.get(

@@ -308,14 +308,13 @@ def _check_series(
 ) -> None:
     """(e): every series carries its box; per box, no label names a cell (its id, its span or
     trace id, a request's span id), no label but `le` takes more than SERIES_LABEL_BOUND values
-    though each box ran many times that many cells, and the two boxes, which ran the same evals
-    on the same engines, have as many series each; box A's series did not grow while it went on
-    running cells after its last new eval."""
+    though each box ran many times that many cells; box A's series did not grow while it went on
+    running cells after its last new eval. (The two boxes' counts are not compared: a series is a
+    combination of bounded labels, and which combinations occur depends on what happened, a cell
+    that failed on one box, a governed cell's admission, not on how many cells ran.)"""
     cell_ids, hex_ids = series_checks.per_cell_values(run.store for run in runs.values())
     orphans = series_checks.without_box(prom, start, end)
     assert not orphans, f"series without {series_checks.BOX_LABEL}: {orphans[:5]}"
-    counts: dict[str, int] = {}
-    per_metric: dict[str, dict[str, int]] = {}
     for box, run in runs.items():
         got = series_checks.box_series(prom, box, start, end)
         with Store(run.store, read_only=True) as store:
@@ -325,17 +324,6 @@ def _check_series(
         assert not named, f"{box}: labels that name a cell or request: {named[:10]}"
         over = series_checks.unbucketed_over(got, SERIES_LABEL_BOUND)
         assert not over, f"{box}: labels over {SERIES_LABEL_BOUND} values: {over}; {got.cardinality()}"
-        counts[box] = len(got.series)
-        per_metric[box] = got.by_metric()
-    differ = {
-        m
-        for m in per_metric[BOX_A].keys() | per_metric[BOX_B].keys()
-        if len({p.get(m) for p in per_metric.values()}) > 1
-    }
-    assert counts[BOX_A] == counts[BOX_B], (
-        counts,
-        {m: [p.get(m) for p in per_metric.values()] for m in differ},
-    )
     ingested = f'count({{{series_checks.BOX_LABEL}="{BOX_A}", __name__!~".+:.+"}})'
     [before] = prom.query(ingested, at=a_settled)
     [after] = prom.query(ingested, at=end)
