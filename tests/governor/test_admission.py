@@ -202,9 +202,10 @@ def test_rules_edited_on_disk_take_effect_for_the_next_admission(
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    wait_for(lambda: _lanes(state_path).get("q") == (1, 2), "one in, two waiting", 5)
+    # Generous bounds: returned as soon as true; a loaded 2-core CI machine took over 5 s.
+    wait_for(lambda: _lanes(state_path).get("q") == (1, 2), "one in, two waiting", 30)
     rules_file("[[lane]]\nengine = 'q'\ncells = 3\n")  # widen the lane while they wait
-    wait_for(lambda: len(inside) == 3, "the waiting cells to start under the new rule", 5)
+    wait_for(lambda: len(inside) == 3, "the waiting cells to start under the new rule", 30)
     release.set()
     for t in threads:
         t.join(5)
