@@ -35,11 +35,6 @@ class DeadlineOutcome:
     """The rule that held the most of them."""
 
 
-def _queue_wait_s(cell: Cell) -> float:
-    value = cell.attributes.get(sc.CELL_QUEUE_WAIT_S, 0.0)
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
 def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
     """Status counts, ceiling hits, salvaged findings and degraded cells per eval and worker count."""
     groups: dict[tuple[str, int | None], list[Cell]] = defaultdict(list)
@@ -48,7 +43,7 @@ def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
     out = []
     for (eval_name, workers), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         statuses = Counter(c.status.value for c in members)
-        waits = [(c, w) for c in members if (w := _queue_wait_s(c)) > 0]
+        waits = [(c, w) for c in members if (w := c.admission_s or 0.0) > 0]
         rules = Counter(
             str(c.attributes[sc.CELL_QUEUE_RULE]) for c, _ in waits if sc.CELL_QUEUE_RULE in c.attributes
         )

@@ -31,21 +31,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _version_as_written(path: Path) -> int | None:
-    """The schema the file is at before anything opens it for writing (read-only; 1 for a store from
-    before the version was recorded); None for a file that is not there yet."""
-    if not path.exists():
-        return None
+    """The schema the file is at before a writer opens it (read-only, as every open reads it; 1 for
+    a store from before the version was recorded); None where it is not a schema number."""
+    from ..store import versions
+
     conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
     try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    except sqlite3.Error:
-        return 1  # no meta table: from before the version was recorded, or not a store (refused next)
+        text = versions.read_shape(conn, path).version_text
     finally:
         conn.close()
     try:
-        return int(row[0]) if row is not None else 1
+        return int(text) if text is not None else 1
     except ValueError:
-        return None  # not a schema; opening it says so
+        return None  # not a schema; the writer's open says so
 
 
 def run(args: argparse.Namespace) -> int:

@@ -84,7 +84,6 @@ def _median(values: Sequence[float]) -> float | None:
 
 def run_figures(label: str, serial: Sequence[Cell], load: Sequence[Cell], baseline: float) -> RunFigures:
     """What one run cost the serial eval, against its ``baseline`` rate alone (pure)."""
-    from .. import _semconv as sc
 
     window = (min((c.start_unix_ns for c in load), default=0), max((c.end_unix_ns for c in load), default=0))
     beside = [c for c in serial if _inside(c, window) >= BESIDE_FRACTION]
@@ -97,7 +96,7 @@ def run_figures(label: str, serial: Sequence[Cell], load: Sequence[Cell], baseli
         running += step
         peak = max(peak, running)
     every = [*serial, *load]
-    waits = [float(c.attributes.get(sc.CELL_QUEUE_WAIT_S, 0.0)) for c in load]
+    waits = [c.admission_s or 0.0 for c in load]
     serial_end = max((c.end_unix_ns for c in serial), default=0)
     return RunFigures(
         label=label,
