@@ -73,3 +73,39 @@ def test_a_read_command_on_a_missing_store_fails_clearly_and_creates_nothing(tmp
         err = capsys.readouterr().err
         assert f"{path}: no such store" in err, command
         assert not path.exists(), command
+
+
+def test_cells_show_each_cells_energy_as_the_store_keeps_it(tmp_path: Path, capsys) -> None:
+    from tests.cli.tables import rows_of
+    from tests.cli.test_concurrency import _energy_store
+
+    from spark_otel.cli import main
+
+    path = tmp_path / "e.sqlite"
+    _energy_store(path)  # 40 W; s1, s2 alone 20 s each; p1, p2 side by side; early unsampled
+    assert main(["cells", "--store", str(path), "--json"]) == 0
+    energy = {c["uid"]: c["energy"] for c in json.loads(capsys.readouterr().out)}
+    assert energy["s1"] == {"box_j": 800.0, "share_j": 800.0, "j_per_token": 2.0, "estimated": False}
+    assert energy["p1"] == {"box_j": 800.0, "share_j": 400.0, "j_per_token": 1.0, "estimated": False}
+    assert energy["early"] is None
+    assert main(["cells", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    joules = {row[1]: row[9] for row in rows_of(out)}  # the 10th column, "energy J"
+    assert joules == {"s1": "800.0", "s2": "800.0", "p1": "400.0", "p2": "400.0", "early": "-"}
+    assert "energy J: the cell's share of the box's GPU energy over its lifetime" in " ".join(out.split())
+    assert "energy: no GPU readings" not in out
+
+
+def test_cells_without_gpu_readings_say_how_to_measure_their_energy(tmp_path: Path, capsys) -> None:
+    from tests.analysis.test_energy import cell
+
+    from spark_otel.cli import main
+    from spark_otel.store import Store
+
+    path = tmp_path / "e.sqlite"
+    with Store(path) as store:
+        store.write_cells([cell("a", 0, 10, 10)])
+    assert main(["cells", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "energy: no GPU readings in the store cover these cells; measure with " in out
+    assert "`spark-otel receive --engine NAME=URL --gpu auto --interval 1`" in out

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.store.test_cell_energy import assert_kept_is_derived
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.neighbour import neighbour_cost
@@ -309,6 +310,12 @@ def test_the_demo_grades_the_boxs_gauges_and_prices_each_token(
     assert review[8].j_per_token is not None
     assert review[1].j_per_token is not None
     assert review[8].j_per_token < review[1].j_per_token / 2
+    # The store keeps each cell's energy as its writers went (the eval's cells, the sampler's
+    # readings, Act 5's second process): what a reader derives from everything, for every cell.
+    with Store(result.store_path, read_only=True) as store:
+        kept = store.cell_energy()
+        assert {c.uid for c in store.cells(eval_name=result.review_eval)} <= set(kept)
+        assert_kept_is_derived(store)
     assert "Act 3. What each token cost: energy on the box (GPU 0, energy counter)" in printed
     page = (out / "report.html").read_text()
     assert "<h2>Instruments: which gauge measures load</h2>" in page

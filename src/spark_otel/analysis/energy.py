@@ -1,7 +1,7 @@
 """What an eval cell cost in energy: the box's joules over its lifetime, and its share by tokens.
 
-Computed at read time from the GPU samples in the store (the sampler and the eval usually run
-in different processes, so nothing is stamped on the cell). The box's energy is the sum over its
+Computed from the cells and the GPU samples, by the store as they are written (`store.energy`
+keeps each cell's row current) and by reports for the box-level figures. The box's energy is the sum over its
 GPUs of each one's cumulative energy: NVML's energy counter where the part has one
 (``spark_otel.gpu.energy``, J, read across counter resets), else the trapezoid integral of its
 power samples, flagged ``estimated``. Between samples the energy is interpolated linearly (a

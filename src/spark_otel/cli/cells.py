@@ -1,8 +1,10 @@
 """List recent eval cells from the embedded store, newest first.
 
 Each row: eval, cell, engine, workers, status, prompt and completion tokens, elapsed seconds,
-decode rate (completion tokens over elapsed) and salvaged findings. --json prints the cells as
-the store keeps them, for scripts.
+decode rate (completion tokens over elapsed), the cell's GPU energy (its share of the box's by
+tokens among the cells in flight, as the store keeps it) and salvaged findings. --json prints the
+cells as the store keeps them, each with its ``energy`` (null where no GPU readings cover it),
+for scripts.
 
 --budget shows where each cell's wall time went instead: admission (the queue governor's wait),
 the wait for first tokens (split into the engine's queue and prefill where its server spans were
@@ -23,7 +25,7 @@ from ..report.tables import model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
-    from ..model import Cell
+    from ..model import Cell, EnergyShare
     from ..store import Store
 
 
@@ -46,10 +48,16 @@ def run(args: argparse.Namespace) -> int:
         cells = store.cells(eval_name=args.eval_name, engine=args.engine, limit=args.limit, newest_first=True)
         if args.budget:
             return _budget(store, cells, as_json=args.json)
+        energy = store.cell_energy(c.uid for c in cells)
     if args.json:
         print_json(
             [
-                c.model_dump(mode="json") | {"elapsed_s": c.elapsed_s, "decode_rate": c.decode_rate}
+                c.model_dump(mode="json")
+                | {
+                    "elapsed_s": c.elapsed_s,
+                    "decode_rate": c.decode_rate,
+                    "energy": _energy_json(c, energy.get(c.uid)),
+                }
                 for c in cells
             ]
         )
@@ -65,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             c.completion_tokens,
             f"{c.elapsed_s:.1f}",
             f"{c.decode_rate:.2f}" if c.decode_rate is not None else "-",
+            _joules(energy.get(c.uid)),
             c.salvaged_findings,
             datetime.fromtimestamp(c.start_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M:%S"),
         ]
@@ -82,12 +91,43 @@ def run(args: argparse.Namespace) -> int:
             "output tok",
             f"elapsed {seconds(time_scales(cells))}",
             "tok/s",
+            "energy J",
             "salvaged findings",
             "started (UTC)",
         ],
         rows,
+        notes=ENERGY_NOTES,
     )
+    if cells and not energy:
+        from ..analysis.energy import MEASURE_GPU
+
+        print(f"energy: no GPU readings in the store cover these cells; measure with `{MEASURE_GPU}`")
     return 0
+
+
+ENERGY_NOTES = {
+    "energy J": "the cell's share of the box's GPU energy over its lifetime, split by tokens among "
+    "the cells in flight (~: integrated from power, no energy counter); - where no GPU readings "
+    "cover it"
+}
+
+
+def _joules(energy: EnergyShare | None) -> str:
+    if energy is None:
+        return "-"
+    return ("~" if energy.estimated else "") + f"{energy.share_j:,.1f}"
+
+
+def _energy_json(cell: Cell, energy: EnergyShare | None) -> dict[str, object] | None:
+    if energy is None:
+        return None
+    tokens = cell.completion_tokens
+    return {
+        "box_j": energy.box_j,
+        "share_j": energy.share_j,
+        "j_per_token": energy.share_j / tokens if tokens else None,
+        "estimated": energy.estimated,
+    }
 
 
 def _budget(store: Store, cells: list[Cell], *, as_json: bool) -> int:

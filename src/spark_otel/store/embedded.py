@@ -15,6 +15,7 @@ problem, and leaves the file as it was.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -30,14 +31,26 @@ from urllib.parse import quote
 
 from .. import _clock
 from .._exceptions import StoreError
-from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
-from . import versions
-from .schema import CELLS, DOCUMENTS, LOAD_WINDOWS, METRIC_SAMPLES, REQUESTS, SERVER_TIMINGS, TABLES, Table
+from ..model import Cell, EnergyShare, LoadWindow, MetricSample, Request, ServerTiming
+from . import energy, versions
+from .schema import (
+    CELL_ENERGY,
+    CELLS,
+    DOCUMENTS,
+    LOAD_WINDOWS,
+    METRIC_SAMPLES,
+    REQUESTS,
+    SERVER_TIMINGS,
+    TABLES,
+    Table,
+)
 from .versions import MIGRATIONS, SCHEMA_VERSION, Migration
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STORE_ENV", "Migration", "Store", "default_store_path"]
 
 STORE_ENV = "SPARK_OTEL_STORE"
+
+_logger = logging.getLogger(__name__)
 
 _BUSY_TIMEOUT_MS = 30_000
 _WRITE_ATTEMPTS = 5
@@ -98,6 +111,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> None:
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         self.read_only = read_only
+        self._energy_failed = False
         self._lock = threading.RLock()
         self._conn = self._connect()
         try:
@@ -210,8 +224,33 @@ class Store:
             conn.executemany(table.insert_sql, rows)
         return len(rows)
 
+    def _refresh_energy(self, conn: sqlite3.Connection, span: tuple[int, int] | None) -> None:
+        """The energy rows a write changed (`energy`), in its transaction but under a savepoint:
+        a refresh that fails is logged once and undone alone, never losing the records written."""
+        if span is None:
+            return
+        conn.execute("SAVEPOINT cell_energy")
+        try:
+            energy.refresh(conn, span)
+        except Exception:
+            conn.execute("ROLLBACK TO cell_energy")
+            if not self._energy_failed:
+                self._energy_failed = True
+                _logger.warning(
+                    "spark_otel: %s: the cells' energy could not be brought up to date (the records "
+                    "were written; reports still derive it)",
+                    self.path,
+                    exc_info=True,
+                )
+        conn.execute("RELEASE cell_energy")
+
     def write_cells(self, cells: Iterable[Cell]) -> int:
-        return self._write(CELLS, cells)
+        cells = list(cells)
+        with self._transaction() as conn:
+            span = energy.span_of_cells(conn, cells)
+            conn.executemany(CELLS.insert_sql, [CELLS.row(c) for c in cells])
+            self._refresh_energy(conn, span)
+        return len(cells)
 
     def write_requests(self, requests: Iterable[Request]) -> int:
         return self._write(REQUESTS, requests)
@@ -220,7 +259,11 @@ class Store:
         return self._write(LOAD_WINDOWS, windows)
 
     def write_samples(self, samples: Iterable[MetricSample]) -> int:
-        return self._write(METRIC_SAMPLES, samples)
+        samples = list(samples)
+        with self._transaction() as conn:
+            conn.executemany(METRIC_SAMPLES.insert_sql, [METRIC_SAMPLES.row(s) for s in samples])
+            self._refresh_energy(conn, energy.span_of_readings(conn, samples))
+        return len(samples)
 
     def write_server_timings(self, timings: Iterable[ServerTiming]) -> int:
         return self._write(SERVER_TIMINGS, timings)
@@ -311,16 +354,23 @@ class Store:
 
     def server_timings(self, request_uids: Iterable[str] | None = None) -> dict[str, ServerTiming]:
         """The engine's split of requests, by the client request's uid (all of them by default)."""
-        if request_uids is None:
-            rows = self._records(SERVER_TIMINGS, "", [])
-        else:
-            uids = list(dict.fromkeys(request_uids))
-            rows = []
-            for k in range(0, len(uids), 500):  # under SQLite's bound-parameter limit
-                chunk = uids[k : k + 500]
-                marks = ", ".join("?" * len(chunk))
-                rows += self._records(SERVER_TIMINGS, f" WHERE request_uid IN ({marks})", chunk)
-        return {t.request_uid: t for t in rows}
+        return {t.request_uid: t for t in self._keyed(SERVER_TIMINGS, "request_uid", request_uids)}
+
+    def cell_energy(self, cell_uids: Iterable[str] | None = None) -> dict[str, EnergyShare]:
+        """The cells' GPU energy by cell uid (all cells that have it by default); a cell the GPU
+        readings do not cover has none."""
+        return {e.cell_uid: e for e in self._keyed(CELL_ENERGY, "cell_uid", cell_uids)}
+
+    def _keyed(self, table: Table, key: str, keys: Iterable[str] | None) -> list[Any]:
+        """The records of ``table`` whose ``key`` is one of ``keys`` (all of them for None)."""
+        if keys is None:
+            return self._records(table, "", [])
+        wanted = list(dict.fromkeys(keys))
+        rows = []
+        for k in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
+            chunk = wanted[k : k + 500]
+            rows += self._records(table, f" WHERE {key} IN ({', '.join('?' * len(chunk))})", chunk)
+        return rows
 
     def windows(
         self,

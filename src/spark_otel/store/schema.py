@@ -13,12 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
+from .. import _semconv as sc
+from ..model import Cell, EnergyShare, LoadWindow, MetricSample, Request, ServerTiming
 
 __all__ = [
     "CELLS",
     "CELL_BUDGET_COLUMNS",
+    "CELL_ENERGY",
     "DOCUMENTS",
+    "GPU_ID_SQL",
     "LOAD_WINDOWS",
     "META",
     "METRIC_SAMPLES",
@@ -26,6 +29,7 @@ __all__ = [
     "SERVER_TIMINGS",
     "TABLES",
     "Column",
+    "Index",
     "Table",
 ]
 
@@ -79,12 +83,37 @@ def _enum(name: str) -> Column:
 
 
 @dataclass(frozen=True)
+class Index:
+    """One index: its columns or expressions, and for a partial index the rows it holds."""
+
+    name: str
+    on: tuple[str, ...]
+    where: str | None = None
+
+    def statement(self, table: str) -> str:
+        where = "" if self.where is None else f" WHERE {self.where}"
+        return f"CREATE INDEX IF NOT EXISTS {self.name} ON {table} ({', '.join(self.on)}){where}"
+
+
+GPU_ID_SQL = f"json_extract(attributes, '$.\"{sc.GPU_ID}\"')"
+"""A sample's GPU id in SQL, written as the GPU readings' indexes are (SQLite uses an expression
+index only for a query that spells the expression alike)."""
+
+
+def gpu_readings_index(metric: str) -> Index:
+    """The readings of one GPU metric by GPU and time: each GPU's nearest reading to an instant,
+    and the GPUs read, in a few index seeks (`store.energy`)."""
+    name = f"metric_samples_{metric.rsplit('.', 1)[-1]}_by_gpu"
+    return Index(name, (GPU_ID_SQL, "unix_ns"), f"name = '{metric}'")
+
+
+@dataclass(frozen=True)
 class Table:
     """One table: its columns in order, its indexes, and the record type its rows are."""
 
     name: str
     columns: tuple[Column, ...]
-    indexes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    indexes: tuple[Index, ...] = ()
     record_type: type[BaseModel] | None = None
 
     @cached_property
@@ -102,8 +131,7 @@ class Table:
         """The table's DDL as single statements (creating what is missing), to run one by one
         inside a transaction."""
         statements = [self.create_sql.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)]
-        for index, on in self.indexes:
-            statements.append(f"CREATE INDEX IF NOT EXISTS {index} ON {self.name} ({', '.join(on)})")
+        statements += [index.statement(self.name) for index in self.indexes]
         return tuple(statements)
 
     @cached_property
@@ -172,7 +200,12 @@ CELLS = Table(
         # Schema 2: the time budget, last, where ALTER TABLE ADD COLUMN puts them in a migrated store.
         *CELL_BUDGET_COLUMNS,
     ),
-    indexes=(("cells_eval_start", ("eval_name", "start_unix_ns")), ("cells_start", ("start_unix_ns",))),
+    indexes=(
+        Index("cells_eval_start", ("eval_name", "start_unix_ns")),
+        Index("cells_start", ("start_unix_ns",)),
+        # Schema 3: the cells a write's energy refresh reads are the few that end after it starts.
+        Index("cells_end", ("end_unix_ns",)),
+    ),
     record_type=Cell,
 )
 
@@ -198,7 +231,7 @@ REQUESTS = Table(
         _json("finish_reasons"),
         _text("error_type", nullable=True),
     ),
-    indexes=(("requests_start", ("start_unix_ns",)), ("requests_cell", ("cell_uid",))),
+    indexes=(Index("requests_start", ("start_unix_ns",)), Index("requests_cell", ("cell_uid",))),
     record_type=Request,
 )
 
@@ -214,14 +247,19 @@ LOAD_WINDOWS = Table(
         _integer("streams", nullable=True),
         _json("attributes"),
     ),
-    indexes=(("load_windows_start", ("start_unix_ns",)),),
+    indexes=(Index("load_windows_start", ("start_unix_ns",)),),
     record_type=LoadWindow,
 )
 
 METRIC_SAMPLES = Table(
     "metric_samples",
     (_text("name"), _integer("unix_ns"), _real("value"), _text("unit"), _json("attributes"), _text("source")),
-    indexes=(("metric_samples_name_time", ("name", "unix_ns")),),
+    indexes=(
+        Index("metric_samples_name_time", ("name", "unix_ns")),
+        # Schema 3, for the cells' energy.
+        gpu_readings_index(sc.GPU_ENERGY),
+        gpu_readings_index(sc.GPU_POWER),
+    ),
     record_type=MetricSample,
 )
 
@@ -241,15 +279,24 @@ SERVER_TIMINGS = Table(
         _integer("prompt_tokens", nullable=True),
         _integer("completion_tokens", nullable=True),
     ),
-    indexes=(("server_timings_arrival", ("arrival_unix_ns",)),),
+    indexes=(Index("server_timings_arrival", ("arrival_unix_ns",)),),
     record_type=ServerTiming,
 )
 """Schema 2: the engine's split of each request, joined to `REQUESTS` by the request's uid."""
 
+CELL_ENERGY = Table(
+    "cell_energy",
+    (_text("cell_uid", key=True), _real("box_j"), _real("share_j"), _flag("estimated")),
+    record_type=EnergyShare,
+)
+"""Schema 3: each cell's GPU energy, keyed by the cell's uid; a cell the GPU readings do not
+cover has no row. Derived, so `store.energy` rewrites it in the transaction of every write of
+cells or GPU readings that changes it."""
+
 DOCUMENTS = Table(
     "documents",
     (_text("uid", key=True), _text("kind"), _text("name"), _integer("created_unix_ns"), _json("body")),
-    indexes=(("documents_kind", ("kind", "created_unix_ns")),),
+    indexes=(Index("documents_kind", ("kind", "created_unix_ns")),),
 )
 
-TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, SERVER_TIMINGS, DOCUMENTS)
+TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, SERVER_TIMINGS, CELL_ENERGY, DOCUMENTS)

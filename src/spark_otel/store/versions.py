@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import StoreError
-from .schema import CELL_BUDGET_COLUMNS, META, TABLES
+from . import energy
+from .schema import CELL_BUDGET_COLUMNS, CELL_ENERGY, CELLS, META, METRIC_SAMPLES, TABLES
 
 __all__ = [
     "MIGRATIONS",
@@ -45,7 +46,7 @@ __all__ = [
     "set_up",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The store schema this code reads and writes, and the newest it opens. Raised by one with each
 change to the tables `schema` declares, with the step from the version before in `MIGRATIONS`."""
 
@@ -61,7 +62,15 @@ def _add_cell_budget(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE cells ADD COLUMN {column.ddl}")
 
 
-MIGRATIONS: dict[int, Migration] = {1: _add_cell_budget}
+def _add_cell_energy(conn: sqlite3.Connection) -> None:
+    """2 -> 3: each cell's GPU energy (issue 15), computed for the cells already recorded from the
+    GPU readings already there, as later writes keep it."""
+    for statement in (*CELL_ENERGY.statements, *CELLS.statements[1:], *METRIC_SAMPLES.statements[1:]):
+        conn.execute(statement)
+    energy.refresh_all(conn)
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_cell_budget, 2: _add_cell_energy}
 """Step ``k`` turns a store of schema ``k`` into one of schema ``k + 1`` (add a column, fill it).
 A writer runs the steps an older store needs in order, then creates the tables and indexes new
 since (from their declarations: a new table needs no step) and records the new schema_version,

@@ -1,0 +1,243 @@
+"""Each cell's energy kept in the store (`store.energy`): always what `analysis.energy.attribute`
+gives over the whole store, whatever order cells and GPU readings arrive in."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.analysis.test_energy import T0, S, cell, counter, power
+
+from spark_otel import _semconv as sc
+from spark_otel.analysis.energy import attribute
+from spark_otel.model import Cell, MetricSample
+from spark_otel.store import Store
+from spark_otel.store import versions as store_versions
+
+
+def derived(store: Store) -> dict[str, tuple[float, float, bool]]:
+    """Each covered cell's (box J, share J, estimated) as a reader derives them from everything."""
+    samples = store.samples(sc.GPU_ENERGY) + store.samples(sc.GPU_POWER)
+    report = attribute(store.cells(), samples)
+    if report is None:
+        return {}
+    return {
+        c.uid: (c.box_j, c.share_j, report.estimated)
+        for c in report.cells
+        if c.box_j is not None and c.share_j is not None
+    }
+
+
+def kept(store: Store) -> dict[str, tuple[float, float, bool]]:
+    return {uid: (e.box_j, e.share_j, e.estimated) for uid, e in store.cell_energy().items()}
+
+
+def assert_kept_is_derived(store: Store) -> None:
+    want, got = derived(store), kept(store)
+    assert set(got) == set(want)
+    for uid, (box_j, share_j, estimated) in want.items():
+        assert got[uid][0] == pytest.approx(box_j, rel=1e-9, abs=1e-9), uid
+        assert got[uid][1] == pytest.approx(share_j, rel=1e-9, abs=1e-9), uid
+        assert got[uid][2] is estimated, uid
+
+
+def test_a_cell_written_before_the_reading_past_its_end_gets_its_energy_from_that_reading(
+    tmp_path: Path,
+) -> None:
+    """The usual order: the eval writes the cell as it ends; the sampler's next reading covers it."""
+    readings = counter(100.0, 60, every=5)  # 100 W, read every 5 s
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_samples(readings[:5])  # up to 20 s
+        store.write_cells([cell("a", 2, 22, 100), cell("b", 12, 22, 300)])
+        assert store.cell_energy() == {}  # nothing read past 22 s yet
+        store.write_samples(readings[5:])
+        energy = store.cell_energy()
+    # 2-12 s: a alone (1,000 J); 12-22 s: a at 5 tok/s, b at 30 tok/s share 1,000 J as 1:6.
+    assert energy["a"].box_j == pytest.approx(2_000.0)
+    assert energy["a"].share_j == pytest.approx(1_000.0 + 1_000.0 / 7)
+    assert energy["b"].box_j == pytest.approx(1_000.0)
+    assert energy["b"].share_j == pytest.approx(6_000.0 / 7)
+    assert energy["a"].share_j + energy["b"].share_j == pytest.approx(2_000.0)
+    assert not energy["a"].estimated
+
+
+def test_a_cell_recorded_later_beside_others_moves_their_shares(tmp_path: Path) -> None:
+    """A long cell ends (and is written) after the short ones beside it: theirs are rewritten."""
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_samples(counter(100.0, 100, every=1))
+        store.write_cells([cell("short", 10, 20, 100)])
+        assert store.cell_energy()["short"].share_j == pytest.approx(1_000.0)
+        store.write_cells([cell("long", 0, 90, 900)])  # 10 tok/s beside short's 10 tok/s
+        energy = store.cell_energy()
+        assert energy["short"].share_j == pytest.approx(500.0)
+        assert energy["long"].share_j == pytest.approx(9_000.0 - 500.0)
+        assert_kept_is_derived(store)
+
+
+def test_a_cell_the_readings_do_not_cover_has_no_row_and_rewriting_it_outside_drops_its_row(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_samples(counter(50.0, 30, every=5))
+        store.write_cells([cell("in", 5, 25, 10), cell("out", 20, 40, 10)])
+        assert set(store.cell_energy()) == {"in"}
+        store.write_cells([cell("in", 25, 45, 10)])  # re-ingested with other times: now outside
+        assert store.cell_energy() == {}
+    with Store(tmp_path / "moved.sqlite") as store:
+        store.write_samples(counter(50.0, 100, every=5))
+        store.write_cells([cell("stays", 10, 20, 10), cell("moves", 10, 20, 10)])
+        assert store.cell_energy()["stays"].share_j == pytest.approx(250.0)
+        store.write_cells([cell("moves", 60, 70, 10)])  # its old neighbour has the box alone now
+        assert store.cell_energy()["stays"].share_j == pytest.approx(500.0)
+        assert store.cell_energy()["moves"].share_j == pytest.approx(500.0)
+
+
+def test_power_readings_give_an_estimated_share_and_two_gpus_sum(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_cells([cell("a", 10, 20, 10)])
+        store.write_samples(power(40.0, 30, every=2))
+        assert store.cell_energy()["a"].estimated
+        assert store.cell_energy()["a"].box_j == pytest.approx(400.0)
+    with Store(tmp_path / "two.sqlite") as store:
+        store.write_cells([cell("a", 10, 20, 10)])
+        store.write_samples(counter(40.0, 30, every=2, gpu="0") + counter(60.0, 30, every=2, gpu="1"))
+        assert store.cell_energy()["a"].box_j == pytest.approx(1_000.0)
+        assert not store.cell_energy()["a"].estimated
+        assert_kept_is_derived(store)
+
+
+def test_a_gpu_read_less_often_is_reached_beyond_the_others_readings(tmp_path: Path) -> None:
+    """GPU 1 read every 10 s, GPU 0 every second: a 2 s cell between GPU 1's readings still sums
+    both (the nearest readings of GPU 0 alone would leave GPU 1 out)."""
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_samples(counter(40.0, 40, every=1, gpu="0") + counter(60.0, 40, every=10, gpu="1"))
+        store.write_cells([cell("a", 13, 15, 10)])
+        assert store.cell_energy()["a"].box_j == pytest.approx(200.0)
+        assert_kept_is_derived(store)
+
+
+def test_readings_that_arrive_late_or_out_of_order_reprice_the_cells_they_reach(tmp_path: Path) -> None:
+    """A second GPU's sampler started late (or a backfill of its readings), and a reading written
+    between two older ones: both change cells already priced."""
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_samples(counter(40.0, 30, every=2, gpu="0"))
+        store.write_cells([cell("a", 10, 20, 10), cell("before", 2, 8, 10)])
+        assert store.cell_energy()["a"].box_j == pytest.approx(400.0)
+        assert store.cell_energy()["before"].box_j == pytest.approx(240.0)
+        late = [r for r in counter(60.0, 30, every=2, gpu="1") if r.unix_ns >= T0 + 10 * S]
+        store.write_samples(late)  # GPU 1 read from 10 s on: the box is known from then only
+        assert store.cell_energy()["a"].box_j == pytest.approx(1_000.0)
+        assert "before" not in store.cell_energy()
+        assert_kept_is_derived(store)
+    with Store(tmp_path / "gap.sqlite") as store:
+        first, *_, last = counter(100.0, 20, every=20)  # 0 s and 20 s: 2,000 J apart
+        store.write_samples([first, last])
+        store.write_cells([cell("b", 12, 18, 10)])
+        assert store.cell_energy()["b"].box_j == pytest.approx(600.0)  # interpolated at 100 W
+        middle = first.model_copy(update={"unix_ns": first.unix_ns + 10 * S, "value": first.value + 1_500.0})
+        store.write_samples([middle])  # the draw was 150 W in the first half, 50 W in the second
+        assert store.cell_energy()["b"].box_j == pytest.approx(300.0)
+        assert_kept_is_derived(store)
+
+
+# -- any order of writes ------------------------------------------------------------------------------
+Run = tuple[list[Cell], list[MetricSample], list[tuple[str, int]]]
+
+
+@st.composite
+def box_runs(draw: st.DrawFn) -> Run:
+    """Cells on a box read every 1-7 s by an energy counter (or power) on one or two GPUs, and an
+    order of writes: batches of cells and of readings, interleaved at random."""
+    n = draw(st.integers(1, 8))
+    cells = []
+    for k in range(n):
+        start = draw(st.integers(0, 90))
+        length = draw(st.integers(1, 40))
+        tokens = draw(st.one_of(st.none(), st.integers(0, 2_000)))
+        cells.append(cell(f"c{k}", start, start + length, tokens, eval_name=draw(st.sampled_from("xy"))))
+    every = draw(st.integers(1, 7))
+    seconds = draw(st.integers(10, 140))
+    gpus = draw(st.sampled_from([["0"], ["0", "1"]]))
+    as_power = draw(st.booleans())
+    readings = []
+    for gpu in gpus:
+        watts = draw(st.floats(5.0, 400.0))
+        readings += (
+            [
+                r.model_copy(update={"attributes": {sc.GPU_ID: gpu}})
+                for r in power(watts, seconds, every=every)
+            ]
+            if as_power
+            else counter(watts, seconds, every=every, gpu=gpu)
+        )
+    readings.sort(key=lambda s: s.unix_ns)
+    writes = [("cells", k) for k in range(n)] + [("readings", k) for k in range(len(readings))]
+    order = draw(st.permutations(writes))
+    return cells, readings, order
+
+
+@settings(max_examples=60, deadline=None)
+@given(run=box_runs())
+def test_whatever_order_cells_and_readings_arrive_in_each_cells_energy_is_the_derived_one(
+    tmp_path_factory: pytest.TempPathFactory, run: Run
+) -> None:
+    cells, readings, order = run
+    path = tmp_path_factory.mktemp("order") / "s.sqlite"
+    with Store(path) as store:
+        pending: list[MetricSample] = []
+        for kind, k in order:  # readings go in batches of consecutive ticks, as a sampler exports
+            if kind == "readings":
+                pending.append(readings[k])
+                if len(pending) >= 3:
+                    store.write_samples(pending)
+                    pending = []
+            else:
+                store.write_cells([cells[k]])
+        store.write_samples(pending)
+        assert_kept_is_derived(store)
+
+
+# -- failures and migration -------------------------------------------------------------------------
+def test_a_refresh_that_fails_keeps_the_cells_written_and_warns_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.write_samples(counter(100.0, 60, every=5))
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX cells_end")  # a real fault: the refresh's query names this index
+    conn.commit()
+    conn.close()
+    with Store(path) as store, caplog.at_level(logging.WARNING, logger="spark_otel.store.embedded"):
+        assert store.write_cells([cell("a", 5, 15, 10)]) == 1
+        assert store.write_cells([cell("b", 20, 30, 10)]) == 1
+        assert [c.uid for c in store.cells()] == ["a", "b"]
+        assert store.cell_energy() == {}
+    warnings = [r for r in caplog.records if "energy could not be brought up to date" in r.getMessage()]
+    assert len(warnings) == 1
+    assert str(path) in warnings[0].getMessage()
+
+
+def test_a_schema_2_store_is_migrated_with_the_energy_of_the_cells_it_holds(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.write_samples(counter(100.0, 60, every=5))
+        store.write_cells([cell("a", 5, 25, 100), cell("b", 15, 35, 100)])
+        before = kept(store)
+    conn = sqlite3.connect(path)  # as schema 2 left it: no energy table, no end index
+    conn.executescript(
+        "DROP TABLE cell_energy; DROP INDEX cells_end; DROP INDEX metric_samples_energy_by_gpu; "
+        "DROP INDEX metric_samples_power_by_gpu; UPDATE meta SET value = '2' WHERE key = 'schema_version';"
+    )
+    conn.close()
+    with pytest.raises(Exception, match="store migrate"):
+        Store(path, read_only=True)
+    with Store(path) as store:
+        assert store.schema_version() == store_versions.SCHEMA_VERSION
+        assert kept(store) == before
+        assert set(before) == {"a", "b"}
+        assert_kept_is_derived(store)
