@@ -87,10 +87,11 @@ def span_of_readings(conn: sqlite3.Connection, samples: Sequence[MetricSample]) 
 
 
 def _overlapping(conn: sqlite3.Connection, low: int, high: int) -> list[Cell]:
-    """Cells whose lifetime meets [low, high] (the end index finds the few that end after low)."""
+    """Cells that ran inside (low, high) (the end index finds the few that end after low); one that
+    only touches it shares no stretch with it."""
     rows = conn.execute(
         f"SELECT {_CELL_COLUMNS} FROM cells INDEXED BY cells_end "
-        "WHERE end_unix_ns >= ? AND start_unix_ns <= ?",
+        "WHERE end_unix_ns > ? AND start_unix_ns < ?",
         (low, high),
     ).fetchall()
     return [CELLS.record(row) for row in rows]
