@@ -215,7 +215,9 @@ def test_a_refresh_that_fails_keeps_the_cells_written_and_warns_once(
     with Store(path) as store, caplog.at_level(logging.WARNING, logger="spark_otel.store.embedded"):
         assert store.write_cells([cell("a", 5, 15, 10)]) == 1
         assert store.write_cells([cell("b", 20, 30, 10)]) == 1
+        assert store.write_samples(counter(100.0, 100, every=5)[13:]) == 8
         assert [c.uid for c in store.cells()] == ["a", "b"]
+        assert len(store.samples(sc.GPU_ENERGY)) == 13 + 8
         assert store.cell_energy() == {}
     warnings = [r for r in caplog.records if "energy could not be brought up to date" in r.getMessage()]
     assert len(warnings) == 1

@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,32 +224,38 @@ class Store:
             conn.executemany(table.insert_sql, rows)
         return len(rows)
 
-    def _refresh_energy(self, conn: sqlite3.Connection, span: tuple[int, int] | None) -> None:
-        """The energy rows a write changed (`energy`), in its transaction but under a savepoint:
-        a refresh that fails is logged once and undone alone, never losing the records written."""
-        if span is None:
-            return
+    def _refresh_energy(self, conn: sqlite3.Connection, span: Callable[[], tuple[int, int] | None]) -> None:
+        """The energy rows a write changed (`energy`; ``span`` says where), in its transaction but
+        under a savepoint: a refresh that fails is logged once and undone alone, never losing the
+        records written."""
         conn.execute("SAVEPOINT cell_energy")
         try:
-            energy.refresh(conn, span)
-        except Exception:
+            energy.refresh(conn, span())
+        except Exception as exc:
             conn.execute("ROLLBACK TO cell_energy")
-            if not self._energy_failed:
-                self._energy_failed = True
-                _logger.warning(
-                    "spark_otel: %s: the cells' energy could not be brought up to date (the records "
-                    "were written; reports still derive it)",
-                    self.path,
-                    exc_info=True,
-                )
+            self._energy_failed_once(exc)
         conn.execute("RELEASE cell_energy")
+
+    def _energy_failed_once(self, exc: Exception) -> None:
+        if not self._energy_failed:
+            self._energy_failed = True
+            _logger.warning(
+                "spark_otel: %s: the cells' energy could not be brought up to date (the records were "
+                "written; reports still derive it)",
+                self.path,
+                exc_info=exc,
+            )
 
     def write_cells(self, cells: Iterable[Cell]) -> int:
         cells = list(cells)
         with self._transaction() as conn:
-            span = energy.span_of_cells(conn, cells)
+            try:  # before the insert: the rows these replace had neighbours too
+                span = energy.span_of_cells(conn, cells)
+            except Exception as exc:
+                span = None
+                self._energy_failed_once(exc)
             conn.executemany(CELLS.insert_sql, [CELLS.row(c) for c in cells])
-            self._refresh_energy(conn, span)
+            self._refresh_energy(conn, lambda: span)
         return len(cells)
 
     def write_requests(self, requests: Iterable[Request]) -> int:
@@ -262,7 +268,7 @@ class Store:
         samples = list(samples)
         with self._transaction() as conn:
             conn.executemany(METRIC_SAMPLES.insert_sql, [METRIC_SAMPLES.row(s) for s in samples])
-            self._refresh_energy(conn, energy.span_of_readings(conn, samples))
+            self._refresh_energy(conn, lambda: energy.span_of_readings(conn, samples))
         return len(samples)
 
     def write_server_timings(self, timings: Iterable[ServerTiming]) -> int:
