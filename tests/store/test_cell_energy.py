@@ -94,6 +94,25 @@ def test_a_cell_the_readings_do_not_cover_has_no_row_and_rewriting_it_outside_dr
         store.write_cells([cell("moves", 60, 70, 10)])  # its old neighbour has the box alone now
         assert store.cell_energy()["stays"].share_j == pytest.approx(500.0)
         assert store.cell_energy()["moves"].share_j == pytest.approx(500.0)
+        store.write_cells([cell("late", 80, 90, 10), cell("moves", 80, 90, 10)])
+        store.write_cells([cell("moves", 5, 8, 10)])  # earlier: "late" is left alone too
+        assert store.cell_energy()["late"].share_j == pytest.approx(500.0)
+        assert_kept_is_derived(store)
+
+
+def test_a_write_of_more_cells_than_sqlite_binds_at_once_reprices_all_their_neighbours(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_samples(counter(10.0, 1_400, every=10))
+        store.write_cells([cell(f"c{k}", k, k + 1, 10) for k in range(1_200)])
+        store.write_cells([cell(f"n{k}", k, k + 1, 10) for k in range(1_200)])  # one beside each
+        assert len(store.cell_energy()) == 2_400
+        assert store.cell_energy(["c0", "c1199", "n700"]).keys() == {"c0", "c1199", "n700"}
+        assert store.cell_energy(["c1199"])["c1199"].share_j == pytest.approx(5.0)
+        store.write_cells([cell(f"n{k}", k + 1_300, k + 1_301, 10) for k in range(1_200)])  # moved away
+        assert store.cell_energy()["c1199"].share_j == pytest.approx(10.0)  # alone again
+        assert store.cell_energy()["c3"].share_j == pytest.approx(10.0)
 
 
 def test_power_readings_give_an_estimated_share_and_two_gpus_sum(tmp_path: Path) -> None:
@@ -222,6 +241,8 @@ def test_a_refresh_that_fails_keeps_the_cells_written_and_warns_once(
     warnings = [r for r in caplog.records if "energy could not be brought up to date" in r.getMessage()]
     assert len(warnings) == 1
     assert str(path) in warnings[0].getMessage()
+    assert warnings[0].exc_info is not None  # the cause, for whoever reads the log
+    assert "cells_end" in str(warnings[0].exc_info[1])
 
 
 def test_a_schema_2_store_is_migrated_with_the_energy_of_the_cells_it_holds(tmp_path: Path) -> None:

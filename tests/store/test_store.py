@@ -232,8 +232,11 @@ def test_engine_urls_are_where_each_engine_answered_most(tmp_path: Path) -> None
 
 def test_reading_a_missing_store_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
     path = tmp_path / "nowhere" / "store.sqlite"
-    with pytest.raises(StoreError, match="no such store"):
+    with pytest.raises(StoreError) as refused:
         Store(path, read_only=True)
+    assert str(refused.value) == (
+        f"{path}: no such store (nothing was recorded there; check --store or $SPARK_OTEL_STORE)"
+    )
     assert not path.exists()
     assert not path.parent.exists()
 
@@ -266,3 +269,66 @@ def test_a_store_opened_for_reading_reads_and_refuses_writes(tmp_path: Path) -> 
         assert reader.cells() == [cell]
         with pytest.raises(StoreError, match="reading only"):
             reader.write_cells([cell])
+
+
+def test_a_writer_makes_the_folders_of_a_new_store_and_names_a_path_it_cannot_open(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "store.sqlite"
+    Store(path).close()
+    assert path.is_file()
+    with pytest.raises(StoreError) as refused:
+        Store(tmp_path / "a")  # a folder, not a file
+    assert str(refused.value).startswith(f"{tmp_path / 'a'}: cannot open the spark-otel store: ")
+
+
+def test_a_store_is_in_wal_and_opens_beside_another_writers_transaction(tmp_path: Path) -> None:
+    """Readers and writers of several processes must not block each other: a new store is in WAL,
+    and opening one while another process holds its write lock does not wait for that lock (asking
+    to switch to WAL again would)."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    other = sqlite3.connect(path, isolation_level=None)
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        with Store(path) as store:
+            assert store.cells() == []
+        assert time.monotonic() - t0 < 5  # the busy timeout is 30 s
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_one_store_handle_serves_every_thread(tmp_path: Path) -> None:
+    """The SDK's exporters write from their own threads into the store the eval opened."""
+    import threading
+
+    with Store(tmp_path / "s.sqlite") as store:
+        threads = [threading.Thread(target=store.write_cells, args=([make_cell(i)],)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert sorted(c.uid for c in store.cells()) == ["c0", "c1", "c2", "c3"]
+
+
+def test_reads_by_key_take_more_keys_than_sqlite_binds_at_once(tmp_path: Path) -> None:
+    """SQLite binds at most a few hundred parameters a statement: 1,200 keys go in chunks, and
+    every record asked for comes back, none other."""
+    from spark_otel.model import ServerTiming
+
+    timings = [
+        ServerTiming(request_uid=f"r{i}", trace_id="t", span_uid=f"s{i}", arrival_unix_ns=T0 + i)
+        for i in range(1_300)
+    ]
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_server_timings(timings)
+        wanted = [f"r{i}" for i in range(0, 1_300, 13)] + [f"r{i}" for i in range(100, 1_300)]
+        got = store.server_timings(wanted)
+        assert sorted(got) == sorted(set(wanted))
+        assert got["r1299"] == timings[1299]
+        assert len(store.server_timings()) == 1_300
+        assert store.server_timings([]) == {}
