@@ -31,9 +31,10 @@ test:
 # PKG=deadline.salvage runs one module's mutants. Too slow for CI on 2 cores: run it after each
 # change to a package it covers and record the score in docs/testing.md. The package must be in
 # [tool.mutmut] only_mutate (pyproject.toml). Its mutants run against MUTATION_TESTS (default: the
-# package's own tests, tests/<package>): every other test file is --ignore'd, so mutmut maps each
-# mutated function to those tests only and a mutant takes seconds; widen it to count what other
-# tests kill, e.g. MUTATION_TESTS="tests/wire tests/deadline". CI=1 makes the property tests draw
+# package's own tests, tests/<package>, or MUTATION_TESTS_<package> below): every other test
+# file is --ignore'd, so mutmut maps each mutated function to those tests only and a mutant takes
+# seconds; widen it to count what other tests kill, e.g. MUTATION_TESTS="tests/wire tests/deadline".
+# CI=1 makes the property tests draw
 # the same examples for every mutant; PYTHONPATH hands the mutated copy to the processes the tests
 # start. mutmut's own limit is CPU time, which a mutant that waits forever never uses:
 # pytest-timeout ends such a test after MUTATION_TIMEOUT_S (a kill). MUTATION_JOBS mutants run at
@@ -43,14 +44,24 @@ MUTATION_JOBS ?= 1
 MUTATION_TIMEOUT_S ?= 30
 MUTANTS ?= spark_otel.$(PKG).*
 MUTATION_TESTS_governor = tests/governor tests/cli/test_governor_commands.py
+MUTATION_TESTS_cells = tests/core/test_cells.py tests/core/test_guarded_points.py tests/core/test_time_budget.py \
+	tests/instrumentation/test_cells_and_notes.py tests/instrumentation/test_cell_budget.py \
+	tests/instrumentation/test_providers.py tests/governor/test_admission.py
+MUTATION_TESTS_instrumentation = tests/instrumentation tests/core/test_guarded_points.py
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
 MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
+# Reads the source's text for guard names, which in the mutated copy is mutmut's trampolines.
+MUTATION_DESELECT = tests/core/test_guarded_points.py::test_every_guarded_site_in_the_source_has_a_fault_test
 mutation:
 	@test -n "$(PKG)" && { test -d "src/spark_otel/$(subst .,/,$(PKG))" || test -f "src/spark_otel/$(subst .,/,$(PKG)).py"; } || \
 		{ echo "make mutation: PKG must name a package of src/spark_otel/ (PKG=wire) or a module (PKG=deadline.salvage)" >&2; exit 2; }
 	mkdir -p mutants/src
+	@# A file mutmut copied before it was in only_mutate is newer than its source and would be kept
+	@# as "unmodified", unmutated: remove such copies (they have no .meta) so they are mutated.
+	@for f in $$(find mutants/src/spark_otel -path 'mutants/src/spark_otel/$(subst .,/,$(PKG))*' -name '*.py' 2>/dev/null); do \
+		test -e "$$f.meta" || rm -f "$$f"; done
 	@echo "mutants of spark_otel.$(PKG), against: $(MUTATION_TESTS)"
-	CI=1 PYTHONPATH="$(CURDIR)/mutants/src" PYTEST_ADDOPTS="--timeout=$(MUTATION_TIMEOUT_S) $(addprefix --ignore=,$(MUTATION_IGNORE))" \
+	CI=1 PYTHONPATH="$(CURDIR)/mutants/src" PYTEST_ADDOPTS="--timeout=$(MUTATION_TIMEOUT_S) $(addprefix --ignore=,$(MUTATION_IGNORE)) $(addprefix --deselect=,$(MUTATION_DESELECT))" \
 		nice -n 15 .venv/bin/mutmut run --max-children $(MUTATION_JOBS) $(foreach m,$(MUTANTS),'$(m)')
 	@.venv/bin/mutmut results --all true | awk -F': ' -v pkg="spark_otel.$(PKG)." \
 		'{ sub(/^ +/, "", $$1) } index($$1, pkg) == 1 { n[$$2]++; total++; if ($$2 != "killed") print $$2 ": " $$1 } \

@@ -421,9 +421,13 @@ def test_a_failing_bulk_record_costs_only_the_per_chunk_histogram(
         raise RuntimeError("injected")
 
     monkeypatch.setattr(BulkHistogram, "record_many", broken)
-    with caplog.at_level(logging.WARNING, logger="spark_otel"):
+    # DEBUG: a failure of this kind reported earlier in the process is logged at DEBUG (`report_failure`).
+    with caplog.at_level(logging.DEBUG, logger="spark_otel"):
         failed, chunks = _run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
     off, chunks_off = _run(base_url, "openai", chunk_metrics=False, pipeline="spark-otel")
     assert chunks == chunks_off > 2
     assert failed == off
     assert "chunk metrics failed" in caplog.text
+    (report,) = [r for r in caplog.records if r.getMessage().startswith("spark_otel: chunk metrics failed")]
+    assert report.exc_info is not None
+    assert str(report.exc_info[1]) == "injected"
