@@ -332,3 +332,37 @@ def test_reads_by_key_take_more_keys_than_sqlite_binds_at_once(tmp_path: Path) -
         assert got["r1299"] == timings[1299]
         assert len(store.server_timings()) == 1_300
         assert store.server_timings([]) == {}
+
+
+def test_a_process_forked_while_another_thread_writes_can_write_itself(tmp_path: Path) -> None:
+    """A pool worker forked while the exporter thread is inside a write: SQLite keeps the locks a
+    process's connections hold in one record per file, which a child inherits, so a fork in the
+    middle of that transaction would leave the child's own connection waiting on a lock nobody in
+    it can release. The store holds forks until the write ends, and reopens in the child."""
+    import os
+    import signal
+    import threading
+    import time
+
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    batch = [make_cell(i) for i in range(3, 40_003)]  # a long transaction (a fraction of a second)
+    writer = threading.Thread(target=store.write_cells, args=(batch,))
+    writer.start()
+    time.sleep(0.1)
+    pid = os.fork()
+    if pid == 0:  # the child: write through the handle it inherited, or give up after 20 s
+        signal.alarm(20)
+        code = 1
+        try:
+            store.write_cells([make_cell(1), make_cell(2)])
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        writer.join(timeout=60)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0  # -14: the alarm, its write never went through
+        assert store.row_counts()["cells"] == 40_002
+    finally:
+        store.close()

@@ -59,7 +59,26 @@ _WRITE_ATTEMPTS = 5
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 
 
+_held_over_fork: list[Store] = []
+
+
+def _hold_stores_before_fork() -> None:
+    """Wait for every write under way to end before the process forks: a child inherits SQLite's
+    record of the locks its parent's connections hold (kept per process, per file), so a fork in
+    the middle of a transaction would leave the child's own connection waiting on a lock nobody
+    in it can release."""
+    for store in list(_open_stores):
+        store._lock.acquire()
+        _held_over_fork.append(store)
+
+
+def _release_stores_after_fork() -> None:
+    while _held_over_fork:
+        _held_over_fork.pop()._lock.release()
+
+
 def _reopen_stores_after_fork() -> None:
+    _held_over_fork.clear()  # the child's locks are new ones
     for store in list(_open_stores):
         try:
             store._reopen_after_fork()
@@ -74,7 +93,11 @@ def _reopen_in_forked_children() -> None:
     """Registered when the first store opens, so importing spark-otel registers nothing."""
     if not _fork_hook.is_set():
         _fork_hook.set()
-        os.register_at_fork(after_in_child=_reopen_stores_after_fork)
+        os.register_at_fork(
+            before=_hold_stores_before_fork,
+            after_in_parent=_release_stores_after_fork,
+            after_in_child=_reopen_stores_after_fork,
+        )
 
 
 def default_store_path() -> Path:
