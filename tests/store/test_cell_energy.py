@@ -241,6 +241,10 @@ def test_a_refresh_that_fails_keeps_the_cells_written_and_warns_once(
     warnings = [r for r in caplog.records if "energy could not be brought up to date" in r.getMessage()]
     assert len(warnings) == 1
     assert str(path) in warnings[0].getMessage()
+    assert warnings[0].getMessage() == (
+        f"spark_otel: {path}: the cells' energy could not be brought up to date (the records were "
+        "written; reports still derive it)"
+    )
     assert warnings[0].exc_info is not None  # the cause, for whoever reads the log
     assert "cells_end" in str(warnings[0].exc_info[1])
 

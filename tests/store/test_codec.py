@@ -19,10 +19,12 @@ from opentelemetry.trace import StatusCode
 from spark_otel import _semconv as sc
 from spark_otel.model import Cell, CellStatus
 from spark_otel.store.codec import (
+    cell_end_attributes,
     cell_error,
     cell_from_span,
     cell_span_attributes,
     cell_span_name,
+    cell_start_attributes,
     is_server_timing,
     request_from_span,
     server_timing_from_span,
@@ -125,6 +127,35 @@ def test_a_cell_span_without_its_end_attributes_reads_as_a_bare_ok_cell(spans) -
     ).model_dump(exclude={"uid", "trace_id", "end_unix_ns"})
     assert cell.end_unix_ns >= T0  # the SDK ends an unended span now
     assert cell.uid == ids(span)["uid"]
+
+
+def test_a_span_with_no_cell_attributes_reads_as_a_cell_of_no_name(spans) -> None:
+    cell = cell_from_span(ended(spans, {}))
+    assert (cell.eval_name, cell.cell_id, cell.engine, cell.status, cell.source) == (
+        "",
+        "",
+        None,
+        CellStatus.OK,
+        "live",
+    )
+    assert (cell.deadline_hit, cell.degraded, cell.salvaged_findings, cell.workers) == (False, False, 0, None)
+
+
+def test_a_cell_under_a_model_clock_says_so_and_one_in_real_time_says_nothing() -> None:
+    assert cell_start_attributes("ev", "c", time_scale=60)[sc.TIME_SCALE] == 60.0
+    assert sc.TIME_SCALE not in cell_start_attributes("ev", "c")
+
+
+@pytest.mark.parametrize(
+    ("elapsed_s", "tokens", "rate"), [(0.5, 10, 20.0), (4.0, 1, 0.25), (4.0, 0, None), (0.0, 10, None)]
+)
+def test_a_cells_rate_is_written_where_it_made_tokens_over_some_time(
+    elapsed_s: float, tokens: int, rate: float | None
+) -> None:
+    attrs = cell_end_attributes(
+        status=CellStatus.OK, elapsed_s=elapsed_s, deadline_hit=False, completion_tokens=tokens
+    )
+    assert attrs.get(sc.CELL_DECODE_RATE) == rate
 
 
 def test_a_cell_span_carries_its_rate_and_elapsed_as_attributes_but_not_into_the_cells_own() -> None:

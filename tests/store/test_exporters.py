@@ -32,13 +32,14 @@ def test_spark_otels_own_points_become_samples_and_other_scopes_are_left_to_thei
 ) -> None:
     reader = PeriodicExportingMetricReader(StoreMetricExporter(store), export_interval_millis=3_600_000)
     provider = MeterProvider(metric_readers=[reader])
-    ours, theirs = provider.get_meter(sc.SCOPE_NAME), provider.get_meter("spark_otel.receivers.gpu")
+    theirs, ours = provider.get_meter("spark_otel.receivers.gpu"), provider.get_meter(sc.SCOPE_NAME)
+    theirs.create_counter("t.gpu", unit="J").add(7)  # a scope before spark-otel's own
     ours.create_counter("t.tokens", unit="{token}").add(5, {"engine": "qwen", "list": ("a", "b")})
+    ours.create_counter("t.cells").add(2)  # no unit
     ours.create_gauge("t.running", unit="{request}").set(3, {"engine": "qwen"})
     histogram = ours.create_histogram("t.duration", unit="s")
     for value in (0.5, 1.5, 4.0):
         histogram.record(value, {"engine": "qwen"})
-    theirs.create_counter("t.gpu", unit="J").add(7)
     provider.shutdown()  # one collection, exported
     got = {
         name: [(s.value, s.unit, s.attributes, s.source) for s in store.samples(name)]
@@ -46,6 +47,7 @@ def test_spark_otels_own_points_become_samples_and_other_scopes_are_left_to_thei
     }
     assert got == {
         "t.tokens": [(5.0, "{token}", {"engine": "qwen", "list": "a,b"}, "sdk")],
+        "t.cells": [(2.0, "", {}, "sdk")],
         "t.running": [(3.0, "{request}", {"engine": "qwen"}, "sdk")],
         "t.duration.count": [(3.0, "1", {"engine": "qwen"}, "sdk")],
         "t.duration.sum": [(6.0, "s", {"engine": "qwen"}, "sdk")],
@@ -76,6 +78,7 @@ def test_each_kind_of_span_becomes_its_record_and_a_span_that_does_not_fit_is_le
     assert [w.kind for w in store.windows()] == ["probe"]
     assert [r.operation for r in store.requests()] == ["chat"]
     assert [r.getMessage() for r in caplog.records] == ["spark_otel: span 'bad cell' could not be stored"]
+    assert caplog.records[0].exc_info is not None  # what did not fit, for whoever reads the log
     provider.shutdown()
 
 
@@ -90,8 +93,19 @@ def test_a_write_that_fails_is_reported_to_the_sdk_and_logged_never_raised(
     store.close()  # a real fault: the connection is gone
     with caplog.at_level(logging.ERROR, logger="spark_otel.store.exporters"):
         assert StoreSpanExporter(store).export(memory.get_finished_spans()) is SpanExportResult.FAILURE
-    assert len(caplog.records) == 1
-    assert f"writing 1 spans to {tmp_path / 's.sqlite'} failed" in caplog.records[0].getMessage()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"spark_otel: writing 1 spans to {tmp_path / 's.sqlite'} failed"
+    ]
+    caplog.clear()
+    metrics = StoreMetricExporter(store)
+    reader = PeriodicExportingMetricReader(metrics, export_interval_millis=3_600_000)
+    meter_provider = MeterProvider(metric_readers=[reader])
+    meter_provider.get_meter(sc.SCOPE_NAME).create_counter("t.tokens").add(1)
+    with caplog.at_level(logging.ERROR, logger="spark_otel.store.exporters"):
+        meter_provider.shutdown()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"spark_otel: writing 1 metric samples to {tmp_path / 's.sqlite'} failed"
+    ]
     exporter = StoreSpanExporter(store)
     assert exporter.force_flush() is True
     exporter.shutdown()  # the store is its owner's: nothing else to close

@@ -478,3 +478,18 @@ def test_a_schema_1_store_is_migrated_to_the_time_budget_keeping_its_cells_unspl
     assert columns(path, "cells")[-4:] == [c.name for c in CELL_BUDGET_COLUMNS]
     with Store(path, read_only=True) as reader:
         assert reader.cells() == [CELL]
+
+
+def test_every_table_is_checked_past_a_missing_one_and_two_missing_are_named_together(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    before = build(path, "DROP TABLE server_timings", "ALTER TABLE documents DROP COLUMN name")
+    assert refusal(path, read_only=False) == (  # the writer would make server_timings, not documents
+        f"{path}: a damaged store of schema {V} (table documents lacks column name); {NOTHING}"
+    )
+    assert_unchanged(path, before)
+    other = tmp_path / "t.sqlite"
+    before = build(other, "DROP TABLE load_windows", "DROP TABLE server_timings")
+    assert refusal(other, read_only=True) == (
+        f"{other}: a damaged store of schema {V} (no load_windows, server_timings tables); {NOTHING}"
+    )
+    assert_unchanged(other, before)

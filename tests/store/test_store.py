@@ -152,6 +152,9 @@ def test_default_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.delenv("SPARK_OTEL_STORE")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_store_path() == tmp_path / "spark-otel" / "store.sqlite"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_store_path() == tmp_path / "home" / ".local" / "share" / "spark-otel" / "store.sqlite"
 
 
 def test_every_record_field_has_its_one_column_and_nothing_else() -> None:
@@ -313,6 +316,12 @@ def test_one_store_handle_serves_every_thread(tmp_path: Path) -> None:
         for thread in threads:
             thread.join(timeout=30)
         assert sorted(c.uid for c in store.cells()) == ["c0", "c1", "c2", "c3"]
+    with Store(tmp_path / "s.sqlite", read_only=True) as reader:  # a report's worker threads
+        found: list[int] = []
+        thread = threading.Thread(target=lambda: found.append(len(reader.cells())))
+        thread.start()
+        thread.join(timeout=30)
+        assert found == [4]
 
 
 def test_reads_by_key_take_more_keys_than_sqlite_binds_at_once(tmp_path: Path) -> None:
