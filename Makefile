@@ -48,6 +48,8 @@ MUTATION_TESTS_cells = tests/core/test_cells.py tests/core/test_guarded_points.p
 	tests/instrumentation/test_cells_and_notes.py tests/instrumentation/test_cell_budget.py \
 	tests/instrumentation/test_providers.py tests/governor/test_admission.py
 MUTATION_TESTS_instrumentation = tests/instrumentation tests/core/test_guarded_points.py
+MUTATION_TESTS_store = tests/store tests/cli/test_store_command.py tests/telemetry tests/receivers/test_otlp_json.py \
+	tests/sim/test_server_spans.py
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
 MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
 # Reads the source's text for guard names, which in the mutated copy is mutmut's trampolines.

@@ -493,3 +493,13 @@ def test_every_table_is_checked_past_a_missing_one_and_two_missing_are_named_tog
         f"{other}: a damaged store of schema {V} (no load_windows, server_timings tables); {NOTHING}"
     )
     assert_unchanged(other, before)
+
+
+def test_a_damaged_store_names_each_problem(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    before = build(path, "ALTER TABLE cells DROP COLUMN trace_id", "ALTER TABLE documents DROP COLUMN name")
+    assert refusal(path, read_only=True) == (
+        f"{path}: a damaged store of schema {V} (table cells lacks column trace_id; table documents lacks "
+        f"column name); {NOTHING}"
+    )
+    assert_unchanged(path, before)

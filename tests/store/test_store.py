@@ -228,9 +228,14 @@ def test_engine_urls_are_where_each_engine_answered_most(tmp_path: Path) -> None
                 request("2", "qwen", "127.0.0.1", 8011),
                 request("3", "qwen", "box.lan", 9000),
                 request("4", "nemotron", "127.0.0.1", 8012),
+                request("5", "llama", "llama.lan", None),
             ]
         )
-        assert store.engine_urls() == {"qwen": "http://127.0.0.1:8011", "nemotron": "http://127.0.0.1:8012"}
+        assert store.engine_urls() == {
+            "qwen": "http://127.0.0.1:8011",
+            "nemotron": "http://127.0.0.1:8012",
+            "llama": "http://llama.lan",
+        }
 
 
 def test_reading_a_missing_store_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
@@ -372,6 +377,10 @@ def test_a_process_forked_while_another_thread_writes_can_write_itself(tmp_path:
         writer.join(timeout=60)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0  # -14: the alarm, its write never went through
-        assert store.row_counts()["cells"] == 40_002
+        after = threading.Thread(target=store.write_cells, args=([make_cell(40_003)],))
+        after.start()  # the parent's other threads write on once the fork is done
+        after.join(timeout=30)
+        assert not after.is_alive()
+        assert store.row_counts()["cells"] == 40_003
     finally:
         store.close()
