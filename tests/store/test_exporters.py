@@ -78,7 +78,8 @@ def test_each_kind_of_span_becomes_its_record_and_a_span_that_does_not_fit_is_le
     assert [w.kind for w in store.windows()] == ["probe"]
     assert [r.operation for r in store.requests()] == ["chat"]
     assert [r.getMessage() for r in caplog.records] == ["spark_otel: span 'bad cell' could not be stored"]
-    assert caplog.records[0].exc_info is not None  # what did not fit, for whoever reads the log
+    exc_info = caplog.records[0].exc_info  # what did not fit, for whoever reads the log
+    assert exc_info is not None and exc_info[0] is ValueError
     provider.shutdown()
 
 
