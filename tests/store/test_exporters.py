@@ -79,7 +79,8 @@ def test_each_kind_of_span_becomes_its_record_and_a_span_that_does_not_fit_is_le
     assert [r.operation for r in store.requests()] == ["chat"]
     assert [r.getMessage() for r in caplog.records] == ["spark_otel: span 'bad cell' could not be stored"]
     exc_info = caplog.records[0].exc_info  # what did not fit, for whoever reads the log
-    assert exc_info is not None and exc_info[0] is ValueError
+    assert exc_info is not None
+    assert exc_info[0] is ValueError
     provider.shutdown()
 
 
