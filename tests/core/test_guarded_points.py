@@ -154,21 +154,37 @@ class InjectedDatabaseFault(InjectedFault, sqlite3.OperationalError):
 When = Callable[[FrameType, tuple[Any, ...], dict[str, Any]], bool]
 
 
+# A function as mutmut's copy names it (`x_<name>_orig`, `xǁ<Class>ǁ<name>__mutmut_<n>`), and the
+# module of the trampoline it adds between a function and its caller.
+_MUTMUT_NAME = re.compile(r"^x(?:_|ǁ[^ǁ]+ǁ)(?P<name>.+?)(?:_orig|__mutmut_\d+)$")
+_MUTMUT_MODULE = "mutmut."
+
+
+def _callers(frame: FrameType | None) -> Iterator[tuple[str, str]]:
+    """``(module, function)`` of ``frame`` and each frame above it, as the source names them: under
+    mutmut, its trampolines are skipped and its copies' names read as the originals', so a fault
+    finds the same step whether the code runs as written or as mutmut's copy."""
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith(_MUTMUT_MODULE):
+            name = frame.f_code.co_name
+            mangled = _MUTMUT_NAME.match(name)
+            yield module, mangled["name"] if mangled else name
+        frame = frame.f_back
+
+
 def called_from(prefix: str, function: str | None = None, *, depth: int = 1) -> When:
     """Fail only when the step is called from code in module ``prefix``(.*) (and ``function``),
     ``depth`` frames up (1: the step's direct caller): the same library step called by the SDK,
     the client or another layer of spark-otel goes on working."""
 
     def when(frame: FrameType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        caller: FrameType | None = frame
-        for _ in range(depth - 1):
-            caller = caller.f_back if caller is not None else None
-        if caller is None:
-            return False
-        module = caller.f_globals.get("__name__", "")
-        return (module == prefix or module.startswith(prefix + ".")) and (
-            function is None or caller.f_code.co_name == function
-        )
+        for level, (module, name) in enumerate(_callers(frame), start=1):
+            if level == depth:
+                return (module == prefix or module.startswith(prefix + ".")) and (
+                    function is None or name == function
+                )
+        return False
 
     return when
 
