@@ -1010,7 +1010,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-_BARE: dict[str, tuple[Any, ...]] = {}
+@pytest.fixture(scope="module")
+def bare_outcomes(engine: LocalServer) -> dict[str, tuple[Any, ...]]:
+    """Each scenario's bare outcome, taken once per engine: its errors name the engine's URL, so an
+    outcome kept from another engine (a test session run twice in one process, as mutmut does)
+    would differ from the same call's."""
+    return {}
 
 
 @dataclass
@@ -1031,7 +1036,11 @@ class Harness:
 
 @pytest.fixture
 def harness_for(
-    engine: LocalServer, metrics: MetricsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: LocalServer,
+    metrics: MetricsServer,
+    bare_outcomes: dict[str, tuple[Any, ...]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Callable[[Fault, str], Harness]]:
     """Sets up what a fault's environment asks for; the fault itself is undone first, at the end."""
     made: list[Harness] = []
@@ -1039,11 +1048,11 @@ def harness_for(
     base_url = f"http://127.0.0.1:{engine.port}/v1"
 
     def setup(fault: Fault, name: str) -> Harness:
-        if name not in _BARE:  # the bare call: nothing instrumented, no fault, no cell
+        if name not in bare_outcomes:  # the bare call: nothing instrumented, no fault, no cell
             assert not SparkOtelInstrumentor().is_instrumented
             bare_dir = tmp_path / "bare"
             bare_dir.mkdir(exist_ok=True)
-            _BARE[name] = outcome(name, World(base_url, metrics.url, bare_dir))
+            bare_outcomes[name] = outcome(name, World(base_url, metrics.url, bare_dir))
         spans, open_spans = InMemorySpanExporter(), OpenSpans()
         processors: list[SpanProcessor] = [SimpleSpanProcessor(spans), open_spans]
         store: Store | None = None
@@ -1115,12 +1124,16 @@ def harness_for(
 
 @pytest.mark.parametrize(("fault", "name"), CASES)
 def test_a_fault_leaves_the_call_as_it_is_bare_ends_the_span_and_is_reported_once(
-    fault: Fault, name: str, harness_for: Callable[[Fault, str], Harness], caplog: pytest.LogCaptureFixture
+    fault: Fault,
+    name: str,
+    harness_for: Callable[[Fault, str], Harness],
+    bare_outcomes: dict[str, tuple[Any, ...]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     harness = harness_for(fault, name)
     injector = harness.injector
     assert injector is not None
-    bare = _BARE[name]
+    bare = bare_outcomes[name]
     caplog.clear()
     with caplog.at_level(logging.WARNING), caplog.at_level(logging.WARNING, logger="spark_otel"):
         first = outcome(name, harness.world)
@@ -1181,12 +1194,12 @@ RAISES: dict[str, type[Exception]] = {
 
 
 def test_bare_calls_return_or_raise_as_each_scenario_means(
-    engine: LocalServer, metrics: MetricsServer, tmp_path: Path
+    engine: LocalServer, metrics: MetricsServer, bare_outcomes: dict[str, tuple[Any, ...]], tmp_path: Path
 ) -> None:
     """The comparisons above are only as good as the bare calls: each returns, or raises what it
     should (a scenario broken on its own would compare equal to itself)."""
     world = World(f"http://127.0.0.1:{engine.port}/v1", metrics.url, tmp_path)
-    got = {name: _BARE.get(name) or outcome(name, world) for name in SCENARIOS}
+    got = {name: bare_outcomes.get(name) or outcome(name, world) for name in SCENARIOS}
     for name, result in got.items():
         if name in RAISES:
             assert result[0] == "raised", (name, result)
