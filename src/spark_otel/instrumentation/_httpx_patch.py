@@ -140,11 +140,10 @@ class _Observer:
         return self.on_block
 
     def on_block(self, block: bytes) -> None:
+        """A JSON body's block (an unencoded SSE body goes to the scanner's `feed` directly)."""
         if self.encoded:
             return
-        if self.scanner is not None:
-            self.scanner.feed(block)
-        elif self.body is not None:
+        if self.body is not None:
             self.body.append(block)
             self.size += len(block)
             if self.size > _MAX_JSON_BODY:
