@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.instrumentation.support import one_span
 
 import spark_otel
+from spark_otel import _guard
 from spark_otel import _semconv as sc
 from spark_otel.instrumentation import _httpx_patch
 
@@ -266,6 +267,7 @@ def test_a_failing_finalize_keeps_the_close_as_the_error_and_is_reported_once(
         raise RuntimeError("injected into _finish_sse")
 
     monkeypatch.setattr(_httpx_patch, "_finish_sse", failing)
+    monkeypatch.setattr(_guard, "_warned", set())  # each failure kind warns once per process
     sse = httpx2.Response(
         200, headers={"content-type": "text/event-stream"}, stream=Blocks([_chunk(0, "a")] * 3)
     )
