@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +18,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.instrumentation.support import one_span
+from tests.instrumentation.support import MODEL, one_span
 
 import spark_otel
 from spark_otel import _guard
@@ -283,3 +285,63 @@ def test_a_failing_finalize_keeps_the_close_as_the_error_and_is_reported_once(
         "spark_otel: httpx response finalize failed; the call goes on untouched"
     ]
     assert str(caplog.records[0].exc_info[1]) == "injected into _finish_sse"  # type: ignore[index]
+
+
+FOREIGN_SCOPE = "opentelemetry.instrumentation.genai.openai"
+
+
+@pytest.mark.parametrize("mode", ["read", "streamed", "sse-read"])
+def test_a_raw_call_under_another_instrumentation_s_span_is_counted_in_the_cell_on_that_span(
+    mode: str,
+    base_url: str,
+    instrumented: None,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    span_exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another GenAI instrumentation's span is current (its package imported): the raw layer makes
+    no span of its own, puts the cell's attributes on that one and counts the call in the cell."""
+    monkeypatch.setitem(sys.modules, FOREIGN_SCOPE, types.ModuleType(FOREIGN_SCOPE))
+    foreign = tracer_provider.get_tracer(FOREIGN_SCOPE)
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "one two"}], "max_tokens": 3}
+    if mode != "read":
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    with (
+        spark_otel.cell(
+            "golden", "B#1", tracer_provider=tracer_provider, meter_provider=meter_provider
+        ) as state,
+        foreign.start_as_current_span(f"chat {MODEL}"),
+        httpx2.Client() as client,
+    ):
+        if mode == "streamed":
+            with client.stream("POST", f"{base_url}/chat/completions", json=body) as response:
+                response.read()
+        else:
+            client.post(f"{base_url}/chat/completions", json=body)
+    (span,) = [s for s in span_exporter.get_finished_spans() if s.name == f"chat {MODEL}"]
+    assert span.instrumentation_scope.name == FOREIGN_SCOPE  # type: ignore[union-attr]
+    assert (span.attributes or {})[sc.CELL_ID] == state.cell_id
+    assert (state.requests, state.failed_requests, state.prompt_tokens, state.completion_tokens) == (
+        1,
+        0,
+        2,
+        3,
+    )
+
+
+@pytest.mark.parametrize(("url", "port"), [("http://engine/v1", 80), ("https://engine/v1", 443)])
+def test_a_url_without_a_port_records_its_scheme_s_port(
+    url: str, port: int, instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers.get("traceparent"))
+        return httpx2.Response(200, json=ANSWER)
+
+    with httpx2.Client(transport=httpx2.MockTransport(handler)) as client:
+        client.post(f"{url}/chat/completions", json={"model": "m", "messages": []})
+    a = one_span(span_exporter).attributes or {}
+    assert (a[sc.SERVER_ADDRESS], a[sc.SERVER_PORT]) == ("engine", port)
+    assert seen == [None]  # no trace header unless asked for
