@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal
+from types import MappingProxyType
 
 from spark_otel import _semconv as sc
 from spark_otel.instrumentation._content import (
@@ -100,3 +101,11 @@ def test_fields_read_alike_from_a_model_and_a_dict() -> None:
     assert (get_field({"type": "text"}, "type"), get_field(Part("text"), "type")) == ("text", "text")
     assert (get_field({}, "type"), get_field(object(), "type")) == (None, None)
     assert (is_mapping({}), is_mapping(Part("text")), is_mapping(Part("text"))) == (True, False, False)
+
+
+def test_any_mapping_reads_as_a_decoded_body_the_first_time_its_type_is_seen() -> None:
+    class Body(dict):  # type: ignore[type-arg]
+        """A JSON body decoded into a dict subclass (``object_hook``), a type not seen before."""
+
+    assert get_field(MappingProxyType({"type": "text"}), "type") == "text"
+    assert (is_mapping(Body()), is_mapping(Body())) == (True, True)
