@@ -8,8 +8,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from spark_otel import _semconv as sc
+from spark_otel._version import __version__
 from spark_otel.instrumentation._config import InstrumentationConfig
 from spark_otel.instrumentation._runtime import _MAX_SHAPES, RequestShape, Runtime, ShapeKey
+from spark_otel.telemetry.bulk_histogram import attributes_key
 
 
 def _runtime() -> Runtime:
@@ -52,6 +54,12 @@ def test_outcome_sets_add_the_response_model_and_token_type() -> None:
     assert sets.input_tokens == {**sets.attributes, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT}
     assert sets.output_tokens == {**sets.attributes, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT}
     assert shape.outcome(None).attributes == shape.metric
+    # the bulk histograms' series keys, one per attribute set
+    assert (sets.key, sets.input_key, sets.output_key) == (
+        attributes_key(sets.attributes),
+        attributes_key(sets.input_tokens),
+        attributes_key(sets.output_tokens),
+    )
     assert shape.outcome("m-served") is sets
 
 
@@ -97,3 +105,10 @@ def test_the_runtime_copies_its_switches_and_starts_active() -> None:
     ) == (True, True, True, False, "sglang", True, False)
     assert runtime.config is config
     assert runtime.shapes == {}
+
+
+def test_requests_record_under_spark_otel_s_own_scope() -> None:
+    span = _runtime().tracer.start_span("chat m")
+    scope = span.instrumentation_scope  # type: ignore[attr-defined]
+    assert (scope.name, scope.version, scope.schema_url) == (sc.SCOPE_NAME, __version__, sc.SCHEMA_URL)
+    span.end()
