@@ -112,3 +112,18 @@ def test_requests_record_under_spark_otel_s_own_scope() -> None:
     scope = span.instrumentation_scope  # type: ignore[attr-defined]
     assert (scope.name, scope.version, scope.schema_url) == (sc.SCOPE_NAME, __version__, sc.SCHEMA_URL)
     span.end()
+
+
+def test_a_runtime_follows_spark_otel_s_telemetry_for_any_provider_it_was_not_given() -> None:
+    """Each request re-resolves what the runtime follows (after a `spark_otel.configure()`)."""
+    config = InstrumentationConfig()
+    follows = [
+        Runtime(config, tracer_provider, meter_provider).follows
+        for tracer_provider, meter_provider in [
+            (TracerProvider(), None),
+            (None, MeterProvider()),
+            (None, None),
+            (TracerProvider(), MeterProvider()),
+        ]
+    ]
+    assert follows == [True, True, True, False]
