@@ -7,6 +7,8 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
 from tests.instrumentation.support import LocalServer, ServerLog
 
 import spark_otel
@@ -66,3 +68,13 @@ def fresh_globals(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     if SparkOtelInstrumentor().is_instrumented:
         spark_otel.uninstrument()
     spark_otel.shutdown()
+
+
+@pytest.fixture
+def capturing(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> Iterator[None]:
+    """`spark_otel.instrument()` with content capture on, into the in-memory providers."""
+    spark_otel.instrument(
+        tracer_provider=tracer_provider, meter_provider=meter_provider, capture_content=True
+    )
+    yield
+    spark_otel.uninstrument()

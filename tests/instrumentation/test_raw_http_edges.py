@@ -62,15 +62,6 @@ class Blocks(httpx2.SyncByteStream):
         yield from self.blocks
 
 
-@pytest.fixture
-def capturing(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> Iterator[None]:
-    spark_otel.instrument(
-        tracer_provider=tracer_provider, meter_provider=meter_provider, capture_content=True
-    )
-    yield
-    spark_otel.uninstrument()
-
-
 @pytest.mark.parametrize("status", [400, 401, 500])
 def test_a_read_response_of_4xx_or_5xx_is_an_error_of_its_status(
     status: int, instrumented: None, span_exporter: InMemorySpanExporter

@@ -5,7 +5,6 @@ did not have (no time to first chunk without a chunk, no content unless captured
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx2
 import openai
@@ -23,15 +22,6 @@ from spark_otel import _semconv as sc
 from spark_otel.instrumentation.request_notes import request_notes
 
 MESSAGES = [{"role": "user", "content": "one two three"}]
-
-
-@pytest.fixture
-def capturing(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> Iterator[None]:
-    spark_otel.instrument(
-        tracer_provider=tracer_provider, meter_provider=meter_provider, capture_content=True
-    )
-    yield
-    spark_otel.uninstrument()
 
 
 @pytest.mark.parametrize(("n", "expected"), [(2, 2), (0, None), (1, None)])
