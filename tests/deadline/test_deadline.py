@@ -30,7 +30,7 @@ import httpx
 import httpx2
 import openai
 import pytest
-from tests.deadline.deadline_server import DOC, FINDINGS, HALF, MisbehavingServer, pieces
+from tests.deadline.deadline_server import DOC, FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer, pieces
 
 from spark_otel import _clock
 from spark_otel._exceptions import ConfigError
@@ -226,7 +226,7 @@ def test_sync_stall_mid_answer_keeps_the_complete_findings_and_closes_within_100
 async def test_async_stall_mid_answer_keeps_the_complete_findings_and_closes_within_100ms(
     test_server: MisbehavingServer, kind: str, tag: str
 ) -> None:
-    deadline = 0.4
+    deadline = SALVAGE_DEADLINE_S
     result, took = await run_async(
         kind, test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=deadline
     )
@@ -501,7 +501,7 @@ def test_cut_off_stream_leaves_deadline_notes_for_the_request_span(test_server: 
     http = httpx2.Client(event_hooks={"request": [_capturing_hook(captured)]})
     with openai.OpenAI(base_url=test_server.url + "/v1", api_key="k", http_client=http) as client:
         result = stream_with_deadline(
-            client, deadline_s=0.3, **request_kwargs("openai", "stall_body", {"text": HALF})
+            client, deadline_s=SALVAGE_DEADLINE_S, **request_kwargs("openai", "stall_body", {"text": HALF})
         )
     assert result.status is DeadlineStatus.DEADLINE
     (notes,) = captured
@@ -578,13 +578,13 @@ async def test_wrong_client_kinds_raise_config_error() -> None:
 def test_jsonl_and_pattern_extractors_salvage_through_the_helper(test_server: MisbehavingServer) -> None:
     lines = '{"id": 1}\n{"id": 2}\n{"id": 3, "cut'
     result, _ = run_sync(
-        "httpx2", test_server, "stall_body", {"text": lines}, deadline_s=0.3, extractor="jsonl"
+        "httpx2", test_server, "stall_body", {"text": lines}, deadline_s=SALVAGE_DEADLINE_S, extractor="jsonl"
     )
     assert result.findings == [{"id": 1}, {"id": 2}]
     text = "BUG a.py: leak\nBUG b.py: race\nBUG c.py: ha"
     pattern = re.compile(r"BUG (?P<file>\S+): (?P<what>[^\n]+)\n")
     result, _ = run_sync(
-        "httpx2", test_server, "stall_body", {"text": text}, deadline_s=0.3, extractor=pattern
+        "httpx2", test_server, "stall_body", {"text": text}, deadline_s=SALVAGE_DEADLINE_S, extractor=pattern
     )
     assert result.findings == [{"file": "a.py", "what": "leak"}, {"file": "b.py", "what": "race"}]
 

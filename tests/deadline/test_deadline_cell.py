@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.deadline.deadline_server import FINDINGS, HALF, MisbehavingServer
+from tests.deadline.deadline_server import FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer
 from tests.instrumentation.support import cell_span, request_spans
 
 import spark_otel
@@ -39,7 +39,7 @@ def test_cut_off_seed_with_findings_is_a_degraded_deadline_cell(
 ) -> None:
     with httpx2.Client(base_url=test_server.url) as client, _cell(tracer_provider, meter_provider, "seed-1"):
         result = stream_with_deadline(
-            client, model="stall_body", messages=MESSAGES, test={"text": HALF}, deadline_s=0.4
+            client, model="stall_body", messages=MESSAGES, test={"text": HALF}, deadline_s=SALVAGE_DEADLINE_S
         )
     assert result.status is DeadlineStatus.DEADLINE
     attrs = cell_span(span_exporter).attributes
@@ -117,7 +117,11 @@ def test_instrumented_sync_cut_off_is_recorded_on_the_request_span(
         _cell(tracer_provider, meter_provider, "seed-4"),
     ):
         result = stream_with_deadline(
-            client, model="stall_body", messages=MESSAGES, extra_body={"test": {"text": HALF}}, deadline_s=0.3
+            client,
+            model="stall_body",
+            messages=MESSAGES,
+            extra_body={"test": {"text": HALF}},
+            deadline_s=SALVAGE_DEADLINE_S,
         )
     assert result.status is DeadlineStatus.DEADLINE
     assert result.findings == FINDINGS[:2]
@@ -140,7 +144,7 @@ async def test_instrumented_async_cut_off_is_recorded_on_the_request_span(
         extra = {"test": {"text": HALF}}
     async with client:
         result = await astream_with_deadline(
-            client, model="stall_body", messages=MESSAGES, deadline_s=0.3, **extra
+            client, model="stall_body", messages=MESSAGES, deadline_s=SALVAGE_DEADLINE_S, **extra
         )
     assert result.status is DeadlineStatus.DEADLINE
     (span,) = request_spans(span_exporter)

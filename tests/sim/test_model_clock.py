@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from spark_otel.sim import run_box
-from spark_otel.sim.clock import MODEL_CLOCK_ENV, box_clock
+from spark_otel.sim.clock import MODEL_CLOCK_ENV, READINGS, box_clock, read_box_clock
 from spark_otel.store import Store
 
 SPEED = 50.0
@@ -71,3 +74,49 @@ def test_a_box_clock_reading_takes_the_middle_of_the_round_trip() -> None:
     assert (clock.speed, clock.box_unix_ns, clock.read_real_ns) == (100.0, 5_000_000_000, 2_000)
     assert box_clock({"speed": "inf", "unix_ns": 1}, sent_real_ns=0, received_real_ns=0) is None
     assert box_clock({"speed": 10}, sent_real_ns=0, received_real_ns=0) is None
+
+
+class _LateFirstAnswer(http.server.BaseHTTPRequestHandler):
+    """A box at speed 1 on the real clock that stamps its first answer, then waits before sending
+    it: the asymmetric round trip a first request's set-up makes."""
+
+    answered = 0
+
+    def do_GET(self) -> None:
+        body = json.dumps({"speed": 1, "unix_ns": time.time_ns()}).encode()
+        if type(self).answered == 0:
+            time.sleep(LATE_S)
+        type(self).answered += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+LATE_S = 0.4
+
+
+def test_a_box_clock_keeps_the_shortest_of_its_readings() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LateFirstAnswer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        clock = read_box_clock(f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _LateFirstAnswer.answered == READINGS
+    # The late first reading alone would put the clock LATE_S / 2 ahead; the kept one is off by
+    # at most half its own round trip, which did not wait.
+    assert clock.round_trip_real_ns < LATE_S * 1e9 / 2
+    before, now, after = clock.epoch_now(), time.time_ns(), clock.epoch_now()
+    half = clock.round_trip_real_ns // 2 + 1_000_000  # and a millisecond for the reads themselves
+    assert before - half <= now <= after + half
+
+
+def test_a_box_clock_needs_a_reading() -> None:
+    with pytest.raises(ValueError, match="readings=0: at least one reading is needed"):
+        read_box_clock("http://127.0.0.1:9", readings=0)

@@ -43,7 +43,7 @@ from .._version import __version__
 from ..analysis.probe_levels import LevelMeasurement, curve_of, level_warnings, mean_power, summarize_level
 from ..model import AttributeValue, LoadWindow
 from ..receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta, engine_base_url
-from ..sim.clock import BoxClock, box_clock
+from ..sim.clock import READINGS, BoxClock, box_clock, closest
 from ..store import Store
 from ..telemetry import current_telemetry
 from .power import PowerMeter, power_meter, sample_power
@@ -96,14 +96,23 @@ class _Prober:
         the model clock at that speed in ``held``, lined up with the box's own."""
         box: BoxClock | None = None
         try:
-            sent = _clock.real_monotonic_ns()
-            info = await self.control.get("/sim/info")
-            if info.status_code == 200:
+            readings: list[BoxClock] = []
+            for _ in range(READINGS):  # the shortest round trip, as read_box_clock keeps
+                sent = _clock.real_monotonic_ns()
+                info = await self.control.get("/sim/info")
+                received = _clock.real_monotonic_ns()
+                if info.status_code != 200:
+                    break
                 self.sim_info = info.json()
-                if isinstance(self.sim_info, dict):
-                    box = box_clock(
-                        self.sim_info, sent_real_ns=sent, received_real_ns=_clock.real_monotonic_ns()
-                    )
+                reading = (
+                    box_clock(self.sim_info, sent_real_ns=sent, received_real_ns=received)
+                    if isinstance(self.sim_info, dict)
+                    else None
+                )
+                if reading is None:
+                    break
+                readings.append(reading)
+            box = closest(readings) if readings else None
         except httpx2.HTTPError as exc:
             raise EngineError(f"{self.url}: cannot reach the engine: {type(exc).__name__}: {exc}") from exc
         except ValueError:

@@ -6,7 +6,10 @@ the demo) reads that once and holds `spark_otel._clock.model_time` at the box's 
 from then on its timestamps and the box's, and those of every other process anchored the same
 way, are on one model clock, whenever each process started. The box stamped ``unix_ns`` at some
 point of the round trip; its middle is taken, so the error is at most half a round trip in real
-time (about 0.1 ms on loopback, times the speed: 10 ms of model time at 100x).
+time (about 0.1 ms on loopback, times the speed: 10 ms of model time at 100x). As NTP does, a
+process reads several times on one connection and keeps the shortest round trip: a first request
+also pays for the client's and the connection's set-up (tens of milliseconds on a loaded machine,
+seconds of model time), all of it before the box stamps its answer.
 
 ``SPARK_OTEL_MODEL_CLOCK=URL`` makes `spark_otel.configure()` do this for the whole process.
 """
@@ -14,7 +17,7 @@ time (about 0.1 ms on loopback, times the speed: 10 ms of model time at 100x).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +25,19 @@ from typing import Any
 from .. import _clock
 from .._exceptions import EngineError
 
-__all__ = ["MODEL_CLOCK_ENV", "BoxClock", "box_clock", "box_model_time", "read_box_clock"]
+__all__ = [
+    "MODEL_CLOCK_ENV",
+    "READINGS",
+    "BoxClock",
+    "box_clock",
+    "box_model_time",
+    "closest",
+    "read_box_clock",
+]
 
 MODEL_CLOCK_ENV = "SPARK_OTEL_MODEL_CLOCK"
 _INFO_TIMEOUT_S = 5.0
+READINGS = 5
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,8 @@ class BoxClock:
     """The box's model Unix time when it answered."""
     read_real_ns: int
     """This process's real monotonic time at the middle of the round trip that read it."""
+    round_trip_real_ns: int = 0
+    """That round trip's real length: the reading is off by at most half of it, times the speed."""
 
     def epoch_now(self) -> int:
         """The box's model Unix time now, extrapolated at its speed from the reading."""
@@ -55,30 +69,48 @@ def box_clock(info: Mapping[str, Any], *, sent_real_ns: int, received_real_ns: i
         return None
     if isinstance(unix_ns, bool) or not isinstance(unix_ns, int):
         return None
-    return BoxClock(float(speed), unix_ns, (sent_real_ns + received_real_ns) // 2)
+    return BoxClock(
+        float(speed), unix_ns, (sent_real_ns + received_real_ns) // 2, received_real_ns - sent_real_ns
+    )
 
 
-def read_box_clock(url: str) -> BoxClock:
-    """``GET {url}/sim/info`` and its clock; `EngineError` when the URL is no simulated box."""
+def read_box_clock(url: str, *, readings: int = READINGS) -> BoxClock:
+    """The clock of the shortest of ``readings`` round trips to ``GET {url}/sim/info``;
+    `EngineError` when the URL is no simulated box."""
     import httpx2
 
     from ..receivers.prometheus import engine_base_url
 
+    if readings < 1:
+        raise ValueError(f"readings={readings}: at least one reading is needed")
     base = engine_base_url(url)
-    sent = _clock.real_monotonic_ns()
-    try:
-        response = httpx2.get(f"{base}/sim/info", timeout=_INFO_TIMEOUT_S, trust_env=False)
-        received = _clock.real_monotonic_ns()
-        info = response.json() if response.status_code == 200 else None
-    except (httpx2.HTTPError, ValueError) as exc:
-        raise EngineError(f"{base}/sim/info: cannot read the simulated box's clock: {exc}") from exc
-    clock = box_clock(info, sent_real_ns=sent, received_real_ns=received) if isinstance(info, dict) else None
-    if clock is None:
-        raise EngineError(
-            f"{base}/sim/info: not a simulated box with a finite speed "
-            f"(HTTP {response.status_code}); {MODEL_CLOCK_ENV} names a box started by spark-otel sim"
-        )
-    return clock
+    clocks: list[BoxClock] = []
+    with httpx2.Client(base_url=base, timeout=_INFO_TIMEOUT_S, trust_env=False) as client:
+        for _ in range(readings):
+            sent = _clock.real_monotonic_ns()
+            try:
+                response = client.get("/sim/info")
+                received = _clock.real_monotonic_ns()
+                info = response.json() if response.status_code == 200 else None
+            except (httpx2.HTTPError, ValueError) as exc:
+                raise EngineError(f"{base}/sim/info: cannot read the simulated box's clock: {exc}") from exc
+            clock = (
+                box_clock(info, sent_real_ns=sent, received_real_ns=received)
+                if isinstance(info, dict)
+                else None
+            )
+            if clock is None:
+                raise EngineError(
+                    f"{base}/sim/info: not a simulated box with a finite speed "
+                    f"(HTTP {response.status_code}); {MODEL_CLOCK_ENV} names a box started by spark-otel sim"
+                )
+            clocks.append(clock)
+    return closest(clocks)
+
+
+def closest(clocks: Iterable[BoxClock]) -> BoxClock:
+    """The reading with the shortest round trip: the tightest bound on the box's clock."""
+    return min(clocks, key=lambda clock: clock.round_trip_real_ns)
 
 
 @contextmanager
