@@ -534,12 +534,12 @@ def _compare_concurrency(
             and dict(k).get("spark_otel_cell_workers") == str(workers)
         )
         panel_median = statistics.median(series[key])
-        assert panel_median == pytest.approx(cli_median, rel=0.05), (
-            engine,
-            workers,
-            panel_median,
-            cli_median,
-        )
+        # Over time points, not cells: it agrees as far as the cells pin their median down (the
+        # CLI's 95 % interval on it), which widens when a loaded machine spreads their rates.
+        rate = group["rate"]
+        assert rate["n"] >= 2, rate  # an interval needs two cells
+        allowed = max(0.05 * cli_median, cli_median - rate["ci_low"], rate["ci_high"] - cli_median)
+        assert abs(panel_median - cli_median) <= allowed, (engine, workers, panel_median, rate)
         panel_mean = means[(eval_name, engine, str(workers))]
         assert panel_mean == pytest.approx(group["rate"]["mean"], rel=0.05), (
             engine,

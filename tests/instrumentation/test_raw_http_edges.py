@@ -336,3 +336,111 @@ def test_a_url_without_a_port_records_its_scheme_s_port(
     a = one_span(span_exporter).attributes or {}
     assert (a[sc.SERVER_ADDRESS], a[sc.SERVER_PORT]) == ("engine", port)
     assert seen == [None]  # no trace header unless asked for
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_request_passed_by_keyword_is_traced_like_one_passed_by_position(
+    is_async: bool, instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=ANSWER))
+    if is_async:
+        async with httpx2.AsyncClient(transport=transport) as aclient:
+            response = await aclient.send(request=aclient.build_request("POST", URL, json=body))
+    else:
+        with httpx2.Client(transport=transport) as client:
+            response = client.send(request=client.build_request("POST", URL, json=body))
+    assert response.json() == ANSWER
+    a = one_span(span_exporter).attributes or {}
+    assert (a[sc.GEN_AI_USAGE_INPUT_TOKENS], a[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (5, 2)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_send_without_a_request_raises_what_it_raises_bare(
+    is_async: bool, tracer_provider: TracerProvider, meter_provider: MeterProvider,
+    span_exporter: InMemorySpanExporter,
+) -> None:  # fmt: skip
+    async def attempt() -> BaseException:
+        try:
+            if is_async:
+                async with httpx2.AsyncClient() as aclient:
+                    await aclient.send()  # type: ignore[call-arg]
+            else:
+                with httpx2.Client() as client:
+                    client.send()  # type: ignore[call-arg]
+        except BaseException as exc:
+            return exc
+        raise AssertionError("send() without a request did not raise")
+
+    bare = await attempt()
+    spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    instrumented = await attempt()
+    assert (type(instrumented), str(instrumented)) == (type(bare), str(bare))
+    assert span_exporter.get_finished_spans() == ()
+
+
+def _streamed(client: httpx2.Client, **body: Any) -> Any:
+    return client.stream("POST", URL, json={"model": "m", "messages": [], **body})
+
+
+def test_a_streamed_sse_body_keeps_each_choice_s_reason_however_early_it_came(
+    instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    blocks = [_chunk(0, "a", "stop"), *(_chunk(1, f"w{i}") for i in range(20)), _chunk(1, "z", "length")]
+    sse = httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=Blocks(blocks))
+    with _client(sse) as client, _streamed(client, stream=True, n=2) as response:
+        assert response.read() == b"".join(blocks)
+    a = one_span(span_exporter).attributes or {}
+    assert list(a[sc.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop", "length"]  # type: ignore[arg-type]
+    assert a[sc.REQUEST_CHUNKS] == 22
+
+
+def test_a_streamed_answer_without_a_content_type_is_read_as_json(
+    instrumented: None, span_exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    answer = httpx2.Response(200, stream=Blocks([json.dumps(ANSWER).encode()]))
+    with caplog.at_level(logging.WARNING), _client(answer) as client, _streamed(client) as response:
+        response.read()
+    a = one_span(span_exporter).attributes or {}
+    assert (a[sc.GEN_AI_USAGE_INPUT_TOKENS], a[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (5, 2)
+    assert sc.ERROR_TYPE not in a
+    assert caplog.records == []
+
+
+def test_a_streamed_body_that_is_no_json_closed_early_is_closed(
+    instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    text = httpx2.Response(200, headers={"content-type": "text/plain"}, stream=Blocks([b"not", b" json"]))
+    with _client(text) as client, _streamed(client) as response:
+        for _ in response.iter_raw():
+            break
+    a = one_span(span_exporter).attributes or {}
+    assert a[sc.ERROR_TYPE] == sc.ERROR_TYPE_STREAM_CLOSED
+    assert sc.GEN_AI_USAGE_OUTPUT_TOKENS not in a
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["read", "streamed"])
+@pytest.mark.parametrize(("n", "choices"), [(None, 1), (2, 2)])
+def test_the_sse_scanner_is_told_the_choices_asked_for(
+    streamed: bool, n: int | None, choices: int, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One choice keeps only the last events to find its reason (the cheap path); only ``n > 1``
+    searches every event."""
+    told: list[int] = []
+
+    class Recording(_httpx_patch.SseScanner):
+        def __init__(self, *, capture: bool, choices: int = 1) -> None:
+            told.append(choices)
+            super().__init__(capture=capture, choices=choices)
+
+    monkeypatch.setattr(_httpx_patch, "SseScanner", Recording)
+    body = {"stream": True} if n is None else {"stream": True, "n": n}
+    events, headers = _chunk(0, "a", "stop") + b"data: [DONE]\n\n", {"content-type": "text/event-stream"}
+    if streamed:
+        sse = httpx2.Response(200, headers=headers, stream=Blocks([events]))
+        with _client(sse) as client, _streamed(client, **body) as response:
+            response.read()
+    else:
+        with _client(httpx2.Response(200, headers=headers, content=events)) as client:
+            _post(client, **body)
+    assert told == [choices]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .. import _clock
 from .._clock import NS_PER_S
+from .._sqlite import use_wal
 from .rules import InFlight, RulesFile, admitted_in_order, holding_rule
 
 __all__ = ["LEASE_S", "Decision", "LaneView", "Lease", "SharedState", "default_state_path"]
@@ -118,10 +119,7 @@ class SharedState:
             conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)  # fmt: skip
             conn.row_factory = sqlite3.Row
-            # Switching the mode takes a lock another runner's transaction may hold: only a file
-            # not yet in WAL is switched, so runners opening a busy state file never wait on it.
-            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             self._conn, self._pid = conn, os.getpid()

@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 from .. import _clock
 from .._exceptions import StoreError
+from .._sqlite import use_wal
 from ..model import Cell, EnergyShare, LoadWindow, MetricSample, Request, ServerTiming
 from . import energy, versions
 from .schema import (
@@ -183,10 +184,7 @@ class Store:
         """A writer's settings, once the file is known to be a store it may write: WAL, so readers
         and writers of several processes do not block each other."""
         try:
-            # Switching takes a lock another writer's transaction may hold: a store already in
-            # WAL (every store after its first writer) is left as it is.
-            if str(self._conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                self._conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._conn)
             self._conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the spark-otel store: {exc}") from exc
