@@ -64,6 +64,27 @@ def test_an_openai_plan_keeps_the_timeout_for_the_sdk_and_encodes_nothing() -> N
     assert plan == Plan("openai", False, body, 2.5, 5, None, b"")
 
 
+def test_an_async_plan_takes_an_async_client() -> None:
+    client = httpx2.AsyncClient(base_url=BASE)
+    plan = make_plan(
+        client,
+        is_async=True,
+        deadline_s=1,
+        deadline_at=None,
+        max_output_tokens=None,
+        create_kwargs=dict(CHAT),
+    )
+    assert (plan.kind, plan.budget_s) == ("raw", 1.0)
+    with pytest.raises(ConfigError, match=r"^stream_with_deadline: AsyncClient needs astream_with_deadline$"):
+        make_plan(
+            client, is_async=False, deadline_s=1, deadline_at=None, max_output_tokens=None, create_kwargs=CHAT
+        )
+
+
+def test_any_positive_timeout_is_the_request_s(raw: httpx2.Client) -> None:
+    assert _plan(raw, **CHAT, timeout=0.5).request_timeout_s == 0.5
+
+
 def test_no_time_budget_is_allowed_with_a_token_budget(raw: httpx2.Client) -> None:
     plan = _plan(raw, deadline_s=None, max_output_tokens=1, n=None, **CHAT)
     assert (plan.budget_s, plan.max_output_tokens, plan.request_timeout_s) == (None, 1, None)
@@ -194,6 +215,8 @@ NO_BASE = "the HTTP client has no base_url (e.g. http://127.0.0.1:8011)"
         (openai.OpenAI(base_url=BASE, api_key="k"), True, f"{ASYNC}: OpenAI needs {SYNC}"),
         (openai.AsyncOpenAI(base_url=BASE, api_key="k"), False, f"{SYNC}: AsyncOpenAI needs {ASYNC}"),
         (httpx2.Client(base_url=BASE), True, f"{ASYNC}: Client needs {SYNC}"),
+        (httpx2.AsyncClient(base_url=BASE), False, f"{SYNC}: AsyncClient needs {ASYNC}"),
+        (httpx.Client(base_url=BASE), True, f"{ASYNC}: Client needs {SYNC}"),
         (httpx.AsyncClient(base_url=BASE), False, f"{SYNC}: AsyncClient needs {ASYNC}"),
         (httpx.Client(base_url="/"), False, f"{SYNC}: {NO_BASE}"),
         (httpx2.AsyncClient(), True, f"{ASYNC}: {NO_BASE}"),

@@ -4,11 +4,17 @@ it ends with and the notes it leaves for the request span, figure for figure."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tests.deadline.deadline_server import DOC, FINDINGS
+from tests.instrumentation.support import cell_span
 
+import spark_otel
 from spark_otel import _clock
 from spark_otel import _semconv as sc
 from spark_otel._clock import NS_PER_S
@@ -257,3 +263,170 @@ def test_the_time_left_is_real_seconds_and_the_timeout_a_grace_past_it(
     assert (run.wall_left_s(), run.timeout_s()) == (0.0, pytest.approx(0.02))
     unbounded, _ = _run(budget_s=None, cap=5)
     assert (unbounded.wall_left_s(), unbounded.timeout_s()) == (None, None)
+
+
+def test_reasoning_parts_join_as_they_came(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(monkeypatch, 1)
+    run, _ = _run()
+    run.take(None, "first ", None, None, None)
+    run.take("x", "second", "stop", None, None)
+    clock.at(1.5)  # under a second, still a rate
+    result = run.result()
+    assert result.reasoning == "first second"
+    assert result.timings.decode_rate == pytest.approx(4.0)  # two tokens in half a second
+
+
+def test_a_cut_after_the_usage_came_notes_the_usage_as_the_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    Clock(monkeypatch, 1)
+    run, notes = _run()
+    run.take("a", None, None, (4, 1), None)  # continuous usage stats: usage on every chunk
+    run.expire()
+    assert notes.attributes[sc.REQUEST_TOKENS_SOURCE] == "usage"
+
+
+def test_a_finished_run_is_out_of_the_watchdog_s_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    Clock(monkeypatch, 1)
+    run, notes = _run()
+    run.take("a", None, None, None, None)
+    assert run.result().status is DeadlineStatus.ERROR
+    run.expire()  # the deadline fires after the result was taken
+    assert (run.expired, notes.error_type) == (False, None)
+    assert notes.attributes == {}
+
+
+def test_a_cut_off_stream_says_how_it_ended_at_debug(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock(monkeypatch, 1)
+    with caplog.at_level(logging.DEBUG, logger="spark_otel.deadline.run"):
+        run, _ = _run()
+        run.take(DOC[: DOC.index('"id": 3')], None, None, None, None)
+        run.take("x", None, None, None, None)
+        run.expire()
+        clock.at(5)
+        run.result()
+        done, _ = _run()
+        done.take("a", None, "stop", None, None)
+        done.result()
+    assert [r.getMessage() for r in caplog.records] == [
+        "spark_otel: stream ended deadline after 4.0 s with 2 tokens and 2 findings"
+    ]
+
+
+def test_the_extractor_s_failures_are_logged_with_their_traceback(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    Clock(monkeypatch, 1)
+    run, _ = _run(extractor=Failing(on_feed=True, on_close=True))
+    with caplog.at_level(logging.WARNING, logger="spark_otel.deadline.run"):
+        run.take("a", None, "stop", None, None)
+        run.result()
+    assert len(caplog.records) == 2
+    assert all(r.exc_info is not None and r.exc_info[0] is RuntimeError for r in caplog.records)
+
+
+def _in_cell(
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    exporter: InMemorySpanExporter,
+    clock: Clock,
+    steps: Callable[[], None],
+) -> dict[str, Any]:
+    clock.at(1)
+    with spark_otel.cell("finder", "seed", tracer_provider=tracer_provider, meter_provider=meter_provider):
+        steps()
+        clock.at(6)
+    return dict(cell_span(exporter).attributes or {})
+
+
+def test_a_cut_off_stream_counts_in_its_cell_once_without_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    clock = Clock(monkeypatch, 1)
+
+    def cut_off() -> None:
+        run, _ = _run()
+        clock.at(3)
+        run.take(DOC[: DOC.index('"id": 3')], None, None, None, None)
+        run.take("x", None, None, None, None)
+        clock.at(5)
+        run.expire()
+        run.result()
+
+    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, cut_off)
+    assert (a[sc.CELL_STATUS], a[sc.CELL_DEADLINE_HIT], a[sc.CELL_DEGRADED]) == ("deadline", True, True)
+    assert a[sc.CELL_SALVAGED_FINDINGS] == 2
+    assert (a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == (1, 1)
+    assert sc.CELL_COMPLETION_TOKENS not in a  # only server-reported tokens count in a cell
+    assert sc.CELL_PROMPT_TOKENS not in a
+    assert (a[sc.CELL_BUDGET_FIRST_TOKEN_S], a[sc.CELL_BUDGET_DECODE_S]) == (2.0, 2.0)
+    assert a[sc.CELL_BUDGET_OTHER_S] == 1.0
+
+
+def test_a_finished_stream_counts_its_reported_tokens_in_its_cell(
+    monkeypatch: pytest.MonkeyPatch,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    clock = Clock(monkeypatch, 1)
+
+    def finished() -> None:
+        run, _ = _run()
+        run.take("done", None, "stop", (5, 9), None)
+        run.result()
+
+    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, finished)
+    assert (a[sc.CELL_STATUS], a[sc.CELL_DEADLINE_HIT]) == ("ok", False)
+    assert (a[sc.CELL_PROMPT_TOKENS], a[sc.CELL_COMPLETION_TOKENS]) == (5, 9)
+    assert (a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == (1, 0)
+
+
+def test_a_stream_that_failed_counts_as_a_failed_request(
+    monkeypatch: pytest.MonkeyPatch,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    clock = Clock(monkeypatch, 1)
+
+    def failed() -> None:
+        run, _ = _run()
+        run.fail("server error mid-stream: boom")
+        run.result()
+
+    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, failed)
+    assert (a[sc.CELL_STATUS], a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == ("error", 1, 1)
+
+
+@pytest.mark.parametrize("who", ["no-notes", "instrumented"])
+def test_a_request_someone_else_counts_is_not_counted_again(
+    who: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    """Without notes no request was made under this run's watch; instrumented, the request span
+    counts it in the cell."""
+    clock = Clock(monkeypatch, 1)
+    if who == "instrumented":
+        spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+    def uncounted() -> None:
+        run, _ = _run()
+        if who == "no-notes":
+            run.notes = None
+        run.take("done", None, "stop", (5, 9), None)
+        run.result()
+
+    try:
+        a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, uncounted)
+    finally:
+        if who == "instrumented":
+            spark_otel.uninstrument()
+    assert (a[sc.CELL_STATUS], a[sc.CELL_REQUESTS]) == ("ok", 0)
+    assert sc.CELL_COMPLETION_TOKENS not in a

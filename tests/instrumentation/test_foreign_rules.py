@@ -9,12 +9,18 @@ from typing import Any
 
 import pytest
 import wrapt
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from spark_otel import _semconv as sc
 from spark_otel.instrumentation._foreign import foreign_request_span, past_foreign_wrappers
 
 CONTRIB = "opentelemetry.instrumentation.genai.openai"
+FOREIGN_PACKAGES = (
+    CONTRIB,
+    "opentelemetry.instrumentation.openai_v2",
+    "opentelemetry.instrumentation.openai",
+)
 
 
 @pytest.fixture
@@ -49,7 +55,7 @@ def test_only_another_genai_instrumentation_s_wrapper_is_skipped() -> None:
 def test_nothing_is_skipped_while_no_other_instrumentation_is_imported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in (CONTRIB, "opentelemetry.instrumentation.openai_v2", "opentelemetry.instrumentation.openai"):
+    for name in FOREIGN_PACKAGES:
         monkeypatch.delitem(sys.modules, name, raising=False)
     foreign = _wrapped_by(f"{CONTRIB}.patch")
     assert past_foreign_wrappers(foreign) is foreign
@@ -70,3 +76,23 @@ def test_the_current_span_is_foreign_only_when_a_genai_instrumentation_made_it(
 ) -> None:
     with TracerProvider().get_tracer(scope).start_as_current_span("chat m") as span:
         assert (foreign_request_span() is span) is foreign
+
+
+@pytest.mark.parametrize("package", FOREIGN_PACKAGES)
+def test_any_one_of_the_instrumentations_imported_alone_turns_the_rules_on(
+    package: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in FOREIGN_PACKAGES:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, package, types.ModuleType(package))
+    assert past_foreign_wrappers(_wrapped_by(f"{package}.patch"))() == "bare"
+    with TracerProvider().get_tracer(package).start_as_current_span("chat m") as span:
+        assert foreign_request_span() is span
+
+
+@pytest.mark.usefixtures("contrib_imported")
+def test_another_instrumentation_s_span_that_ended_is_not_this_call_s() -> None:
+    span = TracerProvider().get_tracer(CONTRIB).start_span("chat m")
+    span.end()
+    with trace.use_span(span):
+        assert foreign_request_span() is None

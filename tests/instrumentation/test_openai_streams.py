@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -402,3 +403,33 @@ def test_close_from_a_watchdog_thread_while_iterating_finalizes_once(
     assert int(span.attributes[sc.REQUEST_CHUNKS]) >= 1  # type: ignore[index, arg-type]
     (duration,) = metric_points(metric_reader, sc.GEN_AI_CLIENT_OPERATION_DURATION)
     assert duration.count == 1
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_an_instrumented_stream_arrives_chunk_by_chunk_not_all_at_the_end(
+    is_async: bool, base_url: str, instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    """The SDK's own ``send`` keeps its ``stream=True``: were the body read first, every chunk
+    would arrive at once, after the last token (10 tokens 0.1 s apart)."""
+    kwargs: dict[str, Any] = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 10,
+        "stream": True,
+        "extra_body": {"delay_s": 0.1},
+    }
+    started = time.monotonic()
+    arrivals: list[float] = []
+    if is_async:
+        async with openai.AsyncOpenAI(base_url=base_url, api_key="sk") as aclient:
+            async for chunk in await aclient.chat.completions.create(**kwargs):
+                if chunk.choices and chunk.choices[0].delta.content:
+                    arrivals.append(time.monotonic() - started)
+    else:
+        with openai.OpenAI(base_url=base_url, api_key="sk") as client:
+            for chunk in client.chat.completions.create(**kwargs):
+                if chunk.choices and chunk.choices[0].delta.content:
+                    arrivals.append(time.monotonic() - started)
+    assert len(arrivals) == 10
+    assert arrivals[0] < arrivals[-1] / 2
+    assert len(request_spans(span_exporter)) == 1

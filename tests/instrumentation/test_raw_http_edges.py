@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx2
@@ -18,6 +18,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from tests.instrumentation.support import MODEL, one_span
 
 import spark_otel
@@ -444,3 +445,71 @@ def test_the_sse_scanner_is_told_the_choices_asked_for(
         with _client(httpx2.Response(200, headers=headers, content=events)) as client:
             _post(client, **body)
     assert told == [choices]
+
+
+class AsyncBlocks(httpx2.AsyncByteStream):
+    def __init__(self, blocks: list[bytes]) -> None:
+        self.blocks = blocks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for block in self.blocks:
+            yield block
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_streamed_call_under_suppress_instrumentation_streams_as_bare(
+    is_async: bool, instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    """Suppressed, the call is passed through with every argument: ``stream=True`` included, so
+    the body is still unread when the caller iterates it."""
+    blocks = [b'{"id": ', b'"r1"}']
+    headers = {"content-type": "application/json"}
+    body = {"model": "m", "messages": [], "stream": True}
+    token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        if is_async:
+            astream = AsyncBlocks(blocks)
+            atransport = httpx2.MockTransport(lambda r: httpx2.Response(200, headers=headers, stream=astream))
+            async with (
+                httpx2.AsyncClient(transport=atransport) as aclient,
+                aclient.stream("POST", URL, json=body) as aresponse,
+            ):
+                got = [block async for block in aresponse.aiter_raw()]
+            async with httpx2.AsyncClient(transport=atransport) as aclient:  # the request by position
+                request = aclient.build_request("POST", URL, json=body)
+                assert (await aclient.send(request)).status_code == 200
+        else:
+            transport = httpx2.MockTransport(
+                lambda r: httpx2.Response(200, headers=headers, stream=Blocks(blocks))
+            )
+            with httpx2.Client(transport=transport) as client, _streamed(client, stream=True) as response:
+                got = list(response.iter_raw())
+            with httpx2.Client(transport=transport) as client:
+                assert client.send(client.build_request("POST", URL, json=body)).status_code == 200
+    finally:
+        otel_context.detach(token)
+    assert got == blocks
+    assert span_exporter.get_finished_spans() == ()
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_transport_failure_is_raised_as_bare_and_is_the_span_s_error(
+    is_async: bool, instrumented: None, span_exporter: InMemorySpanExporter
+) -> None:
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("connection refused", request=request)
+
+    body = {"model": "m", "messages": []}
+    if is_async:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(refuse)) as aclient:
+            with pytest.raises(httpx2.ConnectError, match=r"^connection refused$"):
+                await aclient.post(URL, json=body)
+    else:
+        with (
+            httpx2.Client(transport=httpx2.MockTransport(refuse)) as client,
+            pytest.raises(httpx2.ConnectError, match=r"^connection refused$"),
+        ):
+            client.post(URL, json=body)
+    span = one_span(span_exporter)
+    assert (span.attributes or {})[sc.ERROR_TYPE] == "ConnectError"
+    assert span.status.status_code is StatusCode.ERROR
