@@ -15,6 +15,8 @@ from tests.deadline.deadline_server import DOC, FINDINGS
 from tests.instrumentation.support import cell_span
 
 import spark_otel
+import spark_otel._guard
+import spark_otel.cells
 from spark_otel import _clock
 from spark_otel import _semconv as sc
 from spark_otel._clock import NS_PER_S
@@ -430,3 +432,49 @@ def test_a_request_someone_else_counts_is_not_counted_again(
             spark_otel.uninstrument()
     assert (a[sc.CELL_STATUS], a[sc.CELL_REQUESTS]) == ("ok", 0)
     assert sc.CELL_COMPLETION_TOKENS not in a
+
+
+def test_a_stream_cut_before_its_first_token_spent_its_time_waiting_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    clock = Clock(monkeypatch, 1)
+
+    def silent() -> None:
+        run, _ = _run()
+        clock.at(5)
+        run.expire()
+        run.result()
+
+    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, silent)
+    assert (a[sc.CELL_BUDGET_FIRST_TOKEN_S], a[sc.CELL_BUDGET_DECODE_S], a[sc.CELL_BUDGET_OTHER_S]) == (
+        4.0,
+        0.0,
+        1.0,
+    )
+    assert (a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == (1, 1)
+
+
+def test_a_failing_cell_account_is_reported_once_and_the_result_still_returned(
+    monkeypatch: pytest.MonkeyPatch,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    Clock(monkeypatch, 1)
+    monkeypatch.setattr(spark_otel._guard, "_warned", set())
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("accounting bug")
+
+    monkeypatch.setattr(spark_otel.cells.CellState, "record_deadline_result", broken)
+    with (
+        caplog.at_level(logging.WARNING, logger="spark_otel"),
+        spark_otel.cell("finder", "seed", tracer_provider=tracer_provider, meter_provider=meter_provider),
+    ):
+        run, _ = _run()
+        run.take("done", None, "stop", None, None)
+        assert run.result().status is DeadlineStatus.COMPLETE
+    assert caplog.messages == ["spark_otel: deadline cell accounting failed; the call goes on untouched"]

@@ -477,12 +477,22 @@ def test_an_unusable_store_is_one_log_line_naming_it_without_a_traceback(
     assert "\n" not in warning.getMessage()
 
 
-def test_instrument_with_an_unusable_store_goes_on(unusable_store: Path) -> None:
+def test_instrument_with_an_unusable_store_goes_on(
+    unusable_store: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spark_otel._guard, "_warned", set())  # the warning is once per process
+    caplog.set_level(logging.WARNING, logger="spark_otel")
     try:
         spark_otel.instrument()
+        assert SparkOtelInstrumentor().is_instrumented
     finally:
         if SparkOtelInstrumentor().is_instrumented_by_opentelemetry:
             spark_otel.uninstrument()
+    [warning] = caplog.messages
+    assert warning.startswith(
+        "spark_otel: telemetry setup for instrument() failed; the call goes on untouched: "
+    )
+    assert str(unusable_store) in warning
 
 
 def test_the_unusable_store_fixture_is_one(unusable_store: Path) -> None:

@@ -152,3 +152,15 @@ def test_a_module_is_installed_only_when_it_can_be_found(monkeypatch: pytest.Mon
     spec_less.__spec__ = None
     monkeypatch.setitem(sys.modules, "spec_less_module", spec_less)
     assert not _installed("spec_less_module")  # find_spec raises ValueError
+
+
+def test_httpx_is_patched_where_httpx2_is_missing(
+    tracer_provider: TracerProvider, meter_provider: MeterProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    monkeypatch.setattr(instrumentation, "_installed", lambda module: module != "httpx2")
+    spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    assert hasattr(httpx.Client.__dict__["send"], "__wrapped__")
+    assert hasattr(httpx.AsyncClient.__dict__["send"], "__wrapped__")
+    assert not hasattr(httpx2.Client.__dict__["send"], "__wrapped__")

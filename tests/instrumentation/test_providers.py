@@ -166,7 +166,7 @@ def test_opentelemetry_instrument_keywords_are_accepted(
         raise_exception_on_conflict=False,
     )
     assert instrumentor.is_instrumented
-    with pytest.raises(ConfigError, match="bogus"):
+    with pytest.raises(ConfigError, match=r"^uninstrument\(\): unknown argument\(s\) bogus$"):
         instrumentor.uninstrument(bogus=1)
     assert instrumentor.is_instrumented
     instrumentor.uninstrument()
