@@ -52,13 +52,33 @@ def test_a_file_held_past_every_attempt_raises_what_sqlite_said(
     path = tmp_path / "shared.sqlite"
     reader = _reader_holding(path)
     conn = sqlite3.connect(path, timeout=0.01, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    pauses: list[float] = []
+    monkeypatch.setattr(_sqlite.time, "sleep", pauses.append)
     try:
         with pytest.raises(sqlite3.OperationalError, match="database is locked"):
             use_wal(conn)
     finally:
         conn.close()
         reader.close()
+    assert statements == ["PRAGMA journal_mode", "PRAGMA journal_mode=WAL"] * 3  # every attempt, no more
+    assert pauses == [0.01, 0.02]  # 10 ms longer each time: about 2 s over the 20 attempts
     assert _mode(path) == "delete"
+
+
+def test_a_file_already_in_wal_is_only_read(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    with sqlite3.connect(path) as first:
+        first.execute("PRAGMA journal_mode=WAL")
+    conn = sqlite3.connect(path, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        use_wal(conn)
+    finally:
+        conn.close()
+    assert statements == ["PRAGMA journal_mode"]  # no switch, so no lock asked for
 
 
 def _open_at_once(opener: Callable[[], object], openers: int = 6) -> list[BaseException]:

@@ -73,7 +73,8 @@ def test_cells_are_admitted_in_the_order_they_queued(state: SharedState, clock: 
     assert (slot["id"], slot["eval_name"], slot["cell_id"], slot["waited_s"]) == (2, "ev-b", "b1", 3.0)
     assert slot["admitted_ns"] == clock.now_ns
     assert slot["lease_until_ns"] == clock.now_ns + int(LEASE_S * NS_PER_S)
-    assert [r["ticket"] for r in _rows(state, "waiting")] == [held_c.ticket]
+    (waiting,) = _rows(state, "waiting")
+    assert (waiting["ticket"], waiting["cell_id"], waiting["since_ns"]) == (held_c.ticket, "c1", START_NS)
 
 
 def test_lanes_show_what_is_in_use_waiting_and_present(state: SharedState, clock: WallClock) -> None:
@@ -174,23 +175,15 @@ def test_renewed_leases_outlive_their_first_term(state: SharedState, clock: Wall
 
 
 def test_the_rows_of_a_process_gone_on_this_host_go_at_once(state: SharedState, clock: WallClock) -> None:
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True
-    )
-    dead_pid = int(gone.stdout)
+    dead = [
+        int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           check=True, capture_output=True, text=True).stdout)
+        for _ in range(2)
+    ]  # fmt: skip
     state.attempt(A, None, RULES, ticket=None, waited_s=0.0)  # this process's: stays
-    with sqlite3.connect(state.path) as conn:
-        lease = clock.now_ns + 10 * NS_PER_S
-        common = "host, pid, lease_until_ns, engine, eval_name, has_deadline"
-        conn.execute(
-            f"INSERT INTO slots ({common}, admitted_ns, waited_s)"
-            " VALUES (?, ?, ?, 'q', 'ev-dead', 0, 0, 0.0)",
-            (state.host, dead_pid, lease),
-        )
-        conn.execute(
-            f"INSERT INTO waiting ({common}, since_ns) VALUES (?, ?, ?, 'q', 'ev-dead', 0, 0)",
-            (state.host, dead_pid, lease),
-        )
+    for pid in dead:  # two at once: one statement drops them all
+        for table in ("slots", "waiting"):
+            _insert_row(state, table, pid, clock.now_ns + 10 * NS_PER_S, eval_name="ev-dead")
     assert [lane.in_use for lane in state.lanes()] == [[A]]
     assert [r["eval_name"] for r in _rows(state, "slots")] == ["ev-a"]
     assert _rows(state, "waiting") == []
@@ -211,21 +204,63 @@ def test_a_lease_is_renewed_while_held_and_its_thread_ends_when_dropped(
     errors: list[BaseException] = []
     lease = Lease(state, errors.append)
     state.attempt(A, None, RULES, ticket=None, waited_s=0.0)
+
+    def renewed_now() -> bool:
+        return bool(_rows(state, "slots")[0]["lease_until_ns"] == clock.now_ns + int(LEASE_S * NS_PER_S))
+
     lease.hold()
-    lease.hold()  # a second hold shares the one thread
     thread = lease._thread
     assert thread is not None
+    assert (thread.name, thread.daemon) == ("spark-otel-governor-lease", True)
+    lease.hold()  # a second hold shares the one thread
+    assert lease._thread is thread
     clock.advance(3)
-    renewed = clock.now_ns + int(LEASE_S * NS_PER_S)
-    _until(lambda: _rows(state, "slots")[0]["lease_until_ns"] == renewed, "the renewal")
+    _until(renewed_now, "the renewal")
     lease.drop()
-    assert thread.is_alive()  # still one hold
+    time.sleep(0.1)  # five renewal periods: one hold is left, so the thread goes on
+    clock.advance(1)
+    _until(renewed_now, "the renewal with one hold left")
+    assert thread.is_alive()
     lease.drop()
-    lease.drop()  # more drops than holds: nothing held, not below
     thread.join(5)
     assert not thread.is_alive()
     assert lease._thread is None
+    lease.drop()  # more drops than holds: nothing held, and not below nothing
+    lease.hold()  # held again: a new thread renews
+    again = lease._thread
+    assert again is not None
+    assert again is not thread
+    clock.advance(1)
+    _until(renewed_now, "the renewal after holding again")
+    lease.drop()
+    again.join(5)
+    assert not again.is_alive()
     assert errors == []
+
+
+def test_a_drop_during_a_renewal_ends_the_thread_at_its_next_turn(
+    state: SharedState, clock: WallClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(governor_state, "_RENEW_S", 0.02)
+    lease = Lease(state, lambda exc: None)
+    renew = state.renew
+
+    def renew_then_drop() -> None:
+        renew()
+        lease.drop()  # the cell ends while its lease is being renewed
+
+    monkeypatch.setattr(state, "renew", renew_then_drop)
+    lease.hold()
+    thread = lease._thread
+    assert thread is not None
+    thread.join(5)
+    assert not thread.is_alive()
+    assert lease._thread is None
+    monkeypatch.setattr(state, "renew", renew)
+    lease.hold()  # the next cell's hold starts a thread again
+    assert lease._thread is not None
+    assert lease._thread.is_alive()
+    lease.drop()
 
 
 def test_a_renewal_that_fails_is_handed_to_the_governor(
@@ -246,3 +281,89 @@ def test_a_renewal_that_fails_is_handed_to_the_governor(
         lease.drop()
     assert isinstance(errors[0], sqlite3.OperationalError)
     assert str(errors[0]) == "database is locked"
+
+
+def test_the_state_file_is_beside_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(tmp_path / "runs" / "store.sqlite"))
+    assert governor_state.default_state_path() == tmp_path / "runs" / "governor.sqlite"
+
+
+def test_a_state_in_a_new_directory_makes_it(tmp_path: Path, clock: WallClock) -> None:
+    state = SharedState(tmp_path / "a" / "b" / "governor.sqlite")
+    try:
+        assert state.lanes() == []
+    finally:
+        state.close()
+    assert (tmp_path / "a" / "b" / "governor.sqlite").is_file()
+
+
+def test_one_connection_serves_a_process_until_closed(state: SharedState, clock: WallClock) -> None:
+    state.lanes()
+    conn = state._conn
+    assert conn is not None
+    state.lanes()
+    assert state._conn is conn
+    state.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        conn.execute("SELECT 1")
+    assert state.lanes() == []  # opened again
+    state.close()
+    state.close()  # closing a closed state is nothing
+
+
+def test_a_state_never_opened_closes(tmp_path: Path) -> None:
+    SharedState(tmp_path / "never.sqlite").close()
+    assert not (tmp_path / "never.sqlite").exists()
+
+
+def test_a_transaction_waits_two_seconds_for_another_writer_then_says_so(
+    state: SharedState, clock: WallClock
+) -> None:
+    state.lanes()
+    other = sqlite3.connect(state.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            state.attempt(A, None, RULES, ticket=None, waited_s=0.0)
+        waited = time.monotonic() - started
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert 1.9 <= waited < 4.5  # the 2 s busy timeout, not SQLite's default 5 s
+
+
+def test_a_live_process_s_rows_stay_and_it_is_sent_no_signal(state: SharedState, clock: WallClock) -> None:
+    state.lanes()  # the file, made
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        _insert_row(state, "slots", alive.pid, clock.now_ns + 10 * NS_PER_S)
+        assert [lane.in_use for lane in state.lanes()] == [[InFlight("q", "ev-other", None, False)]]
+        assert alive.poll() is None
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_process_of_another_user_counts_as_alive(
+    state: SharedState, clock: WallClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def not_ours(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")  # as root here, no such process is at hand
+
+    state.lanes()  # the file, made
+    _insert_row(state, "slots", 999_999, clock.now_ns + 10 * NS_PER_S)
+    monkeypatch.setattr(governor_state.os, "kill", not_ours)
+    assert [lane.in_use for lane in state.lanes()] == [[InFlight("q", "ev-other", None, False)]]
+
+
+def _insert_row(
+    state: SharedState, table: str, pid: int, lease_until_ns: int, eval_name: str = "ev-other"
+) -> None:
+    columns = "host, pid, lease_until_ns, engine, eval_name, has_deadline"
+    more = ("admitted_ns, waited_s", "0, 0.0") if table == "slots" else ("since_ns", "0")
+    with sqlite3.connect(state.path) as conn:
+        conn.execute(
+            f"INSERT INTO {table} ({columns}, {more[0]}) VALUES (?, ?, ?, 'q', ?, 0, {more[1]})",
+            (state.host, pid, lease_until_ns, eval_name),
+        )
