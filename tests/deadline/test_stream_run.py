@@ -327,29 +327,31 @@ def test_the_extractor_s_failures_are_logged_with_their_traceback(
     assert all(r.exc_info is not None and r.exc_info[0] is RuntimeError for r in caplog.records)
 
 
-def _in_cell(
-    tracer_provider: TracerProvider,
-    meter_provider: MeterProvider,
-    exporter: InMemorySpanExporter,
-    clock: Clock,
-    steps: Callable[[], None],
-) -> dict[str, Any]:
-    clock.at(1)
-    with spark_otel.cell("finder", "seed", tracer_provider=tracer_provider, meter_provider=meter_provider):
-        steps()
-        clock.at(6)
-    return dict(cell_span(exporter).attributes or {})
-
-
-def test_a_cut_off_stream_counts_in_its_cell_once_without_tokens(
+@pytest.fixture
+def in_cell(
     monkeypatch: pytest.MonkeyPatch,
     tracer_provider: TracerProvider,
     meter_provider: MeterProvider,
     span_exporter: InMemorySpanExporter,
-) -> None:
-    clock = Clock(monkeypatch, 1)
+) -> Callable[[Callable[[Clock], None]], dict[str, Any]]:
+    """Runs ``steps`` inside a cell from 1 s to 6 s on a stepped clock; the cell span's attributes."""
 
-    def cut_off() -> None:
+    def run(steps: Callable[[Clock], None]) -> dict[str, Any]:
+        clock = Clock(monkeypatch, 1)
+        with spark_otel.cell(
+            "finder", "seed", tracer_provider=tracer_provider, meter_provider=meter_provider
+        ):
+            steps(clock)
+            clock.at(6)
+        return dict(cell_span(span_exporter).attributes or {})
+
+    return run
+
+
+def test_a_cut_off_stream_counts_in_its_cell_once_without_tokens(
+    in_cell: Callable[[Callable[[Clock], None]], dict[str, Any]],
+) -> None:
+    def cut_off(clock: Clock) -> None:
         run, _ = _run()
         clock.at(3)
         run.take(DOC[: DOC.index('"id": 3')], None, None, None, None)
@@ -358,7 +360,7 @@ def test_a_cut_off_stream_counts_in_its_cell_once_without_tokens(
         run.expire()
         run.result()
 
-    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, cut_off)
+    a = in_cell(cut_off)
     assert (a[sc.CELL_STATUS], a[sc.CELL_DEADLINE_HIT], a[sc.CELL_DEGRADED]) == ("deadline", True, True)
     assert a[sc.CELL_SALVAGED_FINDINGS] == 2
     assert (a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == (1, 1)
@@ -369,56 +371,44 @@ def test_a_cut_off_stream_counts_in_its_cell_once_without_tokens(
 
 
 def test_a_finished_stream_counts_its_reported_tokens_in_its_cell(
-    monkeypatch: pytest.MonkeyPatch,
-    tracer_provider: TracerProvider,
-    meter_provider: MeterProvider,
-    span_exporter: InMemorySpanExporter,
+    in_cell: Callable[[Callable[[Clock], None]], dict[str, Any]],
 ) -> None:
-    clock = Clock(monkeypatch, 1)
-
-    def finished() -> None:
+    def finished(clock: Clock) -> None:
         run, _ = _run()
         run.take("done", None, "stop", (5, 9), None)
         run.result()
 
-    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, finished)
+    a = in_cell(finished)
     assert (a[sc.CELL_STATUS], a[sc.CELL_DEADLINE_HIT]) == ("ok", False)
     assert (a[sc.CELL_PROMPT_TOKENS], a[sc.CELL_COMPLETION_TOKENS]) == (5, 9)
     assert (a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == (1, 0)
 
 
 def test_a_stream_that_failed_counts_as_a_failed_request(
-    monkeypatch: pytest.MonkeyPatch,
-    tracer_provider: TracerProvider,
-    meter_provider: MeterProvider,
-    span_exporter: InMemorySpanExporter,
+    in_cell: Callable[[Callable[[Clock], None]], dict[str, Any]],
 ) -> None:
-    clock = Clock(monkeypatch, 1)
-
-    def failed() -> None:
+    def failed(clock: Clock) -> None:
         run, _ = _run()
         run.fail("server error mid-stream: boom")
         run.result()
 
-    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, failed)
+    a = in_cell(failed)
     assert (a[sc.CELL_STATUS], a[sc.CELL_REQUESTS], a[sc.CELL_FAILED_REQUESTS]) == ("error", 1, 1)
 
 
 @pytest.mark.parametrize("who", ["no-notes", "instrumented"])
 def test_a_request_someone_else_counts_is_not_counted_again(
     who: str,
-    monkeypatch: pytest.MonkeyPatch,
     tracer_provider: TracerProvider,
     meter_provider: MeterProvider,
-    span_exporter: InMemorySpanExporter,
+    in_cell: Callable[[Callable[[Clock], None]], dict[str, Any]],
 ) -> None:
     """Without notes no request was made under this run's watch; instrumented, the request span
     counts it in the cell."""
-    clock = Clock(monkeypatch, 1)
     if who == "instrumented":
         spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
-    def uncounted() -> None:
+    def uncounted(clock: Clock) -> None:
         run, _ = _run()
         if who == "no-notes":
             run.notes = None
@@ -426,7 +416,7 @@ def test_a_request_someone_else_counts_is_not_counted_again(
         run.result()
 
     try:
-        a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, uncounted)
+        a = in_cell(uncounted)
     finally:
         if who == "instrumented":
             spark_otel.uninstrument()
@@ -435,20 +425,15 @@ def test_a_request_someone_else_counts_is_not_counted_again(
 
 
 def test_a_stream_cut_before_its_first_token_spent_its_time_waiting_for_it(
-    monkeypatch: pytest.MonkeyPatch,
-    tracer_provider: TracerProvider,
-    meter_provider: MeterProvider,
-    span_exporter: InMemorySpanExporter,
+    in_cell: Callable[[Callable[[Clock], None]], dict[str, Any]],
 ) -> None:
-    clock = Clock(monkeypatch, 1)
-
-    def silent() -> None:
+    def silent(clock: Clock) -> None:
         run, _ = _run()
         clock.at(5)
         run.expire()
         run.result()
 
-    a = _in_cell(tracer_provider, meter_provider, span_exporter, clock, silent)
+    a = in_cell(silent)
     assert (a[sc.CELL_BUDGET_FIRST_TOKEN_S], a[sc.CELL_BUDGET_DECODE_S], a[sc.CELL_BUDGET_OTHER_S]) == (
         4.0,
         0.0,
