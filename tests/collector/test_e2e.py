@@ -683,10 +683,14 @@ def test_annotations_mark_probe_levels_and_load_windows(
             otlp=True, store=tmp_path / "store.sqlite", metric_export_interval_ms=1000, set_global=False
         )
         spark_otel.instrument()
+        # The receiver also keeps its scrapes: when it saw nemotron busy is what the paused
+        # annotation can know (a loaded machine reads the box late, before any export).
+        scrapes = Store(tmp_path / "scrapes.sqlite")
         receiver = Receiver(
             {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
             interval_s=SPEED * 0.5,
             meter_provider=telemetry.meter_provider,
+            store=scrapes,
         )
         nemo = openai.OpenAI(base_url=box.url("nemotron") + "/v1", api_key="sim", max_retries=0, timeout=60)
         load = Lane(nemo, nemo.models.list().data[0].id, load_eval, "nemotron", 2, LOAD_TOKENS)
@@ -710,9 +714,15 @@ def test_annotations_mark_probe_levels_and_load_windows(
             )
             telemetry.force_flush(10_000)
             time.sleep(5.0)  # span metrics flush (1 s), remote write, the receiver's idle reads
+            seen_busy = [  # in real seconds while the box's clock is this process's
+                _real_s(sample.unix_ns)
+                for sample in scrapes.samples(sc.ENGINE_REQUESTS_RUNNING)
+                if sample.attributes.get(sc.ENGINE) == "nemotron" and sample.value > 0
+            ]
         finally:
             stop.set()
             receiver.stop()
+            scrapes.close()
             spark_otel.uninstrument()
             telemetry.force_flush(10_000)
             spark_otel.shutdown()
@@ -761,9 +771,14 @@ def test_annotations_mark_probe_levels_and_load_windows(
         stack, neighbour_model, "Baseline paused (other engines busy)", values, run_start, end
     )
     nemotron_busy = _regions_of(paused, spark_otel_engine="nemotron")
+    assert seen_busy, "the receiver never saw nemotron's load"
+    seen_start, seen_end = seen_busy[0], seen_busy[-1]
+    assert marks["load_start"] <= seen_start <= seen_end <= marks["load_end"] + slack, (seen_busy, marks)
     rate_interval_s = float(RATE_INTERVAL.rstrip("s"))
-    assert within(nemotron_busy, marks["load_start"], marks["load_end"], extra_end=rate_interval_s), (
+    # One region from the first scrape that saw it busy to the last, held for the rate interval.
+    assert within(nemotron_busy, seen_start, seen_end, extra_end=rate_interval_s), (
         nemotron_busy,
+        (seen_start, seen_end),
         marks,
     )
     assert not _regions_of(paused, spark_otel_engine="qwen"), paused  # the probe is on the picked engine
