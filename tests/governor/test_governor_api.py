@@ -6,6 +6,7 @@ the rules file read again only when it changed, and the environment read on firs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -224,37 +225,45 @@ class _HeldAttempt:
     def __init__(self, g: Governor, fault: BaseException | None = None) -> None:
         self.real = g.state.attempt
         self.entered, self.go = threading.Event(), threading.Event()
-        self.done = threading.Event()
         self.fault = fault
 
     def __call__(self, *args: Any, **kwargs: Any) -> Decision:
         self.entered.set()
         self.go.wait(10)
-        try:
-            if self.fault is not None:
-                raise self.fault
-            return self.real(*args, **kwargs)
-        finally:
-            self.done.set()
+        if self.fault is not None:
+            raise self.fault
+        return self.real(*args, **kwargs)
 
 
-def _cancel_during_attempt(g: Governor, held: _HeldAttempt) -> list[dict[str, Any]]:
-    """Start ``aadmit`` for B, cancel it while its attempt runs, then let the attempt finish;
-    the loop's unhandled errors (a done callback that raised) come back."""
+def _cancel_during_attempt(
+    g: Governor, held: _HeldAttempt, monkeypatch: pytest.MonkeyPatch
+) -> list[dict[str, Any]]:
+    """Start ``aadmit`` for B, cancel it while its attempt runs, let the attempt finish and
+    wait (10 s at most) for the undo the cancellation left; the loop's unhandled errors (a done
+    callback that raised) come back."""
+    undo = admission._Waiter.undo
 
     async def main() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
         unhandled: list[dict[str, Any]] = []
         loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
+        undone = asyncio.Event()
+
+        def seen_undo(waiter: Any, attempt: Any) -> None:
+            try:
+                undo(waiter, attempt)
+            finally:
+                undone.set()
+
+        monkeypatch.setattr(admission._Waiter, "undo", seen_undo)
         task = asyncio.ensure_future(g.aadmit(B, "b1"))
         assert await asyncio.to_thread(held.entered.wait, 10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         held.go.set()
-        assert await asyncio.to_thread(held.done.wait, 10)
-        for _ in range(20):  # the done callback runs on the loop once the thread's result is in
-            await asyncio.sleep(0.005)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(undone.wait(), 10)
         return unhandled
 
     return asyncio.run(main())
@@ -266,7 +275,7 @@ def test_a_slot_won_by_an_attempt_whose_wait_was_cancelled_is_freed(
     g = make_governor()
     held = _HeldAttempt(g)
     monkeypatch.setattr(g.state, "attempt", held)
-    assert _cancel_during_attempt(g, held) == []
+    assert _cancel_during_attempt(g, held, monkeypatch) == []
     assert _lanes(g)["q"] == (0, 0)  # won, then given back; and B's eval was present on q
     assert g.admit(A, "a1").slot is not None  # the lane is free
 
@@ -278,7 +287,7 @@ def test_a_ticket_taken_by_an_attempt_whose_wait_was_cancelled_is_withdrawn(
     holder = g.admit(A, "a1")
     held = _HeldAttempt(g)
     monkeypatch.setattr(g.state, "attempt", held)
-    assert _cancel_during_attempt(g, held) == []
+    assert _cancel_during_attempt(g, held, monkeypatch) == []
     assert _lanes(g)["q"] == (1, 0)  # A still in, B out of the queue
     g.release(holder)
 
@@ -296,7 +305,7 @@ def test_a_release_that_fails_after_a_cancelled_wait_is_reported_once(
     monkeypatch.setattr(g.state, "attempt", held)
     monkeypatch.setattr(g.state, "release", release)
     with caplog.at_level(logging.WARNING, logger="spark_otel"):
-        assert _cancel_during_attempt(g, held) == []
+        assert _cancel_during_attempt(g, held, monkeypatch) == []
     _reported_once(caplog, g, fault)
 
 
@@ -317,7 +326,7 @@ def test_an_attempt_that_fails_after_its_wait_was_cancelled_leaves_nothing_to_un
     released: list[int] = []
     monkeypatch.setattr(g.state, "release", lambda slot, cell: (released.append(slot), release(slot, cell)))
     with caplog.at_level(logging.WARNING, logger="spark_otel"):
-        assert _cancel_during_attempt(g, held) == []
+        assert _cancel_during_attempt(g, held, monkeypatch) == []
     assert released == []
     assert len(_warnings(caplog, "governor state")) == (0 if fail_closed else 1)
     assert _lanes(g)["q"] == (1, 0)
