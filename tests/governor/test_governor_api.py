@@ -12,6 +12,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -134,6 +135,13 @@ def test_a_cell_on_an_engine_the_rules_do_not_govern_is_let_in_at_once_sync_and_
     assert not g.state.path.exists()
 
 
+def _only_in_admission(monkeypatch: pytest.MonkeyPatch, module: str, **stand_ins: Any) -> None:
+    """Replace functions of ``module`` as `admission` sees them, and nowhere else: a server
+    thread another test left running also sleeps, and must not count as a poll."""
+    real = getattr(admission, module)
+    monkeypatch.setattr(admission, module, SimpleNamespace(**{**vars(real), **stand_ins}))
+
+
 class _Polls:
     """Stands in for the poll's sleep and jitter: records both, and on the ``release_at``-th
     sleep frees the holder's slot and reads the gauges as they are while the cell waits."""
@@ -169,12 +177,12 @@ def test_a_waiting_cell_asks_again_every_poll_jittered_by_a_fifth_and_the_gauges
     g = make_governor()
     holder = g.admit(A, "a1", meter_provider=meters)
     polls = _Polls(g, holder, meters, reader)
-    monkeypatch.setattr(admission.random, "uniform", polls.uniform)
+    _only_in_admission(monkeypatch, "random", uniform=polls.uniform)
     if mode == "sync":
-        monkeypatch.setattr(admission.time, "sleep", polls.sleep)
+        _only_in_admission(monkeypatch, "time", sleep=polls.sleep)
         got = g.admit(B, "b1", meter_provider=meters)
     else:
-        monkeypatch.setattr(admission.asyncio, "sleep", polls.asleep)
+        _only_in_admission(monkeypatch, "asyncio", sleep=polls.asleep)
         got = asyncio.run(g.aadmit(B, "b1", meter_provider=meters))
     assert polls.uniform_args == [(0.8, 1.2)] * 3
     assert polls.sleeps == pytest.approx([POLL_S * 0.9, POLL_S * 1.1, POLL_S * 1.15])
@@ -207,7 +215,7 @@ def test_a_withdraw_that_fails_is_reported_once_naming_the_state_and_the_cell_go
         rules_file("[[lane]]\nengine = 'elsewhere'\ncells = 1\n")
 
     monkeypatch.setattr(g.state, "withdraw", withdraw)
-    monkeypatch.setattr(admission.time, "sleep", sleep)
+    _only_in_admission(monkeypatch, "time", sleep=sleep)
     with caplog.at_level(logging.WARNING, logger="spark_otel"):
         got = g.admit(B, "b1")
     assert (got.slot, got.rule) == (None, HELD_BY)
