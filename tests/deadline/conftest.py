@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -14,3 +15,8 @@ def test_server() -> Iterator[MisbehavingServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def tag() -> str:
+    return uuid.uuid4().hex

@@ -11,10 +11,11 @@ its parameters (``extra_body={"test": {...}}`` with the openai client):
 - ``stall_body``: send headers and the pieces of ``text``, then nothing until the client goes;
 - ``error_mid``: send the pieces of ``text``, then vLLM's mid-stream error event;
 - ``drop``: send the pieces of ``text``, then break the connection;
-- ``http_error``: answer 500 with a JSON error.
+- ``http_error``: answer ``status`` (default 500) with a JSON error.
 
-Each request may carry a ``tag``; the server records when that request's client went away, so
-a test can show the connection was really closed.
+Each request may carry a ``tag``; the server records how each tagged request arrived (method,
+path, content type) and when its client went away, so a test can show what was sent, how often,
+and that the connection was really closed.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ class MisbehavingServer:
     def __init__(self) -> None:
         self.disconnected: dict[str, float] = {}
         self.finished: set[str] = set()
+        self.requests: dict[str, list[tuple[str, str, str | None]]] = {}
+        """Each tagged request as it arrived: (method, path, content-type)."""
         self._cond = threading.Condition()
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
@@ -133,8 +136,14 @@ class MisbehavingServer:
         scenario = body.get("model")
         params: dict[str, Any] = body.get("test") or {}
         tag = params.get("tag")
+        if tag is not None:
+            with self._cond:
+                arrived = (request.method, request.url.path, request.headers.get("content-type"))
+                self.requests.setdefault(tag, []).append(arrived)
         if scenario == "http_error":
-            return JSONResponse({"error": {"message": "engine overloaded", "code": 500}}, status_code=500)
+            status = int(params.get("status", 500))
+            error = {"message": "engine overloaded", "code": status}
+            return JSONResponse({"error": error}, status_code=status)
         if scenario == "stall_headers":
             # The body is read, so the next message is the client going away.
             while (await request.receive())["type"] != "http.disconnect":

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +29,15 @@ import httpx
 import httpx2
 import openai
 import pytest
+from tests.deadline.clients import (
+    KINDS,
+    PROMPTNESS_S,
+    busy_connections,
+    make_client,
+    request_kwargs,
+    run_async,
+    run_sync,
+)
 from tests.deadline.deadline_server import DOC, FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer, pieces
 
 from spark_otel import _clock
@@ -47,42 +55,6 @@ from spark_otel.instrumentation.request_notes import RequestNotes, current_reque
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
 
-# The contract: a cut-off request is closed within this long of its deadline.
-PROMPTNESS_S = 0.1
-KINDS = ["openai", "httpx2", "httpx"]
-
-
-def make_client(kind: str, url: str, *, is_async: bool, **kwargs: Any) -> Any:
-    if kind == "openai":
-        cls = openai.AsyncOpenAI if is_async else openai.OpenAI
-        return cls(base_url=url + "/v1", api_key="test-key", **kwargs)
-    module = httpx2 if kind == "httpx2" else httpx
-    return (module.AsyncClient if is_async else module.Client)(base_url=url, **kwargs)
-
-
-def request_kwargs(kind: str, scenario: str, params: dict[str, Any], *, chat: bool = True) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"model": scenario}
-    if chat:
-        kwargs["messages"] = [{"role": "user", "content": "find the bugs"}]
-    else:
-        kwargs["prompt"] = "find the bugs"
-    if kind == "openai":
-        kwargs["extra_body"] = {"test": params}
-    else:
-        kwargs["test"] = params
-    return kwargs
-
-
-def busy_connections(client: Any) -> list[Any]:
-    """Connections the client's pool holds that are not idle: a leak after a cut-off."""
-    inner = client._client if isinstance(client, openai.OpenAI | openai.AsyncOpenAI) else client
-    return [conn for conn in inner._transport._pool.connections if not conn.is_idle()]
-
-
-@pytest.fixture
-def tag() -> str:
-    return uuid.uuid4().hex
-
 
 @pytest.fixture
 def no_leaked_threads() -> Iterator[None]:
@@ -90,34 +62,6 @@ def no_leaked_threads() -> Iterator[None]:
     yield
     after = {t.ident for t in threading.enumerate()}
     assert after <= before, f"threads left running: {after - before}"
-
-
-def run_sync(kind: str, server: MisbehavingServer, scenario: str, params: dict[str, Any], **kw: Any) -> Any:
-    chat = kw.pop("chat", True)
-    with make_client(kind, server.url, is_async=False, **kw.pop("client", {})) as client:
-        started = time.perf_counter()
-        result = stream_with_deadline(client, **kw, **request_kwargs(kind, scenario, params, chat=chat))
-        took = time.perf_counter() - started
-        assert busy_connections(client) == []
-    return result, took
-
-
-async def run_async(
-    kind: str, server: MisbehavingServer, scenario: str, params: dict[str, Any], **kw: Any
-) -> Any:
-    chat = kw.pop("chat", True)
-    client = make_client(kind, server.url, is_async=True, **kw.pop("client", {}))
-    try:
-        started = time.perf_counter()
-        result = await astream_with_deadline(
-            client, **kw, **request_kwargs(kind, scenario, params, chat=chat)
-        )
-        took = time.perf_counter() - started
-        assert busy_connections(client) == []
-        assert asyncio.all_tasks() == {asyncio.current_task()}
-    finally:
-        await (client.close() if kind == "openai" else client.aclose())
-    return result, took
 
 
 def assert_complete(result: DeadlineResult, text: str = DOC) -> None:
