@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spark_otel import _clock
+from spark_otel import _clock, _guard
 from spark_otel.store import Store
 
 T = TypeVar("T")
@@ -39,6 +39,13 @@ if os.environ.get("SPARK_OTEL_REQUIRE_REAL_COMPONENTS") or os.environ.get("CI"):
     settings.load_profile("ci")
 
 DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _no_warning_given_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of spark-otel's own failures warns once per process: every test starts with none
+    given, so a test that checks a warning sees it whatever ran before."""
+    monkeypatch.setattr(_guard, "_warned", set())
 
 
 @pytest.fixture

@@ -51,8 +51,8 @@ from tests.instrumentation.support import MODEL, LocalServer, request_spans
 from tests.receivers.metrics_server import MetricsServer
 
 import spark_otel
-from spark_otel import _guard, cells
 from spark_otel import _semconv as sc
+from spark_otel import cells
 from spark_otel._exceptions import ConfigError, SparkOtelError
 from spark_otel.cells import CellState
 from spark_otel.deadline import astream_with_deadline, stream_with_deadline
@@ -1101,7 +1101,6 @@ def harness_for(
             harness.cleanups.append(ungovern)
         if "otlp" in fault.env:
             monkeypatch.setattr(pipeline, "_current", Telemetry(tracer_provider, meter_provider, otlp=True))
-        monkeypatch.setattr(_guard, "_warned", set())
         for log_filter in logging.getLogger("opentelemetry.sdk._shared_internal").filters:
             # The SDK's batch worker drops a log repeated within 20 s; each test counts its own.
             if hasattr(log_filter, "last_log"):

@@ -449,7 +449,6 @@ def test_a_failing_cell_account_is_reported_once_and_the_result_still_returned(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     Clock(monkeypatch, 1)
-    monkeypatch.setattr(spark_otel._guard, "_warned", set())
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("accounting bug")

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-import spark_otel._guard
 from spark_otel.deadline.plan import Plan
 from spark_otel.deadline.run import StreamRun
 from spark_otel.instrumentation.request_notes import RequestNotes
@@ -51,11 +50,6 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
     yield ours, peer
     ours.close()
     peer.close()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spark_otel._guard, "_warned", set())  # each warning is once per process
 
 
 def _run() -> StreamRun:

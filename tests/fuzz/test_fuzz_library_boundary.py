@@ -446,7 +446,6 @@ def unusable_store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: 
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)
     monkeypatch.setattr(spark_otel.telemetry, "current_telemetry", lambda: None)
     monkeypatch.setattr(spark_otel.telemetry, "user_pipeline_installed", lambda: False)
-    monkeypatch.setattr(spark_otel._guard, "_warned", set())
     return path
 
 
@@ -480,7 +479,6 @@ def test_an_unusable_store_is_one_log_line_naming_it_without_a_traceback(
 def test_instrument_with_an_unusable_store_goes_on(
     unusable_store: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spark_otel._guard, "_warned", set())  # the warning is once per process
     caplog.set_level(logging.WARNING, logger="spark_otel")
     try:
         spark_otel.instrument()

@@ -20,7 +20,6 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from tests.conftest import metric_points
 
-import spark_otel._guard
 from spark_otel import _semconv as sc
 from spark_otel import governor
 from spark_otel._exceptions import ConfigError
@@ -33,11 +32,6 @@ LANE_1 = "[[lane]]\nengine = 'q'\ncells = 1\n"
 HELD_BY = "q lane at most 1 cell"
 POLL_S = 0.01
 A, B = InFlight("q", "ev-a", None, False), InFlight("q", "ev-b", None, False)
-
-
-@pytest.fixture(autouse=True)
-def _each_failure_warns_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spark_otel._guard, "_warned", set())
 
 
 @pytest.fixture

@@ -140,7 +140,6 @@ def test_failing_chunk_hook_passes_every_chunk_through(
     base_url: str, instrumented: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(_stream.StreamState, "on_chunk", _boom)
-    monkeypatch.setattr(_guard, "_warned", set())
     client = openai.OpenAI(base_url=base_url, api_key="sk")
     with caplog.at_level(logging.WARNING):
         chunks = list(client.completions.create(model=MODEL, prompt="x", max_tokens=4, stream=True))
@@ -174,7 +173,6 @@ def test_failing_stream_wrap_returns_the_sdk_stream(
 def test_guard_and_hot_path_reports_share_one_warning_per_kind(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(_guard, "_warned", set())
     with caplog.at_level(logging.DEBUG, logger="spark_otel"):
         _guard.report_failure("shared kind", RuntimeError("first"))
         with _guard.guard("shared kind"):

@@ -19,7 +19,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans
 
 import spark_otel
-from spark_otel import _guard
 from spark_otel import _semconv as sc
 from spark_otel.instrumentation import _openai_patch
 
@@ -313,8 +312,6 @@ def test_beside_an_outer_contrib_wrapper_a_stream_still_gets_include_usage_and_i
     spark-otel's wrapper still adds ``include_usage``, which the raw layer below cannot, and reads
     the chunks as chat chunks (with content capture on, a text completion's field would fail)."""
     from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
-
-    monkeypatch.setattr(_guard, "_warned", set())  # each failure kind warns once per process
 
     spark_otel.instrument(
         tracer_provider=tracer_provider,

@@ -21,7 +21,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.instrumentation.support import MODEL, request_spans
 
 import spark_otel
-from spark_otel import _guard
 from spark_otel.instrumentation import _openai_patch, _request, _stream
 
 MESSAGES = [{"role": "user", "content": "one two three"}]
@@ -94,7 +93,6 @@ def test_a_failing_step_leaves_the_call_bare_and_is_reported_once_by_name(
     bare = call(openai.OpenAI(base_url=base_url, api_key="sk"))
     spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider, include_usage=True)
     client = openai.OpenAI(base_url=base_url, api_key="sk", max_retries=0)  # its own `with_raw_response`
-    monkeypatch.setattr(_guard, "_warned", set())
     injected = Injected(site)
     target, name, make = fault
     monkeypatch.setattr(target, name, make(injected))

@@ -22,7 +22,6 @@ from opentelemetry.trace import StatusCode
 from tests.instrumentation.support import MODEL, one_span
 
 import spark_otel
-from spark_otel import _guard
 from spark_otel import _semconv as sc
 from spark_otel.instrumentation import _httpx_patch
 
@@ -261,7 +260,6 @@ def test_a_failing_finalize_keeps_the_close_as_the_error_and_is_reported_once(
         raise RuntimeError("injected into _finish_sse")
 
     monkeypatch.setattr(_httpx_patch, "_finish_sse", failing)
-    monkeypatch.setattr(_guard, "_warned", set())  # each failure kind warns once per process
     sse = httpx2.Response(
         200, headers={"content-type": "text/event-stream"}, stream=Blocks([_chunk(0, "a")] * 3)
     )
