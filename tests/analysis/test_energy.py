@@ -9,8 +9,10 @@ from spark_otel.analysis.energy import (
     MEASURE_GPU,
     attribute,
     box_energy,
+    cell_energy,
     level_comparison,
     probe_level_energy,
+    restrict,
 )
 from spark_otel.analysis.probe_levels import curve_of
 from spark_otel.model import Cell, CellStatus, MetricSample
@@ -171,6 +173,37 @@ def test_evals_are_split_by_worker_count() -> None:
     assert (parallel.workers, parallel.j_per_token) == (4, pytest.approx(1.0))
     assert parallel.per_cell.n == 2
     assert parallel.per_cell.median == pytest.approx(200.0)
+
+
+def test_a_selection_keeps_its_cells_shares_and_recounts_what_is_unmeasured() -> None:
+    cells = [
+        cell("a", 0, 20, 200, eval_name="one"),
+        cell("b", 10, 30, 200, eval_name="two"),
+        cell("early", -30, -10, 100, eval_name="two"),  # before the samples: unmeasured
+    ]
+    report = attribute(cells, counter(40.0, 40))
+    assert report is not None
+    whole = shares(report)
+    one = restrict(report, eval_name="one")
+    assert shares(one) == {"a": whole["a"]}  # the box was split over every cell first
+    assert (one.unmeasured, one.measure, [e.eval_name for e in one.evals]) == (0, None, ["one"])
+    assert (one.box_j, one.attributed_j, one.gpus) == (report.box_j, report.attributed_j, report.gpus)
+    two = restrict(report, eval_name="two")
+    assert (sorted(shares(two)), two.unmeasured, two.measure) == (["b", "early"], 1, MEASURE_GPU)
+    [ev] = two.evals
+    assert (ev.n_cells, ev.n_measured, ev.energy_j) == (2, 1, pytest.approx(whole["b"]))
+    assert restrict(report, engine="qwen") == report.model_copy(update={"evals": report.evals})
+    nothing = restrict(report, eval_name="one", engine="other")
+    assert (nothing.cells, nothing.evals, nothing.unmeasured) == ([], [], 0)
+    assert restrict(report) == report
+
+
+def test_cell_energy_is_each_cell_by_uid_and_empty_without_a_report() -> None:
+    report = attribute([cell("a", 0, 20, 200), cell("b", 10, 30, 200)], counter(40.0, 40))
+    assert report is not None
+    assert cell_energy(report) == {c.uid: c for c in report.cells}
+    assert list(cell_energy(report)) == ["a", "b"]
+    assert cell_energy(None) == {}
 
 
 def _probe(

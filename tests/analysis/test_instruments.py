@@ -523,3 +523,96 @@ def test_nemotron_power_moved_only_while_the_engine_thrashed() -> None:
         "reads 35.6 to 65.6 W, out of step with throughput (rank correlation 0.70 < 0.8; elasticity 0.19)"
         in power.evidence
     )
+
+
+# -- each verdict whole: the text a person reads, and every figure it rests on ------------------------
+@pytest.mark.parametrize(
+    ("metric", "attributes", "values", "scale", "verdict", "evidence"),
+    [
+        (
+            sc.GPU_UTILIZATION,
+            GPU,
+            [0.96] * 6,
+            100,
+            "not load",
+            "6 intervals, 10.0 to 320.0 tok/s (32.0x): pinned at 96.0% (moves 0.0%) while throughput moved "
+            "32.0x (elasticity 0.00, rank correlation -)",
+        ),
+        (
+            sc.ENGINE_REQUESTS_RUNNING,
+            QWEN,
+            [t / 10 for t in LOAD],
+            1,
+            "tracks load",
+            "6 intervals, 10.0 to 320.0 tok/s (32.0x): reads 1.00 to 32.0 requests, rises with throughput "
+            "(elasticity 1.00, rank correlation 1.00)",
+        ),
+        (
+            sc.ENGINE_KV_CACHE_USAGE,
+            QWEN,
+            [0.1 / t for t in LOAD],
+            100,
+            "tracks load",
+            "6 intervals, 10.0 to 320.0 tok/s (32.0x): reads 0.0312 to 1.00%, falls as throughput rises "
+            "(elasticity -0.67, rank correlation -1.00)",
+        ),
+        (
+            sc.ENGINE_KV_CACHE_USAGE,
+            QWEN,
+            [min(t, 100) / 100 for t in LOAD],
+            100,
+            "saturates",
+            "6 intervals, 10.0 to 320.0 tok/s (32.0x): rises with throughput to 100% at 160.0 tok/s, then "
+            "flat to 320.0 tok/s (100% above the knee; elasticity 0.51, rank correlation 0.99 overall)",
+        ),
+        (
+            sc.ENGINE_REQUESTS_RUNNING,
+            QWEN,
+            [5, 1, 6, 2, 5, 1],
+            1,
+            "not load",
+            "6 intervals, 10.0 to 320.0 tok/s (32.0x): reads 1.00 to 6.00 requests, out of step with "
+            "throughput (rank correlation -0.26 < 0.8; elasticity -0.23)",
+        ),
+        (
+            sc.ENGINE_REQUESTS_RUNNING,
+            QWEN,
+            [10, 10.5, 11, 11.5, 12, 12.5],
+            1,
+            "not load",
+            "6 intervals, 10.0 to 320.0 tok/s (32.0x): reads 10.0 to 12.5 requests, moves 0.07x as fast as "
+            "throughput (elasticity 0.07 < 0.5; rank correlation 1.00)",
+        ),
+    ],
+    ids=["pinned", "rises", "falls", "saturates", "out-of-step", "too-slow"],
+)
+def test_each_verdict_states_its_evidence_and_the_figures_it_rests_on(
+    metric: str,
+    attributes: dict[str, AttributeValue],
+    values: list[float],
+    scale: int,
+    verdict: str,
+    evidence: str,
+) -> None:
+    intervals = levels(LOAD)
+    v = one(intervals, gauge(metric, intervals, values, attributes))
+    read = [value * scale for value in values]
+    modal = max(read, key=read.count)  # the first of the most frequent readings
+    mean = sum(read) / len(read)
+    assert (v.verdict, v.evidence) == (verdict, evidence)
+    assert (v.n_intervals, v.n_samples, v.zero_samples, v.constant_samples) == (
+        6,
+        18,
+        0,
+        3 * read.count(modal),
+    )
+    assert (v.throughput_min, v.throughput_max) == (10.0, 320.0)
+    assert (v.gauge_min, v.gauge_max, v.constant_value) == pytest.approx((min(read), max(read), modal))
+    assert v.relative_range == pytest.approx((max(read) - min(read)) / mean)
+    assert v.elasticity == pytest.approx(elasticity(LOAD, read))
+    rho = rank_correlation(LOAD, read)
+    assert v.rank_correlation == (None if rho is None else pytest.approx(rho))
+    assert v.knee_throughput == (160.0 if verdict == "saturates" else None)
+    assert v.measure is None
+    assert [r.throughput for r in v.readings] == LOAD
+    assert [r.value for r in v.readings] == pytest.approx(read)

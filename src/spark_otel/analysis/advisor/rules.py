@@ -138,7 +138,7 @@ def lane_rule(curve: RateCurve, config: AdvisorConfig, urls: Mapping[str, str]) 
     described = f"{shape.evidence} ({describe_curve(curve)})"
     if shape.kind in ("falls", "flattens"):
         return QueueRule(
-            rule=f"{curve.engine} lane at most {shape.streams} streams",
+            rule=f"{curve.engine} lane at most {shape.streams} stream{'s' if shape.streams > 1 else ''}",
             evidence=described,
             kind=RuleKind.CAP,
             engine=curve.engine,
