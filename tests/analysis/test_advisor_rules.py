@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.analysis.builders import BASELINE, neighbour_report, window_cost
 
 from spark_otel.analysis.advisor.model import (
     AdvisorConfig,
@@ -24,62 +25,20 @@ from spark_otel.analysis.advisor.rules import (
     measure_first_rule,
 )
 from spark_otel.analysis.curve import CurvePoint, RateCurve
-from spark_otel.analysis.neighbour import NeighbourReport, WindowCost
 from spark_otel.analysis.stats import RateSummary
-
-BASELINE = RateSummary(n=20, median=10.0, ci_low=9.0, ci_high=11.0)
-
-
-def _window(uid: str, cost: float | None, **kw: Any) -> WindowCost:
-    fields: dict[str, Any] = {
-        "uid": uid,
-        "name": f"run {uid}",
-        "kind": "eval",
-        "engine": "nemotron",
-        "streams": 4,
-        "start_unix_ns": 0,
-        "end_unix_ns": 1_000,
-        "same_engine": False,
-        "n_cells": 5,
-        "timeouts": 2,
-        "failures": 0,
-        "rate": RateSummary(n=5, median=4.0, ci_low=3.0, ci_high=5.0),
-        "min_rate": 3.0,
-        "max_rate": 5.0,
-        "cost": cost,
-    }
-    return WindowCost(**(fields | kw))
-
-
-def _report(windows: list[WindowCost], **kw: Any) -> NeighbourReport:
-    fields: dict[str, Any] = {
-        "eval_name": "g",
-        "engine": "q",
-        "workers": None,
-        "min_overlap_fraction": 0.5,
-        "n_cells": 30,
-        "timeouts": 2,
-        "failures": 0,
-        "baseline": BASELINE,
-        "baseline_timeouts": 0,
-        "windows": windows,
-        "cells": [],
-        "warnings": [],
-    }
-    return NeighbourReport(**(fields | kw))
 
 
 def test_a_costly_cross_engine_window_limits_the_other_engine_to_one_cell_when_one_was_harmless() -> None:
-    report = _report(
+    report = neighbour_report(
         [
-            _window("w1", 0.6, failures=1, end_unix_ns=123),
-            _window("w2", 0.5),
-            _window("one", 0.1, streams=1),  # nemotron at one worker beside g: under the threshold
-            _window("same", 0.9, same_engine=True),  # batching on q itself: not a neighbour
-            _window("unknown", 0.9, same_engine=None),  # which engine ran it is not known
-            _window("unpriced", None),
-            _window("nobody", 0.9, engine=None),
-            _window("at", 0.2),  # exactly the threshold: not past it
+            window_cost("w1", 0.6, failures=1, end_unix_ns=123),
+            window_cost("w2", 0.5),
+            window_cost("one", 0.1, streams=1),  # nemotron at one worker beside g: under the threshold
+            window_cost("same", 0.9, same_engine=True),  # batching on q itself: not a neighbour
+            window_cost("unknown", 0.9, same_engine=None),  # which engine ran it is not known
+            window_cost("unpriced", None),
+            window_cost("nobody", 0.9, engine=None),
+            window_cost("at", 0.2),  # exactly the threshold: not past it
         ]
     )
     (rule,) = cross_engine_rules([report], set(), 0.2)
@@ -107,7 +66,7 @@ def test_a_costly_cross_engine_window_limits_the_other_engine_to_one_cell_when_o
 
 
 def test_without_a_harmless_single_cell_the_other_engine_yields() -> None:
-    unmeasured = _report([_window("w1", 0.6), _window("w2", 0.5), _window("w3", 0.3)])
+    unmeasured = neighbour_report([window_cost("w1", 0.6), window_cost("w2", 0.5), window_cost("w3", 0.3)])
     (rule,) = cross_engine_rules([unmeasured], {("q", "g")}, 0.2)
     assert (rule.rule, rule.workers, rule.ceiling_bound) == (
         "nemotron yields while a ceiling-bound eval runs on q",
@@ -118,16 +77,16 @@ def test_without_a_harmless_single_cell_the_other_engine_yields() -> None:
         "2 of 5 cells in the window timed out; 2 more windows on nemotron past the threshold; "
         "nemotron at one worker beside it was not measured under the threshold: it yields"
     )
-    costly_alone = _report(
-        [_window("w1", 0.6), _window("one", 0.1, streams=1), _window("two", 0.3, streams=1)]
+    costly_alone = neighbour_report(
+        [window_cost("w1", 0.6), window_cost("one", 0.1, streams=1), window_cost("two", 0.3, streams=1)]
     )
     (rule,) = cross_engine_rules([costly_alone], set(), 0.2)
     assert rule.workers == 0  # one of the single-cell windows was past the threshold
 
 
 def test_the_costliest_sighting_of_a_window_is_the_evidence_across_reports() -> None:
-    at_one = _report([_window("w1", 0.4)], workers=1)
-    at_four = _report([_window("w1", 0.7, rate=RateSummary(n=3, median=3.0))], workers=4)
+    at_one = neighbour_report([window_cost("w1", 0.4)], workers=1)
+    at_four = neighbour_report([window_cost("w1", 0.7, rate=RateSummary(n=3, median=3.0))], workers=4)
     (rule,) = cross_engine_rules([at_one, at_four, at_one], set(), 0.2)
     assert rule.evidence.startswith(
         "run w1: g at 4 workers decoded 3.00 tok/s (n=3) against its 10.00 baseline (n=20), cost 70% > 20%; "
@@ -139,18 +98,20 @@ def test_the_costliest_sighting_of_a_window_is_the_evidence_across_reports() -> 
 
 
 def test_a_report_without_a_baseline_and_an_engine_not_named_give_no_rule() -> None:
-    costly = [_window("w1", 0.6)]
-    assert cross_engine_rules([_report(costly, baseline=RateSummary(n=0))], set(), 0.2) == []
-    assert cross_engine_rules([_report(costly)], set(), 0.2, engine="other") == []
-    by_load = cross_engine_rules([_report(costly)], set(), 0.2, engine="nemotron")
-    by_eval = cross_engine_rules([_report(costly)], set(), 0.2, engine="q")
+    costly = [window_cost("w1", 0.6)]
+    assert cross_engine_rules([neighbour_report(costly, baseline=RateSummary(n=0))], set(), 0.2) == []
+    assert cross_engine_rules([neighbour_report(costly)], set(), 0.2, engine="other") == []
+    by_load = cross_engine_rules([neighbour_report(costly)], set(), 0.2, engine="nemotron")
+    by_eval = cross_engine_rules([neighbour_report(costly)], set(), 0.2, engine="q")
     assert [r.engine for r in by_load] == [r.engine for r in by_eval] == ["nemotron"]
-    assert cross_engine_rules([_report(costly)], set(), 0.6) == []
+    assert cross_engine_rules([neighbour_report(costly)], set(), 0.6) == []
 
 
 def test_one_rule_per_other_engine_and_eval() -> None:
-    windows = [_window("w1", 0.6), _window("s1", 0.5, engine="sglang")]
-    rules = cross_engine_rules([_report(windows), _report(windows, eval_name="h")], set(), 0.2)
+    windows = [window_cost("w1", 0.6), window_cost("s1", 0.5, engine="sglang")]
+    rules = cross_engine_rules(
+        [neighbour_report(windows), neighbour_report(windows, eval_name="h")], set(), 0.2
+    )
     assert sorted((r.engine, r.eval_name) for r in rules) == [
         ("nemotron", "g"),
         ("nemotron", "h"),
@@ -161,7 +122,9 @@ def test_one_rule_per_other_engine_and_eval() -> None:
 
 def test_the_cost_interval_needs_both_ends_of_both_intervals_and_a_nonzero_baseline() -> None:
     def interval(baseline: RateSummary, rate: RateSummary) -> Any:
-        (rule,) = cross_engine_rules([_report([_window("w", 0.6, rate=rate)], baseline=baseline)], set(), 0.2)
+        (rule,) = cross_engine_rules(
+            [neighbour_report([window_cost("w", 0.6, rate=rate)], baseline=baseline)], set(), 0.2
+        )
         return rule.figures.neighbour_cost_interval
 
     rate = RateSummary(n=5, median=4.0, ci_low=3.0, ci_high=5.0)
