@@ -21,6 +21,7 @@ from spark_otel.analysis.instruments import (
     rank_correlation,
     receiver_intervals,
 )
+from spark_otel.analysis.instruments.verdicts import fmt_value
 from spark_otel.model import AttributeValue, Cell, CellStatus, MetricSample
 
 S = 1_000_000_000
@@ -616,3 +617,59 @@ def test_each_verdict_states_its_evidence_and_the_figures_it_rests_on(
     assert v.measure is None
     assert [r.throughput for r in v.readings] == LOAD
     assert [r.value for r in v.readings] == pytest.approx(read)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (2405.0, "2,405"),
+        (100.0, "100"),
+        (-150.0, "-150"),
+        (10.0, "10.0"),
+        (9.999, "10.00"),
+        (1.0, "1.00"),
+        (0.999, "0.999"),
+        (0.0, "0.00"),
+        (0.0421, "0.0421"),
+        (-0.5, "-0.5"),
+    ],
+)
+def test_a_gauge_value_shows_about_three_significant_digits(value: float, text: str) -> None:
+    assert fmt_value(value) == text
+
+
+PROBE_QWEN = "spark-otel probe --engine qwen=URL --streams 1,2,4,8,16"
+
+
+def test_too_few_intervals_say_where_the_readings_lie_and_the_probe_that_would_add_some() -> None:
+    single = levels([10.0])
+    v = one(single, gauge(sc.ENGINE_REQUESTS_RUNNING, single, [1], QWEN))
+    assert (v.verdict, v.measure) == ("not enough load range", PROBE_QWEN)
+    assert v.evidence == (
+        "readings in 1 interval (10.0 tok/s: 1.00 requests); 3 at different loads are needed: "
+        f"measure with `{PROBE_QWEN}`"
+    )
+    on_nemotron = levels([10.0, 40.0, 160.0], engine="nemotron")
+    report = instrument_verdicts(on_nemotron, gauge(sc.ENGINE_REQUESTS_RUNNING, on_nemotron, [1, 2, 3], QWEN))
+    v = by_name(report)["qwen requests running"]
+    assert v.evidence == (
+        "no interval measured qwen's throughput (the 3 loaded intervals (10.0 to 160.0 tok/s) are on "
+        f"nemotron); 3 at different loads are needed: measure with `{PROBE_QWEN}`"
+    )
+    # A GPU gauge names the engine the intervals measured, or a placeholder.
+    gpu = one(single, gauge(sc.GPU_POWER, single, [30], GPU))
+    assert gpu.measure == PROBE_QWEN
+    assert gpu.evidence.startswith("readings in 1 interval (10.0 tok/s: 30.0 W); ")
+    no_engine = [i.model_copy(update={"engines": {}}) for i in single]
+    assert one(no_engine, gauge(sc.GPU_POWER, no_engine, [30], GPU)).measure == (
+        "spark-otel probe --engine NAME=URL --streams 1,2,4,8,16"
+    )
+
+
+def test_a_counter_that_never_moves_is_unsupported() -> None:
+    intervals = levels(LOAD)
+    v = one(intervals, counter(sc.ENGINE_GENERATION_TOKENS, intervals, [0.0] * 6, QWEN))
+    assert (v.verdict, v.evidence) == (
+        "unsupported",
+        "does not move in all 12 samples over 6 intervals (10.0 to 320.0 tok/s)",
+    )

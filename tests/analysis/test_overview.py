@@ -13,6 +13,7 @@ from tests.analysis.article import (
     appendix_d_loads,
 )
 
+from spark_otel import _semconv as sc
 from spark_otel._exceptions import InputError
 from spark_otel.analysis import (
     AdvisorConfig,
@@ -22,6 +23,8 @@ from spark_otel.analysis import (
     overview,
     windows_touched,
 )
+from spark_otel.analysis.overview import _beside_unseen_load, _probe_under_load
+from spark_otel.model import Cell, LoadWindow
 
 
 def test_overview_takes_the_newest_probe_curve_and_falls_back_to_cells() -> None:
@@ -76,3 +79,81 @@ def test_overview_for_one_engine_shows_that_engine_as_concurrency_reports_it() -
         )
     both = overview(cells, probes, eval_name=D_EVAL, engine="qwen")
     assert both.concurrency == concurrency(cells, eval_name=D_EVAL, engine="qwen")
+
+
+# -- which cells a curve may rest on --------------------------------------------------------------
+S = 1_000_000_000
+
+
+def _cell(uid: str, engine: str, start_s: int, end_s: int, eval_name: str = "g") -> Cell:
+    return Cell(
+        uid=uid,
+        eval_name=eval_name,
+        cell_id=uid,
+        engine=engine,
+        start_unix_ns=start_s * S,
+        end_unix_ns=end_s * S,
+        completion_tokens=100,
+    )
+
+
+def _window(uid: str, kind: str, engine: str, start_s: int, end_s: int, run: str | None = None) -> LoadWindow:
+    return LoadWindow(
+        uid=uid,
+        name=uid,
+        kind=kind,
+        engine=engine,
+        start_unix_ns=start_s * S,
+        end_unix_ns=end_s * S,
+        attributes={sc.PROBE_RUN: run} if run else {},
+    )
+
+
+PROBE_P1 = RateCurve(
+    engine="q",
+    points=[CurvePoint(streams=1, per_stream_rate=10.0, aggregate_rate=10.0)],
+    run="p1",
+)
+PROBE_WINDOWS = [
+    _window("p1-1", "probe", "q", 100, 200, "p1"),
+    _window("p2-1", "probe", "q", 300, 400, "p2"),
+    _window("n-p1", "probe", "n", 500, 600, "p1"),  # the same run name on another engine
+]
+
+
+def test_a_probe_curve_is_marked_under_load_by_the_cells_on_its_engine_during_its_levels() -> None:
+    cells = [
+        _cell("g1", "q", 150, 160),
+        _cell("h1", "q", 180, 250, eval_name="h"),
+        _cell("g2", "q", 190, 199),
+        _cell("other-engine", "n", 150, 160),
+        _cell("other-run", "q", 300, 310),
+        _cell("n-run", "q", 550, 560),
+        _cell("before", "q", 0, 100),  # ends as the level starts: not beside it
+    ]
+    marked = _probe_under_load(PROBE_P1, cells, PROBE_WINDOWS)
+    assert marked.under_load == "3 cells of g, h ran on q during the probe"
+    assert marked.model_copy(update={"under_load": None}) == PROBE_P1
+    idle = [cells[3], cells[4], cells[6]]
+    assert _probe_under_load(PROBE_P1, idle, PROBE_WINDOWS) is PROBE_P1
+    already = PROBE_P1.model_copy(update={"under_load": "known"})
+    assert _probe_under_load(already, cells, PROBE_WINDOWS) is already
+    unnamed = PROBE_P1.model_copy(update={"run": None})
+    assert _probe_under_load(unnamed, cells, PROBE_WINDOWS) is unnamed
+
+
+def test_the_cells_curve_leaves_out_cells_beside_load_their_in_flight_count_cannot_see() -> None:
+    cells = [
+        _cell("beside-probe", "q", 100, 110),
+        _cell("beside-own-eval", "q", 300, 310),
+        _cell("beside-other-engine", "q", 500, 510),
+        _cell("alone", "q", 700, 710),
+        _cell("n1", "n", 505, 520, eval_name="cards"),
+    ]
+    windows = [
+        _window("probe", "probe", "n", 95, 120),
+        _window("own eval", "eval", "q", 290, 320),  # the in-flight count sees q's own evals
+        _window("other eval", "eval", "n", 690, 695),  # ends before "alone" starts
+    ]
+    assert _beside_unseen_load(cells, windows, "q") == {"beside-probe", "beside-other-engine"}
+    assert _beside_unseen_load(cells, windows, "n") == {"n1"}

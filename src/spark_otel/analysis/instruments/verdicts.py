@@ -42,6 +42,8 @@ def _span(low: float, high: float, unit: str) -> str:
 
 
 def _tok(low: float, high: float) -> str:
+    if f"{low:,.1f}" == f"{high:,.1f}":
+        return f"{low:,.1f} tok/s"
     return f"{low:,.1f} to {high:,.1f} tok/s"
 
 
