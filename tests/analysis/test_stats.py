@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_otel.analysis import RateSummary, percentile, summarize
+from spark_otel.analysis.stats import elasticity, rank_correlation
 
 
 def test_percentile_interpolates_between_closest_ranks() -> None:
@@ -93,3 +94,25 @@ def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time
         low, high = median_interval(sample)  # type: ignore[misc]
         covered += low <= math.log(2) <= high
     assert 0.93 <= covered / trials <= 0.98
+
+
+def test_two_points_are_enough_for_a_correlation_and_an_elasticity() -> None:
+    assert rank_correlation([1.0, 2.0], [3.0, 5.0]) == pytest.approx(1.0)
+    assert rank_correlation([1.0, 2.0], [5.0, 3.0]) == pytest.approx(-1.0)
+    assert rank_correlation([5.0, 5.0, 5.0], [1.0, 2.0, 3.0]) is None  # constant on either side
+    assert elasticity([10.0, 20.0], [1.0, 2.0]) == pytest.approx(1.0)
+    # A throughput that varies by less than one token still has an elasticity.
+    assert elasticity([1.0, 1.5], [2.0, 3.0]) == pytest.approx(1.0)
+    assert elasticity([1.0], [2.0]) is None
+
+
+def test_series_of_different_lengths_are_a_bug_not_a_figure() -> None:
+    with pytest.raises(ValueError, match="zip"):
+        rank_correlation([1.0, 2.0, 3.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="zip"):
+        elasticity([1.0, 2.0, 3.0], [1.0, 2.0])
+
+
+def test_percentile_of_nothing_says_so() -> None:
+    with pytest.raises(ValueError, match=r"^percentile of no values$"):
+        percentile([], 0.5)
