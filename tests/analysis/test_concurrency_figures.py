@@ -1,0 +1,120 @@
+"""The concurrency analysis on a handful of plain cells, every figure worked out by hand: the
+in-flight weights, levels, runs, the speedup and the engine's totals."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_otel.analysis.concurrency import concurrency, in_flight, in_flight_level, union_seconds
+from spark_otel.model import Cell, CellStatus
+
+S = 1_000_000_000
+
+
+def _cell(
+    uid: str, cell_id: str, start_s: int, end_s: int, tokens: int | None, workers: int | None, **kw: object
+) -> Cell:
+    return Cell(
+        uid=uid,
+        eval_name=str(kw.pop("eval_name", "g")),
+        cell_id=cell_id,
+        engine=kw.pop("engine", "q"),  # type: ignore[arg-type]
+        start_unix_ns=start_s * S,
+        end_unix_ns=end_s * S,
+        completion_tokens=tokens,
+        workers=workers,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+CELLS = [
+    _cell("s1", "a", 0, 100, 1_000, 1),  # serial: 10 tok/s
+    _cell("s2", "b", 100, 200, 800, 1),  # serial, touching s1: 8 tok/s
+    _cell("p1", "a", 1_000, 1_050, 500, 2),  # beside p2 throughout: 10 tok/s
+    _cell("p2", "b", 1_000, 1_100, 600, 2),  # beside p1 half the time: 6 tok/s
+    _cell("t", "x", 2_000, 2_100, 50, None, eval_name="h", status=CellStatus.DEADLINE),
+    _cell("f", "y", 3_000, 3_010, 10, 1, engine=None, status=CellStatus.ERROR),
+]
+
+
+def test_every_figure_of_one_engine() -> None:
+    report = concurrency(CELLS)
+    assert [e.engine for e in report.engines] == ["q", "unknown"]
+    q = report.engines[0]
+    loads = {c.uid: c for c in q.cells}
+    assert {uid: (c.in_flight, c.level, c.decode_rate) for uid, c in loads.items()} == {
+        "s1": (1.0, 1, 10.0),
+        "s2": (1.0, 1, 8.0),
+        "p1": (2.0, 2, 10.0),
+        "p2": (1.5, 2, 6.0),  # (2 x 50 s + 1 x 50 s) / 100 s, read as level 2
+        "t": (1.0, 1, None),
+    }
+    assert (loads["t"].ceiling_hit, loads["t"].failed, loads["t"].elapsed_s) == (True, False, 100.0)
+    assert (q.n_cells, q.wall_s, q.completion_tokens, q.ceiling_hits, q.failures) == (5, 400.0, 2_950, 1, 0)
+    assert q.aggregate_rate == pytest.approx(2_950 / 400)
+    assert [(lv.level, lv.n_cells, lv.rate.median, lv.ceiling_hits) for lv in q.levels] == [
+        (1, 3, 9.0, 1),
+        (2, 2, 8.0, 0),
+    ]
+    assert [(lv.level, lv.n_cells) for lv in q.by_workers] == [(1, 2), (2, 2)]  # t has no worker count
+    assert [
+        (r.eval_name, r.workers, r.n_cells, r.wall_s, r.completion_tokens, r.aggregate_rate) for r in q.runs
+    ] == [
+        ("g", 1, 2, 200.0, 1_800, 9.0),
+        ("g", 2, 2, 100.0, 1_100, 11.0),
+        ("h", None, 1, 100.0, 50, 0.5),
+    ]
+    (speedup,) = q.speedups
+    assert (speedup.base_workers, speedup.workers, speedup.base_wall_s, speedup.wall_s) == (
+        1,
+        2,
+        200.0,
+        100.0,
+    )
+    assert (speedup.speedup, speedup.same_cells, speedup.base_cells, speedup.n_cells) == (2.0, True, 2, 2)
+    assert (speedup.base_rate_median, speedup.rate_median) == (9.0, 8.0)
+    assert speedup.per_cell_cost == pytest.approx(1 - 8 / 9)
+    assert (speedup.base_start_unix_ns, speedup.start_unix_ns) == (0, 1_000 * S)
+    unknown = report.engines[1]
+    assert (unknown.n_cells, unknown.failures, unknown.levels[0].failures, unknown.runs[0].failures) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert unknown.speedups == []
+
+
+def test_one_eval_or_engine_is_reported_while_every_cell_counts_in_flight() -> None:
+    beside = [*CELLS, _cell("other", "z", 1_050, 1_100, 100, 1, eval_name="other")]
+    (q,) = concurrency(beside, eval_name="g", engine="q").engines
+    assert [c.uid for c in q.cells] == ["s1", "s2", "p1", "p2"]
+    assert {c.uid: c.in_flight for c in q.cells}["p2"] == 2.0  # "other" ran beside its second half
+    assert concurrency(CELLS, engine="unknown").engines[0].engine == "unknown"
+    assert concurrency(CELLS, eval_name="none").engines == []
+
+
+def test_a_run_splits_at_a_gap_past_the_merge_gap() -> None:
+    apart = [_cell("s1", "a", 0, 100, 1_000, 1), _cell("s2", "a", 161, 261, 1_000, 1)]
+    assert len(concurrency(apart).engines[0].runs) == 2  # 61 s apart: past the default 60 s
+    assert len(concurrency(apart, merge_gap_s=61).engines[0].runs) == 1
+
+
+def test_the_base_run_is_the_one_over_the_same_cells_else_the_nearest_in_time() -> None:
+    cells = [
+        _cell("s-old", "a", 0, 100, 1_000, 1),
+        _cell("s-other", "c", 10_000, 10_100, 500, 1),
+        _cell("p", "c", 10_300, 10_350, 500, 4),
+        _cell("p2", "d", 20_000, 20_050, 500, 4),
+    ]
+    first, second = concurrency(cells).engines[0].speedups
+    assert (first.base_start_unix_ns, first.same_cells, first.speedup) == (10_000 * S, True, 2.0)
+    assert (second.base_start_unix_ns, second.same_cells) == (10_000 * S, False)  # nearest in time
+
+
+def test_in_flight_weights_levels_and_the_union_of_intervals() -> None:
+    cells = [_cell("a", "a", 0, 10, 1, 1), _cell("b", "b", 5, 15, 1, 1), _cell("z", "z", 7, 7, 1, 1)]
+    assert in_flight(cells) == [1.5, 1.5, None]
+    assert [in_flight_level(w) for w in (0.2, 1.0, 1.49, 1.5, 2.5)] == [1, 1, 1, 2, 3]
+    assert union_seconds([(0, 10 * S), (5 * S, 15 * S), (20 * S, 20 * S), (30 * S, 40 * S)]) == 25.0
+    assert union_seconds([]) == 0.0
