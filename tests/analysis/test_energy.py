@@ -7,6 +7,8 @@ import pytest
 from spark_otel import _semconv as sc
 from spark_otel.analysis.energy import (
     MEASURE_GPU,
+    BoxEnergy,
+    LevelEnergy,
     attribute,
     box_energy,
     cell_energy,
@@ -259,3 +261,86 @@ def test_a_level_without_probe_power_reads_the_stores_samples_and_smi_is_estimat
     assert second.estimated is True  # nvidia-smi: mean power samples
     assert probe_level_energy(report)[0].energy_j is None
     assert level_comparison(probe_level_energy(report)) is None
+
+
+def _level(streams: int, j_per_token: float | None, repeat: int = 0) -> LevelEnergy:
+    return LevelEnergy(
+        engine="qwen",
+        streams=streams,
+        repeat=repeat,
+        energy_j=None if j_per_token is None else j_per_token * 100,
+        tokens=100,
+        j_per_token=j_per_token,
+        source="probe power (nvml)",
+        estimated=False,
+    )
+
+
+def test_the_level_comparison_takes_the_median_over_repeats_of_the_fewest_and_most_streams() -> None:
+    levels = [_level(1, 2.0), _level(1, 4.0, 1), _level(4, 9.9), _level(8, 1.0), _level(16, None)]
+    assert level_comparison(levels) == "8 streams: 1 J/token against 3 at 1 (3.0x less)"
+    assert (
+        level_comparison([_level(1, 1.0), _level(8, 2.5)])
+        == "8 streams: 2.5 J/token against 1 at 1 (2.5x more)"
+    )
+    assert (
+        level_comparison([_level(2, 1.0), _level(8, 1.0)])
+        == "8 streams: 1 J/token against 1 at 2 (1.0x less)"
+    )
+    assert level_comparison([_level(1, 1.0), _level(1, 2.0, 1)]) is None  # one level, repeated
+    assert level_comparison([_level(1, 1.0), _level(8, None)]) is None
+
+
+def test_the_box_energy_is_interpolated_inside_its_readings_and_unknown_outside() -> None:
+    box = BoxEnergy(times=[0, 10, 20], joules=[0.0, 100.0, 300.0], gpus=["0"], estimated=False)
+    assert [box.at(t) for t in (-1, 0, 5, 10, 15, 20, 21)] == [None, 0.0, 50.0, 100.0, 200.0, 300.0, None]
+    assert (box.between(5, 15), box.between(-1, 5), box.between(15, 21), box.covers) == (
+        150.0,
+        None,
+        None,
+        (0, 20),
+    )
+    single = BoxEnergy(times=[0], joules=[0.0], gpus=["0"], estimated=False)
+    assert (single.at(0), single.covers) == (None, None)
+
+
+def test_a_gpus_energy_counter_wins_over_its_power_and_power_alone_is_integrated() -> None:
+    watts = [(0, 100.0), (10, 200.0), (20, 200.0), (30, 100.0)]
+    gpu1_power = [
+        MetricSample(name=sc.GPU_POWER, unix_ns=T0 + s * S, value=w, unit="W", attributes={sc.GPU_ID: "1"})
+        for s, w in watts
+    ]
+    gpu0 = counter(40.0, 20) + power(999.0, 20)  # 40 W by its counter; the power samples are ignored
+    box = box_energy(gpu0 + gpu1_power)
+    assert box is not None
+    assert (box.gpus, box.estimated, box.covers) == (["0", "1"], True, (T0, T0 + 20 * S))
+    # GPU 1 by the trapezoid rule: 1,500 J over 0-10 s and 2,000 J over 10-20 s; GPU 0: 40 J/s.
+    assert box.between(T0, T0 + 10 * S) == pytest.approx(400.0 + 1_500.0)
+    assert box.between(T0 + 10 * S, T0 + 20 * S) == pytest.approx(400.0 + 2_000.0)
+    counted = box_energy(gpu0)
+    assert counted is not None
+    assert (counted.gpus, counted.estimated) == (["0"], False)
+    unnamed = [s.model_copy(update={"attributes": {}}) for s in counter(40.0, 10)]
+    named = box_energy(unnamed)
+    assert named is not None
+    assert named.gpus == ["?"]
+    apart = counter(40.0, 10) + [
+        MetricSample(
+            name=sc.GPU_ENERGY, unix_ns=T0 + s * S, value=float(s), unit="J", attributes={sc.GPU_ID: "1"}
+        )
+        for s in (100, 110)
+    ]
+    assert box_energy(apart) is None  # the two GPUs' readings never overlap
+
+
+def test_cells_without_tokens_split_a_stretch_by_time_and_a_zero_length_cell_gets_nothing() -> None:
+    cells = [cell("a", 0, 20, None), cell("b", 0, 20, None), cell("z", 5, 5, 100)]
+    report = attribute(cells, counter(40.0, 20))
+    assert report is not None
+    assert shares(report) == {"a": pytest.approx(400.0), "b": pytest.approx(400.0)}
+    assert (report.box_j, report.attributed_j, report.partial_j, report.idle_j) == (
+        pytest.approx(800.0),
+        pytest.approx(800.0),
+        0.0,
+        0.0,
+    )
