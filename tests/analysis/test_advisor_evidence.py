@@ -7,7 +7,8 @@ from tests.analysis.article import NEMOTRON_CURVE, QWEN_CURVE, S, appendix_c_cel
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis import CurvePoint, RateCurve, advise, overview
-from spark_otel.analysis.advisor import AdvisorConfig, RuleKind, choose_curves, lane_shape
+from spark_otel.analysis.advisor import AdvisorConfig, RuleKind, choose_curves, describe_curve, lane_shape
+from spark_otel.analysis.advisor.evidence import LaneShape
 from spark_otel.model import Cell, LoadWindow
 
 URLS = {"q": "http://127.0.0.1:8011"}
@@ -187,3 +188,44 @@ def test_the_article_rows_give_its_rules_for_the_thinking_reviewer_and_the_nemot
     assert [(r.engine, r.workers) for r in batch] == [("qwen", 8)]  # "generation-heavy cells batch to 8"
     assert [(r.engine, r.workers) for r in advice.rules if r.kind is RuleKind.CAP] == [("nemotron", 8)]
     assert _kinds(advice.rules).count("measure") == 1  # qwen's lane: measure past 32
+
+
+def test_a_curve_is_described_by_its_source_time_state_and_levels() -> None:
+    when = 1_780_000_000 * S  # 2026-05-28 20:26 UTC
+    assert describe_curve(_curve([_point(1, 10)])) == "probe, idle, at 1 stream"
+    assert describe_curve(_curve([_point(1, 10), _point(4, 8)], run="p1", measured_unix_ns=when)) == (
+        "probe 'p1' of 2026-05-28 20:26 UTC, idle, at 1, 4 streams"
+    )
+    assert describe_curve(_curve([_point(2, 9)], source="cells", under_load="beside n")) == (
+        "the q cells, under load (beside n), at 2 streams"
+    )
+
+
+def test_of_equal_curves_the_newest_wins_then_the_later_given() -> None:
+    old = _curve([_point(1, 9), _point(2, 8)], measured_unix_ns=1)
+    new = _curve([_point(1, 10), _point(2, 9)], measured_unix_ns=2)
+    undated, undated_later = _curve([_point(1, 7), _point(2, 6)]), _curve([_point(1, 6), _point(2, 5)])
+    assert choose_curves([new, old])["q"] is new
+    assert choose_curves([old, new])["q"] is new
+    assert choose_curves([undated, undated_later])["q"] is undated_later
+    assert choose_curves([new, undated])["q"] is new  # a dated curve over an undated one
+    one_level = _curve([_point(1, 20)], measured_unix_ns=5)
+    loaded = _curve([_point(1, 5), _point(2, 4)], under_load="x")
+    assert choose_curves([loaded, one_level])["q"] is loaded  # a usable curve over a newer unusable one
+    from_cells = _curve([_point(1, 9), _point(2, 8)], source="cells", measured_unix_ns=9)
+    assert choose_curves([old, from_cells])["q"] is old  # an idle probe over the cells, however new
+
+
+def test_a_lane_shape_at_its_edges() -> None:
+    gain = AdvisorConfig().flat_gain
+    assert lane_shape(_curve([_point(1, 10)]), gain) == LaneShape(
+        "single", 1, "one level measured (1 stream)"
+    )
+    assert lane_shape(_curve([_point(4, 10)]), gain).evidence == "one level measured (4 streams)"
+    # Equal aggregates at 1 and 2: the peak is the fewer streams, and 2 does not fall below it.
+    equal = lane_shape(_curve([_point(1, 10), _point(2, 5), _point(4, 2)]), gain)
+    assert (equal.kind, equal.streams) == ("flattens", 1)
+    exact = lane_shape(_curve([_point(1, 8.0), _point(2, 5.0)]), 0.25)  # +25% exactly: still gaining
+    assert exact.kind == "rising"
+    idle_first = _curve([CurvePoint(streams=1, per_stream_rate=1, aggregate_rate=0.0), _point(2, 5)])
+    assert lane_shape(idle_first, gain).evidence.endswith("(+inf%)")

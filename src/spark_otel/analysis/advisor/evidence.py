@@ -88,7 +88,8 @@ def lane_shape(curve: RateCurve, flat_gain: float) -> LaneShape:
     ``rising`` through the most streams measured, or ``single`` (one level: no shape yet)."""
     pts = curve.points
     if len(pts) == 1:
-        return LaneShape("single", pts[0].streams, f"one level measured ({pts[0].streams} streams)")
+        one = pts[0].streams
+        return LaneShape("single", one, f"one level measured ({one} stream{'s' if one > 1 else ''})")
     peak = max(pts, key=lambda p: (p.aggregate_rate, -p.streams))
     after = [p for p in pts if p.streams > peak.streams]
     if after and after[0].aggregate_rate < peak.aggregate_rate:
