@@ -56,8 +56,10 @@ def probe_intervals(documents: Iterable[Mapping[str, Any]]) -> tuple[list[LoadIn
     return out, notes
 
 
-def _hhmmss(unix_ns: int) -> str:
-    return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%H:%M:%S")
+def _hhmmss(unix_ns: int, *, millis: bool = False) -> str:
+    """The instant as UTC clock time; with ``millis``, to the millisecond (bins under a second)."""
+    when = datetime.fromtimestamp(unix_ns / NS_PER_S, UTC)
+    return when.strftime("%H:%M:%S.%f")[:-3] if millis else when.strftime("%H:%M:%S")
 
 
 def receiver_intervals(counter_samples: Iterable[MetricSample], bin_s: float) -> list[LoadInterval]:
@@ -91,7 +93,7 @@ def receiver_intervals(counter_samples: Iterable[MetricSample], bin_s: float) ->
         if engines:
             out.append(
                 LoadInterval(
-                    label=f"{_hhmmss(start)} +{bin_s:g} s",
+                    label=f"{_hhmmss(start, millis=not float(bin_s).is_integer())} +{bin_s:g} s",
                     source="receiver",
                     start_unix_ns=start,
                     end_unix_ns=end,
