@@ -9,6 +9,7 @@ from spark_otel.analysis.advisor.model import AdvisorConfig, CellClass
 from spark_otel.analysis.advisor.predict import (
     _Job,
     _predict,
+    class_advice,
     classify,
     fit_prefill_contention,
     per_stream_cost_interval,
@@ -112,3 +113,116 @@ def test_the_per_stream_cost_interval_takes_the_ends_against_each_other() -> Non
         update={"points": [CURVE.points[0].model_copy(update={"ci_low": 0.0}), *CURVE.points[1:]]}
     )
     assert per_stream_cost_interval(zero, 4) is None
+
+
+def test_a_class_advice_worked_out_by_hand() -> None:
+    def cell(cell_id: str, elapsed_s: int, tokens: int, prompt: int | None, **kw: object) -> Cell:
+        return Cell(
+            uid=cell_id,
+            eval_name="g",
+            cell_id=cell_id,
+            engine="q",
+            start_unix_ns=0,
+            end_unix_ns=elapsed_s * S,
+            prompt_tokens=prompt,
+            completion_tokens=tokens,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    members = [
+        (cell("a", 110, 1_000, 100), 1),  # 10 s of prompt, then 1,000 tokens at 10 tok/s
+        (cell("b", 130, 800, 300), 2),  # at 2 in flight: 100 s decoding at 8 tok/s, 30 s of prompt / 1.5
+        (cell("c", 1_000, 5_000, None, status=CellStatus.DEADLINE), 1),  # at least 10,000 tokens
+    ]
+    config = AdvisorConfig(ceiling_s=1_000.0, prefill_contention=0.5)
+    a = class_advice(
+        "q", "g", cell_class=CellClass.GENERATION_HEAVY, members=members, curve=CURVE, config=config
+    )
+    # Serial: 110, 100 and 1,000 s (the timeout again: 1/3); the run of 3 takes 1,210 s.
+    # At 2: 140, 130 and 1,250 s capped at 1,000: 1,000 s, 1.21x; at 4: 225, 210, 1,000: also 1.21x.
+    assert [(c.workers, c.per_stream_rate, c.wall_s) for c in a.candidates] == [
+        (1, 10.0, 1_210.0),
+        (2, 8.0, 1_000.0),
+        (4, 5.0, 1_000.0),
+    ]
+    assert [c.speedup for c in a.candidates] == pytest.approx([1.0, 1.21, 1.21])
+    assert [c.timeout_fraction for c in a.candidates] == pytest.approx([1 / 3] * 3)
+    assert (a.recommended_workers, a.speedup, a.per_stream_cost) == (
+        2,
+        pytest.approx(1.21),
+        pytest.approx(0.2),
+    )
+    assert (a.timeout_fraction, a.serial_timeout_fraction) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
+    assert (a.n_cells, a.historical_timeouts, a.prompt_tokens_median, a.output_tokens_p90) == (
+        3,
+        1,
+        200.0,
+        pytest.approx(980.0),
+    )
+    assert (a.prefill_contention, a.prefill_contention_fitted) == (0.5, False)
+    # p90 of the serial times 100, 110 and 1,000 s is 822 s: past 75% of the ceiling.
+    assert a.ceiling_bound is True
+    assert a.per_stream_cost_interval is None  # 2 streams has no interval on the curve
+    assert a.speedup_interval is not None
+    low, high = a.speedup_interval
+    assert 1.0 <= low <= 1.21 <= high
+    again = class_advice(
+        "q", "g", cell_class=CellClass.GENERATION_HEAVY, members=members, curve=CURVE, config=config
+    )
+    assert again.speedup_interval == a.speedup_interval  # seeded by the class: reproducible
+    roomy = class_advice(
+        "q",
+        "g",
+        cell_class=CellClass.GENERATION_HEAVY,
+        members=members[:2],
+        curve=CURVE,
+        config=AdvisorConfig(ceiling_s=1_000.0, prefill_contention=0.5),
+    )
+    assert (roomy.ceiling_bound, roomy.historical_timeouts, roomy.output_tokens_p90) == (
+        False,
+        0,
+        pytest.approx(980.0),
+    )
+
+
+def test_a_prompt_heavy_class_fits_its_own_contention_from_its_levels() -> None:
+    def cell(cell_id: str, elapsed_s: float) -> Cell:
+        return Cell(
+            uid=cell_id,
+            eval_name="g",
+            cell_id=cell_id,
+            engine="q",
+            start_unix_ns=0,
+            end_unix_ns=int(elapsed_s * S),
+            prompt_tokens=9_000,
+            completion_tokens=100,
+        )
+
+    members = [(cell("a", 10.0), 1), (cell("b", 13.0), 2), (cell("c", 19.0), 4)]
+    a = class_advice(
+        "q", "g", cell_class=CellClass.PROMPT_HEAVY, members=members, curve=CURVE, config=AdvisorConfig()
+    )
+    assert (a.prefill_contention, a.prefill_contention_fitted) == (pytest.approx(0.3), True)
+    (alone,) = [c for c in a.candidates if c.workers == 1]
+    assert alone.speedup == 1.0
+
+
+def test_a_class_of_one_cell_or_a_serial_answer_has_no_speedup_interval() -> None:
+    one = [
+        (
+            Cell(
+                uid="a",
+                eval_name="g",
+                cell_id="a",
+                start_unix_ns=0,
+                end_unix_ns=100 * S,
+                completion_tokens=1_000,
+            ),
+            1,
+        )
+    ]
+    a = class_advice(
+        "q", "g", cell_class=CellClass.GENERATION_HEAVY, members=one, curve=CURVE, config=AdvisorConfig()
+    )
+    assert a.speedup_interval is None
+    assert a.n_cells == 1
