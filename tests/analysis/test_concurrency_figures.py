@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from spark_otel._exceptions import ConfigError, InputError
 from spark_otel.analysis.concurrency import concurrency, in_flight, in_flight_level, union_seconds
+from spark_otel.analysis.curve import curve_from_concurrency
+from spark_otel.analysis.stats import summarize
 from spark_otel.model import Cell, CellStatus
 
 S = 1_000_000_000
@@ -118,3 +121,40 @@ def test_in_flight_weights_levels_and_the_union_of_intervals() -> None:
     assert [in_flight_level(w) for w in (0.2, 1.0, 1.49, 1.5, 2.5)] == [1, 1, 1, 2, 3]
     assert union_seconds([(0, 10 * S), (5 * S, 15 * S), (20 * S, 20 * S), (30 * S, 40 * S)]) == 25.0
     assert union_seconds([]) == 0.0
+
+
+def test_a_curve_from_cells_takes_each_levels_median_and_says_when_and_what_it_rests_on() -> None:
+    curve = curve_from_concurrency(concurrency(CELLS), "q", model="m")
+    assert [(p.streams, p.per_stream_rate, p.aggregate_rate, p.n) for p in curve.points] == [
+        (1, 9.0, 9.0, 2),  # too few cells at every level for min_cells: all levels kept
+        (2, 8.0, 16.0, 2),
+    ]
+    rates = summarize([8.0, 10.0])
+    assert (curve.points[0].p10, curve.points[0].p90, curve.points[0].ci_low, curve.points[0].ci_high) == (
+        rates.p10,
+        rates.p90,
+        rates.ci_low,
+        rates.ci_high,
+    )
+    assert (curve.engine, curve.source, curve.model, curve.measured_unix_ns) == ("q", "cells", "m", 2_100 * S)
+
+
+def test_a_curve_from_cells_leaves_out_levels_under_min_cells_but_keeps_one_at_it() -> None:
+    cells = [_cell(f"s{k}", f"c{k}", 200 * k, 200 * k + 100, 1_000, 1) for k in range(3)]
+    cells += [_cell("p1", "a", 1_000, 1_100, 500, 2), _cell("p2", "b", 1_000, 1_100, 0, 2)]  # one rated
+    report = concurrency(cells)
+    assert [p.streams for p in curve_from_concurrency(report).points] == [1]
+    assert [p.streams for p in curve_from_concurrency(report, min_cells=4).points] == [1, 2]
+
+
+def test_a_curve_from_cells_names_what_is_missing() -> None:
+    with pytest.raises(ConfigError, match=r"name an engine: the cells ran on \['q', 'unknown'\]"):
+        curve_from_concurrency(concurrency(CELLS))
+    with pytest.raises(ConfigError, match="name an engine: the cells ran on no engine"):
+        curve_from_concurrency(concurrency([]))
+    with pytest.raises(InputError, match=r"no recorded cells on engine 'x' \(have: q, unknown\)"):
+        curve_from_concurrency(concurrency(CELLS), "x")
+    with pytest.raises(
+        InputError, match="engine 'unknown': no completed cells with token counts to build a curve from"
+    ):
+        curve_from_concurrency(concurrency(CELLS), "unknown")
