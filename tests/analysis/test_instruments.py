@@ -673,3 +673,89 @@ def test_a_counter_that_never_moves_is_unsupported() -> None:
         "unsupported",
         "does not move in all 12 samples over 6 intervals (10.0 to 320.0 tok/s)",
     )
+
+
+def test_the_notes_name_each_family_never_recorded_and_the_throughput_source() -> None:
+    from spark_otel.analysis.instruments.catalog import HINTS
+
+    intervals = levels(LOAD)
+    gpu_only = instrument_verdicts(intervals, gauge(sc.GPU_UTILIZATION, intervals, [0.96] * 6, GPU))
+    assert gpu_only.notes == [HINTS["nsight"], HINTS["engine"]]
+    with_counter = instrument_verdicts(
+        intervals,
+        counter(sc.ENGINE_GENERATION_TOKENS, intervals, LOAD, QWEN),
+        throughput_metric=sc.ENGINE_GENERATION_TOKENS,
+    )
+    assert with_counter.notes == [
+        f"{sc.ENGINE_GENERATION_TOKENS} is these intervals' throughput: not graded against itself",
+        HINTS["gpu"],
+        HINTS["nsight"],
+    ]
+
+
+def test_only_intervals_with_throughput_are_load() -> None:
+    intervals = levels([0.0, 0.5, 20.0, 40.0])
+    report = instrument_verdicts(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [9, 1, 2, 4], QWEN))
+    assert [i.throughput for i in report.intervals] == [0.5, 20.0, 40.0]
+    assert (report.throughput_min, report.throughput_max) == (0.5, 40.0)
+
+
+def test_the_cells_rate_pairs_with_its_own_engines_throughput() -> None:
+    from spark_otel.analysis.instruments import cell_rate_samples
+
+    intervals = [
+        i.model_copy(update={"engines": {"qwen": i.throughput, "nemotron": 500.0}}) for i in levels(LOAD)
+    ]
+    cells = [
+        Cell(
+            uid=f"c{k}",
+            eval_name="g",
+            cell_id=f"c{k}",
+            engine="qwen",
+            start_unix_ns=i.start_unix_ns + S,
+            end_unix_ns=i.end_unix_ns - S,
+            completion_tokens=int(i.throughput * 8),
+        )
+        for k, i in enumerate(intervals)
+    ]
+    v = one(intervals, cell_rate_samples(cells))
+    assert [r.throughput for r in v.readings] == LOAD  # qwen's, not the box's 500 more
+
+
+def test_without_any_loaded_interval_the_text_says_so() -> None:
+    elsewhere = levels([10.0, 20.0, 40.0], t0=10_000 * S)
+    report = instrument_verdicts([], gauge(sc.GPU_POWER, elsewhere, [30.0, 31.0, 32.0], GPU))
+    power = by_name(report)["GPU 0 power"]
+    assert (power.verdict, power.constant_samples, power.constant_value, power.n_samples) == (
+        "not enough load range",
+        0,
+        None,
+        0,
+    )
+    assert power.evidence.startswith("none of its 9 readings lie in no loaded interval; ")
+    assert by_name(report)["GPU 0 utilization"].evidence.startswith("no readings in no loaded interval: ")
+
+
+def test_twice_the_throughput_is_enough_range_and_a_five_percent_move_is_not_pinned() -> None:
+    intervals = levels([10.0, 15.0, 20.0])  # exactly 2x
+    v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [19.5, 20.0, 20.5], QWEN))
+    assert v.relative_range == 0.05
+    assert v.verdict == "not load"
+    assert "pinned" not in v.evidence  # exactly 5%: it moves
+    assert v.evidence.startswith(
+        "3 intervals, 10.0 to 20.0 tok/s (2.0x): reads 19.5 to 20.5 requests, moves "
+    )
+
+
+def test_a_gauge_that_falls_then_holds_saturates_and_says_it_falls() -> None:
+    intervals = levels([25.0, 50.0, 100.0, 150.0, 200.0])
+    v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [40, 20, 10, 10, 10], QWEN))
+    assert (v.verdict, v.knee_throughput) == ("saturates", 100.0)
+    assert v.evidence.startswith(
+        "5 intervals, 25.0 to 200.0 tok/s (8.0x): falls with throughput to 10.0 requests at 100.0 tok/s, "
+        "then flat to 200.0 tok/s (10.0 requests above the knee; "
+    )
+    early = levels([50.0, 75.0, 100.0, 125.0, 150.0])
+    v = one(early, gauge(sc.ENGINE_REQUESTS_RUNNING, early, [50, 75, 75, 75, 75], QWEN))
+    assert (v.verdict, v.knee_throughput) == ("saturates", 75.0)
+    assert "rises with throughput to 75.0 requests at 75.0 tok/s" in v.evidence  # a knee at the second level
