@@ -97,6 +97,14 @@ def test_every_figure_of_a_priced_eval() -> None:
         None,
         None,
     )
+    assert (probe.timeouts, probe.failures, probe.max_rate, probe.start_unix_ns, probe.end_unix_ns) == (
+        0,
+        0,
+        None,
+        700 * S,
+        800 * S,
+    )
+    assert (run.uid, run.start_unix_ns, run.end_unix_ns) == ("w1", 380 * S, 520 * S)
     cells = {c.uid: c for c in report.cells}
     assert {uid: (c.baseline, c.windows, c.overlapped) for uid, c in cells.items()} == {
         "a": (True, (), ()),
@@ -115,6 +123,19 @@ def test_every_figure_of_a_priced_eval() -> None:
         "f": (None, False, True),
     }
     assert report.window("nemotron run") is run
+    d = cells["d"]
+    assert (d.cell_id, d.engine, d.workers, d.start_unix_ns, d.end_unix_ns, d.elapsed_s, d.status) == (
+        "d",
+        "q",
+        1,
+        450 * S,
+        560 * S,
+        110.0,
+        CellStatus.DEADLINE,
+    )
+    assert (d.completion_tokens, cells["f"].status) == (300, CellStatus.ERROR)
+    with pytest.raises(KeyError, match=r"^'nothing'$"):
+        report.window("nothing")
 
 
 def test_the_overlap_that_attributes_a_cell_to_a_window_is_a_fraction_of_the_cell() -> None:

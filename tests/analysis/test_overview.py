@@ -157,3 +157,53 @@ def test_the_cells_curve_leaves_out_cells_beside_load_their_in_flight_count_cann
     ]
     assert _beside_unseen_load(cells, windows, "q") == {"beside-probe", "beside-other-engine"}
     assert _beside_unseen_load(cells, windows, "n") == {"n1"}
+
+
+def test_the_overview_hands_every_setting_to_the_analyses_it_runs() -> None:
+    from spark_otel.analysis import advise
+
+    def rated(uid: str, engine: str, eval_name: str, start_s: int, workers: int) -> Cell:
+        return Cell(
+            uid=uid,
+            eval_name=eval_name,
+            cell_id=uid[-1],
+            engine=engine,
+            start_unix_ns=start_s * S,
+            end_unix_ns=(start_s + 100) * S,
+            prompt_tokens=100,
+            completion_tokens=1_000,
+            workers=workers,
+        )
+
+    cells = [rated(f"g{k}", "q", "g", 150 * k, 1) for k in range(4)]  # 50 s apart: one run at 60 s
+    cells += [rated(f"h{k}", "q", "h", 2_000, 2) for k in range(2)]
+    cells += [rated(f"n{k}", "n", "cards", 250 + 10 * k, 4) for k in range(2)]
+    probe = RateCurve(
+        engine="q",
+        points=[
+            CurvePoint(streams=1, per_stream_rate=10.0, aggregate_rate=10.0),
+            CurvePoint(streams=2, per_stream_rate=9.0, aggregate_rate=18.0),
+        ],
+    )
+    settings: dict[str, object] = {
+        "config": AdvisorConfig(ceiling_s=150.0, threshold=0.1),
+        "gpu_utilization": [96.0, 96.0, 96.0],
+        "token_rates": [10.0, 40.0],
+        "eval_name": "g",
+        "engine": "q",
+        "merge_gap_s": 30.0,
+        "engine_urls": {"q": "http://127.0.0.1:8011"},
+    }
+    found = overview(cells, [], [probe], **settings)  # type: ignore[arg-type]
+    assert (found.eval_name, found.engine, found.config) == ("g", "q", settings["config"])
+    assert found.concurrency == concurrency(cells, eval_name="g", engine="q", merge_gap_s=30.0)
+    assert len(found.concurrency.engines[0].runs) == 4  # 50 s apart is past the 30 s gap
+    assert found.advice == advise(
+        cells,
+        found.curves,
+        neighbour=found.neighbours,
+        **{k: v for k, v in settings.items() if k != "merge_gap_s"},  # type: ignore[arg-type]
+    )
+    assert found.advice is not None
+    assert {r.kind.value for r in found.advice.rules} >= {"batch", "measure", "gauge"}
+    assert "http://127.0.0.1:8011" in " ".join(r.command or "" for r in found.advice.rules)
