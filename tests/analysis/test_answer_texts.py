@@ -7,11 +7,12 @@ from tests.analysis.builders import neighbour_report, window_cost
 
 from spark_otel.analysis.advisor.model import Advice, AdvisorConfig, QueueRule, RuleKind
 from spark_otel.analysis.answers import Answer, curve_answer, neighbour_answer, rules_answer, speedup_answers
+from spark_otel.analysis.concurrency import concurrency
 from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.neighbour import CellRate
 from spark_otel.analysis.overview import Overview
 from spark_otel.analysis.stats import RateSummary
-from spark_otel.model import CellStatus
+from spark_otel.model import Cell, CellStatus
 
 
 def _curve(*points: tuple[int, float]) -> RateCurve:
@@ -177,3 +178,68 @@ def test_a_report_whose_cells_all_failed_alone_says_so() -> None:
         "nothing says what it decodes alone; run a few cells with the box otherwise idle, under a ceiling "
         "they finish within"
     )
+
+
+def _speedup_overview(cells: list[Cell]) -> Overview:
+    return _overview(None).model_copy(update={"concurrency": concurrency(cells)})
+
+
+def _run_cell(uid: str, cell_id: str, start_s: int, end_s: int, tokens: int | None, workers: int) -> Cell:
+    return Cell(
+        uid=uid,
+        eval_name="g",
+        cell_id=cell_id,
+        engine="q",
+        start_unix_ns=start_s * 1_000_000_000,
+        end_unix_ns=end_s * 1_000_000_000,
+        completion_tokens=tokens,
+        workers=workers,
+        status=CellStatus.OK if tokens else CellStatus.DEADLINE,
+    )
+
+
+def test_what_more_workers_bought_each_eval_word_for_word() -> None:
+    slower = [
+        _run_cell("s1", "a", 0, 100, 1_000, 1),
+        _run_cell("s2", "b", 100, 200, 800, 1),
+        _run_cell("p1", "a", 1_000, 1_050, 500, 2),
+        _run_cell("p2", "b", 1_000, 1_100, 600, 2),
+    ]
+    assert speedup_answers(_speedup_overview(slower)) == [
+        Answer(
+            topic="concurrency",
+            text=(
+                "g at 2 workers on q: 2.0x wall for 11% slower cells (n=2 cells, against 2 at 1 worker; "
+                "the same cells)"
+            ),
+            measured=True,
+        )
+    ]
+    faster = [_run_cell("s1", "a", 0, 100, 500, 1), _run_cell("p1", "c", 1_000, 1_050, 1_000, 4)]
+    (answer,) = speedup_answers(_speedup_overview(faster))
+    assert answer.text == (
+        "g at 4 workers on q: 2.0x wall for 300% faster cells (n=1 cells, against 1 at 1 worker; "
+        "different cells)"
+    )
+    unrated = [_run_cell("s1", "a", 0, 100, None, 1), _run_cell("p1", "a", 1_000, 1_050, 1_000, 2)]
+    (answer,) = speedup_answers(_speedup_overview(unrated))
+    assert "2.0x wall for per-cell cost not measured (no rated cells on one side)" in answer.text
+
+
+def test_without_two_worker_counts_the_concurrency_answer_says_what_would_measure_it() -> None:
+    cells = [_run_cell("s1", "a", 0, 100, 1_000, 1), _run_cell("s2", "b", 100, 200, 800, 1)]
+    other = cells[0].model_copy(
+        update={"uid": "h1", "eval_name": "h", "start_unix_ns": 10_000 * 1_000_000_000}
+    )
+    other = other.model_copy(update={"end_unix_ns": other.start_unix_ns + 1_000_000_000})
+    assert speedup_answers(_speedup_overview([*cells, other])) == [
+        Answer(
+            topic="concurrency",
+            text=(
+                "what more workers buy is not measured: no eval ran at two worker counts (g, h); "
+                "run one at 1 and at N workers"
+            ),
+            measured=False,
+        )
+    ]
+    assert speedup_answers(_speedup_overview([])) == []
