@@ -50,6 +50,12 @@ MUTATION_TESTS_cells = tests/core/test_cells.py tests/core/test_guarded_points.p
 MUTATION_TESTS_instrumentation = tests/instrumentation tests/core/test_guarded_points.py
 MUTATION_TESTS_store = tests/store tests/cli/test_store_command.py tests/telemetry tests/receivers/test_otlp_json.py \
 	tests/sim/test_server_spans.py
+# The analyses on plain data, and the probe's unit tests (a level's summary). Left out: the tests
+# that reach the analyses through the report or the simulated box (test_against_sim): seconds per
+# mutant, and a fixture that runs the box is setup time, which mutmut's CPU limit (set from the
+# tests' call time alone) reads as a timeout, a false kill.
+MUTATION_TESTS_analysis = $(filter-out tests/analysis/test_against_sim.py,$(wildcard tests/analysis/test_*.py)) \
+	tests/probe/test_probe_units.py
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
 MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
 # Reads the source's text for guard names, which in the mutated copy is mutmut's trampolines.
