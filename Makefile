@@ -56,6 +56,9 @@ MUTATION_TESTS_store = tests/store tests/cli/test_store_command.py tests/telemet
 # tests' call time alone) reads as a timeout, a false kill.
 MUTATION_TESTS_analysis = $(filter-out tests/analysis/test_against_sim.py,$(wildcard tests/analysis/test_*.py)) \
 	tests/probe/test_probe_units.py
+# The pipeline's own tests; the instrumentation's reach every instrument (each survivor of
+# `_create` or `_pipeline` would run hundreds of tests), so widen only with MUTANTS named.
+MUTATION_TESTS_telemetry = tests/telemetry tests/instrumentation/test_bulk_metrics.py tests/instrumentation/test_providers.py
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
 MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
 # Reads the source's text for guard names, which in the mutated copy is mutmut's trampolines.
