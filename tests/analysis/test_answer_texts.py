@@ -3,7 +3,7 @@ rests on, and what each says is missing when the records cannot answer."""
 
 from __future__ import annotations
 
-from tests.analysis.builders import neighbour_report, window_cost
+from tests.analysis.builders import S, cell, neighbour_report, window_cost
 
 from spark_otel.analysis.advisor.model import Advice, AdvisorConfig, QueueRule, RuleKind
 from spark_otel.analysis.answers import Answer, curve_answer, neighbour_answer, rules_answer, speedup_answers
@@ -184,26 +184,12 @@ def _speedup_overview(cells: list[Cell]) -> Overview:
     return _overview(None).model_copy(update={"concurrency": concurrency(cells)})
 
 
-def _run_cell(uid: str, cell_id: str, start_s: int, end_s: int, tokens: int | None, workers: int) -> Cell:
-    return Cell(
-        uid=uid,
-        eval_name="g",
-        cell_id=cell_id,
-        engine="q",
-        start_unix_ns=start_s * 1_000_000_000,
-        end_unix_ns=end_s * 1_000_000_000,
-        completion_tokens=tokens,
-        workers=workers,
-        status=CellStatus.OK if tokens else CellStatus.DEADLINE,
-    )
-
-
 def test_what_more_workers_bought_each_eval_word_for_word() -> None:
     slower = [
-        _run_cell("s1", "a", 0, 100, 1_000, 1),
-        _run_cell("s2", "b", 100, 200, 800, 1),
-        _run_cell("p1", "a", 1_000, 1_050, 500, 2),
-        _run_cell("p2", "b", 1_000, 1_100, 600, 2),
+        cell("s1", 0, 100, 1_000, cell_id="a", workers=1),
+        cell("s2", 100, 200, 800, cell_id="b", workers=1),
+        cell("p1", 1_000, 1_050, 500, cell_id="a", workers=2),
+        cell("p2", 1_000, 1_100, 600, cell_id="b", workers=2),
     ]
     assert speedup_answers(_speedup_overview(slower)) == [
         Answer(
@@ -215,23 +201,30 @@ def test_what_more_workers_bought_each_eval_word_for_word() -> None:
             measured=True,
         )
     ]
-    faster = [_run_cell("s1", "a", 0, 100, 500, 1), _run_cell("p1", "c", 1_000, 1_050, 1_000, 4)]
+    faster = [
+        cell("s1", 0, 100, 500, cell_id="a", workers=1),
+        cell("p1", 1_000, 1_050, 1_000, cell_id="c", workers=4),
+    ]
     (answer,) = speedup_answers(_speedup_overview(faster))
     assert answer.text == (
         "g at 4 workers on q: 2.0x wall for 300% faster cells (n=1 cells, against 1 at 1 worker; "
         "different cells)"
     )
-    unrated = [_run_cell("s1", "a", 0, 100, None, 1), _run_cell("p1", "a", 1_000, 1_050, 1_000, 2)]
+    unrated = [
+        cell("s1", 0, 100, None, cell_id="a", workers=1, status=CellStatus.DEADLINE),
+        cell("p1", 1_000, 1_050, 1_000, cell_id="a", workers=2),
+    ]
     (answer,) = speedup_answers(_speedup_overview(unrated))
     assert "2.0x wall for per-cell cost not measured (no rated cells on one side)" in answer.text
 
 
 def test_without_two_worker_counts_the_concurrency_answer_says_what_would_measure_it() -> None:
-    cells = [_run_cell("s1", "a", 0, 100, 1_000, 1), _run_cell("s2", "b", 100, 200, 800, 1)]
-    other = cells[0].model_copy(
-        update={"uid": "h1", "eval_name": "h", "start_unix_ns": 10_000 * 1_000_000_000}
-    )
-    other = other.model_copy(update={"end_unix_ns": other.start_unix_ns + 1_000_000_000})
+    cells = [
+        cell("s1", 0, 100, 1_000, cell_id="a", workers=1),
+        cell("s2", 100, 200, 800, cell_id="b", workers=1),
+    ]
+    other = cells[0].model_copy(update={"uid": "h1", "eval_name": "h", "start_unix_ns": 10_000 * S})
+    other = other.model_copy(update={"end_unix_ns": other.start_unix_ns + S})
     assert speedup_answers(_speedup_overview([*cells, other])) == [
         Answer(
             topic="concurrency",

@@ -4,39 +4,21 @@ in-flight weights, levels, runs, the speedup and the engine's totals."""
 from __future__ import annotations
 
 import pytest
+from tests.analysis.builders import S, cell
 
 from spark_otel._exceptions import ConfigError, InputError
 from spark_otel.analysis.concurrency import concurrency, in_flight, in_flight_level, union_seconds
 from spark_otel.analysis.curve import curve_from_concurrency
 from spark_otel.analysis.stats import summarize
-from spark_otel.model import Cell, CellStatus
-
-S = 1_000_000_000
-
-
-def _cell(
-    uid: str, cell_id: str, start_s: int, end_s: int, tokens: int | None, workers: int | None, **kw: object
-) -> Cell:
-    return Cell(
-        uid=uid,
-        eval_name=str(kw.pop("eval_name", "g")),
-        cell_id=cell_id,
-        engine=kw.pop("engine", "q"),  # type: ignore[arg-type]
-        start_unix_ns=start_s * S,
-        end_unix_ns=end_s * S,
-        completion_tokens=tokens,
-        workers=workers,
-        **kw,  # type: ignore[arg-type]
-    )
-
+from spark_otel.model import CellStatus
 
 CELLS = [
-    _cell("s1", "a", 0, 100, 1_000, 1),  # serial: 10 tok/s
-    _cell("s2", "b", 100, 200, 800, 1),  # serial, touching s1: 8 tok/s
-    _cell("p1", "a", 1_000, 1_050, 500, 2),  # beside p2 throughout: 10 tok/s
-    _cell("p2", "b", 1_000, 1_100, 600, 2),  # beside p1 half the time: 6 tok/s
-    _cell("t", "x", 2_000, 2_100, 50, None, eval_name="h", status=CellStatus.DEADLINE),
-    _cell("f", "y", 3_000, 3_010, 10, 1, engine=None, status=CellStatus.ERROR),
+    cell("s1", 0, 100, 1_000, cell_id="a", workers=1),  # serial: 10 tok/s
+    cell("s2", 100, 200, 800, cell_id="b", workers=1),  # serial, touching s1: 8 tok/s
+    cell("p1", 1_000, 1_050, 500, cell_id="a", workers=2),  # beside p2 throughout: 10 tok/s
+    cell("p2", 1_000, 1_100, 600, cell_id="b", workers=2),  # beside p1 half the time: 6 tok/s
+    cell("t", 2_000, 2_100, 50, cell_id="x", workers=None, eval_name="h", status=CellStatus.DEADLINE),
+    cell("f", 3_000, 3_010, 10, cell_id="y", workers=1, engine=None, status=CellStatus.ERROR),
 ]
 
 
@@ -89,7 +71,7 @@ def test_every_figure_of_one_engine() -> None:
 
 
 def test_one_eval_or_engine_is_reported_while_every_cell_counts_in_flight() -> None:
-    beside = [*CELLS, _cell("other", "z", 1_050, 1_100, 100, 1, eval_name="other")]
+    beside = [*CELLS, cell("other", 1_050, 1_100, 100, cell_id="z", workers=1, eval_name="other")]
     (q,) = concurrency(beside, eval_name="g", engine="q").engines
     assert [c.uid for c in q.cells] == ["s1", "s2", "p1", "p2"]
     assert {c.uid: c.in_flight for c in q.cells}["p2"] == 2.0  # "other" ran beside its second half
@@ -98,17 +80,20 @@ def test_one_eval_or_engine_is_reported_while_every_cell_counts_in_flight() -> N
 
 
 def test_a_run_splits_at_a_gap_past_the_merge_gap() -> None:
-    apart = [_cell("s1", "a", 0, 100, 1_000, 1), _cell("s2", "a", 161, 261, 1_000, 1)]
+    apart = [
+        cell("s1", 0, 100, 1_000, cell_id="a", workers=1),
+        cell("s2", 161, 261, 1_000, cell_id="a", workers=1),
+    ]
     assert len(concurrency(apart).engines[0].runs) == 2  # 61 s apart: past the default 60 s
     assert len(concurrency(apart, merge_gap_s=61).engines[0].runs) == 1
 
 
 def test_the_base_run_is_the_one_over_the_same_cells_else_the_nearest_in_time() -> None:
     cells = [
-        _cell("s-old", "a", 0, 100, 1_000, 1),
-        _cell("s-other", "c", 10_000, 10_100, 500, 1),
-        _cell("p", "c", 10_300, 10_350, 500, 4),
-        _cell("p2", "d", 20_000, 20_050, 500, 4),
+        cell("s-old", 0, 100, 1_000, cell_id="a", workers=1),
+        cell("s-other", 10_000, 10_100, 500, cell_id="c", workers=1),
+        cell("p", 10_300, 10_350, 500, cell_id="c", workers=4),
+        cell("p2", 20_000, 20_050, 500, cell_id="d", workers=4),
     ]
     first, second = concurrency(cells).engines[0].speedups
     assert (first.base_start_unix_ns, first.same_cells, first.speedup) == (10_000 * S, True, 2.0)
@@ -116,7 +101,11 @@ def test_the_base_run_is_the_one_over_the_same_cells_else_the_nearest_in_time() 
 
 
 def test_in_flight_weights_levels_and_the_union_of_intervals() -> None:
-    cells = [_cell("a", "a", 0, 10, 1, 1), _cell("b", "b", 5, 15, 1, 1), _cell("z", "z", 7, 7, 1, 1)]
+    cells = [
+        cell("a", 0, 10, 1, cell_id="a", workers=1),
+        cell("b", 5, 15, 1, cell_id="b", workers=1),
+        cell("z", 7, 7, 1, cell_id="z", workers=1),
+    ]
     assert in_flight(cells) == [1.5, 1.5, None]
     assert [in_flight_level(w) for w in (0.2, 1.0, 1.49, 1.5, 2.5)] == [1, 1, 1, 2, 3]
     assert union_seconds([(0, 10 * S), (5 * S, 15 * S), (20 * S, 20 * S), (30 * S, 40 * S)]) == 25.0
@@ -140,8 +129,11 @@ def test_a_curve_from_cells_takes_each_levels_median_and_says_when_and_what_it_r
 
 
 def test_a_curve_from_cells_leaves_out_levels_under_min_cells_but_keeps_one_at_it() -> None:
-    cells = [_cell(f"s{k}", f"c{k}", 200 * k, 200 * k + 100, 1_000, 1) for k in range(3)]
-    cells += [_cell("p1", "a", 1_000, 1_100, 500, 2), _cell("p2", "b", 1_000, 1_100, 0, 2)]  # one rated
+    cells = [cell(f"s{k}", 200 * k, 200 * k + 100, 1_000, cell_id=f"c{k}", workers=1) for k in range(3)]
+    cells += [
+        cell("p1", 1_000, 1_100, 500, cell_id="a", workers=2),
+        cell("p2", 1_000, 1_100, 0, cell_id="b", workers=2),
+    ]  # one rated
     report = concurrency(cells)
     assert [p.streams for p in curve_from_concurrency(report).points] == [1]
     assert [p.streams for p in curve_from_concurrency(report, min_cells=4).points] == [1, 2]

@@ -3,7 +3,10 @@ gauge, on plain samples and cells: every interval's edges, label and throughput 
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+from tests.analysis.builders import cell
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.instruments import cell_rate_samples, eval_intervals, receiver_intervals
@@ -12,6 +15,7 @@ from spark_otel.model import Cell, CellStatus, MetricSample
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S  # 2023-11-14 22:13:20 UTC
+_cell = partial(cell, workers=1, t0_ns=T0)
 
 
 def _scrape(
@@ -46,28 +50,14 @@ def test_receiver_bins_read_each_engines_counter_where_its_scrapes_cover_the_bin
             receiver_intervals(scrapes, bad)
 
 
-def _cell(
-    uid: str, eval_name: str, engine: str, start_s: int, end_s: int, tokens: int | None, **kw: object
-) -> Cell:
-    return Cell(
-        uid=uid,
-        eval_name=eval_name,
-        cell_id=uid,
-        engine=engine,
-        workers=1,
-        start_unix_ns=T0 + start_s * S,
-        end_unix_ns=T0 + end_s * S,
-        completion_tokens=tokens,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
 def test_an_eval_runs_interval_counts_every_cells_tokens_inside_it() -> None:
     cells = [
-        _cell("g1", "g", "q", 0, 100, 1_000, attributes={sc.TIME_SCALE: "4"}),
-        _cell("g2", "g", "q", 100, 200, 1_000),
-        _cell("h1", "h", "n", 150, 250, 500, attributes={sc.TIME_SCALE: "fast"}),  # unreadable: real time
-        _cell("z", "z", "n", 300, 300, 99),  # no duration: neither a run nor tokens
+        _cell("g1", 0, 100, 1_000, attributes={sc.TIME_SCALE: "4"}),
+        _cell("g2", 100, 200, 1_000),
+        _cell(
+            "h1", 150, 250, 500, eval_name="h", engine="n", attributes={sc.TIME_SCALE: "fast"}
+        ),  # real time
+        _cell("z", 300, 300, 99, eval_name="z", engine="n"),  # no duration: neither a run nor tokens
     ]
     g, h = eval_intervals(cells)
     assert (g.label, g.source, g.start_unix_ns - T0, g.end_unix_ns - T0, g.time_scale) == (
@@ -89,9 +79,9 @@ def test_an_eval_runs_interval_counts_every_cells_tokens_inside_it() -> None:
 
 def test_the_cells_rate_gauge_is_one_sample_per_rated_cell_at_its_midpoint() -> None:
     cells = [
-        _cell("a", "g", "q", 0, 100, 1_000),
-        _cell("cut", "g", "q", 0, 100, 500, status=CellStatus.DEADLINE),
-        _cell("none", "g", "q", 0, 100, None),
+        _cell("a", 0, 100, 1_000),
+        _cell("cut", 0, 100, 500, status=CellStatus.DEADLINE),
+        _cell("none", 0, 100, None),
         Cell(
             uid="b",
             eval_name="g",

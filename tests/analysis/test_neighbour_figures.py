@@ -3,26 +3,15 @@ and per cell, from rates worked out by hand."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+from tests.analysis.builders import S, cell
 
 from spark_otel.analysis.neighbour import neighbour_cost
-from spark_otel.model import Cell, CellStatus, LoadWindow
+from spark_otel.model import CellStatus, LoadWindow
 
-S = 1_000_000_000
-
-
-def _cell(uid: str, start_s: int, end_s: int, tokens: int | None, **kw: object) -> Cell:
-    return Cell(
-        uid=uid,
-        eval_name="g",
-        cell_id=uid,
-        engine="q",
-        start_unix_ns=start_s * S,
-        end_unix_ns=end_s * S,
-        completion_tokens=tokens,
-        workers=1,
-        **kw,  # type: ignore[arg-type]
-    )
+_cell = partial(cell, workers=1)
 
 
 CELLS = [

@@ -4,41 +4,19 @@ gap that joins cells into one load."""
 from __future__ import annotations
 
 import pytest
+from tests.analysis.builders import S, cell
 
 from spark_otel._exceptions import ConfigError
 from spark_otel.analysis.windows import merge_gap_ns, peak_concurrency, split_at_gaps, windows_from_cells
-from spark_otel.model import Cell
-
-S = 1_000_000_000
-
-
-def _cell(
-    uid: str,
-    start_s: float,
-    end_s: float,
-    *,
-    eval_name: str = "g",
-    engine: str | None = "q",
-    workers: int | None = None,
-) -> Cell:
-    return Cell(
-        uid=uid,
-        eval_name=eval_name,
-        cell_id=uid,
-        engine=engine,
-        workers=workers,
-        start_unix_ns=int(start_s * S),
-        end_unix_ns=int(end_s * S),
-    )
 
 
 def test_a_window_is_named_by_its_eval_worker_count_and_engine() -> None:
     cells = [
-        _cell("one", 0, 10, workers=1),
-        _cell("four", 100, 110, workers=4, engine=None),
-        _cell("two", 200, 210, workers=2, eval_name="h"),
-        _cell("unknown", 300, 310),
-        _cell("empty", 400, 400, eval_name="z"),  # no duration: no window
+        cell("one", 0, 10, workers=1),
+        cell("four", 100, 110, workers=4, engine=None),
+        cell("two", 200, 210, workers=2, eval_name="h"),
+        cell("unknown", 300, 310),
+        cell("empty", 400, 400, eval_name="z"),  # no duration: no window
     ]
     assert [(w.name, w.streams, w.engine) for w in windows_from_cells(cells)] == [
         ("g eval, 1 worker on q", 1, "q"),
