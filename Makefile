@@ -59,17 +59,25 @@ MUTATION_TESTS_analysis = $(filter-out tests/analysis/test_against_sim.py,$(wild
 # The pipeline's own tests; the instrumentation's reach every instrument (each survivor of
 # `_create` or `_pipeline` would run hundreds of tests), so widen only with MUTANTS named.
 MUTATION_TESTS_telemetry = tests/telemetry tests/instrumentation/test_bulk_metrics.py tests/instrumentation/test_providers.py
+# The modules at the top of the package (the clock, the input checks, the data model, the time
+# budget, the guard): the unit tests of their callers. `make mutation PKG=model` runs one.
+MUTATION_TESTS_top = $(filter-out tests/core/test_guarded_points.py,$(wildcard tests/core/test_*.py)) tests/store tests/receivers/test_otlp_json.py tests/receivers/test_backfill.py \
+	tests/receivers/test_nsight_bad_input.py tests/instrumentation/test_cell_budget.py \
+	tests/telemetry/test_model_clock_env.py tests/sim/test_model_clock.py
+$(foreach m,_clock _validate model time_budget _guard _semconv _exceptions,$(eval MUTATION_TESTS_$(m) = $(MUTATION_TESTS_top)))
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
 MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
-# Reads the source's text for guard names, which in the mutated copy is mutmut's trampolines.
-MUTATION_DESELECT = tests/core/test_guarded_points.py::test_every_guarded_site_in_the_source_has_a_fault_test
+# They read the source's text (guard names, clock reads), which in the mutated copy is mutmut's
+# trampolines: a whole tree of them.
+MUTATION_DESELECT = tests/core/test_guarded_points.py::test_every_guarded_site_in_the_source_has_a_fault_test \
+	tests/core/test_clock.py::test_no_module_reads_time_except_through_the_clock
 mutation:
 	@test -n "$(PKG)" && { test -d "src/spark_otel/$(subst .,/,$(PKG))" || test -f "src/spark_otel/$(subst .,/,$(PKG)).py"; } || \
 		{ echo "make mutation: PKG must name a package of src/spark_otel/ (PKG=wire) or a module (PKG=deadline.salvage)" >&2; exit 2; }
 	mkdir -p mutants/src
 	@# A file mutmut copied before it was in only_mutate is newer than its source and would be kept
 	@# as "unmodified", unmutated: remove such copies (they have no .meta) so they are mutated.
-	@for f in $$(find mutants/src/spark_otel -path 'mutants/src/spark_otel/$(subst .,/,$(PKG))*' -name '*.py' 2>/dev/null); do \
+	@for f in $$(find mutants/src/spark_otel -name '*.py' 2>/dev/null); do \
 		test -e "$$f.meta" || rm -f "$$f"; done
 	@echo "mutants of spark_otel.$(PKG), against: $(MUTATION_TESTS)"
 	CI=1 PYTHONPATH="$(CURDIR)/mutants/src" PYTEST_ADDOPTS="--timeout=$(MUTATION_TIMEOUT_S) $(addprefix --ignore=,$(MUTATION_IGNORE)) $(addprefix --deselect=,$(MUTATION_DESELECT))" \

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,35 @@ def test_no_module_reads_time_except_through_the_clock() -> None:
         if path.name != "_clock.py" and (reads := clock_reads(path.read_text(encoding="utf-8")))
     }
     assert offenders == {}
+
+
+def _elapsed(read: Callable[[], int], real: Callable[[], int]) -> tuple[int, int, int]:
+    """(shortest real time, model time, longest real time) across one 30 ms wait."""
+    outer0 = real()
+    model0 = read()
+    inner0 = real()
+    time.sleep(0.03)
+    inner1 = real()
+    model1 = read()
+    outer1 = real()
+    return inner1 - inner0, model1 - model0, outer1 - outer0
+
+
+@pytest.mark.parametrize("scale", [2.0, 0.5])
+def test_both_clocks_run_at_the_scale_held_faster_or_slower(scale: float) -> None:
+    with _clock.model_time(scale):
+        for read, real in ((_clock.wall_ns, time.time_ns), (_clock.perf_ns, time.perf_counter_ns)):
+            shortest, model, longest = _elapsed(read, real)
+            assert shortest * scale <= model <= longest * scale
+        assert (_clock.to_model_ns(2_000), _clock.to_model_s(2.0), _clock.to_wall_s(1.0)) == (
+            int(2_000 * scale),
+            2.0 * scale,
+            1.0 / scale,
+        )
+
+
+def test_an_epoch_given_at_real_speed_moves_unix_time_to_it() -> None:
+    anchor = time.time_ns() - 86_400 * 10**9
+    with _clock.model_time(1.0, epoch_unix_ns=anchor):
+        assert 0 <= _clock.wall_ns() - anchor < 10**9
+    assert abs(_clock.wall_ns() - time.time_ns()) < 10**9

@@ -41,3 +41,19 @@ def test_every_public_name_resolves_and_a_misspelt_one_does_not() -> None:
         assert getattr(spark_otel, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'instrumnt'"):
         spark_otel.instrumnt  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_each_public_name_is_its_homes_object_loaded_on_first_use_and_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Names resolve lazily (importing spark_otel loads no submodule): each is looked up in its
+    home module once, then kept on the package."""
+    import importlib
+
+    homes = spark_otel._HOMES  # type: ignore[attr-defined]
+    assert sorted(homes) == [n for n in PUBLIC_API if n in homes]
+    for name, home in homes.items():
+        monkeypatch.delitem(vars(spark_otel), name, raising=False)
+        value = getattr(spark_otel, name)
+        assert value is getattr(importlib.import_module(f"spark_otel.{home}"), name), name
+        assert vars(spark_otel)[name] is value, name

@@ -84,3 +84,32 @@ def test_the_parts_add_up_to_elapsed_and_none_exceeds_the_time_requests_cover(
     assert parts["first_token"] + parts["decode"] + parts["unsplit"] == pytest.approx(
         len(covered) / 10, abs=1e-9
     )
+
+
+def test_a_call_not_streamed_ends_its_unsplit_time_when_it_ends() -> None:
+    """Runner work between a call and a later stream is ``other``, not the call's."""
+    stamps = [
+        RequestStamps(start_ns=1 * S, first_ns=0, end_ns=3 * S, streaming=False),
+        RequestStamps(start_ns=5 * S, first_ns=6 * S, end_ns=8 * S, streaming=True),
+    ]
+    assert split_elapsed(stamps, 0, 10 * S) == {
+        "first_token": 1.0,
+        "decode": 2.0,
+        "unsplit": 2.0,
+        "other": 5.0,
+    }
+
+
+def test_a_cell_that_does_not_start_at_zero_has_its_own_elapsed_time() -> None:
+    stamps = [RequestStamps(start_ns=101 * S, first_ns=102 * S, end_ns=104 * S, streaming=True)]
+    assert split_elapsed(stamps, 100 * S, 105 * S) == {
+        "first_token": 1.0,
+        "decode": 2.0,
+        "unsplit": 0.0,
+        "other": 2.0,
+    }
+
+
+def test_a_cell_of_no_time_has_no_time_in_any_phase() -> None:
+    assert split_elapsed([], 7 * S, 7 * S) == dict.fromkeys(IN_CELL_PHASES, 0.0)
+    assert split_elapsed([], 7 * S, 6 * S) == dict.fromkeys(IN_CELL_PHASES, 0.0)
