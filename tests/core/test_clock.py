@@ -183,3 +183,12 @@ def test_an_epoch_given_at_real_speed_moves_unix_time_to_it() -> None:
     with _clock.model_time(1.0, epoch_unix_ns=anchor):
         assert 0 <= _clock.wall_ns() - anchor < 10**9
     assert abs(_clock.wall_ns() - time.time_ns()) < 10**9
+
+
+def test_the_monotonic_clock_is_continuous_into_and_out_of_model_time() -> None:
+    before = _clock.perf_ns()
+    with _clock.model_time(2.0):
+        inside = _clock.perf_ns()
+    after = _clock.perf_ns()
+    assert 0 <= inside - before < 10**8
+    assert 0 <= after - inside < 10**8

@@ -336,3 +336,10 @@ def test_a_failing_bulk_collection_is_logged_once_by_name(
         message
     ]
     assert len(points_in(data, "sdk")) == int(with_sdk_points)
+
+
+def test_under_an_always_on_filter_a_batch_without_a_span_has_its_exemplar(boxes: Any) -> None:
+    box = boxes(exemplar_filter=AlwaysOnExemplarFilter())
+    box.bulk.record_many([0.5, 5.0], {"k": "v"})
+    [point] = points_in(box.collect(), "bulk")
+    assert [(e.value, e.span_id, e.trace_id) for e in point.exemplars] == [(5.0, None, None)]

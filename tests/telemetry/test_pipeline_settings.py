@@ -5,10 +5,8 @@ scope as the SDK exports them."""
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +21,10 @@ from spark_otel import _semconv as sc
 from spark_otel._version import __version__
 from spark_otel.store import STORE_ENV
 from spark_otel.telemetry import build_providers, configure
+from spark_otel.telemetry.bulk_histogram import bulk_histograms_of
 from spark_otel.telemetry.instruments import SPECS, instruments
 from spark_otel.telemetry.pipeline import TIME_SCALE_ENV, Telemetry
+from spark_otel.telemetry.providers import set_global_providers
 
 ENDPOINTS = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -144,17 +144,6 @@ def test_a_second_shutdown_does_nothing(
     assert [r.getMessage() for r in caplog.records] == []
 
 
-def test_providers_shut_down_are_not_kept_alive_by_an_exit_hook(tmp_path: Path) -> None:
-    """The SDK's own exit hook (``shutdown_on_exit``) would hold every provider a reconfigured
-    runner ever built until the process ends; spark-otel's hook shuts down the one in force."""
-    telemetry = configure(store=tmp_path / "s.sqlite", set_global=False)
-    refs = [weakref.ref(telemetry.tracer_provider), weakref.ref(telemetry.meter_provider)]
-    telemetry.shutdown()
-    del telemetry
-    gc.collect()
-    assert [ref() for ref in refs] == [None, None]
-
-
 def test_every_instrument_is_exported_with_its_specs_kind_unit_description_and_scope() -> None:
     """Through the SDK, one value at a time, as on a provider spark-otel did not build."""
     reader = InMemoryMetricReader()
@@ -193,3 +182,73 @@ def test_every_instrument_is_exported_with_its_specs_kind_unit_description_and_s
                 assert tuple(metric.data.data_points[0].explicit_bounds) == spec.buckets, spec.name
     finally:
         provider.shutdown()
+
+
+def test_the_bulk_histograms_go_out_under_spark_otels_scope_with_their_specs_unit_and_description() -> None:
+    exporter = CapturingExporter()
+    tracer_provider, meter_provider = build_providers([], [(exporter, math.inf)])
+    try:
+        bulk = bulk_histograms_of(meter_provider)
+        assert bulk is not None
+        for histogram in bulk.all():
+            histogram.record(1.0, {})
+        meter_provider.force_flush()
+        [scoped] = exporter.exports[-1].resource_metrics[0].scope_metrics
+        assert (scoped.scope.name, scoped.scope.version, scoped.scope.schema_url) == (
+            sc.SCOPE_NAME,
+            __version__,
+            sc.SCHEMA_URL,
+        )
+        got = {
+            m.name: (m.unit, m.description, tuple(m.data.data_points[0].explicit_bounds))
+            for m in scoped.metrics
+        }
+        want = {spec.name: (spec.unit, spec.description, spec.buckets) for spec in SPECS if spec.bulk}
+        assert got == want
+    finally:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+
+@pytest.fixture
+def no_global_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's globals as in a fresh process (they can be set once per process)."""
+    from opentelemetry import trace
+    from opentelemetry.metrics import _internal as metrics_internal
+    from opentelemetry.util._once import Once
+
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(metrics_internal, "_METER_PROVIDER", None)
+    monkeypatch.setattr(metrics_internal, "_METER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(metrics_internal, "_PROXY_METER_PROVIDER", metrics_internal._ProxyMeterProvider())
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.delenv("OTEL_PYTHON_METER_PROVIDER", raising=False)
+
+
+@pytest.mark.usefixtures("no_global_providers")
+def test_spark_otels_providers_become_global_only_where_the_user_set_none() -> None:
+    from opentelemetry import metrics, trace
+
+    ours = build_providers([], [(CapturingExporter(), math.inf)])
+    users_meter = MeterProvider(shutdown_on_exit=False)
+    try:
+        metrics.set_meter_provider(users_meter)
+        set_global_providers(*ours)
+        assert (trace.get_tracer_provider(), metrics.get_meter_provider()) == (ours[0], users_meter)
+    finally:
+        for provider in (*ours, users_meter):
+            provider.shutdown()
+
+
+@pytest.mark.usefixtures("no_global_providers")
+def test_with_no_global_providers_spark_otels_become_both() -> None:
+    from opentelemetry import metrics, trace
+
+    ours = build_providers([], [(CapturingExporter(), math.inf)])
+    try:
+        set_global_providers(*ours)
+        assert (trace.get_tracer_provider(), metrics.get_meter_provider()) == ours
+    finally:
+        for provider in ours:
+            provider.shutdown()
