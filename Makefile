@@ -65,6 +65,11 @@ MUTATION_TESTS_top = $(filter-out tests/core/test_guarded_points.py,$(wildcard t
 	tests/receivers/test_nsight_bad_input.py tests/instrumentation/test_cell_budget.py \
 	tests/telemetry/test_model_clock_env.py tests/sim/test_model_clock.py
 $(foreach m,_clock _validate model time_budget _guard _semconv _exceptions,$(eval MUTATION_TESTS_$(m) = $(MUTATION_TESTS_top)))
+# The readers on their inputs (files, scrapes, the fuzzers' cut and mutated samples) and the CLI
+# commands that run them; left out: the two that run the simulated box (setup time, see analysis).
+MUTATION_TESTS_receivers = $(filter-out tests/receivers/test_live_sim.py tests/receivers/test_backfill_of_runner_records.py,\
+	$(wildcard tests/receivers/test_*.py)) tests/fuzz tests/cli/test_receive.py tests/cli/test_backfill.py \
+	tests/cli/test_ingest_nsight.py tests/cli/test_gpu_sample.py
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
 MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
 # They read the source's text (guard names, clock reads), which in the mutated copy is mutmut's

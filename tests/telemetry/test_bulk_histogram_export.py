@@ -343,3 +343,11 @@ def test_under_an_always_on_filter_a_batch_without_a_span_has_its_exemplar(boxes
     box.bulk.record_many([0.5, 5.0], {"k": "v"})
     [point] = points_in(box.collect(), "bulk")
     assert [(e.value, e.span_id, e.trace_id) for e in point.exemplars] == [(5.0, None, None)]
+
+
+def test_a_batch_in_a_sampled_span_has_its_exemplar_under_the_default_filter(boxes: Any) -> None:
+    box = boxes()
+    box.bulk.record_many([0.5], {"k": "v"}, span=SAMPLED)
+    box.bulk.record_many([5.0], {"k": "v"}, span=UNSAMPLED)
+    [point] = points_in(box.collect(), "bulk")
+    assert [(e.value, e.span_id, e.trace_id) for e in point.exemplars] == [(0.5, 0xB2, 0xA1)]

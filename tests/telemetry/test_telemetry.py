@@ -133,3 +133,26 @@ def test_a_telemetry_shut_down_by_itself_is_no_longer_in_force(tmp_path: Path) -
         assert current_telemetry() is second
     finally:
         second.shutdown()
+
+
+def test_a_runner_that_configures_twice_exits_with_both_stores_written_and_nothing_on_stderr(
+    tmp_path: Path,
+) -> None:
+    """spark-otel's own exit hook shuts the telemetry in force; the SDK's hooks (which would shut
+    the providers first and make that a second, warned-about shutdown) stay off."""
+    first, second = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import spark_otel
+        for path, cell_id in (({str(first)!r}, "a"), ({str(second)!r}, "b")):
+            spark_otel.configure(store=path)
+            with spark_otel.cell("golden", cell_id) as c:
+                c.add_tokens(completion=2)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPARK_OTEL_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert [[c.cell_id for c in Store(p).cells()] for p in (first, second)] == [["a"], ["b"]]
