@@ -70,6 +70,12 @@ $(foreach m,_clock _validate model time_budget _guard _semconv _exceptions,$(eva
 MUTATION_TESTS_receivers = $(filter-out tests/receivers/test_live_sim.py tests/receivers/test_backfill_of_runner_records.py,\
 	$(wildcard tests/receivers/test_*.py)) tests/fuzz tests/cli/test_receive.py tests/cli/test_backfill.py \
 	tests/cli/test_ingest_nsight.py tests/cli/test_gpu_sample.py
+# The report's sections, pages and plots, and the CLI's report command.
+MUTATION_TESTS_report = tests/report tests/cli/test_report.py
+# The probe's unit tests and the CLI's probe command (a probe of the simulated box is seconds per test).
+MUTATION_TESTS_probe = tests/probe/test_probe_units.py tests/cli/test_probe.py tests/analysis/test_probe_levels.py
+# Every CLI command's tests, the demo's own and the parser's.
+MUTATION_TESTS_cli = tests/cli
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))
 MUTATION_IGNORE = $(filter-out $(addsuffix %,$(MUTATION_TESTS)),$(shell find tests -name 'test_*.py'))
 # They read the source's text (guard names, clock reads), which in the mutated copy is mutmut's

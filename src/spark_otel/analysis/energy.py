@@ -400,6 +400,6 @@ def level_comparison(levels: Sequence[LevelEnergy]) -> str | None:
     ratio = ""
     if top > 0 and base >= top:
         ratio = f" ({base / top:.1f}x less)"
-    elif base > 0:
+    elif top > base > 0:  # nothing at the most streams is no ratio, as nothing at the fewest
         ratio = f" ({top / base:.1f}x more)"
     return f"{high} streams: {top:.3g} J/token against {base:.3g} at {low}{ratio}"
