@@ -429,6 +429,11 @@ def test_neighbour_costs_equal_neighbour_cost_per_eval_and_worker_count(seed: in
         counts = sorted({c.workers for c in cells if c.eval_name == name and c.workers is not None})
         for workers in counts if len(counts) > 1 else [None]:
             expected.append(neighbour_cost(name, cells, windows, workers=workers, merge_gap_s=30))
+        if len(counts) > 1 and any(c.eval_name == name and c.workers is None for c in cells):
+            # its cells without a count, priced on their own: the eval's other cells left out
+            uncounted = [c for c in cells if c.eval_name != name or c.workers is None]
+            alone = neighbour_cost(name, uncounted, windows, merge_gap_s=30)
+            expected.append(alone.model_copy(update={"without_count": True}))
     got = neighbour_costs(cells, windows, min_cells=1, merge_gap_s=30)
     assert [(r.eval_name, r.workers) for r in got] == [(r.eval_name, r.workers) for r in expected]
     assert len(got) > 4  # some eval was priced per worker count

@@ -4,6 +4,8 @@ overview hands on when nothing narrows it, and answers that rest on the overview
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from tests.analysis.builders import S, cell, neighbour_report, window_cost
 
@@ -13,6 +15,7 @@ from spark_otel.analysis.answers import Answer, answers, neighbour_answer, speed
 from spark_otel.analysis.concurrency import concurrency
 from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.overview import Overview, overview
+from spark_otel.model import Cell
 
 
 def test_an_unknown_eval_is_refused_with_the_evals_there_are() -> None:
@@ -74,7 +77,7 @@ def test_an_engine_without_token_counts_has_no_curve_and_a_note_says_why() -> No
     ]
 
 
-def _three_g_runs_then_two_h_cells() -> list:
+def _three_g_runs_then_two_h_cells() -> list[Cell]:
     """g's three cells 50 s apart (100 s each), then h's two, 50 s apart too, well after."""
     cells = [cell(f"g{k}", 150 * k, 150 * k + 100, 1000) for k in range(3)]
     cells += [cell(f"h{k}", 1000 + 150 * k, 1100 + 150 * k, 1000, eval_name="h") for k in range(2)]
@@ -115,7 +118,7 @@ def test_the_merge_gap_splits_runs_and_neighbour_windows_in_an_unnarrowed_overvi
     ]
 
 
-def _g_on_two_engines() -> list:
+def _g_on_two_engines() -> list[Cell]:
     cells = [cell(f"g{k}", 100 * k, 100 * k + 100, 1000) for k in range(3)]
     cells += [cell(f"gn{k}", 1000 + 100 * k, 1100 + 100 * k, 500, engine="n") for k in range(3)]
     return cells
@@ -139,9 +142,9 @@ def test_an_engine_narrows_the_advice_to_its_own_rules() -> None:
     ]
 
 
-def _bare_overview(**fields: object) -> Overview:
+def _bare_overview(**fields: Any) -> Overview:
     """An overview with nothing in it but ``fields``."""
-    values: dict[str, object] = {
+    values: dict[str, Any] = {
         "eval_name": None,
         "engine": None,
         "config": AdvisorConfig(),
@@ -151,7 +154,7 @@ def _bare_overview(**fields: object) -> Overview:
         "advice": None,
         "notes": [],
     }
-    return Overview(**(values | fields))  # type: ignore[arg-type]
+    return Overview(**(values | fields))
 
 
 def test_the_answers_read_the_curve_flatness_and_the_threshold_from_the_overviews_config() -> None:
@@ -173,8 +176,8 @@ def test_the_answers_read_the_curve_flatness_and_the_threshold_from_the_overview
         Answer(
             topic="curve",
             text=(
-                "q: 4 streams bought 1.4x the aggregate of one stream for 64% per stream, still rising at the "
-                "most measured (probe, idle, at 1, 2, 4 streams)"
+                "q: 4 streams bought 1.4x the aggregate of one stream for 64% per stream, still rising at "
+                "the most measured (probe, idle, at 1, 2, 4 streams)"
             ),
             measured=True,
         ),

@@ -95,6 +95,9 @@ class NeighbourReport(Result):
     eval_name: str
     engine: str | None
     workers: int | None = Field(description="the worker count priced; None: all the eval's cells")
+    without_count: bool = Field(
+        default=False, description="the eval's cells without a worker count, beside its counted ones"
+    )
     min_overlap_fraction: float
     n_cells: int
     timeouts: int
@@ -108,6 +111,8 @@ class NeighbourReport(Result):
     @property
     def label(self) -> str:
         """The eval's name, with the worker count when the report prices one."""
+        if self.without_count:
+            return f"{self.eval_name} (cells without a worker count)"
         if self.workers is None:
             return self.eval_name
         return f"{self.eval_name} at {self.workers} worker{'' if self.workers == 1 else 's'}"
@@ -348,7 +353,9 @@ def neighbour_costs(
     merge_gap_s: float = DEFAULT_MERGE_GAP_S,
 ) -> list[NeighbourReport]:
     """Every eval's neighbour cost (or ``eval_names``'), one report per worker count when an eval
-    ran at several; evals with fewer than ``min_cells`` cells (per worker count) are skipped.
+    ran at several, and then one more (``workers`` None) for its cells without a count (records
+    backfilled beside live ones), which no count's report holds; evals with fewer than
+    ``min_cells`` cells (per group) are skipped.
 
     Each report equals `neighbour_cost` of that eval (and worker count) over the same input; the
     windows every eval's cells make are derived and put in time order once for all of them."""
@@ -363,23 +370,25 @@ def neighbour_costs(
     reports = []
     for name in names:
         counts = Counter(c.workers for c in by_eval[name] if c.workers is not None)
-        groups: list[tuple[int | None, int]] = (
-            sorted(counts.items()) if len(counts) > 1 else [(None, len(by_eval[name]))]
-        )
-        for workers, n in groups:
-            if n >= min_cells:
-                own, warnings = _own_cells(name, by_eval[name], workers)
-                reports.append(
-                    _priced(
-                        name,
-                        own,
-                        candidates,
-                        workers=workers,
-                        evals=evals,
-                        min_overlap_fraction=min_overlap_fraction,
-                        warnings=warnings,
-                    )
+        groups: list[tuple[int | None, list[Cell]]] = [(None, by_eval[name])]
+        if len(counts) > 1:
+            uncounted = [c for c in by_eval[name] if c.workers is None]
+            groups = [(w, by_eval[name]) for w in sorted(counts)] + ([(None, uncounted)] if uncounted else [])
+        for workers, mine in groups:
+            if (counts[workers] if workers is not None else len(mine)) >= min_cells:
+                own, warnings = _own_cells(name, mine, workers)
+                report = _priced(
+                    name,
+                    own,
+                    candidates,
+                    workers=workers,
+                    evals=evals,
+                    min_overlap_fraction=min_overlap_fraction,
+                    warnings=warnings,
                 )
+                if mine is not by_eval[name]:
+                    report = report.model_copy(update={"without_count": True})
+                reports.append(report)
     return reports
 
 
