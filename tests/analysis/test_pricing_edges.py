@@ -162,3 +162,8 @@ def test_a_cut_cell_without_a_worker_count_beside_counted_ones_still_gets_a_verd
     assert [v.uid for v in timeout_verdicts(cells)] == ["cut"]
     labels = [r.label for r in neighbour_costs(cells, min_cells=1)]
     assert labels == ["g at 1 worker", "g at 4 workers", "g (cells without a worker count)"]
+
+
+def test_with_no_least_cell_count_an_eval_at_two_worker_counts_and_none_without_has_two_reports() -> None:
+    cells = [cell("g1", 0, 10, 100, workers=1), cell("g4", 20, 30, 100, workers=4)]
+    assert [r.label for r in neighbour_costs(cells, min_cells=0)] == ["g at 1 worker", "g at 4 workers"]

@@ -369,14 +369,17 @@ def neighbour_costs(
     evals = set(by_eval)
     reports = []
     for name in names:
-        counts = Counter(c.workers for c in by_eval[name] if c.workers is not None)
-        groups: list[tuple[int | None, list[Cell]]] = [(None, by_eval[name])]
+        mine = by_eval[name]
+        counts = sorted({c.workers for c in mine if c.workers is not None})
+        groups: list[tuple[int | None, list[Cell]]] = [(None, mine)]
         if len(counts) > 1:
-            uncounted = [c for c in by_eval[name] if c.workers is None]
-            groups = [(w, by_eval[name]) for w in sorted(counts)] + ([(None, uncounted)] if uncounted else [])
-        for workers, mine in groups:
-            if (counts[workers] if workers is not None else len(mine)) >= min_cells:
-                own, warnings = _own_cells(name, mine, workers)
+            groups = [(w, [c for c in mine if c.workers == w]) for w in counts]
+            uncounted = [c for c in mine if c.workers is None]
+            if uncounted:
+                groups.append((None, uncounted))
+        for workers, group in groups:
+            if len(group) >= min_cells:
+                own, warnings = _own_cells(name, group, workers)
                 report = _priced(
                     name,
                     own,
@@ -386,7 +389,7 @@ def neighbour_costs(
                     min_overlap_fraction=min_overlap_fraction,
                     warnings=warnings,
                 )
-                if mine is not by_eval[name]:
+                if workers is None and group is not mine:
                     report = report.model_copy(update={"without_count": True})
                 reports.append(report)
     return reports
