@@ -168,3 +168,21 @@ def test_a_prompt_not_counted_is_not_long_context_however_low_the_line() -> None
     config = AdvisorConfig(long_context_prompt_tokens=1)
     assert classify(_cell("a", 10, 100), config) is CellClass.GENERATION_HEAVY
     assert classify(_cell("b", 10, 100, prompt_tokens=1), config) is CellClass.LONG_CONTEXT
+
+
+def test_the_speedup_interval_is_the_same_every_time_for_the_same_cells() -> None:
+    """The bootstrap is seeded by the class: advice on the same cells never flickers between
+    runs, however many distinct resamples the cells allow."""
+    curve = RateCurve(
+        engine="q",
+        points=[
+            CurvePoint(streams=1, per_stream_rate=10.0, aggregate_rate=10.0),
+            CurvePoint(streams=4, per_stream_rate=8.0, aggregate_rate=32.0),
+        ],
+    )
+    members = [(_cell(f"c{i}", 10.0 * (i + 1) ** 2, 100 * (i + 1) ** 2), 1) for i in range(7)]
+    config = AdvisorConfig()
+    first = _advice(members, curve, config).speedup_interval
+    assert first is not None
+    assert first[0] < first[1]
+    assert [_advice(members, curve, config).speedup_interval for _ in range(3)] == [first] * 3
