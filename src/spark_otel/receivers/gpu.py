@@ -160,10 +160,10 @@ class NvmlSource:
             count = int(nvml.nvmlDeviceGetCount())
             self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         except Exception as exc:
-            self.close()
+            self._shutdown()
             raise NoGpuError(f"NVML cannot list GPUs: {exc}") from exc
         if not self._handles:
-            self.close()
+            self._shutdown()
             raise NoGpuError("NVML sees no GPU")
         self._names = [self._optional(nvml.nvmlDeviceGetName, h) for h in self._handles]
         self._gpm = GpmSampler(nvml, self._handles)
@@ -210,6 +210,10 @@ class NvmlSource:
 
     def close(self) -> None:
         self._gpm.close()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        """NVML's own shutdown; also where a start that found no GPU ends (nothing else is open)."""
         try:
             self._nvml.nvmlShutdown()
         except Exception:
