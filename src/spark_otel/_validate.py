@@ -59,9 +59,8 @@ def check_count(value: Any, what: str) -> int:
 
 def year_of(ns: int) -> str:
     try:
-        return str(
-            datetime.fromtimestamp(ns // NS_PER_S, tz=UTC).year
-        )  # whole seconds: 1 ns before 2000 is 1999
+        # Whole seconds: a float of them rounds 1 ns before 2000 up to 2000.
+        return str(datetime.fromtimestamp(ns // NS_PER_S, tz=UTC).year)
     except (OverflowError, ValueError, OSError):
         years = 1970 + ns / NS_PER_S / 31_556_952
         return f"~{years:.3g}" if abs(years) >= 1e6 else f"~{years:.0f}"

@@ -94,7 +94,9 @@ class WindowCost(Result):
 class NeighbourReport(Result):
     eval_name: str
     engine: str | None
-    workers: int | None = Field(description="the worker count priced; None: all the eval's cells")
+    workers: int | None = Field(
+        description="the worker count priced; None: all the eval's cells, or those without a count"
+    )
     without_count: bool = Field(
         default=False, description="the eval's cells without a worker count, beside its counted ones"
     )
@@ -110,7 +112,8 @@ class NeighbourReport(Result):
 
     @property
     def label(self) -> str:
-        """The eval's name, with the worker count when the report prices one."""
+        """The eval's name, with the worker count when the report prices one (or that it prices
+        the cells without one)."""
         if self.without_count:
             return f"{self.eval_name} (cells without a worker count)"
         if self.workers is None:
