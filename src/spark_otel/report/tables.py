@@ -70,13 +70,14 @@ def time_scales(cells: Iterable[Any]) -> list[float]:
 
 def model_time(scales: Iterable[float | None]) -> str:
     """What a title appends when its figures are in model time: " (model time, 100x)", or for a
-    mix, " (model time, 100x, for the cells recorded under a model clock)"; else nothing."""
+    mix of model and real time, " (model time, 100x, for the cells recorded under a model clock)";
+    else nothing."""
     distinct = sorted({1.0 if s is None else float(s) for s in scales})
     model = [s for s in distinct if s != 1.0]
     if not model:
         return ""
     speeds = ", ".join(f"{s:g}x" for s in model)
-    if len(distinct) == 1:
+    if len(model) == len(distinct):
         return f" (model time, {speeds})"
     return f" (model time, {speeds}, for the cells recorded under a model clock)"
 
