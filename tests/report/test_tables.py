@@ -152,8 +152,7 @@ def test_the_energy_table_names_the_gpus_and_the_source_and_fills_each_column() 
     )
     title, columns, rows = energy_table(report)
     assert (
-        title
-        == "energy on the box (GPU 0, 1, energy counter): 123,457 J while cells ran,"
+        title == "energy on the box (GPU 0, 1, energy counter): 123,457 J while cells ran,"
         " 2,000 J idle between them"
     )
     assert columns == [
