@@ -49,6 +49,17 @@ def _no_warning_given_yet(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def india_local_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local zone at UTC+5:30 (a POSIX TZ, no zone database needed), restored
+    afterwards: a time printed as UTC that is really local time reads 5 h 30 min off."""
+    monkeypatch.setenv("TZ", "IST-5:30")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
 def span_exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 

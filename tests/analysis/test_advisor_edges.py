@@ -5,9 +5,6 @@ boundaries, and what an engine with a single-level curve and no usable cells is 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-
 import pytest
 from tests.analysis.builders import neighbour_report, window_cost
 
@@ -31,17 +28,7 @@ def _curve(*points: tuple[int, float, float], **kw: object) -> RateCurve:
     )
 
 
-@pytest.fixture
-def clock_in_india(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local time zone at UTC+5:30, restored afterwards."""
-    monkeypatch.setenv("TZ", "IST-5:30")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
-@pytest.mark.usefixtures("clock_in_india")
+@pytest.mark.usefixtures("india_local_time")
 def test_a_curves_date_is_in_utc_whatever_the_local_zone() -> None:
     """The text says UTC, so the time it prints is UTC, not the box's local time."""
     curve = _curve((1, 10.0, 10.0), measured_unix_ns=1_700_000_000 * S)  # 2023-11-14 22:13:20 UTC

@@ -4,9 +4,6 @@ time scale or duration, probe levels past an unmeasured one, and labels in UTC w
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
 from functools import partial
 
 import pytest
@@ -89,20 +86,6 @@ def test_a_level_without_a_rate_is_skipped_and_the_levels_after_it_kept() -> Non
 
 
 # -- labels ------------------------------------------------------------------------------------------
-@pytest.fixture
-def india_local_time() -> Iterator[None]:
-    """The process's local zone set to UTC+5:30 (a POSIX TZ, no zone database needed)."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "IST-5:30"
-    time.tzset()
-    yield
-    if before is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = before
-    time.tzset()
-
-
 @pytest.mark.usefixtures("india_local_time")
 def test_interval_labels_read_utc_whatever_the_local_zone() -> None:
     """22:13:20 UTC is 03:43:20 in India: the labels keep UTC, as the store's timestamps do."""

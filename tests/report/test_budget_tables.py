@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from spark_otel.analysis.budget import CellBudget, EvalBudget
 from spark_otel.analysis.timeouts import TimeoutVerdict
 from spark_otel.report.budget import (
@@ -66,7 +68,9 @@ def test_the_eval_table_counts_its_cells_and_the_ones_recorded_without_a_budget(
     ]
 
 
+@pytest.mark.usefixtures("india_local_time")
 def test_the_timeouts_table_says_none_and_dash_where_a_figure_was_not_measured() -> None:
+    """Start times in UTC whatever the local zone: the column says so."""
     columns, rows = timeouts_table(
         [_verdict("F#11", 12345, 6.857, 0.6857), _verdict("B#454", None, None, None)]
     )

@@ -7,16 +7,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import pytest
+
 from spark_otel import _semconv as sc
+from spark_otel.analysis.concurrency import LevelSummary
 from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.energy import EnergyReport, EvalEnergy
-from spark_otel.analysis.stats import summarize
+from spark_otel.analysis.stats import RateSummary, summarize
 from spark_otel.model import Cell
 from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.report.tables import (
     energy_lines,
     energy_table,
     fmt_number,
+    level_table,
     model_time,
     probe_energy_line,
     probe_table,
@@ -146,7 +150,9 @@ def _energy(evals: list[EvalEnergy], *, estimated: bool = False) -> EnergyReport
     )  # fmt: skip
 
 
+@pytest.mark.usefixtures("india_local_time")
 def test_the_energy_table_names_the_gpus_and_the_source_and_fills_each_column() -> None:
+    """The span column is UTC whatever the local zone, as its header says."""
     report = _energy(
         [_eval("serial", 1, 3), _eval("cards", None, 0, j_per_token=None, per_cell=summarize([]))]
     )
@@ -231,3 +237,20 @@ def test_a_number_cell_is_thousands_separated_or_a_dash() -> None:
     assert (fmt_number(None), fmt_number(1234.5), fmt_number(1234.5, 0), fmt_number(0.0)) == (
         "-", "1,234.50", "1,234", "0.00",
     )  # fmt: skip
+
+
+def test_the_level_table_puts_each_rate_statistic_in_its_column() -> None:
+    rate = RateSummary(n=3, median=11.5, p10=9.25, p90=1234.5, mean=12.125)
+    levels = [
+        LevelSummary(level=2, n_cells=4, rate=rate, ceiling_hits=1, failures=0),
+        LevelSummary(level=3, n_cells=1, rate=RateSummary(n=0), ceiling_hits=0, failures=1),
+    ]
+    columns, rows = level_table("cells in flight", levels)
+    assert columns == [
+        "cells in flight", "cells", "cells with a rate", "median tok/s", "p10 tok/s", "p90 tok/s",
+        "mean tok/s", "ceiling hits", "failed",
+    ]  # fmt: skip
+    assert rows == [
+        [2, 4, 3, "11.50", "9.25", "1,234.50", "12.12", 1, 0],
+        [3, 1, 0, "-", "-", "-", "-", 0, 1],
+    ]
