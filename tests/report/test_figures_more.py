@@ -112,6 +112,15 @@ def test_the_png_is_the_figure_at_110_dpi_cropped_tight_and_the_figure_is_closed
     assert _png_chunk(png, b"pHYs") == struct.pack(">IIB", 4331, 4331, 1)
 
 
+def test_the_png_is_a_png_under_a_users_own_default_save_format() -> None:
+    """A user's matplotlibrc may save SVG by default; the report embeds its images as PNG, so
+    the format is asked for, not inherited."""
+    with matplotlib.rc_context({"savefig.format": "svg"}):
+        png = plot_curve(_curve())
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert png == _reference_png(curve_figure(_curve()))
+
+
 def test_the_plots_keep_their_colours_under_a_users_own_colour_cycle() -> None:
     """The per-stream band and median, and the timeline's cell legend entry, are drawn in the
     per-stream blue whatever colour cycle the user's style sets."""

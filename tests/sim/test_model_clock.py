@@ -26,6 +26,7 @@ spark_otel.instrument()
 name = sys.argv[1]
 client = openai.OpenAI(base_url=sys.argv[2] + "/v1", api_key="none", max_retries=0)
 with spark_otel.cell("clock-check", cell_id=name, engine="qwen"):
+    print("in the cell", flush=True)
     client.completions.create(model="qwen", prompt=name, max_tokens=200, extra_body={"min_tokens": 200})
 spark_otel.shutdown()
 """
@@ -39,6 +40,14 @@ def _runner(name: str, url: str, store: Path, env: dict[str, str]) -> subprocess
     )  # fmt: skip
 
 
+def _wait_until_in_the_cell(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "in the cell":
+            return
+    raise AssertionError(f"the runner exited before its cell began (exit {proc.wait()})")
+
+
 @pytest.mark.slow
 def test_runners_started_apart_agree_with_the_box_and_each_other(tmp_path: Path) -> None:
     store_path = tmp_path / "store.sqlite"
@@ -47,6 +56,7 @@ def test_runners_started_apart_agree_with_the_box_and_each_other(tmp_path: Path)
         url = box.url("qwen")
         env[MODEL_CLOCK_ENV] = url
         first = _runner("first", url, store_path, env)
+        _wait_until_in_the_cell(first)  # a loaded machine can take seconds to start a Python process
         time.sleep(1.0)  # 50 model seconds later: a process anchored at its own start would be off by that
         second = _runner("second", url, store_path, env)
         for proc in (first, second):
