@@ -74,8 +74,9 @@ MUTATION_TESTS_receivers = $(filter-out tests/receivers/test_live_sim.py tests/r
 # runs the simulated box (setup time, see analysis).
 MUTATION_TESTS_report = tests/report tests/cli/test_report.py
 MUTATION_DESELECT_report = tests/report/test_instruments_section.py::test_the_report_grades_the_simulated_boxs_gauges_and_plots_each
-# The probe's unit tests and the CLI's probe command (a probe of the simulated box is seconds per test).
-MUTATION_TESTS_probe = tests/probe/test_probe_units.py tests/cli/test_probe.py tests/analysis/test_probe_levels.py
+# The probe's own tests (its probes of the simulated box too: with timeout_constant 5 their setup fits
+# the CPU limit), the CLI's probe command and the level figures.
+MUTATION_TESTS_probe = tests/probe tests/cli/test_probe.py tests/analysis/test_probe_levels.py
 # Every CLI command's tests, the demo's own and the parser's.
 MUTATION_TESTS_cli = tests/cli
 MUTATION_TESTS ?= $(or $(MUTATION_TESTS_$(firstword $(subst ., ,$(PKG)))),tests/$(firstword $(subst ., ,$(PKG))))

@@ -111,6 +111,7 @@ LATE_S = 0.4
 
 
 def test_a_box_clock_keeps_the_shortest_of_its_readings() -> None:
+    _LateFirstAnswer.answered = 0  # a second session in one process (mutmut's) starts from none
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LateFirstAnswer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
