@@ -214,6 +214,12 @@ class _LoadRunner:
             raise EngineError(f"the demo's nemotron runner exited with {code}")
 
 
+def _load_start_ns(plan: DemoPlan, now_ns: int) -> int:
+    """When Act 5's nemotron runner starts its cells: ``governed_load_after_s`` model seconds
+    after ``now_ns``, midway through the serial eval's first cell."""
+    return now_ns + int(plan.governed_load_after_s * NS_PER_S)
+
+
 def run_governed_act(
     plan: DemoPlan,
     *,
@@ -259,7 +265,7 @@ def run_governed_act(
                 prompt_chars=plan.serial_prompt_chars,
                 stream=True,
             )
-            runner.start_at(_clock.wall_ns() + int(plan.governed_load_after_s * NS_PER_S))
+            runner.start_at(_load_start_ns(plan, _clock.wall_ns()))
             serial.run_set(plan.governed_serial_cells, **{DEMO_ACT: act})
             runner.wait()
         finally:

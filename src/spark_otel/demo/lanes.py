@@ -142,10 +142,12 @@ def same_engine_load(client: Any, model: str, streams: int, seconds: float, tag:
 
     start = _clock.wall_ns()
     with ThreadPoolExecutor(streams, thread_name_prefix="demo-load") as pool:
-        for i in range(streams):
-            pool.submit(stream, i)
-        sleep_model(seconds)
-        stop.set()
+        try:
+            for i in range(streams):
+                pool.submit(stream, i)
+            sleep_model(seconds)
+        finally:  # on any error too (Ctrl-C): leaving the block waits for the streams
+            stop.set()
     name = f"{streams} more {SERIAL_ENGINE} stream{'' if streams == 1 else 's'}"
     return LoadWindow(
         uid=f"demo-{tag}-load-{streams}",

@@ -98,7 +98,7 @@ def run_demo(
             assert store is not None
             receiver = Receiver(
                 urls,
-                interval_s=max(1.0, plan.speed / 20),  # model seconds: 50 ms of real time between scrapes
+                interval_s=_scrape_interval_s(plan.speed),
                 meter_provider=gauges,
                 store=store,
                 gpu=SimGpuSource(urls[SERIAL_ENGINE]),
@@ -158,46 +158,52 @@ def run_demo(
 
             stop_serial, stop_load = threading.Event(), threading.Event()
             with ThreadPoolExecutor(1 + LOAD_WORKERS, thread_name_prefix="demo") as pool:
-                phase("Act 4: the serial eval on qwen, alone")
-                serial_lane = Lane(
-                    client=qwen,
-                    model=qwen_model,
-                    eval_name=serial_eval,
-                    engine=SERIAL_ENGINE,
-                    workers=1,
-                    tokens=plan.serial_tokens,
-                    prompt_chars=plan.serial_prompt_chars,
-                    stream=True,
-                )
-                serial = pool.submit(serial_lane.run, stop_serial, 1)
-                sleep_model(plan.baseline_s)
-                for streams in plan.same_engine_loads:
-                    phase(f"Act 4: the serial eval beside {streams} more qwen stream(s)")
-                    store.write_windows(
-                        [same_engine_load(qwen, qwen_model, streams, plan.same_engine_load_s, tag)]
+                # On any error (Ctrl-C included) the lanes must stop too: leaving the block waits
+                # for them, and each runs cells until its event is set.
+                try:
+                    phase("Act 4: the serial eval on qwen, alone")
+                    serial_lane = Lane(
+                        client=qwen,
+                        model=qwen_model,
+                        eval_name=serial_eval,
+                        engine=SERIAL_ENGINE,
+                        workers=1,
+                        tokens=plan.serial_tokens,
+                        prompt_chars=plan.serial_prompt_chars,
+                        stream=True,
                     )
-                phase("Act 4: quiet gap")
-                sleep_model(plan.gap_s)
-                phase("Act 4: the serial eval beside an eval at 4 workers on nemotron")
-                load_lane = Lane(
-                    client=nemotron,
-                    model=nemotron_model,
-                    eval_name=load_eval,
-                    engine=LOAD_ENGINE,
-                    workers=LOAD_WORKERS,
-                    tokens=plan.load_tokens,
-                    prompt_chars=plan.load_prompt_chars,
-                    stream=False,
-                )
-                loads = [pool.submit(load_lane.run, stop_load, 100 + i) for i in range(LOAD_WORKERS)]
-                sleep_model(plan.load_s)
-                stop_load.set()
-                for f in loads:
-                    f.result()
-                phase("Act 4: the serial eval alone again")
-                sleep_model(plan.tail_s)
-                stop_serial.set()
-                serial.result()
+                    serial = pool.submit(serial_lane.run, stop_serial, 1)
+                    sleep_model(plan.baseline_s)
+                    for streams in plan.same_engine_loads:
+                        phase(f"Act 4: the serial eval beside {streams} more qwen stream(s)")
+                        store.write_windows(
+                            [same_engine_load(qwen, qwen_model, streams, plan.same_engine_load_s, tag)]
+                        )
+                    phase("Act 4: quiet gap")
+                    sleep_model(plan.gap_s)
+                    phase("Act 4: the serial eval beside an eval at 4 workers on nemotron")
+                    load_lane = Lane(
+                        client=nemotron,
+                        model=nemotron_model,
+                        eval_name=load_eval,
+                        engine=LOAD_ENGINE,
+                        workers=LOAD_WORKERS,
+                        tokens=plan.load_tokens,
+                        prompt_chars=plan.load_prompt_chars,
+                        stream=False,
+                    )
+                    loads = [pool.submit(load_lane.run, stop_load, 100 + i) for i in range(LOAD_WORKERS)]
+                    sleep_model(plan.load_s)
+                    stop_load.set()
+                    for f in loads:
+                        f.result()
+                    phase("Act 4: the serial eval alone again")
+                    sleep_model(plan.tail_s)
+                    stop_serial.set()
+                    serial.result()
+                finally:
+                    stop_load.set()
+                    stop_serial.set()
             truth = ground_truth(plan)
             receiver.stop()
 
@@ -250,6 +256,12 @@ def run_demo(
     )
 
 
+def _scrape_interval_s(speed: float) -> float:
+    """The receiver's interval in model seconds: 50 ms of real time between scrapes, and at
+    least one model second."""
+    return max(1.0, speed / 20)
+
+
 def _write_rules(content: ReportContent, out: Path, plan: DemoPlan) -> Path:
     """The rules Acts 2 to 4 gave, as `spark-otel advise --write-rules` writes them."""
     from ..governor.advice import dump_rules, rules_from_advice
@@ -259,6 +271,7 @@ def _write_rules(content: ReportContent, out: Path, plan: DemoPlan) -> Path:
         content.advice, content.curves, engine_urls=content.engine_urls, source=content.source
     )
     rules = rules.model_copy(update={"eval_gap_s": plan.governed_eval_gap_s})
+    out.mkdir(parents=True, exist_ok=True)  # with --store, nothing has written into it yet
     path = out / "rules.toml"
     path.write_text(dump_rules(rules), encoding="utf-8")
     return path
