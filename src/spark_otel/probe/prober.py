@@ -103,12 +103,11 @@ class _Prober:
                 received = _clock.real_monotonic_ns()
                 if info.status_code != 200:
                     break
-                self.sim_info = info.json()
-                reading = (
-                    box_clock(self.sim_info, sent_real_ns=sent, received_real_ns=received)
-                    if isinstance(self.sim_info, dict)
-                    else None
-                )
+                body = info.json()
+                if not isinstance(body, dict):  # JSON, but no simulated box's answer: a plain engine
+                    break
+                self.sim_info = body
+                reading = box_clock(body, sent_real_ns=sent, received_real_ns=received)
                 if reading is None:
                     break
                 readings.append(reading)
