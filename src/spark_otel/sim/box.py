@@ -381,6 +381,10 @@ class EngineModel:
                 await self._wake.wait()
                 work = 0
                 continue
+            if not (self._prefilling or self._decoding):
+                # Nothing runs and requests wait: idle to the first one's arrival, which a neighbour
+                # at infinite speed may have put ahead of this engine's model time.
+                self.cursor_ns = max(self.cursor_ns, self._waiting[0].arrival_ns)
             if not clock.finite:
                 await self._keep_pace()
             chunks, step_s = self._plan()
@@ -438,7 +442,14 @@ class EngineModel:
             take = min(req.prompt_tokens - req.prefilled, budget)
             chunks.append((req, take))
             budget -= take
-        while self._waiting and budget > 0 and len(self._prefilling) + n_decoding < profile.max_num_seqs:
+        # A step takes no request that arrives after it starts (one that came while the engine ran
+        # behind, or while a neighbour at infinite speed ran ahead): it would be served before it arrived.
+        while (
+            self._waiting
+            and self._waiting[0].arrival_ns <= self.cursor_ns
+            and budget > 0
+            and len(self._prefilling) + n_decoding < profile.max_num_seqs
+        ):
             req = self._waiting.popleft()
             req.scheduled_ns = self.cursor_ns
             self._prefilling.append(req)
