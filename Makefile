@@ -75,6 +75,9 @@ MUTATION_TESTS_receivers = $(filter-out tests/receivers/test_live_sim.py tests/r
 # The report's sections, pages and plots, and the CLI's report command; deselected: the one that
 # runs the simulated box (setup time, see analysis).
 MUTATION_TESTS_report = tests/report tests/cli/test_report.py
+# The demo's tests, deselected: the one that runs the demo from a directory of its own, whose box
+# process (a child of the test) cannot find mutmut's configuration there during its stats run.
+MUTATION_DESELECT_demo = tests/demo/test_run_demo.py::test_a_demo_stopped_at_its_first_act_leaves_nothing_running_and_its_defaults_in_place
 MUTATION_DESELECT_report = tests/report/test_instruments_section.py::test_the_report_grades_the_simulated_boxs_gauges_and_plots_each
 # The probe's unit tests, the CLI's probe command and the level figures. Left out: test_probe_sim.py,
 # whose probes of the simulated box run many seconds per mutant (a rerun of 365 mutants against it
