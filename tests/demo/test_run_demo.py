@@ -272,7 +272,13 @@ def _check_act_3(result: DemoResult, cells: list[Cell], requests: list[Request])
     ]
     assert max(c.end_unix_ns for c in one) <= min(c.start_unix_ns for c in eight)
     assert all(a.end_unix_ns <= b.start_unix_ns for a, b in itertools.pairwise(one))
-    assert max(c.start_unix_ns for c in eight) < min(c.end_unix_ns for c in eight)
+    # At eight workers the cells run at once: most of them in flight together (on a loaded machine
+    # the last thread may start a few ms late, seconds of model time at 500x, after the first
+    # ended), and the batch takes a fraction of the serial run's time.
+    events = sorted([(c.start_unix_ns, 1) for c in eight] + [(c.end_unix_ns, -1) for c in eight])
+    assert max(itertools.accumulate(step for _, step in events)) >= 4
+    span = max(c.end_unix_ns for c in eight) - min(c.start_unix_ns for c in eight)
+    assert span < (max(c.end_unix_ns for c in one) - min(c.start_unix_ns for c in one)) / 2
     for run in (one, eight):
         _check_lengths(sorted(run, key=lambda c: c.cell_id), [500 + i for i in range(8)], PLAN.review_tokens)
     assert {(c.engine, c.prompt_tokens) for c in review} == {("qwen", 4 + 1600 // 4)}
