@@ -41,6 +41,23 @@ if os.environ.get("SPARK_OTEL_REQUIRE_REAL_COMPONENTS") or os.environ.get("CI"):
 DATA = Path(__file__).parent / "data"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def tests_data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The default store and governor state (``$XDG_DATA_HOME/spark-otel/``) in a directory of the
+    session, for this process and the ones its tests start: a test, or a mutant, that leaves a
+    store path to its default must not write into the user's own store in ``~/.local/share``."""
+    saved = {name: os.environ.get(name) for name in ("XDG_DATA_HOME", "SPARK_OTEL_STORE")}
+    data_home = tmp_path_factory.mktemp("xdg-data-home")
+    os.environ["XDG_DATA_HOME"] = str(data_home)
+    os.environ.pop("SPARK_OTEL_STORE", None)
+    yield data_home
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(autouse=True)
 def _no_warning_given_yet(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each of spark-otel's own failures warns once per process: every test starts with none

@@ -1,8 +1,8 @@
 """Act 5's figures at their edges, from hand-built cells: a cell exactly 90% beside the
 neighbour, cells of no length, a run with no neighbour cells or no serial cells, no rates or no
-baseline, a neighbour cell starting the instant the serial eval ends; the answer's wording of
-each cost; and when the nemotron runner starts (the figures of a whole run are in
-test_governed_figures.py)."""
+baseline, a neighbour cell starting the instant the serial eval ends, cells at the clock's zero;
+the answer's wording of each cost; and when the nemotron runner starts (the figures of a whole run
+are in test_governed_figures.py)."""
 
 from __future__ import annotations
 
@@ -196,3 +196,11 @@ def test_the_nemotron_runner_starts_its_cells_midway_through_the_first_serial_ce
     assert _load_start_ns(DemoPlan.quick(500.0), T0) == T0 + 40 * S
     plan = dataclasses.replace(DemoPlan.quick(500.0), governed_load_after_s=2.5)
     assert _load_start_ns(plan, T0) == T0 + 2_500_000_000
+
+
+def test_cells_at_the_clocks_zero_without_the_other_eval() -> None:
+    # No neighbour cells: no window, so even a serial cell in the clock's first nanosecond is not
+    # beside one; no serial cells: a neighbour cell starting at zero still started after them.
+    at_zero = [_cell("serial-0", 0, 1)]
+    assert run_figures("open", at_zero, [], baseline=10.0).beside_cells == 0
+    assert run_figures("governed", [], [_cell("load-0", 0, 1)], baseline=10.0).load_started_after_serial

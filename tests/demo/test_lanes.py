@@ -1,8 +1,9 @@
 """The demo's load against a real simulated box (one, shared, at 1000x): the prompts, what each
 request asks the engine for, the cells an eval's lane records (ids, lengths, attributes, worker
-count, plain or streamed), imposed streams and their load window, the client's settings, and Act
-5's nemotron runner, run in this process so its records can be read back (its process and pipes
-are those `_LoadRunner` gives it).
+count, plain or streamed), imposed streams and their load window, the client's settings, the
+request bodies on the wire and the named threads that send them (seen nowhere else), and Act 5's
+nemotron runner, run in this process so its records can be read back (its process and pipes are
+those `_LoadRunner` gives it), and as `_LoadRunner`'s child when it misses its time limits.
 
 Answer lengths are exact because the simulated engine draws an unpinned answer's length from a
 lognormal around 256 tokens, clipped to [min_tokens, max_tokens]: asking for 3 tokens at most 12
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from tests.conftest import wait_for
@@ -32,6 +34,7 @@ import spark_otel
 from spark_otel import _clock
 from spark_otel._clock import NS_PER_S
 from spark_otel._exceptions import EngineError
+from spark_otel.demo import governed
 from spark_otel.demo.governed import DEMO_ACT, _LoadRunner, load_eval_main
 from spark_otel.demo.lanes import (
     LOAD_ANSWER_TOKENS,
@@ -294,6 +297,75 @@ def test_the_client_waits_out_the_ceiling_and_never_retries(box: Box) -> None:
     assert [m.id for m in client.models.list().data] == ["qwen3.8-27b", "qwen"]
 
 
+# -- What goes on the wire: each request's body and the thread that sends it ----------------------
+
+
+def _noting_client(box: Box, engine: str) -> tuple[openai.OpenAI, list[tuple[str, dict[str, Any]]]]:
+    """A real client of ``engine`` noting each request body it sends and the sending thread's name
+    (an httpx request hook): the prompts and thread names are seen nowhere else."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def note(request: httpx.Request) -> None:
+        sent.append((threading.current_thread().name, json.loads(request.content)))
+
+    http = httpx.Client(event_hooks={"request": [note]})
+    return openai.OpenAI(
+        base_url=box.url(engine) + "/v1", api_key="sim", max_retries=0, http_client=http
+    ), sent
+
+
+def _asked(prompt: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": prompt}]
+
+
+@pytest.mark.usefixtures("recorded")  # its cells go to a store of the test's own
+def test_a_set_of_cells_sends_each_seeds_prompt_as_the_user_from_the_demos_cell_threads(box: Box) -> None:
+    client, sent = _noting_client(box, "nemotron")
+    _lane(box, client=client, workers=2, tokens=(3, 3), prompt_chars=50).run_set(2)
+    assert {name for name, _ in sent} == {"demo-cells_0", "demo-cells_1"}
+    assert sorted((body for _, body in sent), key=str) == sorted(
+        (
+            {
+                "model": "nemotron-3.5-30b-a3b",
+                "messages": _asked(_prompt(50, seed)),
+                "max_tokens": 12,
+                "min_tokens": 3,
+            }
+            for seed in (500, 501)
+        ),
+        key=str,
+    )
+
+
+def test_imposed_streams_each_send_their_own_prompts_in_turn_from_the_demos_load_threads(box: Box) -> None:
+    client, sent = _noting_client(box, "qwen")
+    same_engine_load(client, box.model_id("qwen"), 2, 400.0, "ab12")
+    by_thread: dict[str, list[dict[str, Any]]] = {}
+    for name, body in sent:
+        by_thread.setdefault(name, []).append(body)
+    assert sorted(by_thread) == ["demo-load_0", "demo-load_1"]
+
+    def turns(first_seed: int, n: int) -> list[dict[str, Any]]:
+        """A stream's requests: prompt seeds counting up from the stream's own first one."""
+        return [
+            {
+                "model": "qwen3.8-27b",
+                "messages": _asked(_prompt(200, first_seed + i)),
+                "max_tokens": LOAD_ANSWER_TOKENS,
+                "ignore_eos": True,
+            }
+            for i in range(n)
+        ]
+
+    # Stream i's seeds start at 9000 + 1000 i; which pool thread runs which stream is the pool's choice.
+    firsts = sorted(bodies[0]["messages"][0]["content"] for bodies in by_thread.values())
+    assert firsts == sorted([_prompt(200, 9000), _prompt(200, 10000)])
+    for bodies in by_thread.values():
+        assert len(bodies) >= 2, "each stream sends requests back to back"
+        first_seed = 9000 if bodies[0]["messages"][0]["content"] == _prompt(200, 9000) else 10000
+        assert bodies == turns(first_seed, len(bodies))
+
+
 # -- Act 5's nemotron runner ------------------------------------------------------------------------
 
 
@@ -443,3 +515,26 @@ def test_a_runner_that_dies_says_how(box: Box, tmp_path: Path) -> None:
     with pytest.raises(EngineError) as failed:
         runner.wait()
     assert str(failed.value) == "the demo's nemotron runner exited with -9"
+
+
+def test_a_runner_that_does_not_finish_in_time_is_killed_and_says_so(
+    box: Box, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its cells start a million model seconds from now: it waits past its limit (cut to 0.5 s).
+    monkeypatch.setattr(governed, "_DONE_S", 0.5)
+    runner = _LoadRunner(_load_config(box, tmp_path, rules=""))
+    runner.start_at(_clock.wall_ns() + 1_000_000 * NS_PER_S)
+    with pytest.raises(EngineError) as failed:
+        runner.wait()
+    assert str(failed.value) == "the demo's nemotron runner did not finish"
+    assert runner.proc.wait(10) == -9
+
+
+def test_a_runner_that_is_not_ready_in_time_is_given_up(
+    box: Box, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A limit (cut to 10 ms) no runner meets: its interpreter and imports alone take longer.
+    monkeypatch.setattr(governed, "_READY_S", 0.01)
+    with pytest.raises(EngineError) as failed:
+        _LoadRunner(_load_config(box, tmp_path, rules=""))
+    assert str(failed.value) == "the demo's nemotron runner did not start within 0 s"

@@ -1,5 +1,6 @@
 """Which store a rerun may replace, with every file SQLite keeps beside it, and the run tag a
-new run takes: the demo's own records go, anything the demo did not write stays."""
+new run takes (read from the store it is given, which it leaves as it was): the demo's own records
+go, anything the demo did not write stays."""
 
 from __future__ import annotations
 
@@ -103,3 +104,32 @@ def test_a_first_run_takes_the_first_tag_drawn(tmp_path: Path) -> None:
     tag = run_tag(tmp_path / "store.sqlite")
     assert re.fullmatch(r"[0-9a-f]{4}", tag), tag
     assert list(tmp_path.iterdir()) == []  # nothing created to find it
+
+
+def test_the_run_tag_reads_the_store_it_is_given_not_the_default_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default, given = tmp_path / "default.sqlite", tmp_path / "given.sqlite"
+    with Store(default) as store:
+        store.write_cells([_cell("demo-serial-ab12")])
+    with Store(given) as store:
+        store.write_cells([_cell("demo-serial-cd34")])
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(default))
+    drawn = iter(["cd34", "ab12"])
+    monkeypatch.setattr(demo_store.secrets, "token_hex", lambda nbytes: next(drawn))
+    assert run_tag(given) == "ab12"
+
+
+def test_the_run_tag_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    # A reader: a writer's open would switch the store to WAL (and would create or migrate it).
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        store.write_cells([_cell("demo-serial-ab12")])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    conn.close()
+    run_tag(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    conn.close()
+    assert list(tmp_path.iterdir()) == [path]

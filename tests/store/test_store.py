@@ -157,6 +157,22 @@ def test_default_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch, t
     assert default_store_path() == tmp_path / "home" / ".local" / "share" / "spark-otel" / "store.sqlite"
 
 
+def test_the_default_store_and_governor_state_are_the_test_sessions_own(tests_data_home: Path) -> None:
+    """tests/conftest.py moves the default data home for the session: a test that leaves a store
+    path to its default writes there, never into the user's own store (a child process too)."""
+    from spark_otel.governor.state import default_state_path
+
+    own = tests_data_home / "spark-otel"
+    assert (default_store_path(), default_state_path()) == (own / "store.sqlite", own / "governor.sqlite")
+    child = subprocess.run(
+        [sys.executable, "-c", "import spark_otel.store as s; print(s.default_store_path())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout == f"{own / 'store.sqlite'}\n"
+
+
 def test_every_record_field_has_its_one_column_and_nothing_else() -> None:
     from spark_otel.model import Cell, EnergyShare, LoadWindow, MetricSample, Request, ServerTiming
     from spark_otel.store.schema import (
