@@ -255,15 +255,8 @@ def run_governed_act(
                     "act": act,
                 }
             )
-            serial = Lane(
-                client=qwen,
-                model=qwen_model,
-                eval_name=serial_eval,
-                engine=SERIAL_ENGINE,
-                workers=1,
-                tokens=plan.governed_serial_tokens,
-                prompt_chars=plan.serial_prompt_chars,
-                stream=True,
+            serial = Lane.serial(
+                qwen, qwen_model, serial_eval, plan.governed_serial_tokens, plan.serial_prompt_chars
             )
             runner.start_at(_load_start_ns(plan, _clock.wall_ns()))
             serial.run_set(plan.governed_serial_cells, **{DEMO_ACT: act})

@@ -66,6 +66,22 @@ class Lane:
     prompt_chars: int
     stream: bool
 
+    @classmethod
+    def serial(
+        cls, client: Any, model: str, eval_name: str, tokens: tuple[int, int], prompt_chars: int
+    ) -> Lane:
+        """The serial eval: one worker streaming its cells on the serial engine (Acts 4 and 5)."""
+        return cls(
+            client=client,
+            model=model,
+            eval_name=eval_name,
+            engine=SERIAL_ENGINE,
+            workers=1,
+            tokens=tokens,
+            prompt_chars=prompt_chars,
+            stream=True,
+        )
+
     def cell(self, cell_id: str, seed: int, **attributes: Any) -> None:
         """Run one cell; its length and prompt follow from ``seed`` alone; ``attributes`` go on
         the cell beside the demo's own."""

@@ -162,15 +162,8 @@ def run_demo(
                 # for them, and each runs cells until its event is set.
                 try:
                     phase("Act 4: the serial eval on qwen, alone")
-                    serial_lane = Lane(
-                        client=qwen,
-                        model=qwen_model,
-                        eval_name=serial_eval,
-                        engine=SERIAL_ENGINE,
-                        workers=1,
-                        tokens=plan.serial_tokens,
-                        prompt_chars=plan.serial_prompt_chars,
-                        stream=True,
+                    serial_lane = Lane.serial(
+                        qwen, qwen_model, serial_eval, plan.serial_tokens, plan.serial_prompt_chars
                     )
                     serial = pool.submit(serial_lane.run, stop_serial, 1)
                     sleep_model(plan.baseline_s)
