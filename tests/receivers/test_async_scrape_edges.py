@@ -4,8 +4,6 @@ it is given (with its own client or the caller's), the model and the engine kind
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -14,13 +12,6 @@ from tests.receivers.test_prometheus import SGLANG, VLLM
 
 from spark_otel._exceptions import EngineError
 from spark_otel.receivers.prometheus import ascrape_engine
-
-
-@pytest.fixture
-def silent_url() -> Iterator[str]:
-    """An engine that takes the connection and never answers (its listen backlog holds it)."""
-    with socket.create_server(("127.0.0.1", 0), backlog=8) as listener:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
 
 
 async def _refusal(url: str, **kwargs: object) -> str:
