@@ -137,6 +137,8 @@ def percentile_from_counts(values: Sequence[float], counts: Sequence[int], q: fl
 
     Uses linear interpolation between closest ranks, exactly as ``numpy.percentile``'s default.
     """
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q!r} is outside 0..100")
     total = sum(counts)
     if total == 0:
         return math.nan
@@ -153,6 +155,7 @@ def percentile_from_counts(values: Sequence[float], counts: Sequence[int], q: fl
         if seen > upper_rank:
             upper = value
             break
-    if lower is None or upper is None:  # counts do not add up to their total: unreachable
-        raise ValueError("percentile rank outside the counts")
+    # Both are set: with q in 0..100 both ranks are below the total, which the last count reaches.
+    assert lower is not None
+    assert upper is not None
     return lower + (upper - lower) * frac
