@@ -26,14 +26,16 @@ _MAX_REAL = 1.7976931348623157e308  # past it a REAL is infinite
 
 
 # A GPU_METRICS row that can be read: whole-number time and ids, a finite value, a time in
-# 2000-2100 (:lo and :hi are those bounds less the session start). The grouping query checks
-# only the types of time and metric id per row (`_GOOD_KEYS`: a text id or time would count as
-# 0 there); value, typeId and the time bucket are what it groups on, so `_fits` checks each
-# group instead, which costs nothing per row.
+# 2000-2100 (:lo and :hi are those bounds less the session start). The grouping queries check
+# the types of time and metric id per row (`_GOOD_KEYS`: a text id or time would count as 0
+# there) and the time itself (a bucket that starts before 2100 can hold a time after it); value
+# and typeId are what they group on, so `_fits` checks each group instead, which costs nothing
+# per row. Values are bounded with BETWEEN, not abs(): abs(-2**63) is an SQLite integer overflow,
+# which failed the whole read.
 _GOOD_KEYS = "(typeof(metricId) = 'integer' AND typeof(timestamp) = 'integer')"
 _GOOD_ROW = (
     f"({_GOOD_KEYS[1:-1]} AND timestamp >= :lo AND timestamp < :hi AND typeof(typeId) = 'integer' "
-    f"AND typeof(value) IN ('integer', 'real') AND abs(value) <= {_MAX_REAL!r})"
+    f"AND typeof(value) IN ('integer', 'real') AND value BETWEEN -{_MAX_REAL!r} AND {_MAX_REAL!r})"
 )
 
 
@@ -56,7 +58,7 @@ _GOOD_EVENT = (
     "AND e.timestamp < :hi AND CASE WHEN json_valid(e.data) THEN json_type(e.data) = 'object' "
     "ELSE 0 END)"
 )
-_GOOD_VALUE = f"(j.type IN ('integer', 'real') AND abs(j.value) <= {_MAX_REAL!r})"
+_GOOD_VALUE = f"(j.type IN ('integer', 'real') AND j.value BETWEEN -{_MAX_REAL!r} AND {_MAX_REAL!r})"
 
 
 def _bucket(timestamp: str) -> str:
@@ -208,7 +210,8 @@ def _gpu_metrics_rows(
         if packed is not None:
             return packed
     every = conn.execute(
-        f"SELECT CASE WHEN {_GOOD_KEYS} THEN 1 END AS ok, typeId, metricId, {_bucket('timestamp')} AS b, "
+        f"SELECT CASE WHEN {_GOOD_KEYS} AND timestamp >= :lo AND timestamp < :hi THEN 1 END AS ok, typeId, "
+        f"metricId, {_bucket('timestamp')} AS b, "
         "value, COUNT(*) FROM GPU_METRICS GROUP BY ok, typeId, metricId, b, value",
         bounds,
     ).fetchall()
