@@ -168,7 +168,6 @@ class _EngineState:
     delta: CounterDelta | None = None
     up: bool | None = None
     failures: int = 0
-    last_error: str | None = None
     kind: str | None = None
 
 
@@ -176,7 +175,6 @@ class _EngineState:
 class _GpuState:
     readings: list[GpuReading] = field(default_factory=list)
     failures: int = 0
-    last_error: str | None = None
 
 
 class Receiver:
@@ -316,7 +314,7 @@ class Receiver:
             delta = counter_delta(previous, snapshot) if previous is not None else None
             recovered = state.up is False
             state.snapshot, state.delta, state.up, state.kind = snapshot, delta, True, snapshot.kind
-            state.failures, state.last_error = 0, None
+            state.failures = 0
         if recovered:
             _logger.info("engine %s (%s) answers again", target.name, target.url)
         self._write(engine_samples(target.name, snapshot, delta))
@@ -325,7 +323,7 @@ class Receiver:
     def _engine_failed(self, state: _EngineState, exc: Exception) -> None:
         with self._lock:
             first = state.up is not False
-            state.up, state.failures, state.last_error = False, state.failures + 1, str(exc)
+            state.up, state.failures = False, state.failures + 1
         self._errors.add(1, {sc.RECEIVER_NAME: "engine", sc.ENGINE: state.target.name})
         if first:
             _logger.warning("engine %s: %s%s", state.target.name, exc, self._retry_note())
@@ -352,13 +350,12 @@ class Receiver:
             with self._lock:
                 first = self._gpu_state.failures == 0
                 self._gpu_state.failures += 1
-                self._gpu_state.last_error = str(exc)
             self._errors.add(1, {sc.RECEIVER_NAME: "gpu"})
             (_logger.warning if first else _logger.debug)("GPU read failed: %s%s", exc, self._retry_note())
             raise
         with self._lock:
             self._gpu_state.readings = readings
-            self._gpu_state.failures, self._gpu_state.last_error = 0, None
+            self._gpu_state.failures = 0
         self._write(gpu_samples(readings, source=SOURCE))
         return readings
 
