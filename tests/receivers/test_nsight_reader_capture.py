@@ -3,7 +3,8 @@
 The other tests compare means and percentiles with numpy on thousands of samples, where p50 and
 p51 of integer percentages are the same number. Here one metric has four samples (1, 2, 4, 10),
 so every figure is an interpolation checked exactly; and the branches those tests never take:
-a type id whose GPU TARGET_INFO_GPU does not list, a last sample at the session start itself,
+a type id whose GPU TARGET_INFO_GPU does not list, a first or last sample at the session start
+itself, an [MHz] clock on either side of the Hz threshold (1e6 exactly is MHz, one more is Hz),
 a 1 ns interval, a page SQLite cannot read, a non-number interval, and the debug log of
 left-out rows.
 """
@@ -104,6 +105,41 @@ def test_a_capture_whose_last_sample_is_at_the_session_start_ends_there(
     summary = read_capture(path).summary
     assert (summary.start_unix_ns, summary.end_unix_ns) == (S - 3 * MS, S)
     assert summary.duration_s == 0.003
+
+
+def test_a_capture_whose_first_sample_is_at_the_session_start_starts_there(
+    captures: dict[str, Path], tmp_path: Path
+) -> None:
+    path = bad_input.damaged(
+        captures, tmp_path, "plain", FOUR_SAMPLES + f"UPDATE GPU_METRICS SET timestamp = timestamp - {MS}"
+    )
+    summary = read_capture(path).summary
+    assert (summary.start_unix_ns, summary.end_unix_ns) == (S, S + 3 * MS)
+    assert summary.duration_s == 0.003
+
+
+GPC_CLOCK = "GPC Clock Frequency [MHz]"
+
+
+@pytest.mark.parametrize(
+    ("raw", "mean", "scaled"),
+    [(1_000_000, 1_000_000.0, False), (1_000_001, 1.000001, True)],
+    ids=["1e6-is-MHz", "above-1e6-is-Hz"],
+)
+def test_an_mhz_clock_is_rescaled_from_hz_only_above_a_million(
+    captures: dict[str, Path], tmp_path: Path, raw: int, mean: float, scaled: bool
+) -> None:
+    path = bad_input.damaged(
+        captures,
+        tmp_path,
+        "plain",
+        f"UPDATE GPU_METRICS SET value = {raw} WHERE metricId = "
+        f"(SELECT metricId FROM TARGET_INFO_GPU_METRICS WHERE metricName = '{GPC_CLOCK}')",
+    )
+    clock = read_capture(path).summary.metric(GPC_CLOCK)
+    figures = (clock.mean, clock.p50, clock.p95, clock.min, clock.max)
+    assert figures == pytest.approx((mean,) * 5, rel=1e-12)
+    assert (clock.unit, clock.samples, clock.scaled_from_hz) == ("MHz", 50, scaled)
 
 
 def test_a_one_nanosecond_interval_gives_each_sample_its_own_point(
