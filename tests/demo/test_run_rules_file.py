@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import locale
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.locales import ascii_locale
 
 from spark_otel.analysis.advisor.model import Advice, AdvisorConfig
 from spark_otel.demo import DemoPlan
@@ -59,18 +59,9 @@ def test_a_rerun_writes_the_rules_again_into_the_directory_it_made(tmp_path: Pat
     _check(_write_rules(_content(), out, PLAN), out)
 
 
-@pytest.fixture
-def ascii_locale() -> Iterator[None]:
-    """The C locale's character set (ASCII) as the one text files default to, for this test."""
-    before = locale.setlocale(locale.LC_CTYPE)
-    locale.setlocale(locale.LC_CTYPE, "C")
-    try:
-        yield
-    finally:
-        locale.setlocale(locale.LC_CTYPE, before)
-
-
 @pytest.mark.skipif(bool(sys.flags.utf8_mode), reason="in UTF-8 mode every locale's text files are UTF-8")
-def test_the_rules_are_utf8_under_an_ascii_locale(tmp_path: Path, ascii_locale: None) -> None:
-    assert locale.getencoding() != "UTF-8"  # else this test could not tell
-    _check(_write_rules(_content(), tmp_path, PLAN), tmp_path)
+def test_the_rules_are_utf8_under_an_ascii_locale(tmp_path: Path) -> None:
+    with ascii_locale():
+        assert locale.getencoding() != "UTF-8"  # else this test could not tell
+        path = _write_rules(_content(), tmp_path, PLAN)
+    _check(path, tmp_path)

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import locale
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tests.locales import ascii_locale
 
 import spark_otel.probe as probe
 from spark_otel._exceptions import InputError
@@ -75,20 +73,9 @@ def _report(engine: str) -> ProbeReport:
     )
 
 
-@contextmanager
-def _ascii_locale() -> Iterator[None]:
-    """The C locale, whose default text encoding is ASCII (a server's bare ``LANG=C``)."""
-    previous = locale.setlocale(locale.LC_CTYPE)
-    locale.setlocale(locale.LC_CTYPE, "C")
-    try:
-        yield
-    finally:
-        locale.setlocale(locale.LC_CTYPE, previous)
-
-
 def test_a_report_file_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
     report = _report("qwen✓")
-    with _ascii_locale():
+    with ascii_locale():
         path = report.save_file(tmp_path / "probe.json")
         loaded = ProbeReport.load_file(path)
     assert path.read_bytes() == (report.model_dump_json(indent=2) + "\n").encode("utf-8")
