@@ -204,13 +204,14 @@ def _table(
 
 def _records(title: str | None, columns: list[str], cells: list[list[str]]) -> list[Any]:
     """A table too wide for the terminal, one row at a time: a "header  value" line per column
-    (values wrapped at spaces), rows apart by a blank line."""
+    (both wrapped at spaces, a word wider than its column folded, so a long header never pushes
+    its value off the line), rows apart by a blank line."""
     Table = rich_module("table").Table
     Text = rich_module("text").Text
     drawn: list[Any] = [] if title is None else [Text(title)]
     for k, row in enumerate(cells):
         grid = Table.grid(padding=(0, 2))
-        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
         grid.add_column(overflow="fold")
         for column, value in zip(columns, row, strict=False):
             grid.add_row(column, value)
