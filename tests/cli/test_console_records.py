@@ -1,6 +1,6 @@
 """The command line's stderr in the cases its other tests leave out: a record with a traceback, a
-record whose arguments do not format (reported by logging, not dropped as a repeat), and a progress
-bar that counts each step it is given and draws the count."""
+record whose arguments do not format (reported by logging, not dropped as a repeat), a progress bar
+that counts each step it is given and draws the count, and a phase's name before its first update."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from spark_otel.cli._console import cli_logging, progress
+from spark_otel.cli._console import cli_logging, progress, status
 
 _logger = logging.getLogger("spark_otel.tests.console_records")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -53,3 +53,10 @@ def test_a_progress_bar_counts_every_step_and_draws_the_count(capsys: pytest.Cap
     drawn = _CONTROL.sub("", capsys.readouterr().err)
     assert "reading captures" in drawn
     assert "100%" in drawn
+
+
+def test_a_phase_names_its_first_text_until_updated() -> None:
+    with status("reading 3 cells", force_terminal=False) as phase:
+        assert phase.text == "reading 3 cells"
+        phase.update("computing")
+        assert phase.text == "computing"
