@@ -11,6 +11,7 @@ import argparse
 import pydantic
 import pytest
 
+from spark_otel._exceptions import ConfigError
 from spark_otel.cli import HelpFormatter, _one_line, _run
 from spark_otel.cli._common import COUNT, DURATION_S, FRACTION, INTERVAL_S, Bounds
 
@@ -70,3 +71,16 @@ def test_a_command_that_raises_a_validation_error_exits_2_with_that_line(
 
     assert _run(argparse.Namespace(run=run, debug=False)) == 2
     assert capsys.readouterr().err == f"spark-otel: error: {_one_line(_validation_error())}\n"
+
+
+@pytest.mark.parametrize(
+    ("bounds", "edge", "past"),
+    [(INTERVAL_S, 86_400, 86_400.5), (DURATION_S, 0, -0.5), (FRACTION, 1, 1.5), (COUNT, 1, 0)],
+)
+def test_a_bound_takes_its_edge_and_refuses_past_it_naming_the_option(
+    bounds: Bounds, edge: float, past: float
+) -> None:
+    bounds.check("--n", edge)
+    with pytest.raises(ConfigError) as refused:
+        bounds.check("--n", past)
+    assert str(refused.value) == f"--n must be {bounds}, got {past:g}"
