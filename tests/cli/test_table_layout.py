@@ -115,3 +115,14 @@ def test_a_command_without_a_store_option_opens_the_default_store(
         assert store.path == path
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("width", [80, 24])  # as a table, and row by row as lines
+def test_brackets_print_as_written_never_as_rich_markup(
+    width: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    print_table("[/x] map", ["[b]metric", "GPU"], [["SM Issue [fa2a1d7d]", "[3]"]])
+    drawn = capsys.readouterr().out
+    for text in ("[/x] map", "[b]metric", "SM Issue", "[fa2a1d7d]", "[3]"):
+        assert text in drawn, text

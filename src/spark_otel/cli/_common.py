@@ -160,6 +160,8 @@ def print_table(
     spaces (headers first), a name is never cut. Where not even the words fit side by side, each
     row is printed as one "header  value" line per column instead. Under it, one line for each
     term of `GLOSSARY` (or ``notes``) a header uses that no earlier table of the run explained.
+    Every text prints as written: rich's markup is not read (a GPU's "[fa2a1d7d-…]" stays, a
+    "[/x]" in a file name is no error).
     """
     Console = rich_module("console").Console
     Text = rich_module("text").Text
@@ -188,17 +190,18 @@ def _table(
     title: str | None, columns: list[str], cells: list[list[str]], widths: list[int] | None
 ) -> list[Any]:
     Table = rich_module("table").Table
-    table = Table(title=title, show_lines=False)
+    Text = rich_module("text").Text
+    table = Table(title=None if title is None else Text(title), show_lines=False)
     for i, column in enumerate(columns):
         numeric = _numeric_column(row[i] for row in cells if i < len(row))
         table.add_column(
-            column,
+            Text(column),
             justify="right" if numeric else "left",
             width=None if widths is None else widths[i],
             overflow="fold",
         )
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*map(Text, row))
     return [table]
 
 
@@ -214,7 +217,7 @@ def _records(title: str | None, columns: list[str], cells: list[list[str]]) -> l
         grid.add_column(overflow="fold")
         grid.add_column(overflow="fold")
         for column, value in zip(columns, row, strict=False):
-            grid.add_row(column, value)
+            grid.add_row(Text(column), Text(value))
         if k or title is not None:
             drawn.append(Text(""))
         drawn.append(grid)
