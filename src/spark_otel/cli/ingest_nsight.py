@@ -91,9 +91,11 @@ def run(args: argparse.Namespace) -> int:
                 summary = capture.summary
                 if store is not None:
                     phase.update(f"storing the series of {path} {of}")
+                    # A sample's bucket starts less than an interval before it (the session start
+                    # may even come after every sample): the window holds each stored point.
                     already = store.has_samples(
                         sc.NSIGHT_METRIC,
-                        since_unix_ns=summary.session_start_unix_ns,
+                        since_unix_ns=summary.start_unix_ns - int(args.interval_ms * 1e6),
                         until_unix_ns=summary.end_unix_ns + int(args.interval_ms * 1e6),
                         source=store_source(summary),
                     )
