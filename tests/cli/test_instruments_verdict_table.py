@@ -1,0 +1,325 @@
+"""`print_verdicts`, which `spark-otel instruments` and the demo print, on reports built by hand:
+the title (count, kind and throughput range of the intervals, their ratio, the model clock, the
+demo's own title), every cell of the verdict table ("-" where a figure is missing, one figure
+where a range is flat, the unit after it or "%" on it), the notes with the report's own
+thresholds, the "why" lines and the report's notes, each as a whole text.
+
+The figures are given, not computed, so each cell can be read off the report: the analysis that
+computes them has its own tests (tests/analysis/), and tests/cli/test_instruments_store.py runs
+the command on a store."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_otel.analysis.instruments import (
+    InstrumentsReport,
+    InstrumentVerdict,
+    LoadInterval,
+    Thresholds,
+    instrument_verdicts,
+)
+from spark_otel.analysis.instruments.results import IntervalSource, Verdict
+from spark_otel.cli._common import reset_notes
+from spark_otel.cli.instruments import print_verdicts
+
+
+@pytest.fixture(autouse=True)
+def _a_new_command_run() -> None:
+    """Each test a command run of its own: every term is explained under the first table again."""
+    reset_notes()
+
+
+def printed(capsys: pytest.CaptureFixture[str]) -> str:
+    """stdout without the spaces rich pads a table's title with."""
+    return "\n".join(line.rstrip() for line in capsys.readouterr().out.split("\n"))
+
+
+def _interval(
+    throughput: float, *, source: IntervalSource = "receiver", time_scale: float = 1.0
+) -> LoadInterval:
+    return LoadInterval(
+        label=f"{throughput:g} tok/s",
+        source=source,
+        start_unix_ns=0,
+        end_unix_ns=1,
+        throughput=throughput,
+        time_scale=time_scale,
+    )
+
+
+def _verdict(
+    instrument: str,
+    verdict: Verdict,
+    unit: str,
+    *,
+    intervals: int,
+    tok: tuple[float, float] | None,
+    reads: tuple[float, float] | None,
+    elasticity: float | None,
+    rank: float | None,
+    samples: tuple[int, int, int],
+    evidence: str,
+) -> InstrumentVerdict:
+    zero, constant, n_samples = samples
+    return InstrumentVerdict(
+        instrument=instrument,
+        metric="m",
+        attributes={},
+        unit=unit,
+        verdict=verdict,
+        evidence=evidence,
+        n_intervals=intervals,
+        n_samples=n_samples,
+        zero_samples=zero,
+        constant_samples=constant,
+        constant_value=None,
+        throughput_min=None if tok is None else tok[0],
+        throughput_max=None if tok is None else tok[1],
+        gauge_min=None if reads is None else reads[0],
+        gauge_max=None if reads is None else reads[1],
+        relative_range=None,
+        elasticity=elasticity,
+        rank_correlation=rank,
+        knee_throughput=None,
+        measure=None,
+        readings=[],
+    )
+
+
+LOAD = (312.5, 1250.0)
+
+
+RECEIVER_BINS_PRINTED = """\
+                                   3 receiver intervals, 312.5 to 1,250.0 tok/s (4.0x): does each gauge move with load?
+┏━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ instrument            ┃ verdict               ┃ intervals ┃            tok/s ┃                 reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ GPU 0 utilization     │ not load              │         3 │ 312.5 to 1,250.0 │                 96.0% │       0.00 │         - │ 0 / 30 of 30            │
+│ GPU 0 power           │ not load              │         3 │ 312.5 to 1,250.0 │        34.2 to 39.8 W │       0.04 │      1.00 │ 0 / 2 of 30             │
+│ GPU 0 memory used     │ unsupported           │         0 │                - │                     - │          - │         - │ 0 / 0 of 0              │
+│ SM Issue              │ not enough load range │         1 │          1,250.0 │                  3.10 │          - │         - │ 0 / 1 of 1              │
+│ qwen requests running │ tracks load           │         3 │ 312.5 to 1,250.0 │ 2.00 to 8.00 requests │       0.98 │      1.00 │ 0 / 10 of 30            │
+└───────────────────────┴───────────────────────┴───────────┴──────────────────┴───────────────────────┴────────────┴───────────┴─────────────────────────┘
+elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.5
+rank corr: Spearman rank correlation with throughput; tracks load from 0.8
+zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
+why:
+  GPU 0 utilization: not load: pinned at 96.0%
+  GPU 0 power: not load: flat
+  GPU 0 memory used: unsupported: never reported
+  SM Issue: not enough load range: one
+  qwen requests running: tracks load: in step
+note: no Nsight captures here
+"""  # noqa: E501
+
+
+def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    """Three bins from 312.5 to 1,250 tok/s (4.0x): a flat percentage, a range in watts, a gauge
+    with no readings ("-" in each figure), an Nsight metric (no unit: nothing after its figure)
+    read in one interval (one throughput, one value), and a gauge that tracks."""
+    report = InstrumentsReport(
+        interval_source="receiver",
+        intervals=[_interval(312.5), _interval(625.0), _interval(1250.0)],
+        throughput_min=312.5,
+        throughput_max=1250.0,
+        thresholds=Thresholds(),
+        instruments=[
+            _verdict(
+                "GPU 0 utilization",
+                "not load",
+                "%",
+                intervals=3,
+                tok=LOAD,
+                reads=(96.0, 96.0),
+                elasticity=0.0,
+                rank=None,
+                samples=(0, 30, 30),
+                evidence="pinned at 96.0%",
+            ),
+            _verdict(
+                "GPU 0 power",
+                "not load",
+                "W",
+                intervals=3,
+                tok=LOAD,
+                reads=(34.2, 39.8),
+                elasticity=0.04,
+                rank=1.0,
+                samples=(0, 2, 30),
+                evidence="flat",
+            ),
+            _verdict(
+                "GPU 0 memory used",
+                "unsupported",
+                "GiB",
+                intervals=0,
+                tok=None,
+                reads=None,
+                elasticity=None,
+                rank=None,
+                samples=(0, 0, 0),
+                evidence="never reported",
+            ),
+            _verdict(
+                "SM Issue",
+                "not enough load range",
+                "",
+                intervals=1,
+                tok=(1250.0, 1250.0),
+                reads=(3.1, 3.1),
+                elasticity=None,
+                rank=None,
+                samples=(0, 1, 1),
+                evidence="one",
+            ),
+            _verdict(
+                "qwen requests running",
+                "tracks load",
+                "requests",
+                intervals=3,
+                tok=LOAD,
+                reads=(2.0, 8.0),
+                elasticity=0.98,
+                rank=1.0,
+                samples=(0, 10, 30),
+                evidence="in step",
+            ),
+        ],
+        notes=["no Nsight captures here"],
+    )
+    print_verdicts(report)
+    assert printed(capsys) == RECEIVER_BINS_PRINTED
+
+
+DEMO_EVALS_PRINTED = """\
+                     Appendix F: 2 eval intervals, 0.5 to 2.0 tok/s (4.0x) (model time, 20x): does each gauge move with load?
+┏━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ instrument              ┃ verdict               ┃ intervals ┃      tok/s ┃             reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ qwen cells' decode rate │ not enough load range │         2 │ 0.5 to 2.0 │ 0.5 to 2.00 tok/s │       1.00 │      1.00 │ 0 / 1 of 8              │
+└─────────────────────────┴───────────────────────┴───────────┴────────────┴───────────────────┴────────────┴───────────┴─────────────────────────┘
+elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.75
+rank corr: Spearman rank correlation with throughput; tracks load from 0.9
+zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
+why:
+  qwen cells' decode rate: not enough load range: two runs
+"""  # noqa: E501
+
+
+def test_the_demos_eval_runs_under_a_model_clock_below_one_token_a_second(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo's title before the count; eval runs of 0.5 and 2 tok/s (a ratio although the
+    slowest is under 1 tok/s) at 20x model time; the thresholds the report was graded with, in
+    the notes."""
+    report = InstrumentsReport(
+        interval_source="evals",
+        intervals=[
+            _interval(0.5, source="evals", time_scale=20.0),
+            _interval(2.0, source="evals", time_scale=20.0),
+        ],
+        throughput_min=0.5,
+        throughput_max=2.0,
+        thresholds=Thresholds(tracks_elasticity=0.75, tracks_rank_correlation=0.9),
+        instruments=[
+            _verdict(
+                "qwen cells' decode rate",
+                "not enough load range",
+                "tok/s",
+                intervals=2,
+                tok=(0.5, 2.0),
+                reads=(0.5, 2.0),
+                elasticity=1.0,
+                rank=1.0,
+                samples=(0, 1, 8),
+                evidence="two runs",
+            ),
+        ],
+        notes=[],
+    )
+    print_verdicts(report, title="Appendix F")
+    assert printed(capsys) == DEMO_EVALS_PRINTED
+
+
+NSIGHT_PRINTED = """\
+                           2 probe intervals, 22.0 to 190.0 tok/s (8.6x): does each gauge move with load?
+┏━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ instrument ┃ verdict               ┃ intervals ┃         tok/s ┃        reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
+┡━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ SM Issue   │ not enough load range │         1 │          22.0 │         3.10 │          - │         - │ 0 / 4 of 4              │
+│ SM Active  │ not enough load range │         2 │ 22.0 to 190.0 │ 28.0 to 35.5 │       0.10 │      1.00 │ 0 / 1 of 8              │
+└────────────┴───────────────────────┴───────────┴───────────────┴──────────────┴────────────┴───────────┴─────────────────────────┘
+elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.5
+rank corr: Spearman rank correlation with throughput; tracks load from 0.8
+zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
+why:
+  SM Issue: not enough load range: one level
+  SM Active: not enough load range: two levels
+"""  # noqa: E501
+
+
+def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nsight's metrics have no unit: a bare figure or range, right-aligned as the numbers they are
+    (a space left after one would make it text, and the column left-aligned)."""
+    report = InstrumentsReport(
+        interval_source="probe",
+        intervals=[_interval(22.0, source="probe"), _interval(190.0, source="probe")],
+        throughput_min=22.0,
+        throughput_max=190.0,
+        thresholds=Thresholds(),
+        instruments=[
+            _verdict(
+                "SM Issue",
+                "not enough load range",
+                "",
+                intervals=1,
+                tok=(22.0, 22.0),
+                reads=(3.1, 3.1),
+                elasticity=None,
+                rank=None,
+                samples=(0, 4, 4),
+                evidence="one level",
+            ),
+            _verdict(
+                "SM Active",
+                "not enough load range",
+                "",
+                intervals=2,
+                tok=(22.0, 190.0),
+                reads=(28.0, 35.5),
+                elasticity=0.1,
+                rank=1.0,
+                samples=(0, 1, 8),
+                evidence="two levels",
+            ),
+        ],
+        notes=[],
+    )
+    print_verdicts(report)
+    assert printed(capsys) == NSIGHT_PRINTED
+
+
+NO_INTERVALS_PRINTED = """\
+                    0  intervals, 0.0 to 0.0 tok/s: does each gauge move with load?
+┏━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━┳━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ instrument ┃ verdict ┃ intervals ┃ tok/s ┃ reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
+┡━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━╇━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
+└────────────┴─────────┴───────────┴───────┴───────┴────────────┴───────────┴─────────────────────────┘
+elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.5
+rank corr: Spearman rank correlation with throughput; tracks load from 0.8
+zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
+why:
+note: no GPU samples: record them beside the load with `spark-otel gpu-sample` (or `spark-otel receive --gpu auto`)
+note: no Nsight captures: ingest one taken under load with `spark-otel ingest-nsight`
+note: no engine /metrics scrapes: run `spark-otel receive --engine NAME=URL` beside the load
+"""  # noqa: E501
+
+
+def test_a_report_with_no_intervals_has_no_ratio_and_no_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the analysis gives for nothing at all: no interval source (no kind word), no
+    throughput (0.0 to 0.0 and no ratio, never a division by zero), an empty table and the
+    hints of what to record. The command refuses such a store before printing; this is the
+    function's own floor."""
+    print_verdicts(instrument_verdicts([], []))
+    assert printed(capsys) == NO_INTERVALS_PRINTED
