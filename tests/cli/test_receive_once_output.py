@@ -234,7 +234,10 @@ def test_once_with_only_a_gpu_prints_only_the_gpu_table_and_exits_0(
         (["--timeout", "3601"], "--timeout must be a finite number > 0 and <= 3,600, got 3601"),
         (["--duration", "-1"], "--duration must be a finite number >= 0 and <= 31,536,000, got -1"),
         # No engine to read the simulated GPU from, and none named.
-        (["--gpu", "sim"], "--source sim needs --sim-url URL (a simulated engine's base URL)"),
+        (
+            ["--gpu", "sim"],
+            "the simulated GPU source (sim) needs --sim-url URL (a simulated engine's base URL)",
+        ),
     ],
 )
 def test_receive_refuses_in_exact_words_with_exit_2(

@@ -115,7 +115,8 @@ def test_backfilled_records_on_a_terminal(
         "spark-otel: warning: skipped a.jsonl:12: not valid JSON: Expecting value: line 1 column 1 (char 0)",
         "spark-otel: warning: skipped a.jsonl:13: not valid JSON: Expecting value: line 1 column 7 (char 6)",
         "spark-otel: warning: skipped a.jsonl:14: a record must be an object, got str",
-        "spark-otel: warning: skipped ... and 1 more errors (--json lists every one)",
+        "spark-otel: warning: skipped ... and 1 more errors "
+        "(spark-otel backfill --dry-run --json on these files lists every one)",
         "spark-otel: warning: b.jsonl: no record has completion_tokens ('usage.completion_tokens'): check "
         "the mapping's path (its cells have no decode rate)",
     ]

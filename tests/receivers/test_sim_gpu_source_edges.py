@@ -87,7 +87,7 @@ def test_a_silent_box_is_given_up_at_the_timeout(silent_url: str) -> None:
 @pytest.mark.parametrize(
     ("sim_url", "message"),
     [
-        (None, "--source sim needs --sim-url URL (a simulated engine's base URL)"),
+        (None, "the simulated GPU source (sim) needs --sim-url URL (a simulated engine's base URL)"),
         (
             "ftp://box",
             "--sim-url 'ftp://box': not an http:// or https:// URL with a host; expected e.g. http://127.0.0.1:8011",

@@ -155,7 +155,9 @@ def test_nvml_asked_for_and_failing_gives_its_reason_and_the_hint(monkeypatch: p
 def test_sim_without_a_url_and_with_a_bad_one_name_the_option() -> None:
     with pytest.raises(ConfigError) as info:
         open_gpu_source("sim")
-    assert str(info.value) == "--source sim needs --sim-url URL (a simulated engine's base URL)"
+    assert str(info.value) == (
+        "the simulated GPU source (sim) needs --sim-url URL (a simulated engine's base URL)"
+    )
     with pytest.raises(ConfigError) as info:
         open_gpu_source("sim", sim_url="ftp://box")
     assert str(info.value) == (

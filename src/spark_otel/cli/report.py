@@ -57,7 +57,9 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
     result = backfill_files(
         args.records, load_mapping(args.mapping), eval_name=args.eval_name, engine=args.engine
     )
-    for line in error_lines(result.errors, most=_SHOWN_ERRORS):
+    for line in error_lines(
+        result.errors, most=_SHOWN_ERRORS, listed_by="spark-otel backfill --dry-run --json on these files"
+    ):
         _logger.warning("skipped %s", line)
     for warning in result.warnings:
         _logger.warning("%s", warning)

@@ -350,7 +350,9 @@ def open_gpu_source(kind: SourceKind = "auto", *, sim_url: str | None = None) ->
     """
     if kind == "sim":
         if not sim_url:
-            raise ConfigError("--source sim needs --sim-url URL (a simulated engine's base URL)")
+            raise ConfigError(
+                "the simulated GPU source (sim) needs --sim-url URL (a simulated engine's base URL)"
+            )
         return SimGpuSource(check_engine_url(sim_url, "--sim-url"))
     if kind in ("nvml", "smi"):
         try:

@@ -73,10 +73,13 @@ class RecordError:
         return f"{where}: {self.message}"
 
 
-def error_lines(errors: list[RecordError], *, per_message: int = 3, most: int = 20) -> list[str]:
+def error_lines(
+    errors: list[RecordError], *, per_message: int = 3, most: int = 20, listed_by: str = "--json"
+) -> list[str]:
     """The errors as a person reads them: each distinct message at its first ``per_message``
     places, then a count of the rest; at most ``most`` places in all (a file of 30,000
-    records with one wrong field is one problem, not 30,000 lines)."""
+    records with one wrong field is one problem, not 30,000 lines). ``listed_by`` names what
+    lists every one, as the command that prints the lines has it."""
     counts = Counter(e.message for e in errors)
     shown: Counter[str] = Counter()
     lines: list[str] = []
@@ -92,7 +95,7 @@ def error_lines(errors: list[RecordError], *, per_message: int = 3, most: int = 
             lines.append(f"... and {rest:,} more with the same error")
             accounted += rest
     if accounted < len(errors):
-        lines.append(f"... and {len(errors) - accounted:,} more errors (--json lists every one)")
+        lines.append(f"... and {len(errors) - accounted:,} more errors ({listed_by} lists every one)")
     return lines
 
 
