@@ -22,7 +22,11 @@ _logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="rules_command", metavar="ACTION", required=True)
-    check = sub.add_parser("check", help="validate a rules file and check its engines' models")
+    check = sub.add_parser(
+        "check",
+        help="validate a rules file and check its engines' models",
+        formatter_class=parser.formatter_class,  # the command line's: --help shows the defaults
+    )
     check.add_argument("file", metavar="FILE", help="the rules file (TOML)")
     check.add_argument("--timeout", type=float, default=2.0, metavar="SECONDS", help="per engine")
     check.add_argument("--json", action="store_true", help="print JSON instead of tables")

@@ -1,0 +1,302 @@
+"""`spark-otel advise`, whole: both tables and their notes, the --write-rules file and its line on
+stderr, and each refusal word for word.
+
+The store is small and built here so every figure the tables format can be checked against
+the cells: engine q, probed at 1, 2, 4 and 8 streams (10, 9, 6 and 2.5 tok/s per stream; the
+aggregate peaks at 4). Eval "cards" is prompt-heavy (5,000 prompt tokens, 100 out): four cells
+of 20 s alone and four of 30 s two at a time, so its prefill contention is fitted from its own
+cells: 30 / 20 = 1 + c (2 - 1), c = 0.50. Eval "gen" is generation-heavy (100 prompt tokens,
+1,000 out at 10 tok/s): five serial cells of 100 to 140 s, past the 115 s ceiling given but for
+the first, so 80% of them time out even at one worker ("80 (80)": a share times 100, not 101)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from tests.analysis.builders import cell
+from tests.cli.tables import stderr_on_a_terminal
+
+from spark_otel import _semconv as sc
+from spark_otel._clock import NS_PER_S
+from spark_otel.analysis.advisor import Advice
+from spark_otel.analysis.curve import CurvePoint, RateCurve
+from spark_otel.cli import advise, main
+from spark_otel.governor import advice as governor_advice
+from spark_otel.governor import load_rules
+from spark_otel.governor.advice import dump_rules, rules_from_advice
+from spark_otel.model import Cell, CellStatus, Request
+from spark_otel.store import Store
+
+CURVE = RateCurve(
+    engine="q",
+    model="qwen3.8-27b",
+    points=[
+        CurvePoint(streams=1, per_stream_rate=10.0, aggregate_rate=10.0),
+        CurvePoint(streams=2, per_stream_rate=9.0, aggregate_rate=18.0),
+        CurvePoint(streams=4, per_stream_rate=6.0, aggregate_rate=24.0),
+        CurvePoint(streams=8, per_stream_rate=2.5, aggregate_rate=20.0),
+    ],
+)
+WRITTEN_NS = 1_800_000_000 * NS_PER_S  # 2027-01-15 08:00 UTC: the rules file's computed_at
+
+
+def _cells(attributes: dict[str, object]) -> list[Cell]:
+    cards = dict(eval_name="cards", prompt_tokens=5_000, attributes=attributes)
+    gen = dict(eval_name="gen", prompt_tokens=100, attributes=attributes)
+    return [
+        *(cell(f"a{k}", 100 * k, 100 * k + 20, 100, workers=1, **cards) for k in range(4)),
+        *(
+            cell(f"b{k}{j}", 1_000 + 100 * k, 1_000 + 100 * k + 30, 100, workers=2, **cards)
+            for k in range(2)
+            for j in range(2)
+        ),
+        *(cell(f"g{k}", 3_000 + 200 * k, 3_100 + 210 * k, 1_000, workers=1, **gen) for k in range(5)),
+    ]
+
+
+def _store(path: Path, attributes: dict[str, object] | None = None) -> str:
+    """The store the module docstring describes; ``attributes`` on every cell."""
+    with Store(path) as store:
+        store.write_cells(_cells(attributes or {}))
+        store.put_document("probe", "q probe", {"curve": CURVE.model_dump(mode="json")})
+    return str(path)
+
+
+@pytest.fixture
+def small_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("COLUMNS", "96")  # the tables as printed fit a line of this file
+    return _store(tmp_path / "small.sqlite")
+
+
+def _centred(title: str) -> str:
+    """A table's title as rich prints it over a table 96 columns wide."""
+    return title.center(96)
+
+
+def _lines(*lines: str) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+RULES_TABLE = (
+    "┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓",
+    "┃ queue rule                                   ┃ evidence                                      ┃",
+    "┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩",
+    "│ cards prompt-heavy cells on q batch to 4;    │ n=8 cells (p90 output 100 tok, median prompt  │",
+    "│ prefill-bound, the gain caps near 1.9x       │ 5,000 tok); curve: probe, idle, at 1, 2, 4, 8 │",
+    "│                                              │ streams; at 4: 6.00 tok/s per stream, 40%     │",
+    "│                                              │ slower, predicted 1.9x wall (95% CI 1.9x to   │",
+    "│                                              │ 1.9x), 0% timeouts vs 0% serial               │",
+    "│ gen generation-heavy ceiling-bound cells on  │ n=5 cells (p90 output 1,000 tok, median       │",
+    "│ q: stay serial                               │ prompt 100 tok); curve: probe, idle, at 1, 2, │",
+    "│                                              │ 4, 8 streams; at 1: 10.00 tok/s per stream,   │",
+    "│                                              │ 0% slower, predicted 1.0x wall, 80% timeouts  │",
+    "│                                              │ vs 80% serial; 2 would predict 100% timeouts  │",
+    "│                                              │ and 1.9x                                      │",
+    "│ q lane at most 4 streams                     │ aggregate peaks at 24 tok/s at 4 streams and  │",
+    "│                                              │ falls to 20 at 8 (probe, idle, at 1, 2, 4, 8  │",
+    "│                                              │ streams)                                      │",
+    "└──────────────────────────────────────────────┴───────────────────────────────────────────────┘",
+)
+"""The rules table under its title: the analysis's rule and evidence texts, wrapped at spaces."""
+CLASS_RECORDS_AND_NOTES = (
+    "",
+    "engine               q           ",
+    "eval                 cards       ",
+    "class                prompt-heavy",
+    "cells                8           ",
+    "ceiling-bound        no          ",
+    "workers              4           ",
+    "timeouts % (serial)  0 (0)       ",
+    "wall speedup         1.9x        ",
+    "prefill contention   0.50 fitted ",
+    "",
+    "engine               q               ",
+    "eval                 gen             ",
+    "class                generation-heavy",
+    "cells                5               ",
+    "ceiling-bound        yes             ",
+    "workers              1               ",
+    "timeouts % (serial)  80 (80)         ",
+    "wall speedup         1.0x            ",
+    "prefill contention   0.37            ",
+    "ceiling-bound: the class's p90 serial cell time reaches 75% of the ceiling",
+    "timeouts % (serial): share of the class's cells predicted to time out at that worker count (at ",
+    "one worker)",
+    "wall speedup: predicted wall time of one run over the class's cells: serial over at that worker ",
+    "count",
+    "prefill contention: prefill time grows by this share per further stream (fitted: from the ",
+    "class's own cells; else 0.37, the article's)",
+)
+"""The class table, too wide for 96 columns, as one "header  value" line per column, then the
+notes on its headers."""
+
+
+def _advice_text(rules_title: str, classes_title: str) -> str:
+    return _lines(_centred(rules_title), *RULES_TABLE, classes_title, *CLASS_RECORDS_AND_NOTES)
+
+
+def test_advise_prints_the_rules_and_the_worker_count_per_class(
+    small_store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["advise", "--store", small_store, "--ceiling", "115"]) == 0
+    out, err = capsys.readouterr()
+    assert out == _advice_text(
+        "queue rules under a 115 s per-cell ceiling", "worker count per cell class (predicted)"
+    )
+    assert err == ""
+
+
+def test_advise_on_a_model_clock_says_so_in_each_title(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cells recorded under a model clock 100x real: the ceiling is in model seconds, and each
+    table's title says the figures are model time. Nothing else changes."""
+    monkeypatch.setenv("COLUMNS", "96")
+    store = _store(tmp_path / "model.sqlite", {sc.TIME_SCALE: 100.0})
+    assert main(["advise", "--store", store, "--ceiling", "115", "--threshold", "0.5"]) == 0
+    assert capsys.readouterr().out == _advice_text(
+        "queue rules under a 115 model s per-cell ceiling (model time, 100x)",
+        "worker count per cell class (predicted) (model time, 100x)",
+    )
+
+
+def test_advise_writes_the_rules_file_and_says_what_it_holds(
+    small_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(governor_advice, "real_wall_ns", lambda: WRITTEN_NS)
+    with Store(small_store) as store:  # q's address, as its requests reached it
+        store.write_requests(
+            [
+                Request(
+                    uid="r1",
+                    engine="q",
+                    operation="chat",
+                    server_address="127.0.0.1",
+                    server_port=8000,
+                    start_unix_ns=0,
+                    end_unix_ns=NS_PER_S,
+                )
+            ]
+        )
+    path = tmp_path / "rules.toml"
+    assert (
+        main(["advise", "--store", small_store, "--ceiling", "115", "--json", "--write-rules", str(path)])
+        == 0
+    )
+    out, err = capsys.readouterr()
+    assert err == f"wrote {path}: 3 rules (1 lane, 2 limit, 0 cross-engine), 0 not covered yet\n"
+    text = path.read_text(encoding="utf-8")
+    # What the command adds to the advice: when, from which store, each engine's model and address.
+    assert (
+        "\nversion = 1\n"
+        "computed_at = 2027-01-15 08:00:00+00:00\n"
+        f'source = "{small_store}"\n'
+        "ceiling_s = 115.0\n"
+        "eval_gap_s = 2.0\n"
+        "cross_engine = []\n"
+        "unmeasured = []\n\n"
+        '[engines.q]\nmodel = "qwen3.8-27b"\nurl = "http://127.0.0.1:8000"\n\n[[lane]]\n'
+    ) in text
+    # The rules themselves: the governor's own rendering of this advice (tests/governor pins it).
+    advice = Advice.model_validate(json.loads(out))
+    expected = rules_from_advice(
+        advice, [CURVE], engine_urls={"q": "http://127.0.0.1:8000"}, source=small_store
+    )
+    assert text == dump_rules(expected)
+    assert [r.describe() for r in load_rules(path).rules] == [
+        "q lane at most 4 cells",
+        "cards prompt-heavy cells on q at most 4 at once",
+        "gen generation-heavy cells on q at most 1 at once",
+    ]
+
+
+def test_advise_says_why_it_cannot_write_the_rules_file(
+    small_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["advise", "--store", small_store, "--write-rules", str(tmp_path)]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"spark-otel: error: --write-rules {tmp_path}: cannot write: Is a directory\n"
+    )
+
+
+def test_advise_refuses_a_store_without_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "empty.sqlite"
+    Store(path).close()
+    assert main(["advise", "--store", str(path)]) == 1
+    assert capsys.readouterr().err == (
+        f"spark-otel: error: {path}: no cells recorded; "
+        "instrument an eval or run `spark-otel backfill` first\n"
+    )
+
+
+def test_advise_for_an_engine_without_cells_names_every_engine_there_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cell with no engine counts as the unknown engine's, in the list of engines there are."""
+    path = tmp_path / "two.sqlite"
+    with Store(path) as store:
+        store.write_cells([cell("x", 0, 10, 100, engine="q"), cell("y", 0, 10, 100, engine=None)])
+    assert main(["advise", "--store", str(path), "--engine", "nope"]) == 1
+    assert capsys.readouterr().err == (
+        f"spark-otel: error: {path}: no cells recorded on engine 'nope' (engines: q, unknown)\n"
+    )
+
+
+def test_advise_help_names_each_option_and_its_default(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "96")
+    monkeypatch.setenv("SPARK_OTEL_STORE", "/data/store.sqlite")
+    with pytest.raises(SystemExit) as exited:
+        main(["advise", "--help"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == (
+        "usage: spark-otel advise [-h] [--store PATH] [--ceiling SECONDS] [--threshold FRACTION]\n"
+        "                         [--engine E] [--json] [--write-rules FILE]\n\n"
+        f"{(advise.__doc__ or '').strip()}\n\n"
+        "options:\n"
+        "  -h, --help            show this help message and exit\n"
+        "  --store PATH          embedded store file (default: $SPARK_OTEL_STORE or /data/store.sqlite)\n"
+        "  --ceiling SECONDS     per-cell ceiling in seconds; model seconds for cells recorded under a\n"
+        "                        model clock (default: 1800.0)\n"
+        "  --threshold FRACTION  neighbour cost past which a load is flagged, as a fraction (0.2 is\n"
+        "                        20%) (default: 0.2)\n"
+        "  --engine E            only advise on this engine\n"
+        "  --json                print JSON instead of tables\n"
+        "  --write-rules FILE    also write the enforceable rules as a governor rules file (TOML)\n"
+    )
+
+
+def test_advise_logs_each_note_of_the_analysis(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cells that all failed give no curve: the analysis notes why, which --debug shows."""
+    path = tmp_path / "failed.sqlite"
+    with Store(path) as store:
+        store.write_cells(
+            [cell(uid, t, t + 10, None, status=CellStatus.ERROR) for uid, t in (("x", 0), ("y", 20))]
+        )
+    with caplog.at_level(logging.INFO, logger="spark_otel.cli.advise"):
+        assert main(["advise", "--store", str(path), "--json"]) == 0
+    assert [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "spark_otel.cli.advise"] == [
+        (
+            logging.INFO,
+            "advise: no curve from cells on q: engine 'q': no completed cells with token counts "
+            "to build a curve from",
+        )
+    ]
+    assert capsys.readouterr().err == ""
+
+
+def test_advise_names_each_phase_on_a_terminal(small_store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The spinner's text, reading then computing; drawn on stderr only, so stdout is the JSON."""
+    with stderr_on_a_terminal() as terminal:
+        assert main(["advise", "--store", small_store, "--json"]) == 0
+    drawn = terminal.getvalue()
+    for text in (f"reading {small_store}", "computing the queue rules over 13 cells"):
+        assert text in drawn  # a spinner's frames: where they fall depends on the clock
+    assert json.loads(capsys.readouterr().out)["config"]["ceiling_s"] == 1800.0
