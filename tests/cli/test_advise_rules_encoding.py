@@ -1,0 +1,26 @@
+"""`advise --write-rules` writes UTF-8 whatever the locale: a rules file names its store's path,
+which may hold any character, and the governor reads the file as UTF-8 on every box."""
+
+from __future__ import annotations
+
+import locale
+import sys
+from pathlib import Path
+
+import pytest
+from tests.cli.test_advise_output import _store
+from tests.locales import ascii_locale
+
+from spark_otel.cli import main
+from spark_otel.governor.rules import load_rules
+
+
+@pytest.mark.skipif(bool(sys.flags.utf8_mode), reason="in UTF-8 mode every locale's text files are UTF-8")
+def test_the_rules_file_is_utf8_under_an_ascii_locale(tmp_path: Path) -> None:
+    store = _store(tmp_path / "mesures-été.sqlite")
+    path = tmp_path / "rules.toml"
+    with ascii_locale():
+        assert locale.getencoding() != "UTF-8"  # else this test could not tell
+        assert main(["advise", "--store", store, "--ceiling", "115", "--write-rules", str(path)]) == 0
+    assert f'source = "{store}"\n' in path.read_text(encoding="utf-8")
+    assert load_rules(path).source == store
