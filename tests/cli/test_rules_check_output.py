@@ -230,7 +230,7 @@ def test_rules_check_of_a_bare_file_says_what_it_does_not_know(
     assert main(["rules", "check", "bare.toml"]) == 0
     out, err = capsys.readouterr()
     assert out == _lines(
-        " " * 4 + "bare.toml: 1 rules, valid (computed unknown)" + " " * 5,
+        " " * 5 + "bare.toml: 1 rule, valid (computed unknown)" + " " * 5,
         "┏━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━━┓",
         "┃ rule                  ┃ evidence ┃ measured (UTC) ┃",
         "┡━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━━┩",

@@ -59,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     when = rules.computed_at.strftime("%Y-%m-%d %H:%M UTC") if rules.computed_at else "unknown"
+    n = len(rules.rules)
     print_table(
-        f"{args.file}: {len(rules.rules)} rules, valid (computed {when})",
+        f"{args.file}: {n} rule{'' if n == 1 else 's'}, valid (computed {when})",
         ["rule", "evidence", "measured (UTC)"],
         [
             [
