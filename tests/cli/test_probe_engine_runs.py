@@ -102,7 +102,7 @@ def _sent_spans(sink: OtlpSink) -> list[tuple[str, str, dict[str, Any]]]:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     spans = []
-    for body in sink.bodies:
+    for body in sink.bodies_to("/v1/traces"):
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
         for rs in request.resource_spans:

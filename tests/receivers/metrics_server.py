@@ -72,11 +72,16 @@ class OtlpSink:
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
+        self.paths: list[str] = []  # each body's request path, in step with ``bodies``
+        posted = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                outer.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with posted:
+                    outer.paths.append(self.path)
+                    outer.bodies.append(body)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -87,3 +92,7 @@ class OtlpSink:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def bodies_to(self, path: str) -> list[bytes]:
+        """The bodies posted to ``path`` (e.g. "/v1/traces"): a run may send metrics beside its spans."""
+        return [body for p, body in zip(self.paths, self.bodies, strict=True) if p == path]
