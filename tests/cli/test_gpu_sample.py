@@ -12,7 +12,6 @@ from tests.receivers.test_gpu import SIM_GPU, SMI_CSV, _fake_pynvml, _fake_smi
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
-from spark_otel.receivers.gpu import SimGpuSource
 from spark_otel.store import Store
 
 
@@ -61,27 +60,28 @@ def test_gpu_sample_cli_once_stores_in_the_default_store_as_its_help_says(
     assert "--once read once, store it, print a table, and exit" in help_text
 
 
-def test_gpu_sample_cli_once_reports_a_failed_read(
+def test_gpu_sample_cli_once_reports_a_source_that_cannot_open(
     metrics_server: MetricsServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Opening the source reads /sim/gpu once to check it; here that read fails. A read that fails
+    # after the source opened: test_gpu_sample_output.py.
     metrics_server.json_body = SIM_GPU
-    source_url = metrics_server.url
-    metrics_server.status = 200
-    store_path = tmp_path / "s.sqlite"
-    # the source opens (it checks /sim/gpu), then the read fails
-    original = SimGpuSource.read
-
-    def failing_read(self: SimGpuSource) -> list:
-        metrics_server.status = 500
-        return original(self)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(SimGpuSource, "read", failing_read)
-        code = main(
-            ["gpu-sample", "--source", "sim", "--sim-url", source_url, "--once", "--store", str(store_path)]
-        )
+    metrics_server.status = 500
+    code = main(
+        [
+            "gpu-sample",
+            "--source",
+            "sim",
+            "--sim-url",
+            metrics_server.url,
+            "--once",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+        ]
+    )
     assert code == 1
     assert capsys.readouterr().err.startswith("spark-otel: error: ")
+    assert not (tmp_path / "s.sqlite").exists()
 
 
 def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:
