@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from tests.cli.tables import stderr_on_a_terminal
 from tests.cli.test_backfill_output import drawn_lines
+from tests.receivers.metrics_server import OtlpSink
 from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, TYPE_ID, build_capture
 
 from spark_otel import _semconv as sc
@@ -278,27 +277,9 @@ def test_on_a_terminal_it_names_each_capture_and_phase(
     capsys.readouterr()
 
 
-class _Refusing:
-    """A real OTLP/HTTP endpoint on 127.0.0.1 that answers every export 400 (not retried)."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(400)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
-def refusing(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Refusing]:
-    endpoint = _Refusing()
+def refusing(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpSink]:
+    endpoint = OtlpSink(status=400)  # a refusal the exporter does not retry
     port = endpoint.server.server_address[1]
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"http://127.0.0.1:{port}/v1/metrics")
     yield endpoint
@@ -307,7 +288,7 @@ def refusing(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Refusing]:
 
 
 def test_an_export_the_collector_refuses_is_an_error_naming_the_capture(
-    captures: dict[str, Path], refusing: _Refusing, capsys: pytest.CaptureFixture[str]
+    captures: dict[str, Path], refusing: OtlpSink, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad, tiny = captures["not an export"], captures["tiny"]
     with stderr_on_a_terminal() as terminal:

@@ -12,14 +12,13 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
+from tests.receivers.metrics_server import OtlpSink
 
 from spark_otel._exceptions import ConfigError
 from spark_otel.cli import build_parser, main
@@ -115,39 +114,15 @@ def test_a_speed_below_one_slows_the_box_down() -> None:
     assert build_parser().parse_args(["sim", "--speed", "0.5"]).speed == 0.5
 
 
-class _PathSink:
-    """A real OTLP/HTTP endpoint on 127.0.0.1 keeping each POST's path, exactly as sent, and body."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, bytes]] = []
-        posts = self.posts
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                # As sent: `self.path` folds a leading "//" into "/" (http.server's open-redirect fix).
-                sent = self.requestline.split()[1]
-                posts.append((sent, self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-
 @pytest.fixture
-def path_sink() -> Iterator[_PathSink]:
-    sink = _PathSink()
+def path_sink() -> Iterator[OtlpSink]:
+    sink = OtlpSink()
     yield sink
     sink.server.shutdown()
     sink.server.server_close()
 
 
-def _one_span_through(provider: TracerProvider | None, sink: _PathSink) -> list[tuple[str, str]]:
+def _one_span_through(provider: TracerProvider | None, sink: OtlpSink) -> list[tuple[str, str]]:
     """End one span into ``provider``, shut it down (which exports), and return each request's
     (path, service.name)."""
     assert provider is not None
@@ -168,7 +143,7 @@ def _one_span_through(provider: TracerProvider | None, sink: _PathSink) -> list[
     [("", "/v1/traces"), ("/", "/v1/traces"), ("/collector/spans", "/collector/spans")],
 )
 def test_spans_go_to_v1_traces_of_a_bare_endpoint_and_to_a_given_path_as_is(
-    suffix: str, path: str, path_sink: _PathSink, monkeypatch: pytest.MonkeyPatch
+    suffix: str, path: str, path_sink: OtlpSink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
     provider = _server_tracing(path_sink.url + suffix)
@@ -176,7 +151,7 @@ def test_spans_go_to_v1_traces_of_a_bare_endpoint_and_to_a_given_path_as_is(
 
 
 def test_spans_carry_otel_service_name_when_it_is_set(
-    path_sink: _PathSink, monkeypatch: pytest.MonkeyPatch
+    path_sink: OtlpSink, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_SERVICE_NAME", "lab-box")
     provider = _server_tracing(path_sink.url)
@@ -199,7 +174,7 @@ def test_an_endpoint_without_http_or_a_host_is_refused_naming_it(endpoint: str) 
 
 
 def test_a_box_with_an_otlp_endpoint_starts_and_stops_cleanly(
-    path_sink: _PathSink, capsys: pytest.CaptureFixture[str]
+    path_sink: OtlpSink, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The tracer provider is shut down with the box (no request: no span sent)."""
     argv = ["sim", "--engine", "q=0:dense", "--otlp-traces-endpoint", path_sink.url, "--duration", "0"]
