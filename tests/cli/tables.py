@@ -1,9 +1,11 @@
-"""Reading the command line's tables back: body rows as cells, and a fake terminal on stderr."""
+"""Reading the command line's tables back: body rows as cells, a fake terminal on stderr, and the
+phases a spinner showed on it."""
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,3 +47,13 @@ def stderr_on_a_terminal() -> Iterator[FakeTerminal]:
             del os.environ["TERM"]
         else:
             os.environ["TERM"] = term
+
+
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def phases(drawn: str) -> list[str]:
+    """The phases a spinner showed on a terminal, in order, each once."""
+    frames = [_CONTROL.sub("", f)[2:] for f in re.split(r"[\r\n]", drawn)]
+    shown = [f for f in frames if f]
+    return [p for i, p in enumerate(shown) if i == 0 or shown[i - 1] != p]

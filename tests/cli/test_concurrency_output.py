@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from tests.analysis.builders import cell
 from tests.analysis.test_energy import T0, counter
-from tests.cli.tables import stderr_on_a_terminal
+from tests.cli.tables import phases, stderr_on_a_terminal
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.concurrency import concurrency
@@ -62,13 +62,6 @@ def read_back(out: str) -> list[str | list[str]]:
         else:
             lines.append(text)
     return lines
-
-
-def phases(drawn: str) -> list[str]:
-    """The phases a spinner showed on a terminal, in order, each once."""
-    frames = [_CONTROL.sub("", f)[2:] for f in re.split(r"[\r\n]", drawn)]
-    shown = [f for f in frames if f]
-    return [p for i, p in enumerate(shown) if i == 0 or shown[i - 1] != p]
 
 
 LEVELS = [

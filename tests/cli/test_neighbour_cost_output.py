@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from tests.analysis.builders import cell
-from tests.cli.tables import stderr_on_a_terminal
-from tests.cli.test_concurrency_output import _local_zone_is_not_utc, phases, read_back  # noqa: F401
+from tests.cli.tables import phases, stderr_on_a_terminal
+from tests.cli.test_concurrency_output import _local_zone_is_not_utc, read_back  # noqa: F401
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.neighbour import neighbour_cost, neighbour_costs
