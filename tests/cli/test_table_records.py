@@ -1,6 +1,6 @@
 """A table too wide for the terminal, printed a row at a time: "header  value" lines, every value
 whole. Pinned as the whole text: a value wider than the room folds onto the next line (a path is
-never cut short), a header wider than its column wraps at its spaces instead of pushing the value
+never cut short, nor is a header word), a header wider than its column wraps at its spaces instead of pushing the value
 off the line, and a row with fewer values than columns prints the ones it has."""
 
 from __future__ import annotations
@@ -47,4 +47,19 @@ def test_a_header_wider_than_the_terminal_wraps_and_its_value_still_shows(
         "of the      tel/qwen.sql",
         "engine's    ite",
         "cells",
+    ]
+
+
+def test_a_word_wider_than_its_column_folds_in_the_header_as_in_the_value(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "20")
+    print_table(None, ["supercalifragilisticexpialidocious", "v"], [["x" * 30, "1"]])
+    assert _printed(capsys) == [
+        "supercal  xxxxxxxxxx",
+        "ifragili  xxxxxxxxxx",
+        "sticexpi  xxxxxxxxxx",
+        "alidocio",
+        "us",
+        "v         1",
     ]
