@@ -1,7 +1,8 @@
 """A table too wide for the terminal, printed a row at a time: "header  value" lines, every value
 whole. Pinned as the whole text: a value wider than the room folds onto the next line (a path is
-never cut short, nor is a header word), a header wider than its column wraps at its spaces instead of pushing the value
-off the line, and a row with fewer values than columns prints the ones it has."""
+never cut short, nor is a long header word), a header wider than its column wraps at its spaces
+instead of pushing the value off the line, and a row with fewer values than columns prints the
+ones it has."""
 
 from __future__ import annotations
 
