@@ -12,7 +12,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from typing import IO
 
 import httpx
 import pytest
@@ -57,6 +59,17 @@ def test_the_banner_names_each_engine_its_profile_model_and_url(
     assert err == "Stopping after 0 s.\n"
 
 
+def _lines_within(stream: IO[str], n: int, *, timeout_s: float) -> str:
+    """The first ``n`` lines of ``stream``, failing after ``timeout_s`` rather than waiting for ever
+    on lines never flushed."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(stream.readline() for _ in range(n)), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    assert not reader.is_alive(), f"{len(lines)} of {n} lines within {timeout_s} s: not flushed"
+    return "".join(lines)
+
+
 def test_a_process_passes_seed_and_contention_to_the_box_and_ctrl_c_stops_it() -> None:
     """Its stdout is a pipe, block-buffered as under a script that waits for the URLs: each banner
     line must be flushed as printed, or the reader waits for ever."""
@@ -68,7 +81,7 @@ def test_a_process_passes_seed_and_contention_to_the_box_and_ctrl_c_stops_it() -
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        banner = "".join(proc.stdout.readline() for _ in range(3))
+        banner = _lines_within(proc.stdout, 3, timeout_s=20)
         qwen_port, nem_port = _ports(banner)
         info = httpx.get(f"http://127.0.0.1:{qwen_port}/sim/info", timeout=10).json()
         proc.send_signal(signal.SIGINT)
