@@ -52,7 +52,7 @@ def sink() -> Iterator[OtlpSink]:
 @pytest.fixture
 def endpoint(sink: OtlpSink, monkeypatch: pytest.MonkeyPatch) -> OtlpSink:
     """The sink, emptied, as the OTLP endpoint; no service named by the environment."""
-    sink.bodies.clear()
+    sink.clear()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{sink.server.server_address[1]}")
     for name in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_BSP_MAX_QUEUE_SIZE"):
         monkeypatch.delenv(name, raising=False)

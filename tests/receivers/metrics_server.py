@@ -74,7 +74,7 @@ class OtlpSink:
     def __init__(self, status: int = 200) -> None:
         self.bodies: list[bytes] = []
         self.posts: list[tuple[str, bytes]] = []
-        posted = threading.Lock()
+        self._posted = posted = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -100,3 +100,9 @@ class OtlpSink:
     def bodies_to(self, path: str) -> list[bytes]:
         """The bodies posted to ``path`` (e.g. "/v1/traces"): a run may send metrics beside its spans."""
         return [body for sent, body in self.posts if sent == path]
+
+    def clear(self) -> None:
+        """Forget every body received so far."""
+        with self._posted:
+            self.bodies.clear()
+            self.posts.clear()
