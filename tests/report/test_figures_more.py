@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import struct
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import matplotlib
@@ -61,6 +62,13 @@ def lines(ax: Any) -> list[tuple[Any, ...]]:
          _r(ln.get_xdata()), _r(ln.get_ydata()))
         for ln in ax.get_lines()
     ]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _figures_closed() -> Iterator[None]:
+    """Each test's figures closed after it: pyplot keeps every open one (a warning past 20)."""
+    yield
+    plt.close("all")
 
 
 def _reference_png(fig: Any) -> bytes:
