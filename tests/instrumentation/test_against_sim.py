@@ -40,9 +40,11 @@ def test_openai_stream_in_a_cell_counts_exact_tokens_in_model_time(
 ) -> None:
     client = openai.OpenAI(base_url=box.url("qwen") + "/v1", api_key="none")
     model = _model(box)
-    real_start = time.perf_counter_ns()
     providers = {"tracer_provider": tracer_provider, "meter_provider": meter_provider}
     with cell("sim", "c1", engine="qwen", **providers) as state:  # type: ignore[arg-type]
+        real_start = (
+            time.perf_counter_ns()
+        )  # the request alone: a cell's own start and end are not in its span
         stream = client.chat.completions.create(
             model=model,
             messages=[{"role": "user", "content": "count"}],
@@ -52,7 +54,7 @@ def test_openai_stream_in_a_cell_counts_exact_tokens_in_model_time(
             extra_body=PINNED,
         )
         content = [c for c in stream if c.choices and c.choices[0].delta.content]
-    real_ns = time.perf_counter_ns() - real_start
+        real_ns = time.perf_counter_ns() - real_start
     (span,) = request_spans(span_exporter)
     a = span.attributes or {}
     assert len(content) == 32
@@ -60,9 +62,11 @@ def test_openai_stream_in_a_cell_counts_exact_tokens_in_model_time(
     assert a[sc.GEN_AI_RESPONSE_MODEL] == model
     assert list(a[sc.GEN_AI_RESPONSE_FINISH_REASONS]) == ["length"]  # type: ignore[arg-type]
     assert state.completion_tokens == 32
-    # Span times are model time: the span lasts about SPEED times the real time it took.
+    # Span times are model time: the span lasts about SPEED times the real time it took (a span in
+    # real time reads 1 at most). Below SPEED by the client's own work around the span, which a
+    # loaded 2-core machine stretches (a CI run read 9.8 with the cell's start and end counted).
     ratio = (span.end_time - span.start_time) / real_ns  # type: ignore[operator]
-    assert SPEED * 0.3 < ratio < SPEED * 1.05
+    assert SPEED * 0.2 < ratio < SPEED * 1.05
 
 
 def test_raw_httpx2_stream_parses_batched_sse_from_the_box(
