@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tests.cli.test_receiving_table_and_loop import printed
 from tests.receivers.metrics_server import MetricsServer, OtlpSink
-from tests.receivers.test_gpu import SIM_GPU, _fake_pynvml
+from tests.receivers.test_gpu import SIM_GPU, SIM_GPU_JSON, _fake_pynvml
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -54,23 +54,7 @@ def test_once_json_prints_the_whole_reading(
     argv = ["gpu-sample", "--source", "sim", "--sim-url", sim_gpu, "--once", "--json"]
     assert main([*argv, "--store", str(tmp_path / "s.sqlite")]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out) == [
-        {
-            "gpu_id": "0",
-            "name": "simulated",
-            "unix_ns": 1_790_000_000_000_000_000,
-            "utilization": 0.96,
-            "power_w": 37.2,
-            "energy_j": 1234.5,
-            "sm_clock_mhz": 2418.0,
-            "memory_clock_mhz": None,
-            "memory_used_bytes": 80 * 2**30,
-            "memory_total_bytes": 128 * 2**30,
-            "sm_occupancy": None,
-            "dram_bandwidth": None,
-            "tensor_activity": None,
-        }
-    ]
+    assert json.loads(out) == [SIM_GPU_JSON]
     assert out.endswith("}\n]\n")
     assert err == ""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from tests.receivers.metrics_server import MetricsServer, OtlpSink
-from tests.receivers.test_gpu import SIM_GPU
+from tests.receivers.test_gpu import SIM_GPU, SIM_GPU_JSON
 
 from spark_otel import _clock
 from spark_otel.cli import main
@@ -58,22 +58,6 @@ GPU_TABLE = """\
 │   0 │ simulated │     96 │    37.2 │  1,234.5 │  2,418 │       - │          81,920 │          131,072 │
 └─────┴───────────┴────────┴─────────┴──────────┴────────┴─────────┴─────────────────┴──────────────────┘
 """
-
-SIM_GPU_JSON = {
-    "gpu_id": "0",
-    "name": "simulated",
-    "unix_ns": SIM_GPU["unix_ns"],
-    "utilization": 0.96,
-    "power_w": 37.2,
-    "energy_j": 1234.5,
-    "sm_clock_mhz": 2418.0,
-    "memory_clock_mhz": None,
-    "memory_used_bytes": 80.0 * 2**30,
-    "memory_total_bytes": 128.0 * 2**30,
-    "sm_occupancy": None,
-    "dram_bandwidth": None,
-    "tensor_activity": None,
-}
 
 
 def _engines_table(qwen: str, gone: str, llama: str) -> str:

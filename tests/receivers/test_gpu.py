@@ -37,6 +37,23 @@ SIM_GPU = {
     "unix_ns": 1_790_000_000_000_000_000,
 }
 
+# SIM_GPU as a reading reads in --json (gpu-sample, receive).
+SIM_GPU_JSON = {
+    "gpu_id": "0",
+    "name": "simulated",
+    "unix_ns": SIM_GPU["unix_ns"],
+    "utilization": 0.96,
+    "power_w": 37.2,
+    "energy_j": 1234.5,
+    "sm_clock_mhz": 2418.0,
+    "memory_clock_mhz": None,
+    "memory_used_bytes": 80.0 * 2**30,
+    "memory_total_bytes": 128.0 * 2**30,
+    "sm_occupancy": None,
+    "dram_bandwidth": None,
+    "tensor_activity": None,
+}
+
 
 class _NVMLError(Exception):
     pass
