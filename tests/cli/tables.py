@@ -57,3 +57,13 @@ def phases(drawn: str) -> list[str]:
     frames = [_CONTROL.sub("", f)[2:] for f in re.split(r"[\r\n]", drawn)]
     shown = [f for f in frames if f]
     return [p for i, p in enumerate(shown) if i == 0 or shown[i - 1] != p]
+
+
+def unpadded_lines(out: str) -> list[str]:
+    """``out``'s lines without the spaces rich pads a table's lines (and a centred title) with."""
+    return [line.rstrip() for line in out.splitlines()]
+
+
+def unpadded(out: str) -> str:
+    """``out`` as `unpadded_lines` reads it, each line ending in a newline."""
+    return "".join(f"{line}\n" for line in unpadded_lines(out))

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal
+from tests.cli.tables import stderr_on_a_terminal, unpadded_lines
 
 from spark_otel.cli import main
 from spark_otel.receivers.backfill.records import record_uid
@@ -126,16 +126,13 @@ SUMMARY = [
 ]
 
 
-def _lines(text: str) -> list[str]:
-    return [line.rstrip() for line in text.splitlines()]  # rich pads a centred title with spaces
-
-
 def test_a_dry_run_prints_the_whole_summary_and_each_error_and_warning_on_stderr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(_argv(tmp_path, "--dry-run")) == 1  # a rejected record: non-zero
     captured = capsys.readouterr()
-    assert _lines(captured.out) == ["                backfill with mapping generic-csv (dry run)", *SUMMARY]
+    title = "                backfill with mapping generic-csv (dry run)"
+    assert unpadded_lines(captured.out) == [title, *SUMMARY]
     assert captured.err.splitlines() == _stderr(tmp_path)
 
 
@@ -145,7 +142,8 @@ def test_a_run_that_writes_has_no_dry_run_in_its_title_and_stores_every_files_ce
     store_path = tmp_path / "s.sqlite"
     assert main(_argv(tmp_path, "--store", str(store_path))) == 1
     captured = capsys.readouterr()
-    assert _lines(captured.out) == ["                     backfill with mapping generic-csv", *SUMMARY]
+    title = "                     backfill with mapping generic-csv"
+    assert unpadded_lines(captured.out) == [title, *SUMMARY]
     assert captured.err.splitlines() == _stderr(tmp_path)
     with Store(store_path) as store:
         assert sorted((c.cell_id, c.engine) for c in store.cells(eval_name="e")) == [
@@ -195,7 +193,7 @@ def test_model_time_and_no_rated_cell_show_in_the_title_and_as_a_dash(
     argv = ["backfill", str(records), "--mapping", str(mapping), "--eval", "m", "--dry-run"]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert _lines(captured.out) == [
+    assert unpadded_lines(captured.out) == [
         "         backfill with mapping scaled (dry run) (model time, 100x)",
         "┏━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┓",
         "┃ records ┃ cells ┃ rejected ┃ timeouts ┃ cells with a rate ┃ median tok/s ┃",

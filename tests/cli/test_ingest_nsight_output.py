@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal
+from tests.cli.tables import stderr_on_a_terminal, unpadded_lines
 from tests.cli.test_backfill_output import drawn_lines
 from tests.receivers.metrics_server import OtlpSink
 from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, TYPE_ID, build_capture
@@ -104,10 +104,6 @@ TWO_GPUS_TABLE = [  # one instant: 0 s, and no rate
 ]
 
 
-def _lines(text: str) -> list[str]:
-    return [line.rstrip() for line in text.splitlines()]  # rich pads a centred title with spaces
-
-
 def _not_an_export(path: Path) -> str:
     return f"spark-otel: error: {path}: not an Nsight Systems SQLite export (file is not a database)"
 
@@ -189,7 +185,7 @@ def test_each_capture_prints_its_whole_table_and_a_bad_file_its_error(
     store_path = tmp_path / "s.sqlite"
     assert main(_argv(captures, "--store", str(store_path), "--interval-ms", "2")) == 1  # the bad file
     captured = capsys.readouterr()
-    assert _lines(captured.out) == TINY_TABLE + TWO_GPUS_TABLE
+    assert unpadded_lines(captured.out) == TINY_TABLE + TWO_GPUS_TABLE
     assert captured.err.splitlines() == [_not_an_export(captures["not an export"])]
     with Store(store_path) as store:
         docs = store.documents("nsight_summary")

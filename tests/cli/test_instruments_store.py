@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.cli.test_instruments_verdict_table import printed
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -62,11 +63,6 @@ def _scrapes(path: Path, *, rates: tuple[float, ...] = RATES, gauges: bool = Tru
 @pytest.fixture
 def scrapes(tmp_path: Path) -> str:
     return _scrapes(tmp_path / "scrapes.sqlite")
-
-
-def printed(capsys: pytest.CaptureFixture[str]) -> str:
-    """stdout without the spaces rich pads a table's title with."""
-    return "\n".join(line.rstrip() for line in capsys.readouterr().out.split("\n"))
 
 
 VERDICTS_AND_READINGS_PRINTED = """\

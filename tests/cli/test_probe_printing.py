@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.cli.tables import unpadded
 
 from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.cli._common import reset_notes
@@ -132,11 +133,6 @@ def _narrow_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     reset_notes()
 
 
-def _printed(out: str) -> str:
-    """``out`` without the spaces rich pads each line with."""
-    return "".join(line.rstrip() + "\n" for line in out.splitlines())
-
-
 def _args(*, json: bool = False, out: Path | None = None, plot: Path | None = None) -> argparse.Namespace:
     return argparse.Namespace(
         json=json, out=None if out is None else str(out), plot=None if plot is None else str(plot)
@@ -148,14 +144,14 @@ def test_the_table_the_energy_line_and_the_warnings_and_nothing_on_stderr(
 ) -> None:
     _print_report(REPORT, _args())
     out, err = capsys.readouterr()
-    assert (_printed(out), err) == (TABLE, "")
+    assert (unpadded(out), err) == (TABLE, "")
 
 
 def test_out_is_said_under_the_table_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_path = tmp_path / "probe.json"
     _print_report(REPORT, _args(out=out_path))
     out, err = capsys.readouterr()
-    assert (_printed(out), err) == (TABLE + f"wrote {out_path}\n", "")
+    assert (unpadded(out), err) == (TABLE + f"wrote {out_path}\n", "")
     assert ProbeReport.load_file(out_path) == REPORT
 
 

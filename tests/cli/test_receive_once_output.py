@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.tables import unpadded
 from tests.receivers.metrics_server import MetricsServer, OtlpSink
 from tests.receivers.test_gpu import SIM_GPU, SIM_GPU_JSON
 
@@ -94,11 +95,6 @@ def _narrow_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "108")
 
 
-def _printed(out: str) -> str:
-    """``out`` without the spaces rich pads each line with (a centred title ends in some)."""
-    return "".join(line.rstrip() + "\n" for line in out.splitlines())
-
-
 def _refused(port: int) -> str:
     return (
         f"http://127.0.0.1:{port}/metrics: cannot read engine metrics: "
@@ -130,7 +126,7 @@ def test_once_prints_every_engine_in_order_and_the_gpu_then_exits_1_naming_the_o
     gone = f"http://127.0.0.1:{free_port}"
     assert main(_three_engines(qwen, gone, llama, tmp_path)) == 1
     captured = capsys.readouterr()
-    assert _printed(captured.out) == _engines_table(qwen.url, gone, llama.url) + GPU_TABLE
+    assert unpadded(captured.out) == _engines_table(qwen.url, gone, llama.url) + GPU_TABLE
     assert captured.err == (
         f"spark-otel: warning: engine gone: {_refused(free_port)}\n"
         f"spark-otel: error: gone: {_refused(free_port)}\n"
@@ -206,7 +202,7 @@ def test_once_with_only_a_gpu_prints_only_the_gpu_table_and_exits_0(
     argv = ["receive", "--gpu", "sim", "--sim-url", qwen.url, "--once", "--store", str(tmp_path / "s.sqlite")]
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert (_printed(out), err) == (GPU_TABLE, "")
+    assert (unpadded(out), err) == (GPU_TABLE, "")
 
 
 @pytest.mark.parametrize(
