@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from ._exceptions import SparkOtelError
 
-__all__ = ["guard", "report_failure"]
+__all__ = ["guard", "report_failure", "warn_once"]
 
 _logger = logging.getLogger("spark_otel")
 _warned: set[str] = set()
@@ -33,6 +33,16 @@ def report_failure(what: str, exc: BaseException) -> None:
         _logger.warning("spark_otel: %s failed; the call goes on untouched: %s", what, exc)
     else:
         _logger.warning("spark_otel: %s failed; the call goes on untouched", what, exc_info=exc)
+
+
+def warn_once(what: str, message: str) -> None:
+    """Log ``message`` at WARNING the first time ``what`` happens in this process, at DEBUG after:
+    a setting spark-otel replaced, say, is named once, not on every cell."""
+    if what in _warned:
+        _logger.debug("spark_otel: %s", message)
+        return
+    _warned.add(what)
+    _logger.warning("spark_otel: %s", message)
 
 
 @contextmanager

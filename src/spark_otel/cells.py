@@ -73,12 +73,12 @@ def _providers() -> tuple[TracerProvider | None, MeterProvider | None]:
     """spark-otel's providers; failing those, ones the user installed globally; failing both,
     a default setup (the embedded store, or OTLP from the environment), so a cell is never
     silently dropped."""
-    from .telemetry import configure, current_telemetry, user_pipeline_installed
+    from .telemetry import current_telemetry, ensure_telemetry
 
     telemetry = current_telemetry()
-    if telemetry is None and not user_pipeline_installed():
+    if telemetry is None:
         with guard("telemetry setup for a cell"):
-            telemetry = configure()
+            telemetry = ensure_telemetry()
     if telemetry is None:
         return None, None
     return telemetry.tracer_provider, telemetry.meter_provider

@@ -862,7 +862,7 @@ FAULTS: tuple[Fault, ...] = (
     _f("request finalize beside another instrumentation", "cell accounting",
        lambda i: i.fail(CellState, "add_request"), CELLS, env=("contrib",)),
     # -- a cell ---------------------------------------------------------------------------------------
-    _f("telemetry setup for a cell", "configure", lambda i: i.fail(spark_otel.telemetry, "configure"),
+    _f("telemetry setup for a cell", "configure", lambda i: i.fail(spark_otel.telemetry, "ensure_telemetry"),
        ("cell-plain-returns", "cell-plain-raises"), env=("default-setup",)),
     _f("cell span start", "span start", lambda i: i.fail(Tracer, "start_span", when=FROM_CELLS),
        CELLS, lost=("cell",)),

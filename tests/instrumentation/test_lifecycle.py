@@ -14,7 +14,7 @@ from tests.instrumentation.support import MODEL, request_spans
 
 import spark_otel
 from spark_otel import _guard
-from spark_otel.instrumentation import SparkOtelInstrumentor, _sse, _stream
+from spark_otel.instrumentation import InstrumentationConfig, SparkOtelInstrumentor, _sse, _stream
 from spark_otel.instrumentation._request import RequestTelemetry
 from spark_otel.store import Store
 from spark_otel.telemetry import current_telemetry
@@ -35,6 +35,24 @@ def test_instrument_twice_warns_and_does_not_double_wrap(
     assert caplog.messages == ["spark_otel.instrument() called twice; the first call's settings stay"]
     openai.OpenAI(base_url=base_url, api_key="sk").completions.create(model=MODEL, prompt="x", max_tokens=1)
     assert len(request_spans(span_exporter)) == 1
+
+
+def test_instrument_again_with_nothing_new_is_quiet(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A runner that calls `instrument()` in every worker asks for nothing new: no warning."""
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(tmp_path / "store.sqlite"))
+    spark_otel.instrument()
+    try:
+        with caplog.at_level(logging.WARNING):
+            spark_otel.instrument()
+            assert caplog.messages == []
+            spark_otel.instrument(capture_content=True)
+        assert caplog.messages == ["spark_otel.instrument() called twice; the first call's settings stay"]
+        assert SparkOtelInstrumentor().config == InstrumentationConfig()
+    finally:
+        spark_otel.uninstrument()
+        spark_otel.shutdown()
 
 
 def test_uninstrument_restores_originals_and_leaves_zero_spans(

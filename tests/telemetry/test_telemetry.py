@@ -55,11 +55,17 @@ def test_an_endpoint_turns_on_otlp_and_off_the_store_unless_asked(monkeypatch, t
     assert both.store.path == tmp_path / "both.sqlite"
 
 
-def test_an_unknown_protocol_is_a_config_error(monkeypatch) -> None:
+def test_an_unknown_protocol_turns_otlp_off_and_the_store_on(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
+    monkeypatch.setenv("SPARK_OTEL_STORE", str(tmp_path / "kept.sqlite"))
+    telemetry = configure(set_global=False)
+    try:
+        assert (telemetry.otlp, telemetry.store is not None) == (False, True)
+    finally:
+        telemetry.shutdown()
     with pytest.raises(ConfigError, match="carrier-pigeon"):
-        configure(set_global=False)
+        configure(store=False, set_global=False)
 
 
 def test_a_store_handed_in_is_not_closed_by_reconfiguring(tmp_path: Path) -> None:

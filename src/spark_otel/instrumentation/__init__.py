@@ -84,6 +84,17 @@ def _check_kwargs(call: str, kwargs: dict[str, Any], *, known: frozenset[str]) -
         raise ConfigError(f"{call}: unknown argument(s) {', '.join(unknown)}")
 
 
+def _config_of(kwargs: dict[str, Any]) -> InstrumentationConfig:
+    """The switches an `instrument` call's arguments ask for, the environment filling the rest."""
+    return InstrumentationConfig.resolve(
+        capture_content=kwargs.get("capture_content"),
+        include_usage=kwargs.get("include_usage"),
+        inject_traceparent=kwargs.get("inject_traceparent"),
+        provider_name=kwargs.get("provider_name", PROVIDER_VLLM),
+        chunk_metrics=kwargs.get("chunk_metrics"),
+    )
+
+
 def _installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -101,6 +112,8 @@ class SparkOtelInstrumentor(BaseInstrumentor):
     `uninstrument` with nothing instrumented) logs a warning and does nothing.
     """
 
+    _calls = threading.Lock()
+    """Held across a whole `instrument` or `uninstrument` call (the check and the patching)."""
     _lock = threading.Lock()
     _runtime: Runtime | None = None
     _patches: list[tuple[type, str, Any, Any]] = []  # noqa: RUF012 - class-wide on purpose
@@ -128,18 +141,33 @@ class SparkOtelInstrumentor(BaseInstrumentor):
         Besides its own arguments it takes the ones `opentelemetry-instrument` passes every
         instrumentor; any other raises `ConfigError`, so a misspelt switch is not silently off.
         """
-        if self.is_instrumented_by_opentelemetry:
-            _logger.warning("spark_otel.instrument() called twice; the first call's settings stay")
-            return
-        super().instrument(**kwargs)
+        with SparkOtelInstrumentor._calls:  # many workers calling at once patch once
+            if not self.is_instrumented_by_opentelemetry:
+                super().instrument(**kwargs)
+            elif self._changes_something(kwargs):
+                _logger.warning("spark_otel.instrument() called twice; the first call's settings stay")
+            else:
+                _logger.debug("spark_otel.instrument() called again with the same settings")
 
     def uninstrument(self, **kwargs: Any) -> None:
         """Restore the originals; wrappers still held elsewhere become pass-throughs."""
         _check_kwargs("uninstrument()", kwargs, known=frozenset())
-        if not self.is_instrumented_by_opentelemetry:
-            _logger.warning("spark_otel.uninstrument() called while not instrumented")
-            return
-        super().uninstrument(**kwargs)
+        with SparkOtelInstrumentor._calls:
+            if not self.is_instrumented_by_opentelemetry:
+                _logger.warning("spark_otel.uninstrument() called while not instrumented")
+                return
+            super().uninstrument(**kwargs)
+
+    def _changes_something(self, kwargs: dict[str, Any]) -> bool:
+        """Whether a further `instrument` call asks for anything the first did not: providers of
+        its own, or other switches. A runner that instruments in every worker asks for nothing new."""
+        if kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider") is not None:
+            return True
+        try:
+            asked = _config_of(kwargs)
+        except ConfigError:
+            return True
+        return asked != self.config
 
     def _instrument(self, **kwargs: Any) -> None:
         _check_kwargs("instrument()", kwargs, known=_OWN_KWARGS)
@@ -153,20 +181,13 @@ class SparkOtelInstrumentor(BaseInstrumentor):
                 raise ConfigError(
                     f"instrument({name}={provider!r}): expected an OpenTelemetry {kind.__name__}"
                 )
-        config = InstrumentationConfig.resolve(
-            capture_content=kwargs.get("capture_content"),
-            include_usage=kwargs.get("include_usage"),
-            inject_traceparent=kwargs.get("inject_traceparent"),
-            provider_name=kwargs.get("provider_name", PROVIDER_VLLM),
-            chunk_metrics=kwargs.get("chunk_metrics"),
-        )
+        config = _config_of(kwargs)
         with SparkOtelInstrumentor._lock:
             if tracer_provider is None and meter_provider is None:
-                from ..telemetry import configure, current_telemetry, user_pipeline_installed
+                from ..telemetry import ensure_telemetry
 
-                if current_telemetry() is None and not user_pipeline_installed():
-                    with guard("telemetry setup for instrument()"):  # an unusable store: calls go on
-                        configure()
+                with guard("telemetry setup for instrument()"):  # an unusable store: calls go on
+                    ensure_telemetry()
             runtime = Runtime(config, tracer_provider, meter_provider)
             self._patch_all(runtime)
             SparkOtelInstrumentor._runtime = runtime

@@ -1,7 +1,8 @@
 """Where spans, metrics and cells go: `configure()`, the providers it builds, spark-otel's
 instruments and the bulk histograms its readers export.
 
-    pipeline        configure(), the Telemetry in force, shutdown
+    pipeline        configure(), ensure_telemetry() (one setup per process), the Telemetry in force
+    settings        the OTEL_* batch and export settings, checked (an unusable value is its default)
     providers       tracer and meter providers and OTLP exporters from the OTEL_* settings
     instruments     the histograms and counters spark-otel records, from one table
     bulk_histogram  histograms fed many values per call, and the reader that exports them
@@ -9,7 +10,14 @@ instruments and the bulk histograms its readers export.
 
 from __future__ import annotations
 
-from .pipeline import Telemetry, configure, current_telemetry, shutdown, user_pipeline_installed
+from .pipeline import (
+    Telemetry,
+    configure,
+    current_telemetry,
+    ensure_telemetry,
+    shutdown,
+    user_pipeline_installed,
+)
 from .providers import (
     DEFAULT_SERVICE_NAME,
     build_providers,
@@ -24,6 +32,7 @@ __all__ = [
     "build_providers",
     "configure",
     "current_telemetry",
+    "ensure_telemetry",
     "otlp_configured",
     "otlp_metric_exporter",
     "otlp_span_exporter",

@@ -289,9 +289,14 @@ class BulkHistogramReader(PeriodicExportingMetricReader):
         histograms: BulkHistograms,
         export_interval_millis: float | None = None,
         *,
+        export_timeout_millis: float | None = None,
         resource: Resource | None = None,
     ) -> None:
-        super().__init__(exporter, export_interval_millis=export_interval_millis)
+        super().__init__(
+            exporter,
+            export_interval_millis=export_interval_millis,
+            export_timeout_millis=export_timeout_millis,
+        )
         self._resource = resource or Resource.get_empty()
         self._collection = threading.local()  # per collecting thread: did the SDK export this time?
         temporality = next(  # the temporality the exporter prefers for histograms

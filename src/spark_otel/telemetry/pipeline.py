@@ -11,7 +11,14 @@ Settings honoured (all standard OpenTelemetry ones are read by the SDK and expor
 ``OTEL_EXPORTER_OTLP_{TRACES,METRICS}_ENDPOINT``, ``OTEL_EXPORTER_OTLP_PROTOCOL``
 (``http/protobuf`` default, or ``grpc`` with the ``grpc`` extra), ``OTEL_EXPORTER_OTLP_HEADERS``,
 ``OTEL_EXPORTER_OTLP_TIMEOUT``, ``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE``,
-``OTEL_METRIC_EXPORT_INTERVAL``, ``OTEL_SDK_DISABLED``; and spark-otel's ``SPARK_OTEL_STORE``.
+``OTEL_METRIC_EXPORT_INTERVAL``, ``OTEL_METRIC_EXPORT_TIMEOUT``, ``OTEL_BSP_*``,
+``OTEL_SDK_DISABLED``; and spark-otel's ``SPARK_OTEL_STORE``. A value that would lose data (a
+negative delay, an OTLP exporter that cannot be built) is replaced with one warning
+(`settings`), never raised into the user's process.
+
+Setup happens once per process however many threads start at once: `ensure_telemetry()` is what
+a cell or `instrument()` calls on first use, and it and `configure()` share one lock, so no thread
+shuts down the providers another thread just built.
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from .._exceptions import ConfigError
+from .._guard import warn_once
 from ..store import STORE_ENV, Store
 from ..store.exporters import StoreMetricExporter, StoreSpanExporter
 from .providers import (
@@ -40,8 +49,16 @@ from .providers import (
     otlp_span_exporter,
     set_global_providers,
 )
+from .settings import BatchSettings, export_settings
 
-__all__ = ["Telemetry", "configure", "current_telemetry", "shutdown", "user_pipeline_installed"]
+__all__ = [
+    "Telemetry",
+    "configure",
+    "current_telemetry",
+    "ensure_telemetry",
+    "shutdown",
+    "user_pipeline_installed",
+]
 
 _logger = logging.getLogger(__name__)
 # The store keeps every cell: a deep queue so a burst of short cells is never dropped.
@@ -50,6 +67,9 @@ _STORE_METRIC_INTERVAL_MS = 10_000
 TIME_SCALE_ENV = "SPARK_OTEL_TIME_SCALE"
 
 _lock = threading.Lock()
+"""Guards `_current` alone: held for an assignment, never across a setup."""
+_setup_lock = threading.RLock()
+"""Held across a whole setup (`configure`, `ensure_telemetry`): one at a time per process."""
 _current: Telemetry | None = None
 
 
@@ -109,9 +129,31 @@ def configure(
     This is where spark-otel reads its environment (nothing is read at import): besides the
     ``OTEL_*`` settings, ``SPARK_OTEL_STORE``, and the model clock for a simulated box:
     ``SPARK_OTEL_MODEL_CLOCK=URL`` follows the box at URL (its speed and epoch, so several runner
-    processes agree), ``SPARK_OTEL_TIME_SCALE=N`` runs N times faster from now. A bad value
-    raises `ConfigError`.
+    processes agree), ``SPARK_OTEL_TIME_SCALE=N`` runs N times faster from now. A bad value of
+    those raises `ConfigError`. An unusable batch or export setting is its default, warned once
+    (`settings`); an OTLP exporter that cannot be built sends everything to the embedded store
+    instead, warned once, and raises `ConfigError` only with ``store=False``.
     """
+    with _setup_lock:
+        return _configure(
+            service_name=service_name,
+            store=store,
+            otlp=otlp,
+            metric_export_interval_ms=metric_export_interval_ms,
+            metric_export_interval_model_s=metric_export_interval_model_s,
+            set_global=set_global,
+        )
+
+
+def _configure(
+    *,
+    service_name: str | None,
+    store: bool | str | os.PathLike[str] | Store | None,
+    otlp: bool | None,
+    metric_export_interval_ms: int | None,
+    metric_export_interval_model_s: float | None,
+    set_global: bool,
+) -> Telemetry:
     global _current
     clock_hold = _model_clock_from_environment()
     if metric_export_interval_model_s is not None:
@@ -146,8 +188,23 @@ def _pipeline(
 ) -> Telemetry:
     """The providers, exporters and store `configure` asked for."""
     use_otlp = otlp_configured() or otlp_configured("metrics") if otlp is None else otlp
+    settings = export_settings()
+    otlp_exporters = None
+    if use_otlp:
+        try:
+            otlp_exporters = (
+                otlp_span_exporter(timeout_s=settings.traces_timeout_s),
+                otlp_metric_exporter(timeout_s=settings.metrics_timeout_s),
+            )
+        except ConfigError as exc:
+            if store is False:  # asked for OTLP alone: nowhere else to send anything
+                raise
+            warn_once(
+                "otlp exporter",
+                f"OTLP export is off: {exc}; spans and metrics go to the embedded store instead",
+            )
     if store is None:
-        store = (not use_otlp) or bool(os.environ.get(STORE_ENV))
+        store = otlp_exporters is None or bool(os.environ.get(STORE_ENV))
     the_store: Store | None
     if store is False:
         the_store = None
@@ -162,21 +219,39 @@ def _pipeline(
     metric_exporters: list[tuple[MetricExporter, float | None]] = []
     if the_store is not None:
         span_processors.append(
-            BatchSpanProcessor(
-                StoreSpanExporter(the_store), max_queue_size=_STORE_QUEUE_SIZE, schedule_delay_millis=500
-            )
+            _batch(StoreSpanExporter(the_store), settings.batch.with_queue(_STORE_QUEUE_SIZE, 500))
         )
         metric_exporters.append(
             (StoreMetricExporter(the_store), metric_export_interval_ms or _STORE_METRIC_INTERVAL_MS)
         )
-    if use_otlp:
-        span_processors.append(BatchSpanProcessor(otlp_span_exporter()))
-        metric_exporters.append((otlp_metric_exporter(), metric_export_interval_ms))
+    if otlp_exporters is not None:
+        span_exporter, metric_exporter = otlp_exporters
+        span_processors.append(_batch(span_exporter, settings.batch))
+        interval = metric_export_interval_ms or settings.metric_interval_millis
+        metric_exporters.append((metric_exporter, interval))
     tracer_provider, meter_provider = build_providers(
-        span_processors, metric_exporters, service_name=service_name
+        span_processors,
+        metric_exporters,
+        service_name=service_name,
+        export_timeout_millis=settings.metric_timeout_millis,
     )
     return Telemetry(
-        tracer_provider, meter_provider, the_store, bool(use_otlp), owns_store=not isinstance(store, Store)
+        tracer_provider,
+        meter_provider,
+        the_store,
+        otlp_exporters is not None,
+        owns_store=not isinstance(store, Store),
+    )
+
+
+def _batch(exporter: SpanExporter, settings: BatchSettings) -> BatchSpanProcessor:
+    """A batch processor with every argument given, so the SDK reads no ``OTEL_BSP_*`` itself."""
+    return BatchSpanProcessor(
+        exporter,
+        max_queue_size=settings.max_queue_size,
+        schedule_delay_millis=settings.schedule_delay_millis,
+        max_export_batch_size=settings.max_export_batch_size,
+        export_timeout_millis=settings.export_timeout_millis,
     )
 
 
@@ -189,6 +264,22 @@ def _no_longer_in_force(telemetry: Telemetry) -> None:
 
 def current_telemetry() -> Telemetry | None:
     return _current
+
+
+def ensure_telemetry() -> Telemetry | None:
+    """The telemetry in force, set up with the defaults on first use; None when the user installed
+    providers of their own (spark-otel then records into those). However many threads or tasks
+    ask at once, one setup runs and every one of them gets it. A failed setup raises (callers run
+    under `guard`) and the next call tries again."""
+    telemetry = _current
+    if telemetry is not None:
+        return telemetry
+    with _setup_lock:
+        if _current is not None:
+            return _current
+        if user_pipeline_installed():
+            return None
+        return configure()
 
 
 def user_pipeline_installed() -> bool:

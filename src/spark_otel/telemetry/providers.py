@@ -65,34 +65,36 @@ def _checked_protocol(signal: str) -> str:
     return proto
 
 
-def otlp_span_exporter() -> SpanExporter:
-    """An OTLP span exporter configured by the standard variables (protocol, endpoint, headers)."""
+def otlp_span_exporter(timeout_s: float | None = None) -> SpanExporter:
+    """An OTLP span exporter configured by the standard variables (protocol, endpoint, headers);
+    ``timeout_s`` overrides theirs (`settings` passes a checked one)."""
     try:
         if _checked_protocol("traces") == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-            return OTLPSpanExporter()
+            return OTLPSpanExporter(timeout=timeout_s)
     except ImportError as exc:
         raise ConfigError("OTLP over gRPC needs the grpc extra: pip install 'spark-otel[grpc]'") from exc
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
-    return HttpSpanExporter()
+    return HttpSpanExporter(timeout=timeout_s)
 
 
-def otlp_metric_exporter() -> MetricExporter:
-    """An OTLP metric exporter configured by the standard variables (temporality included)."""
+def otlp_metric_exporter(timeout_s: float | None = None) -> MetricExporter:
+    """An OTLP metric exporter configured by the standard variables (temporality included);
+    ``timeout_s`` overrides theirs."""
     try:
         if _checked_protocol("metrics") == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-            return OTLPMetricExporter()
+            return OTLPMetricExporter(timeout=timeout_s)
     except ImportError as exc:
         raise ConfigError("OTLP over gRPC needs the grpc extra: pip install 'spark-otel[grpc]'") from exc
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HttpMetricExporter,
     )
 
-    return HttpMetricExporter()
+    return HttpMetricExporter(timeout=timeout_s)
 
 
 def build_providers(
@@ -100,10 +102,12 @@ def build_providers(
     metric_exporters: Sequence[tuple[MetricExporter, float | None]],
     *,
     service_name: str | None = None,
+    export_timeout_millis: float | None = None,
 ) -> tuple[TracerProvider, MeterProvider]:
     """Providers that send spans to ``span_processors`` and metrics to each exporter at its
-    interval (None: ``OTEL_METRIC_EXPORT_INTERVAL``), with the resource from the ``OTEL_*``
-    settings. Their readers also export spark-otel's bulk histograms (see `bulk_histogram`)."""
+    interval (None: ``OTEL_METRIC_EXPORT_INTERVAL``), each export bounded by
+    ``export_timeout_millis`` (None: ``OTEL_METRIC_EXPORT_TIMEOUT``), with the resource from the
+    ``OTEL_*`` settings. Their readers also export spark-otel's bulk histograms (see `bulk_histogram`)."""
     resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         # Neither the argument, OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES named the service.
@@ -113,7 +117,9 @@ def build_providers(
         tracer_provider.add_span_processor(processor)
     bulk = bulk_histograms()
     readers = [
-        BulkHistogramReader(exporter, bulk, export_interval_millis=interval)
+        BulkHistogramReader(
+            exporter, bulk, export_interval_millis=interval, export_timeout_millis=export_timeout_millis
+        )
         for exporter, interval in metric_exporters
     ]
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
