@@ -23,7 +23,8 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from ..model import NS_PER_S, Cell, CellStatus
+from .._clock import NS_PER_S
+from ..model import Cell, CellStatus
 from ._rows import Result, rows
 from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize

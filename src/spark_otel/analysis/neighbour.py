@@ -29,8 +29,9 @@ from typing import Any
 from pydantic import Field
 
 from .. import _semconv as sc
+from .._clock import NS_PER_S
 from .._exceptions import ConfigError, InputError
-from ..model import NS_PER_S, Cell, CellStatus, LoadWindow
+from ..model import Cell, CellStatus, LoadWindow
 from ._rows import Result, rows
 from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from .. import _semconv as sc
+from .._clock import NS_PER_S
 from .._exceptions import ConfigError
-from ..model import NS_PER_S, Cell, LoadWindow
+from ..model import Cell, LoadWindow
 from ._rows import rows
 
 __all__ = [

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..report.tables import model_time, time_scales
 from ._common import add_store_argument, print_json, print_table
 from ._console import status
+
+if TYPE_CHECKING:
+    from ..model import Cell
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
-def _export_otlp(cells: list) -> None:
+def _export_otlp(cells: list[Cell]) -> None:
     import os
 
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource

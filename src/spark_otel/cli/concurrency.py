@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _when(unix_ns: int) -> str:
     from datetime import UTC, datetime
 
-    from ..model import NS_PER_S
+    from .._clock import NS_PER_S
 
     return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M")
 

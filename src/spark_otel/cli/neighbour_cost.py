@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _hhmm(unix_ns: int) -> str:
-    from ..model import NS_PER_S
+    from .._clock import NS_PER_S
 
     return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%H:%M")
 

@@ -12,9 +12,13 @@ line says so. --json prints the same for scripts.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ..report.tables import model_time, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table
+
+if TYPE_CHECKING:
+    from ..analysis.timeouts import TimeoutVerdict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if not verdicts:
         print(f"no cell of {scope} hit its ceiling ({len(cells)} cells read)")
         return 0
-    by_eval: dict[str, list] = {}
+    by_eval: dict[str, list[TimeoutVerdict]] = {}
     for v in verdicts:
         by_eval.setdefault(v.eval_name, []).append(v)
     for name, group in by_eval.items():

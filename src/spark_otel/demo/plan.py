@@ -74,7 +74,7 @@ class DemoPlan:
         truth = box_model(self.speed)
 
         def level_s(engine: str, n: int) -> float:
-            return self.probe_tokens / truth.predicted_rate(engine, n)
+            return float(self.probe_tokens / truth.predicted_rate(engine, n))
 
         probes = sum(level_s(SERIAL_ENGINE, n) for n in self.qwen_levels)
         probes += sum(level_s(LOAD_ENGINE, n) for n in self.nemotron_levels)
@@ -92,7 +92,7 @@ class DemoPlan:
         waves = -(-self.governed_load_cells // LOAD_WORKERS)
         load = waves * self.governed_load_tokens[1] / truth.predicted_rate(LOAD_ENGINE, LOAD_WORKERS)
         act5 = 2 * serial + load + self.governed_load_after_s
-        return probes + review + act4 + act5
+        return float(probes + review + act4 + act5)
 
     @classmethod
     def full(cls, speed: float = DEFAULT_SPEED) -> DemoPlan:

@@ -102,7 +102,7 @@ def _exit_error_type(exc: BaseException | None) -> str:
     return sc.ERROR_TYPE_STREAM_CLOSED if exc is None else error_type_of(exc)
 
 
-class SyncStreamProxy(wrapt.ObjectProxy):
+class SyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscripted only in wrapt 2, and >=1.16 is allowed
     """Behaves as the wrapped `openai.Stream`; finalizes its request once."""
 
     def __init__(self, stream: Any, state: StreamState) -> None:
@@ -150,7 +150,7 @@ class SyncStreamProxy(wrapt.ObjectProxy):
         self._self_state.finish(sc.ERROR_TYPE_STREAM_ABANDONED)
 
 
-class AsyncStreamProxy(wrapt.ObjectProxy):
+class AsyncStreamProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscripted only in wrapt 2, and >=1.16 is allowed
     """Behaves as the wrapped `openai.AsyncStream`; finalizes its request once."""
 
     def __init__(self, stream: Any, state: StreamState) -> None:

@@ -388,7 +388,7 @@ class Receiver:
     def _backoff_s(self, failures: int) -> float:
         if failures == 0:
             return self.interval_s
-        return min(self.interval_s * 2 ** min(failures, 16), self.max_backoff_s)
+        return float(min(self.interval_s * 2 ** min(failures, 16), self.max_backoff_s))
 
     def _run(self, step: Callable[[], object], failures: Callable[[], int], what: str) -> None:
         while not self._stop.is_set():

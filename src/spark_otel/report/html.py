@@ -12,12 +12,12 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from .._clock import real_wall_ns
+from .._clock import NS_PER_S, real_wall_ns
 from .._exceptions import InputError
 from .._version import __version__
 from ..analysis.advisor import describe_curve, engine_url, probe_command
 from ..analysis.neighbour import no_baseline_reason, windows_touched
-from ..model import NS_PER_S, CellStatus
+from ..model import CellStatus
 from .plots import (
     curve_png_name,
     instrument_png_name,

@@ -316,8 +316,9 @@ class Store:
     @staticmethod
     def _where(
         clauses: dict[str, Any], since: int | None, until: int | None, time_col: str
-    ) -> tuple[str, list]:
-        parts, params = [], []
+    ) -> tuple[str, list[Any]]:
+        parts: list[str] = []
+        params: list[Any] = []
         for column, value in clauses.items():
             if value is not None:
                 parts.append(f"{column} = ?")

@@ -90,8 +90,7 @@ def _overlapping(conn: sqlite3.Connection, low: int, high: int) -> list[Cell]:
     """Cells that ran inside (low, high) (the end index finds the few that end after low); one that
     only touches it shares no stretch with it."""
     rows = conn.execute(
-        f"SELECT {_CELL_COLUMNS} FROM cells INDEXED BY cells_end "
-        "WHERE end_unix_ns > ? AND start_unix_ns < ?",
+        f"SELECT {_CELL_COLUMNS} FROM cells INDEXED BY cells_end WHERE end_unix_ns > ? AND start_unix_ns < ?",
         (low, high),
     ).fetchall()
     return [CELLS.record(row) for row in rows]
@@ -113,9 +112,10 @@ def _nearest(conn: sqlite3.Connection, name: str, gpu: object, t: int, *, before
     """The time of one GPU's last reading of ``name`` at or before ``t`` (or its first at or after)."""
     aggregate, compare = ("max", "<=") if before else ("min", ">=")
     where, params = _from(name, gpu)
-    return conn.execute(
+    found: int | None = conn.execute(
         f"SELECT {aggregate}(unix_ns) {where} AND unix_ns {compare} ?", (*params, t)
     ).fetchone()[0]
+    return found
 
 
 def _gpus(conn: sqlite3.Connection, name: str) -> list[object]:

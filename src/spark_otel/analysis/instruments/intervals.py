@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ... import _semconv as sc
+from ..._clock import NS_PER_S
 from ..._exceptions import InputError
-from ...model import NS_PER_S, AttributeValue, Cell, MetricSample
+from ...model import AttributeValue, Cell, MetricSample
 from ..rates import rated_decode_rate
 from ..windows import DEFAULT_MERGE_GAP_S, overlapping_pairs, windows_from_cells
 from .catalog import CELL_RATE_METRIC

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from statistics import median
 
 from ... import _semconv as sc
-from ...model import NS_PER_S, AttributeValue, MetricSample
+from ..._clock import NS_PER_S
+from ...model import AttributeValue, MetricSample
 from .catalog import KEYS, SPECS, Spec
 from .results import IntervalReading, LoadInterval
 

@@ -285,7 +285,7 @@ def _packed_rows(
             for r in ranges
             if r[pick] == bucket
         ]
-        return min(values) if fn == "MIN" else max(values)
+        return int(min(values) if fn == "MIN" else max(values))
 
     return rows, (extreme("MIN", first_bucket, 2), extreme("MAX", last_bucket, 3)), bad, total
 
