@@ -39,13 +39,13 @@ from ._guard import guard, report_failure
 from ._validate import check_cell_arguments
 from ._version import __version__
 from .model import AttributeValue, CellStatus
-from .store.codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
+from .records.span_codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
 from .telemetry.instruments import instruments
 from .time_budget import RequestStamps, split_elapsed
 
 if TYPE_CHECKING:
     from .governor import Admission, Governor
-    from .governor.rules import InFlight
+    from .governor.decision import InFlight
 
 __all__ = ["CellState", "ContextThreadPoolExecutor", "carry_context", "cell", "current_cell"]
 
@@ -268,7 +268,7 @@ class cell:
         """The governor in force and this cell as its rules see it; (None, None) when no
         governor is in force or the cell names no engine (nothing to hold it to)."""
         from .governor import GovernorError, governor_from_environment
-        from .governor.rules import InFlight
+        from .governor.decision import InFlight
 
         try:
             governor = governor_from_environment()

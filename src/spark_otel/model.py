@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import _semconv as sc
 from ._clock import NS_PER_S
 
-__all__ = ["Cell", "CellStatus", "EnergyShare", "LoadWindow", "MetricSample", "Request", "ServerTiming"]
+__all__ = ["Cell", "CellStatus", "LoadWindow", "MetricSample", "Request", "ServerTiming"]
 
 AttributeValue = str | int | float | bool
 
@@ -142,17 +142,6 @@ class ServerTiming(_Record):
     e2e_s: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-
-
-class EnergyShare(_Record):
-    """One cell's GPU energy as the store keeps it: the box's joules over the cell's lifetime and
-    the cell's share of them by tokens among the cells in flight (`analysis.energy`'s rule), kept
-    current by every write that changes it (`store.energy`)."""
-
-    cell_uid: str
-    box_j: float = Field(description="the box's energy over the cell's lifetime, summed over its GPUs")
-    share_j: float = Field(description="the cell's share by tokens among the cells in flight")
-    estimated: bool = Field(description="some GPU had no energy counter: its power samples were integrated")
 
 
 class LoadWindow(_Record):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tests.analysis.builders import neighbour_report, window_cost
 
 from spark_otel.analysis.advisor import AdvisorConfig, CellClass, QueueRule, RuleKind, advise
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.model import Cell, CellStatus
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 
 S = 1_000_000_000
 

@@ -9,11 +9,11 @@ import pytest
 from tests.analysis.builders import neighbour_report, window_cost
 
 from spark_otel.analysis.advisor import AdvisorConfig, advise, describe_curve, lane_shape
+from spark_otel.analysis.advisor.advice_model import Evidence, QueueRule, RuleKind
 from spark_otel.analysis.advisor.evidence import LaneShape
-from spark_otel.analysis.advisor.model import Evidence, QueueRule, RuleKind
-from spark_otel.analysis.advisor.rules import cross_engine_rules, gauge_rule, lane_rule
-from spark_otel.analysis.curve import CurvePoint, RateCurve
+from spark_otel.analysis.advisor.queue_rules import cross_engine_rules, gauge_rule, lane_rule
 from spark_otel.model import Cell, CellStatus
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 
 S = 1_000_000_000
 CONFIG = AdvisorConfig()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_otel.analysis.advisor.model import AdvisorConfig, CellClass
+from spark_otel.analysis.advisor.advice_model import AdvisorConfig, CellClass
 from spark_otel.analysis.advisor.predict import (
     _Job,
     _predict,
@@ -14,8 +14,8 @@ from spark_otel.analysis.advisor.predict import (
     fit_prefill_contention,
     per_stream_cost_interval,
 )
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.model import Cell, CellStatus
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 
 S = 1_000_000_000
 

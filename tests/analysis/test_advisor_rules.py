@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tests.analysis.builders import BASELINE, neighbour_report, window_cost
 
-from spark_otel.analysis.advisor.model import (
+from spark_otel.analysis.advisor.advice_model import (
     AdvisorConfig,
     CandidatePrediction,
     CellClass,
@@ -17,15 +17,15 @@ from spark_otel.analysis.advisor.model import (
     QueueRule,
     RuleKind,
 )
-from spark_otel.analysis.advisor.rules import (
+from spark_otel.analysis.advisor.queue_rules import (
     batch_rule,
     cross_engine_rules,
     gauge_rule,
     lane_rule,
     measure_first_rule,
 )
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.stats import RateSummary
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 
 
 def test_a_costly_cross_engine_window_limits_the_other_engine_to_one_cell_when_one_was_harmless() -> None:

@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from spark_otel._exceptions import ConfigError
-from spark_otel.analysis.curve import CurvePoint, RateCurve, curves_from_documents
+from spark_otel.analysis.curve import curves_from_documents
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 
 
 def _point(streams: int, rate: float, ci: tuple[float, float] | None = None) -> CurvePoint:

@@ -18,7 +18,7 @@ from spark_otel.analysis.energy import (
 )
 from spark_otel.analysis.probe_levels import curve_of
 from spark_otel.model import Cell, CellStatus, MetricSample
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S

@@ -9,7 +9,6 @@ from typing import Any
 from tests.analysis.builders import S, cell
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.energy import (
     MEASURE_GPU,
     BoxEnergy,
@@ -20,7 +19,8 @@ from spark_otel.analysis.energy import (
     probe_level_energy,
 )
 from spark_otel.model import Cell, CellStatus, MetricSample
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 
 T0 = 1_700_000_000 * S
 

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 import pytest
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.instruments import (
+from spark_otel.analysis.gauges import (
     InstrumentsReport,
     InstrumentVerdict,
     LoadInterval,
     instrument_verdicts,
 )
-from spark_otel.analysis.instruments.catalog import CELL_RATE_METRIC
+from spark_otel.analysis.gauges.catalog import CELL_RATE_METRIC
 from spark_otel.model import AttributeValue, MetricSample
 
 S = 1_000_000_000

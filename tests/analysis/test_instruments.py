@@ -9,7 +9,7 @@ import pytest
 from tests.analysis.article import at
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.instruments import (
+from spark_otel.analysis.gauges import (
     InstrumentsReport,
     InstrumentVerdict,
     LoadInterval,
@@ -21,7 +21,7 @@ from spark_otel.analysis.instruments import (
     rank_correlation,
     receiver_intervals,
 )
-from spark_otel.analysis.instruments.verdicts import fmt_value
+from spark_otel.analysis.gauges.verdicts import fmt_value
 from spark_otel.model import AttributeValue, Cell, CellStatus, MetricSample
 
 S = 1_000_000_000
@@ -676,7 +676,7 @@ def test_a_counter_that_never_moves_is_unsupported() -> None:
 
 
 def test_the_notes_name_each_family_never_recorded_and_the_throughput_source() -> None:
-    from spark_otel.analysis.instruments.catalog import HINTS
+    from spark_otel.analysis.gauges.catalog import HINTS
 
     intervals = levels(LOAD)
     gpu_only = instrument_verdicts(intervals, gauge(sc.GPU_UTILIZATION, intervals, [0.96] * 6, GPU))
@@ -701,7 +701,7 @@ def test_only_intervals_with_throughput_are_load() -> None:
 
 
 def test_the_cells_rate_pairs_with_its_own_engines_throughput() -> None:
-    from spark_otel.analysis.instruments import cell_rate_samples
+    from spark_otel.analysis.gauges import cell_rate_samples
 
     intervals = [
         i.model_copy(update={"engines": {"qwen": i.throughput, "nemotron": 500.0}}) for i in levels(LOAD)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.analysis.test_instruments import GPU, LOAD, by_name, gauge, levels
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.instruments import instrument_verdicts
+from spark_otel.analysis.gauges import instrument_verdicts
 
 
 def test_gpm_counters_are_graded_and_a_refused_one_is_unsupported() -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_otel.analysis.instruments import Thresholds
-from spark_otel.analysis.instruments.verdicts import _knee, _Sums
+from spark_otel.analysis.gauges import Thresholds
+from spark_otel.analysis.gauges.verdicts import _knee, _Sums
 from spark_otel.analysis.stats import elasticity
 
 values = st.floats(min_value=0.5, max_value=1_000, allow_nan=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_otel.analysis.instruments import Thresholds
-from spark_otel.analysis.instruments.verdicts import _knee, _Sums
+from spark_otel.analysis.gauges import Thresholds
+from spark_otel.analysis.gauges.verdicts import _knee, _Sums
 from spark_otel.analysis.stats import elasticity
 
 TH = Thresholds()

@@ -9,8 +9,8 @@ import pytest
 from tests.analysis.builders import cell
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.instruments import cell_rate_samples, eval_intervals, receiver_intervals
-from spark_otel.analysis.instruments.catalog import CELL_RATE_METRIC
+from spark_otel.analysis.gauges import cell_rate_samples, eval_intervals, receiver_intervals
+from spark_otel.analysis.gauges.catalog import CELL_RATE_METRIC
 from spark_otel.model import Cell, CellStatus, MetricSample
 
 S = 1_000_000_000

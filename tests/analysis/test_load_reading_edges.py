@@ -11,15 +11,15 @@ from tests.analysis.builders import cell
 from tests.analysis.test_probe_intervals import _document, _level
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.instruments import (
+from spark_otel.analysis.gauges import (
     LoadInterval,
     cell_rate_samples,
     eval_intervals,
     probe_intervals,
     receiver_intervals,
 )
-from spark_otel.analysis.instruments.catalog import CELL_RATE_METRIC
-from spark_otel.analysis.instruments.series import _counter_rate, group, read_series
+from spark_otel.analysis.gauges.catalog import CELL_RATE_METRIC
+from spark_otel.analysis.gauges.series import _counter_rate, group, read_series
 from spark_otel.model import AttributeValue, Cell, CellStatus, MetricSample
 
 S = 1_000_000_000

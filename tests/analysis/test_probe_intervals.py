@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_otel.analysis.instruments import LoadInterval, probe_intervals
+from spark_otel.analysis.gauges import LoadInterval, probe_intervals
 from spark_otel.analysis.probe_levels import curve_of
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S

@@ -16,7 +16,7 @@ from spark_otel.analysis.probe_levels import (
     summarize_level,
     under_load,
 )
-from spark_otel.probe.results import ProbeLevel
+from spark_otel.records.probe_report import ProbeLevel
 
 S = 1_000_000_000
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.instruments import LoadInterval
-from spark_otel.analysis.instruments.series import _counter_rate, at, cumulative, group, read_series
+from spark_otel.analysis.gauges import LoadInterval
+from spark_otel.analysis.gauges.series import _counter_rate, at, cumulative, group, read_series
 from spark_otel.model import MetricSample
 
 S = 1_000_000_000

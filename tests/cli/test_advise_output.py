@@ -22,12 +22,12 @@ from tests.cli.tables import stderr_on_a_terminal
 from spark_otel import _semconv as sc
 from spark_otel._clock import NS_PER_S
 from spark_otel.analysis.advisor import Advice
-from spark_otel.analysis.curve import CurvePoint, RateCurve
+from spark_otel.analysis.advisor import rules_file as governor_advice
+from spark_otel.analysis.advisor.rules_file import dump_rules, rules_from_advice
 from spark_otel.cli import advise, main
-from spark_otel.governor import advice as governor_advice
 from spark_otel.governor import load_rules
-from spark_otel.governor.advice import dump_rules, rules_from_advice
 from spark_otel.model import Cell, CellStatus, Request
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.store import Store
 
 CURVE = RateCurve(

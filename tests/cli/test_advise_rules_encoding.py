@@ -12,7 +12,7 @@ from tests.cli.test_advise_output import _store
 from tests.locales import ascii_locale
 
 from spark_otel.cli import main
-from spark_otel.governor.rules import load_rules
+from spark_otel.records.rules_file import load_rules
 
 
 @pytest.mark.skipif(bool(sys.flags.utf8_mode), reason="in UTF-8 mode every locale's text files are UTF-8")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.store.test_cell_energy import assert_kept_is_derived
+from tests.store.test_cell_energy import assert_kept_is_derived, priced
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.neighbour import neighbour_cost
@@ -15,8 +15,8 @@ from spark_otel.cli import main
 from spark_otel.cli.demo import _as_json, _print_acts
 from spark_otel.demo import DemoPlan, DemoResult, ground_truth, run_demo
 from spark_otel.demo.governed import DEMO_ACT
-from spark_otel.governor.rules import load_rules
 from spark_otel.model import CellStatus
+from spark_otel.records.rules_file import load_rules
 from spark_otel.store import Store
 
 # Slow enough that the instrumented client keeps pace with the streams on a loaded 2-core box (30x
@@ -311,10 +311,10 @@ def test_the_demo_grades_the_boxs_gauges_and_prices_each_token(
     assert review[8].j_per_token is not None
     assert review[1].j_per_token is not None
     assert review[8].j_per_token < review[1].j_per_token / 2
-    # The store keeps each cell's energy as its writers went (the eval's cells, the sampler's
-    # readings, Act 5's second process): what a reader derives from everything, for every cell.
+    # Each cell's energy priced on read from its neighbourhood (the eval's cells, the sampler's
+    # readings, Act 5's second process) is what a reader derives from everything, for every cell.
     with Store(result.store_path, read_only=True) as store:
-        kept = store.cell_energy()
+        kept = priced(store)
         assert {c.uid for c in store.cells(eval_name=result.review_eval)} <= set(kept)
         assert_kept_is_derived(store)
     assert "Act 3. What each token cost: energy on the box (GPU 0, energy counter)" in printed

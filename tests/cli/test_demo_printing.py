@@ -20,7 +20,7 @@ from tests.report.test_html_sections import _content, _curve, _engine, _speedup
 from tests.report.test_tables import _level, _report
 
 from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule, RuleKind
-from spark_otel.analysis.advisor.model import Evidence
+from spark_otel.analysis.advisor.advice_model import Evidence
 from spark_otel.analysis.answers import Answer
 from spark_otel.analysis.concurrency import ConcurrencyReport, RunSummary
 from spark_otel.analysis.energy import CellEnergy, EnergyReport, per_eval
@@ -30,7 +30,7 @@ from spark_otel.cli._common import reset_notes
 from spark_otel.cli.demo import _as_json, _pct, _print_acts
 from spark_otel.demo import DemoResult
 from spark_otel.demo.governed import RunFigures
-from spark_otel.probe.results import ProbeReport
+from spark_otel.records.probe_report import ProbeReport
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S  # 2026-09-21 14:13:20 UTC

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from spark_otel.analysis.instruments import (
+from spark_otel.analysis.gauges import (
     InstrumentsReport,
     InstrumentVerdict,
     LoadInterval,
     Thresholds,
     instrument_verdicts,
 )
-from spark_otel.analysis.instruments.results import IntervalSource, Verdict
+from spark_otel.analysis.gauges.grades import IntervalSource, Verdict
 from spark_otel.cli._common import reset_notes
 from spark_otel.cli.instruments import print_verdicts
 

@@ -22,8 +22,9 @@ from spark_otel import _clock
 from spark_otel._clock import NS_PER_S
 from spark_otel.cli import lanes, main
 from spark_otel.governor import RULES_ENV, STATE_ENV
-from spark_otel.governor.rules import InFlight, parse_rules
+from spark_otel.governor.decision import InFlight
 from spark_otel.governor.state import SharedState
+from spark_otel.records.rules_file import parse_rules
 
 START_NS = 1_800_000_000 * NS_PER_S
 LONGEST_WAIT_NS = 1_234_567_890_000  # 1,234.56789 s: three decimals in --json, one in the table

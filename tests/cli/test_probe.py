@@ -11,7 +11,7 @@ from tests.probe import test_probe_sim
 from tests.probe.test_probe_sim import SPEED, _cell, _PlainEngine
 
 from spark_otel.cli import main
-from spark_otel.probe.results import ProbeReport, load_probe_report
+from spark_otel.records.probe_report import ProbeReport, load_probe_report
 from spark_otel.store import Store
 
 box = test_probe_sim.box  # the probe tests' fixture: the simulated two-engine box at their speed

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from tests.cli.tables import unpadded
 
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.cli._common import reset_notes
 from spark_otel.cli.probe import _print_report
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 
 S = 10**9
 T0 = 1_790_000_000 * S

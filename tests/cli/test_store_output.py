@@ -19,7 +19,7 @@ from tests.store.test_schema_versions import V, build, build_1, version_row
 from spark_otel.cli import main
 from spark_otel.store import Store
 
-TABLES = ["cells", "requests", "load_windows", "metric_samples", "server_timings", "cell_energy", "documents"]
+TABLES = ["cells", "requests", "load_windows", "metric_samples", "server_timings", "documents"]
 
 
 def _title_and_rows(out: str) -> tuple[str, list[list[str]]]:
@@ -55,7 +55,6 @@ def test_info_lists_every_table_with_thousands_separated_and_json_says_the_same(
             ["load_windows", "0"],
             ["metric_samples", "1,200"],
             ["server_timings", "0"],
-            ["cell_energy", "0"],
             ["documents", "1"],
         ],
     )

@@ -14,8 +14,8 @@ from tests.conftest import wait_for
 
 from spark_otel import _semconv as sc
 from spark_otel.model import Cell, Request
+from spark_otel.records.span_codec import cell_span_name
 from spark_otel.store import Store
-from spark_otel.store.codec import cell_span_name
 
 # Jaeger's JSON carries a span's start and its duration in whole microseconds, each truncated: the
 # start is the nanosecond one floored, an end read as start plus duration is under 2 µs below it.

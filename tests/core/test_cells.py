@@ -12,7 +12,7 @@ from tests.conftest import metric_points
 
 from spark_otel import ContextThreadPoolExecutor, carry_context, cell, current_cell
 from spark_otel import _semconv as sc
-from spark_otel.store.codec import cell_from_span
+from spark_otel.records.span_codec import cell_from_span
 
 
 @pytest.fixture

@@ -60,11 +60,11 @@ from spark_otel.governor import Governor, govern, ungovern
 from spark_otel.governor import state as governor_state
 from spark_otel.governor.state import SharedState
 from spark_otel.instrumentation import SparkOtelInstrumentor, _httpx_patch, _openai_patch, _request, _stream
-from spark_otel.instrumentation._sse import SseScanner
+from spark_otel.instrumentation._sse_scanner import SseScanner
 from spark_otel.probe.prober import _Prober
-from spark_otel.probe.results import ProbeLevel, ProbeSettings
 from spark_otel.receivers import receiver as receiver_module
 from spark_otel.receivers.receiver import Receiver
+from spark_otel.records.probe_report import ProbeLevel, ProbeSettings
 from spark_otel.store import Store
 from spark_otel.store.exporters import StoreMetricExporter, StoreSpanExporter
 from spark_otel.telemetry import Telemetry, pipeline

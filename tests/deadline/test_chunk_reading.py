@@ -10,8 +10,8 @@ import pytest
 from openai.types import Completion
 from openai.types.chat import ChatCompletionChunk
 
-from spark_otel.deadline.chunks import server_error, take_event, take_events, take_sdk_chunk
-from spark_otel.deadline.plan import Plan
+from spark_otel.deadline.arguments import Plan
+from spark_otel.deadline.reading import server_error, take_event, take_events, take_sdk_chunk
 from spark_otel.deadline.run import StreamRun
 from spark_otel.wire.sse import SseEvent
 

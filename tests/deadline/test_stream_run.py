@@ -21,7 +21,7 @@ from spark_otel import _clock
 from spark_otel import _semconv as sc
 from spark_otel._clock import NS_PER_S
 from spark_otel.deadline import DeadlineResult, DeadlineStatus
-from spark_otel.deadline.plan import Plan
+from spark_otel.deadline.arguments import Plan
 from spark_otel.deadline.results import Timings, TokenUsage
 from spark_otel.deadline.run import StreamRun
 from spark_otel.deadline.salvage import Extractor

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spark_otel.deadline.plan import Plan
+from spark_otel.deadline.arguments import Plan
 from spark_otel.deadline.run import StreamRun
 from spark_otel.instrumentation.request_notes import RequestNotes
 

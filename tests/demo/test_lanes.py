@@ -36,7 +36,7 @@ from spark_otel._clock import NS_PER_S
 from spark_otel._exceptions import EngineError
 from spark_otel.demo import governed
 from spark_otel.demo.governed import DEMO_ACT, _LoadRunner, load_eval_main
-from spark_otel.demo.lanes import (
+from spark_otel.demo.load import (
     LOAD_ANSWER_TOKENS,
     Lane,
     _generate,
@@ -44,7 +44,7 @@ from spark_otel.demo.lanes import (
     openai_client,
     same_engine_load,
 )
-from spark_otel.demo.plan import DEMO_RUN
+from spark_otel.demo.schedule import DEMO_RUN
 from spark_otel.governor import ungovern
 from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.sim import Box, RequestTiming, run_box
@@ -187,9 +187,9 @@ def test_a_streamed_cell_streams(box: Box, recorded: Callable[[], Store]) -> Non
 def test_a_failed_cell_is_recorded_and_logged_and_the_eval_goes_on(
     box: Box, recorded: Callable[[], Store], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="spark_otel.demo.lanes")
+    caplog.set_level(logging.INFO, logger="spark_otel.demo.load")
     _lane(box, model="no-such-model").cell("c-3", 23)  # the engine answers 404: nothing raised here
-    [record] = [r for r in caplog.records if r.name == "spark_otel.demo.lanes"]
+    [record] = [r for r in caplog.records if r.name == "spark_otel.demo.load"]
     assert record.msg == "demo: cell %s of %s ended with %s"
     assert record.args is not None
     cell_id, eval_name, error = record.args

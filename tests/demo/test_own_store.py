@@ -12,8 +12,8 @@ import pytest
 
 from spark_otel._exceptions import ConfigError
 from spark_otel.demo import clear_own_store
-from spark_otel.demo import store as demo_store
-from spark_otel.demo.store import run_tag
+from spark_otel.demo import own_store as demo_store
+from spark_otel.demo.own_store import run_tag
 from spark_otel.model import Cell
 from spark_otel.store import Store
 

@@ -10,8 +10,8 @@ import inspect
 import pytest
 
 from spark_otel.demo import DEFAULT_SPEED, DemoPlan, ground_truth, run_demo
-from spark_otel.demo.plan import box_model
 from spark_otel.demo.run import _scrape_interval_s
+from spark_otel.demo.schedule import box_model
 from spark_otel.sim import DENSE, MOE
 
 # The dense profile's per-stream rates (tok/s) at 1, 2, 4 and 8 streams, and the MoE profile's

@@ -23,13 +23,13 @@ import pytest
 from spark_otel import _clock
 from spark_otel import _semconv as sc
 from spark_otel._clock import NS_PER_S
-from spark_otel.analysis.instruments import STORED_METRICS
+from spark_otel.analysis.gauges import STORED_METRICS
 from spark_otel.demo import DemoPlan, DemoResult, ground_truth, run_demo
 from spark_otel.demo.governed import DEMO_ACT, run_figures
-from spark_otel.demo.plan import DEMO_RUN
-from spark_otel.governor.rules import load_rules
+from spark_otel.demo.schedule import DEMO_RUN
 from spark_otel.model import Cell, LoadWindow, MetricSample, Request
-from spark_otel.probe.results import ProbeSettings
+from spark_otel.records.probe_report import ProbeSettings
+from spark_otel.records.rules_file import load_rules
 from spark_otel.store import Store
 
 SPEED = 500.0

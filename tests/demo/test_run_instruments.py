@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.instruments import LoadInterval, instrument_verdicts
+from spark_otel.analysis.gauges import LoadInterval, instrument_verdicts
 from spark_otel.analysis.probe_levels import curve_of
 from spark_otel.demo.run import _instruments
 from spark_otel.model import MetricSample
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.store import Store
 
 S = 1_000_000_000

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from tests.locales import ascii_locale
 
-from spark_otel.analysis.advisor.model import Advice, AdvisorConfig
+from spark_otel.analysis.advisor.advice_model import Advice, AdvisorConfig
+from spark_otel.analysis.advisor.rules_file import dump_rules
 from spark_otel.demo import DemoPlan
 from spark_otel.demo.run import _write_rules
-from spark_otel.governor.advice import dump_rules
-from spark_otel.governor.rules import RulesFile, load_rules
+from spark_otel.records.rules_file import RulesFile, load_rules
 from spark_otel.report import ReportContent
 
 PLAN = DemoPlan.quick(500.0)

@@ -10,10 +10,17 @@ import pytest
 
 from spark_otel import _clock
 from spark_otel._exceptions import ConfigError
-from spark_otel.analysis.advisor.model import Advice, AdvisorConfig, CellClass, Evidence, QueueRule, RuleKind
-from spark_otel.analysis.curve import CurvePoint, RateCurve
-from spark_otel.governor.advice import dump_rules, rules_from_advice
-from spark_otel.governor.rules import CrossEngineRule, EngineInfo, LaneRule, LimitRule, parse_rules
+from spark_otel.analysis.advisor.advice_model import (
+    Advice,
+    AdvisorConfig,
+    CellClass,
+    Evidence,
+    QueueRule,
+    RuleKind,
+)
+from spark_otel.analysis.advisor.rules_file import dump_rules, rules_from_advice
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.records.rules_file import CrossEngineRule, EngineInfo, LaneRule, LimitRule, parse_rules
 
 MEASURED_NS = 1_790_000_000_500_000_000
 MEASURED = datetime(2026, 9, 21, 14, 13, 20, 500_000, tzinfo=UTC)

@@ -25,7 +25,7 @@ from spark_otel import governor
 from spark_otel._exceptions import ConfigError
 from spark_otel.governor import admission
 from spark_otel.governor.admission import Admission, Governor, GovernorError
-from spark_otel.governor.rules import InFlight
+from spark_otel.governor.decision import InFlight
 from spark_otel.governor.state import Decision, default_state_path
 
 LANE_1 = "[[lane]]\nengine = 'q'\ncells = 1\n"

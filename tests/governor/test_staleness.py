@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from spark_otel.governor.rules import parse_rules
-from spark_otel.governor.staleness import EngineCheck, check_engines, served_models
+from spark_otel.receivers.served_models import EngineCheck, check_engines, served_models
+from spark_otel.records.rules_file import parse_rules
 
 METRICS = (
     "# TYPE vllm:num_requests_running gauge\n"

@@ -16,8 +16,9 @@ import pytest
 from spark_otel import _clock
 from spark_otel._clock import NS_PER_S
 from spark_otel.governor import state as governor_state
-from spark_otel.governor.rules import InFlight, parse_rules
+from spark_otel.governor.decision import InFlight
 from spark_otel.governor.state import LEASE_S, Decision, LaneView, Lease, SharedState
+from spark_otel.records.rules_file import parse_rules
 
 RULES = parse_rules("eval_gap_s = 5\n[[lane]]\nengine = 'q'\ncells = 1\n", where="test")
 A, B, C = (InFlight("q", name, None, False) for name in ("ev-a", "ev-b", "ev-c"))

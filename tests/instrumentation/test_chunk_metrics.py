@@ -31,7 +31,7 @@ from spark_otel import _semconv as sc
 from spark_otel._exceptions import ConfigError
 from spark_otel.instrumentation import InstrumentationConfig
 from spark_otel.instrumentation._config import CHUNK_METRICS_ENV
-from spark_otel.instrumentation._sse import _MARKED, SseScanner, _followed_by
+from spark_otel.instrumentation._sse_scanner import _MARKED, SseScanner, _followed_by
 from spark_otel.telemetry import build_providers
 from spark_otel.telemetry.bulk_histogram import BulkHistogram
 

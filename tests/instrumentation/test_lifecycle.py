@@ -14,7 +14,7 @@ from tests.instrumentation.support import MODEL, request_spans
 
 import spark_otel
 from spark_otel import _guard
-from spark_otel.instrumentation import InstrumentationConfig, SparkOtelInstrumentor, _sse, _stream
+from spark_otel.instrumentation import InstrumentationConfig, SparkOtelInstrumentor, _sse_scanner, _stream
 from spark_otel.instrumentation._request import RequestTelemetry
 from spark_otel.store import Store
 from spark_otel.telemetry import current_telemetry
@@ -168,7 +168,7 @@ def test_failing_chunk_hook_passes_every_chunk_through(
 def test_failing_sse_scanner_passes_raw_bytes_through(
     base_url: str, instrumented: None, monkeypatch: pytest.MonkeyPatch, span_exporter: InMemorySpanExporter
 ) -> None:
-    monkeypatch.setattr(_sse.SseScanner, "feed", _boom)
+    monkeypatch.setattr(_sse_scanner.SseScanner, "feed", _boom)
     body = {"model": MODEL, "prompt": "x", "max_tokens": 3, "stream": True}
     with httpx2.Client() as client, client.stream("POST", f"{base_url}/completions", json=body) as r:
         lines = [line for line in r.iter_lines() if line]

@@ -16,19 +16,19 @@ from tests.locales import ascii_locale
 import spark_otel.probe as probe
 from spark_otel._exceptions import InputError
 from spark_otel.analysis.probe_levels import LevelMeasurement, StreamTiming, curve_of, summarize_level
-from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings, load_probe_report
+from spark_otel.records.probe_report import ProbeMetadata, ProbeReport, ProbeSettings, load_probe_report
 
 HOMES = {
-    "PROBE_REPORT_VERSION": "results",
-    "ProbeIncomplete": "prober",
-    "ProbeLevel": "results",
-    "ProbeMetadata": "results",
-    "ProbeReport": "results",
-    "ProbeSettings": "results",
-    "arun_probe": "prober",
-    "default_engine_label": "prober",
-    "load_probe_report": "results",
-    "run_probe": "prober",
+    "PROBE_REPORT_VERSION": "spark_otel.records.probe_report",
+    "ProbeIncomplete": "spark_otel.probe.prober",
+    "ProbeLevel": "spark_otel.records.probe_report",
+    "ProbeMetadata": "spark_otel.records.probe_report",
+    "ProbeReport": "spark_otel.records.probe_report",
+    "ProbeSettings": "spark_otel.records.probe_report",
+    "arun_probe": "spark_otel.probe.prober",
+    "default_engine_label": "spark_otel.probe.prober",
+    "load_probe_report": "spark_otel.records.probe_report",
+    "run_probe": "spark_otel.probe.prober",
 }
 S = 1_000_000_000
 
@@ -39,7 +39,7 @@ def test_each_public_name_loads_from_its_module_on_first_use_and_is_kept(
     for name, home in HOMES.items():
         monkeypatch.delitem(vars(probe), name, raising=False)  # as before its first use
         value = getattr(probe, name)
-        assert value is getattr(importlib.import_module(f"spark_otel.probe.{home}"), name), name
+        assert value is getattr(importlib.import_module(home), name), name
         assert vars(probe)[name] is value, name  # kept: the next use does not ask again
 
 

@@ -13,7 +13,7 @@ import pytest
 from spark_otel._exceptions import EngineError
 from spark_otel.model import Cell
 from spark_otel.probe import ProbeIncomplete, ProbeSettings, run_probe
-from spark_otel.probe.results import load_probe_report
+from spark_otel.records.probe_report import load_probe_report
 from spark_otel.sim import run_box
 from spark_otel.store import Store
 

@@ -20,8 +20,8 @@ import pytest
 from tests.probe.scripted_engine import DONE_EVENT, TOKEN_EVENT, Answer, ScriptedEngine, usage_event
 
 from spark_otel.analysis.probe_levels import StreamTiming
-from spark_otel.probe.results import ProbeSettings
 from spark_otel.probe.streams import plain_once, probe_prompt, request_body, stream_once, usage_from_tail
+from spark_otel.records.probe_report import ProbeSettings
 
 SEED = "Write a long, detailed essay on the history of measurement and the instruments people built. "
 NO_USAGE = "no usage chunk before [DONE] (is stream_options.include_usage supported?)"

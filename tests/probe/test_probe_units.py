@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from spark_otel._exceptions import ConfigError, InputError
+from spark_otel._urls import engine_base_url
 from spark_otel.analysis.probe_levels import (
     LevelMeasurement,
     StreamTiming,
@@ -16,10 +17,10 @@ from spark_otel.analysis.probe_levels import (
     summarize_level,
 )
 from spark_otel.probe import default_engine_label
-from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings, load_probe_report
 from spark_otel.probe.streams import probe_prompt, usage_from_tail
-from spark_otel.receivers.prometheus import engine_base_url, metrics_url
+from spark_otel.receivers.prometheus import metrics_url
 from spark_otel.receivers.receiver import split_engine_spec
+from spark_otel.records.probe_report import ProbeMetadata, ProbeReport, ProbeSettings, load_probe_report
 from spark_otel.wire.sse import SseDecoder
 
 S = 1_000_000_000

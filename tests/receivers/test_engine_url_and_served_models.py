@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from spark_otel._exceptions import ConfigError, EngineError
-from spark_otel.receivers.prometheus import check_engine_url, parse_metrics
+from spark_otel._urls import check_engine_url
+from spark_otel.receivers.prometheus import parse_metrics
 
 EXAMPLE = "expected e.g. http://127.0.0.1:8011"
 

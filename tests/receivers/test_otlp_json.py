@@ -18,7 +18,7 @@ from spark_otel._exceptions import InputError
 from spark_otel.cells import cell
 from spark_otel.model import CellStatus
 from spark_otel.receivers.otlp_json import decode_any_value, read_otlp_json
-from spark_otel.store.codec import cell_from_span, request_from_span, server_timing_from_span
+from spark_otel.records.span_codec import cell_from_span, request_from_span, server_timing_from_span
 
 
 def _record_spans(tracer_provider: TracerProvider) -> None:

@@ -14,7 +14,8 @@ from tests.receivers.metrics_server import MetricsServer, fixture_text
 from tests.receivers.test_prometheus import SGLANG
 
 from spark_otel._exceptions import EngineError
-from spark_otel.receivers.prometheus import engine_base_url, metrics_url, scrape_engine
+from spark_otel._urls import engine_base_url
+from spark_otel.receivers.prometheus import metrics_url, scrape_engine
 
 MIB = 1024 * 1024
 

@@ -13,10 +13,10 @@ from spark_otel import _semconv as sc
 from spark_otel.analysis.advisor import AdvisorConfig
 from spark_otel.analysis.answers import answers
 from spark_otel.analysis.budget import CellBudget, EvalBudget
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.outcomes import DeadlineOutcome
 from spark_otel.analysis.overview import overview
 from spark_otel.model import Cell, CellStatus, LoadWindow, MetricSample, Request, ServerTiming
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report.content import ReportContent, build_report, eval_time_scales, overview_from_inputs
 from spark_otel.report.inputs import ReportInputs
 

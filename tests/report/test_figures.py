@@ -12,11 +12,11 @@ from matplotlib.colors import to_hex
 
 from spark_otel.analysis.budget import CellBudget
 from spark_otel.analysis.concurrency import concurrency
-from spark_otel.analysis.curve import CurvePoint, RateCurve
-from spark_otel.analysis.instruments.results import InstrumentVerdict, IntervalReading
+from spark_otel.analysis.gauges.grades import InstrumentVerdict, IntervalReading
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.model import Cell, CellStatus, LoadWindow
-from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report.plots import (
     BUDGET_BARS,
     budget_figure,

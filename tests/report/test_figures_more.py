@@ -21,8 +21,7 @@ from matplotlib.colors import to_hex
 from spark_otel._exceptions import ConfigError
 from spark_otel.analysis.budget import CellBudget, eval_budgets
 from spark_otel.analysis.concurrency import concurrency
-from spark_otel.analysis.curve import CurvePoint, RateCurve
-from spark_otel.analysis.instruments.results import (
+from spark_otel.analysis.gauges.grades import (
     InstrumentsReport,
     InstrumentVerdict,
     IntervalReading,
@@ -31,6 +30,7 @@ from spark_otel.analysis.instruments.results import (
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost, neighbour_cost
 from spark_otel.analysis.stats import RateSummary
 from spark_otel.model import Cell, CellStatus, LoadWindow
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report.content import ReportContent
 from spark_otel.report.plots import (
     budget_figure,

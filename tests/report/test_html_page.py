@@ -21,7 +21,7 @@ from spark_otel._exceptions import InputError
 from spark_otel._version import __version__
 from spark_otel.analysis.budget import CellBudget, EvalBudget
 from spark_otel.analysis.energy import CellEnergy, EnergyReport, EvalEnergy
-from spark_otel.analysis.instruments.results import (
+from spark_otel.analysis.gauges.grades import (
     InstrumentsReport,
     InstrumentVerdict,
     IntervalReading,

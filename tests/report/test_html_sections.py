@@ -12,12 +12,12 @@ import pytest
 from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule, RuleKind
 from spark_otel.analysis.answers import Answer
 from spark_otel.analysis.concurrency import ConcurrencyReport, EngineConcurrency, LevelSummary, Speedup
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.energy import EnergyReport, EvalEnergy
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost
 from spark_otel.analysis.outcomes import DeadlineOutcome
 from spark_otel.analysis.stats import RateSummary, summarize
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report import html as page
 from spark_otel.report.content import ReportContent
 

@@ -28,11 +28,17 @@ from opentelemetry.trace import SpanKind
 from spark_otel import _clock
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import InputError
-from spark_otel.analysis.curve import CurvePoint, RateCurve
-from spark_otel.analysis.instruments import LoadInterval
+from spark_otel.analysis.gauges import LoadInterval
 from spark_otel.cells import cell
 from spark_otel.model import Cell, CellStatus, LoadWindow, MetricSample, Request, ServerTiming
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.records.span_codec import (
+    cell_from_span,
+    request_from_span,
+    server_timing_from_span,
+    window_from_span,
+)
 from spark_otel.report.inputs import (
     InstrumentInputs,
     ReportInputs,
@@ -44,12 +50,6 @@ from spark_otel.report.inputs import (
     verdicts_of,
 )
 from spark_otel.store import Store
-from spark_otel.store.codec import (
-    cell_from_span,
-    request_from_span,
-    server_timing_from_span,
-    window_from_span,
-)
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S  # 14:13:20 UTC

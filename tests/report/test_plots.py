@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from spark_otel._exceptions import ConfigError
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.neighbour import neighbour_cost, no_baseline_reason
 from spark_otel.model import Cell, CellStatus, LoadWindow
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report import ReportInputs, build_report, render_html, render_images
 from spark_otel.report.plots import (
     concurrency_figure,

@@ -13,7 +13,7 @@ from spark_otel._exceptions import InputError
 from spark_otel.analysis.outcomes import deadline_outcomes
 from spark_otel.analysis.probe_levels import LevelMeasurement, curve_of, summarize_level
 from spark_otel.model import Cell, CellStatus, LoadWindow
-from spark_otel.probe.results import ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.report import (
     ReportInputs,
     build_report,

@@ -11,11 +11,11 @@ import pytest
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.concurrency import LevelSummary
-from spark_otel.analysis.curve import CurvePoint, RateCurve
 from spark_otel.analysis.energy import EnergyReport, EvalEnergy
 from spark_otel.analysis.stats import RateSummary, summarize
 from spark_otel.model import Cell
-from spark_otel.probe.results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
+from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report.tables import (
     energy_lines,
     energy_table,

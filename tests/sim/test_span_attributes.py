@@ -84,7 +84,7 @@ def test_the_server_span_is_a_child_of_the_incoming_context_stamped_on_the_box_c
     box, exporter = _traced_box()
     req = _served()
     req.trace_context = incoming_context({"traceparent": TRACEPARENT})
-    end_server_span(box, "qwen", req)
+    end_server_span(box.tracer, box.clock.unix_ns, "qwen", req)
     (span,) = exporter.get_finished_spans()
     assert isinstance(span, ReadableSpan)
     assert span.name == "llm_request"
@@ -103,11 +103,11 @@ def test_the_server_span_is_a_child_of_the_incoming_context_stamped_on_the_box_c
 def test_no_span_without_a_tracer_or_before_the_request_finished(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="spark_otel.sim")
     untraced = BoxModel({"qwen": DENSE}, speed=math.inf)
-    end_server_span(untraced, "qwen", _served())
+    end_server_span(untraced.tracer, untraced.clock.unix_ns, "qwen", _served())
     box, exporter = _traced_box()
     running = _served()
     running.finished_ns = None
-    end_server_span(box, "qwen", running)
+    end_server_span(box.tracer, box.clock.unix_ns, "qwen", running)
     assert exporter.get_finished_spans() == ()
     assert caplog.records == []  # nothing was tried, so nothing failed
 
@@ -124,7 +124,7 @@ def test_a_failing_tracer_is_one_warning_with_its_traceback(caplog: pytest.LogCa
     provider.add_span_processor(_FailingProcessor())
     box = BoxModel({"qwen": DENSE}, speed=math.inf, tracer_provider=provider)
     caplog.set_level(logging.DEBUG, logger="spark_otel.sim")
-    end_server_span(box, "qwen", _served())  # the step loop goes on: nothing raises here
+    end_server_span(box.tracer, box.clock.unix_ns, "qwen", _served())  # the step loop goes on: nothing raises here
     (record,) = caplog.records
     assert (record.name, record.levelno) == ("spark_otel.sim.tracing", logging.WARNING)
     assert record.getMessage() == "sim engine qwen: its server span could not be recorded"

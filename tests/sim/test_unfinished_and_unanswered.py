@@ -34,7 +34,7 @@ def test_a_request_as_submitted_gets_no_span_and_no_warning(caplog: pytest.LogCa
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     box = BoxModel({"qwen": DENSE}, speed=math.inf, tracer_provider=provider)
     queued = SimRequest(1, 30, 12, (12, "length"), arrival_ns=1_000_000_000)
-    end_server_span(box, "qwen", queued)
+    end_server_span(box.tracer, box.clock.unix_ns, "qwen", queued)
     assert exporter.get_finished_spans() == ()
     assert caplog.records == []
 

@@ -1,9 +1,9 @@
-"""Each cell's energy kept in the store (`store.energy`): always what `analysis.energy.attribute`
-gives over the whole store, whatever order cells and GPU readings arrive in."""
+"""Each cell's energy priced on read from what `Store.energy_inputs` reads for it: always what
+`analysis.energy.attribute` gives over the whole store, whatever order cells and GPU readings
+arrive in, and whichever cells are asked for."""
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.analysis.test_energy import T0, S, cell, counter, power
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.energy import attribute
+from spark_otel.analysis.energy import EnergyShare, attribute, energy_shares
 from spark_otel.model import Cell, MetricSample
 from spark_otel.store import Store
 from spark_otel.store import versions as store_versions
@@ -32,8 +32,13 @@ def derived(store: Store) -> dict[str, tuple[float, float, bool]]:
     }
 
 
+def priced(store: Store, uids: list[str] | None = None) -> dict[str, EnergyShare]:
+    """The shares of ``uids`` (all cells for None) as a command prices them on read."""
+    return energy_shares(*store.energy_inputs(uids), uids)
+
+
 def kept(store: Store) -> dict[str, tuple[float, float, bool]]:
-    return {uid: (e.box_j, e.share_j, e.estimated) for uid, e in store.cell_energy().items()}
+    return {uid: (e.box_j, e.share_j, e.estimated) for uid, e in priced(store).items()}
 
 
 def assert_kept_is_derived(store: Store) -> None:
@@ -53,9 +58,9 @@ def test_a_cell_written_before_the_reading_past_its_end_gets_its_energy_from_tha
     with Store(tmp_path / "s.sqlite") as store:
         store.write_samples(readings[:5])  # up to 20 s
         store.write_cells([cell("a", 2, 22, 100), cell("b", 12, 22, 300)])
-        assert store.cell_energy() == {}  # nothing read past 22 s yet
+        assert priced(store) == {}  # nothing read past 22 s yet
         store.write_samples(readings[5:])
-        energy = store.cell_energy()
+        energy = priced(store)
     # 2-12 s: a alone (1,000 J); 12-22 s: a at 5 tok/s, b at 30 tok/s share 1,000 J as 1:6.
     assert energy["a"].box_j == pytest.approx(2_000.0)
     assert energy["a"].share_j == pytest.approx(1_000.0 + 1_000.0 / 7)
@@ -70,9 +75,9 @@ def test_a_cell_recorded_later_beside_others_moves_their_shares(tmp_path: Path) 
     with Store(tmp_path / "s.sqlite") as store:
         store.write_samples(counter(100.0, 100, every=1))
         store.write_cells([cell("short", 10, 20, 100)])
-        assert store.cell_energy()["short"].share_j == pytest.approx(1_000.0)
+        assert priced(store)["short"].share_j == pytest.approx(1_000.0)
         store.write_cells([cell("long", 0, 90, 900)])  # 10 tok/s beside short's 10 tok/s
-        energy = store.cell_energy()
+        energy = priced(store)
         assert energy["short"].share_j == pytest.approx(500.0)
         assert energy["long"].share_j == pytest.approx(9_000.0 - 500.0)
         assert_kept_is_derived(store)
@@ -84,19 +89,19 @@ def test_a_cell_the_readings_do_not_cover_has_no_row_and_rewriting_it_outside_dr
     with Store(tmp_path / "s.sqlite") as store:
         store.write_samples(counter(50.0, 30, every=5))
         store.write_cells([cell("in", 5, 25, 10), cell("out", 20, 40, 10)])
-        assert set(store.cell_energy()) == {"in"}
+        assert set(priced(store)) == {"in"}
         store.write_cells([cell("in", 25, 45, 10)])  # re-ingested with other times: now outside
-        assert store.cell_energy() == {}
+        assert priced(store) == {}
     with Store(tmp_path / "moved.sqlite") as store:
         store.write_samples(counter(50.0, 100, every=5))
         store.write_cells([cell("stays", 10, 20, 10), cell("moves", 10, 20, 10)])
-        assert store.cell_energy()["stays"].share_j == pytest.approx(250.0)
+        assert priced(store)["stays"].share_j == pytest.approx(250.0)
         store.write_cells([cell("moves", 60, 70, 10)])  # its old neighbour has the box alone now
-        assert store.cell_energy()["stays"].share_j == pytest.approx(500.0)
-        assert store.cell_energy()["moves"].share_j == pytest.approx(500.0)
+        assert priced(store)["stays"].share_j == pytest.approx(500.0)
+        assert priced(store)["moves"].share_j == pytest.approx(500.0)
         store.write_cells([cell("late", 80, 90, 10), cell("moves", 80, 90, 10)])
         store.write_cells([cell("moves", 5, 8, 10)])  # earlier: "late" is left alone too
-        assert store.cell_energy()["late"].share_j == pytest.approx(500.0)
+        assert priced(store)["late"].share_j == pytest.approx(500.0)
         assert_kept_is_derived(store)
 
 
@@ -107,25 +112,25 @@ def test_a_write_of_more_cells_than_sqlite_binds_at_once_reprices_all_their_neig
         store.write_samples(counter(10.0, 1_400, every=10))
         store.write_cells([cell(f"c{k}", k, k + 1, 10) for k in range(1_200)])
         store.write_cells([cell(f"n{k}", k, k + 1, 10) for k in range(1_200)])  # one beside each
-        assert len(store.cell_energy()) == 2_400
-        assert store.cell_energy(["c0", "c1199", "n700"]).keys() == {"c0", "c1199", "n700"}
-        assert store.cell_energy(["c1199"])["c1199"].share_j == pytest.approx(5.0)
+        assert len(priced(store)) == 2_400
+        assert priced(store, ["c0", "c1199", "n700"]).keys() == {"c0", "c1199", "n700"}
+        assert priced(store, ["c1199"])["c1199"].share_j == pytest.approx(5.0)
         store.write_cells([cell(f"n{k}", k + 1_300, k + 1_301, 10) for k in range(1_200)])  # moved away
-        assert store.cell_energy()["c1199"].share_j == pytest.approx(10.0)  # alone again
-        assert store.cell_energy()["c3"].share_j == pytest.approx(10.0)
+        assert priced(store)["c1199"].share_j == pytest.approx(10.0)  # alone again
+        assert priced(store)["c3"].share_j == pytest.approx(10.0)
 
 
 def test_power_readings_give_an_estimated_share_and_two_gpus_sum(tmp_path: Path) -> None:
     with Store(tmp_path / "s.sqlite") as store:
         store.write_cells([cell("a", 10, 20, 10)])
         store.write_samples(power(40.0, 30, every=2))
-        assert store.cell_energy()["a"].estimated
-        assert store.cell_energy()["a"].box_j == pytest.approx(400.0)
+        assert priced(store)["a"].estimated
+        assert priced(store)["a"].box_j == pytest.approx(400.0)
     with Store(tmp_path / "two.sqlite") as store:
         store.write_cells([cell("a", 10, 20, 10)])
         store.write_samples(counter(40.0, 30, every=2, gpu="0") + counter(60.0, 30, every=2, gpu="1"))
-        assert store.cell_energy()["a"].box_j == pytest.approx(1_000.0)
-        assert not store.cell_energy()["a"].estimated
+        assert priced(store)["a"].box_j == pytest.approx(1_000.0)
+        assert not priced(store)["a"].estimated
         assert_kept_is_derived(store)
 
 
@@ -135,7 +140,7 @@ def test_a_gpu_read_less_often_is_reached_beyond_the_others_readings(tmp_path: P
     with Store(tmp_path / "s.sqlite") as store:
         store.write_samples(counter(40.0, 40, every=1, gpu="0") + counter(60.0, 40, every=10, gpu="1"))
         store.write_cells([cell("a", 13, 15, 10)])
-        assert store.cell_energy()["a"].box_j == pytest.approx(200.0)
+        assert priced(store)["a"].box_j == pytest.approx(200.0)
         assert_kept_is_derived(store)
 
 
@@ -145,21 +150,21 @@ def test_readings_that_arrive_late_or_out_of_order_reprice_the_cells_they_reach(
     with Store(tmp_path / "s.sqlite") as store:
         store.write_samples(counter(40.0, 30, every=2, gpu="0"))
         store.write_cells([cell("a", 10, 20, 10), cell("before", 2, 8, 10)])
-        assert store.cell_energy()["a"].box_j == pytest.approx(400.0)
-        assert store.cell_energy()["before"].box_j == pytest.approx(240.0)
+        assert priced(store)["a"].box_j == pytest.approx(400.0)
+        assert priced(store)["before"].box_j == pytest.approx(240.0)
         late = [r for r in counter(60.0, 30, every=2, gpu="1") if r.unix_ns >= T0 + 10 * S]
         store.write_samples(late)  # GPU 1 read from 10 s on: the box is known from then only
-        assert store.cell_energy()["a"].box_j == pytest.approx(1_000.0)
-        assert "before" not in store.cell_energy()
+        assert priced(store)["a"].box_j == pytest.approx(1_000.0)
+        assert "before" not in priced(store)
         assert_kept_is_derived(store)
     with Store(tmp_path / "gap.sqlite") as store:
         first, *_, last = counter(100.0, 20, every=20)  # 0 s and 20 s: 2,000 J apart
         store.write_samples([first, last])
         store.write_cells([cell("b", 12, 18, 10)])
-        assert store.cell_energy()["b"].box_j == pytest.approx(600.0)  # interpolated at 100 W
+        assert priced(store)["b"].box_j == pytest.approx(600.0)  # interpolated at 100 W
         middle = first.model_copy(update={"unix_ns": first.unix_ns + 10 * S, "value": first.value + 1_500.0})
         store.write_samples([middle])  # the draw was 150 W in the first half, 50 W in the second
-        assert store.cell_energy()["b"].box_j == pytest.approx(300.0)
+        assert priced(store)["b"].box_j == pytest.approx(300.0)
         assert_kept_is_derived(store)
 
 
@@ -220,51 +225,50 @@ def test_whatever_order_cells_and_readings_arrive_in_each_cells_energy_is_the_de
         assert_kept_is_derived(store)
 
 
-# -- failures and migration -------------------------------------------------------------------------
-def test_a_refresh_that_fails_keeps_the_cells_written_and_warns_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "s.sqlite"
-    with Store(path) as store:
-        store.write_samples(counter(100.0, 60, every=5))
-    conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX cells_end")  # a real fault: the refresh's query names this index
-    conn.commit()
-    conn.close()
-    with Store(path) as store, caplog.at_level(logging.WARNING, logger="spark_otel.store.embedded"):
-        assert store.write_cells([cell("a", 5, 15, 10)]) == 1
-        assert store.write_cells([cell("b", 20, 30, 10)]) == 1
-        assert store.write_samples(counter(100.0, 100, every=5)[13:]) == 8
-        assert [c.uid for c in store.cells()] == ["a", "b"]
-        assert len(store.samples(sc.GPU_ENERGY)) == 13 + 8
-        assert store.cell_energy() == {}
-    warnings = [r for r in caplog.records if "energy could not be brought up to date" in r.getMessage()]
-    assert len(warnings) == 1
-    assert str(path) in warnings[0].getMessage()
-    assert warnings[0].getMessage() == (
-        f"spark_otel: {path}: the cells' energy could not be brought up to date (the records were "
-        "written; reports still derive it)"
-    )
-    assert warnings[0].exc_info is not None  # the cause, for whoever reads the log
-    assert "cells_end" in str(warnings[0].exc_info[1])
-
-
-def test_a_schema_2_store_is_migrated_with_the_energy_of_the_cells_it_holds(tmp_path: Path) -> None:
+# -- migration -------------------------------------------------------------------------
+def test_a_schema_2_store_is_migrated_and_its_cells_priced_as_before(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     with Store(path) as store:
         store.write_samples(counter(100.0, 60, every=5))
         store.write_cells([cell("a", 5, 25, 100), cell("b", 15, 35, 100)])
         before = kept(store)
-    conn = sqlite3.connect(path)  # as schema 2 left it: no energy table, no end index
+    conn = sqlite3.connect(path)  # as schema 2 left it: no end index, no readings by GPU
     conn.executescript(
-        "DROP TABLE cell_energy; DROP INDEX cells_end; DROP INDEX metric_samples_energy_by_gpu; "
+        "DROP INDEX cells_end; DROP INDEX metric_samples_energy_by_gpu; "
         "DROP INDEX metric_samples_power_by_gpu; UPDATE meta SET value = '2' WHERE key = 'schema_version';"
     )
     conn.close()
-    with pytest.raises(Exception, match="store migrate"):
-        Store(path, read_only=True)
+    with Store(path, read_only=True) as reader:  # read before migrating, without the indexes
+        assert reader.schema_version() == 2
+        assert kept(reader) == before
     with Store(path) as store:
         assert store.schema_version() == store_versions.SCHEMA_VERSION
         assert kept(store) == before
         assert set(before) == {"a", "b"}
         assert_kept_is_derived(store)
+
+
+def test_a_schema_3_store_loses_its_energy_table_and_keeps_every_record(tmp_path: Path) -> None:
+    """Schema 3 kept each cell's energy in a table its writes rewrote; schema 4 drops it (the
+    energy is priced on read) and keeps every cell and reading."""
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.write_samples(counter(100.0, 60, every=5))
+        store.write_cells([cell("a", 5, 25, 100)])
+        before = kept(store)
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE cell_energy (cell_uid TEXT PRIMARY KEY, box_j REAL NOT NULL, share_j REAL NOT NULL, "
+        "estimated INTEGER NOT NULL); INSERT INTO cell_energy VALUES ('a', 1.0, 1.0, 0); "
+        "UPDATE meta SET value = '3' WHERE key = 'schema_version';"
+    )
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version() == 4
+        assert [c.uid for c in store.cells()] == ["a"]
+        assert len(store.samples(sc.GPU_ENERGY)) == 13
+        assert kept(store) == before
+    tables = {
+        row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    assert "cell_energy" not in tables

@@ -18,7 +18,7 @@ from opentelemetry.trace import StatusCode
 
 from spark_otel import _semconv as sc
 from spark_otel.model import Cell, CellStatus
-from spark_otel.store.codec import (
+from spark_otel.records.span_codec import (
     cell_end_attributes,
     cell_error,
     cell_from_span,

@@ -122,7 +122,7 @@ def test_a_new_store_records_the_schema_version_and_each_older_one_has_its_step(
     path = tmp_path / "s.sqlite"
     Store(path).close()
     assert version_row(path) == [(str(versions.SCHEMA_VERSION),)]
-    assert versions.SCHEMA_VERSION == 3
+    assert versions.SCHEMA_VERSION == 4
     assert set(versions.MIGRATIONS) == set(range(1, versions.SCHEMA_VERSION))
 
 

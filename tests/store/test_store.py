@@ -174,9 +174,8 @@ def test_the_default_store_and_governor_state_are_the_test_sessions_own(tests_da
 
 
 def test_every_record_field_has_its_one_column_and_nothing_else() -> None:
-    from spark_otel.model import Cell, EnergyShare, LoadWindow, MetricSample, Request, ServerTiming
+    from spark_otel.model import Cell, LoadWindow, MetricSample, Request, ServerTiming
     from spark_otel.store.schema import (
-        CELL_ENERGY,
         CELLS,
         LOAD_WINDOWS,
         METRIC_SAMPLES,
@@ -190,14 +189,13 @@ def test_every_record_field_has_its_one_column_and_nothing_else() -> None:
         (LOAD_WINDOWS, LoadWindow),
         (METRIC_SAMPLES, MetricSample),
         (SERVER_TIMINGS, ServerTiming),
-        (CELL_ENERGY, EnergyShare),
     ):
         assert set(table.column_names) == set(record.model_fields), table.name
 
 
 def test_a_store_file_keeps_the_schema_it_always_had(tmp_path: Path) -> None:
-    """Derived DDL: the columns, in order, and their types are those of schema version 3 (schema 1's,
-    then the time budget; then the cells' energy)."""
+    """Derived DDL: the columns, in order, and their types are those of schema version 4 (schema 1's,
+    then the time budget; the cells' energy table of schema 3 dropped again)."""
     import sqlite3
 
     with Store(tmp_path / "s.sqlite"):
@@ -208,7 +206,7 @@ def test_a_store_file_keeps_the_schema_it_always_had(tmp_path: Path) -> None:
             (row[1], row[2], bool(row[3]), bool(row[5]))
             for row in conn.execute(f"PRAGMA table_info({table})")
         ]
-        for table in ("cells", "cell_energy", "documents")
+        for table in ("cells", "cell_energy", "documents")  # cell_energy: none, so no columns
     }
     conn.close()
     assert [name for name, *_ in columns["cells"]] == [
@@ -220,10 +218,7 @@ def test_a_store_file_keeps_the_schema_it_always_had(tmp_path: Path) -> None:
     assert columns["cells"][0] == ("uid", "TEXT", False, True)
     assert columns["cells"][3] == ("engine", "TEXT", False, False)
     assert columns["cells"][8] == ("status", "TEXT", True, False)
-    assert columns["cell_energy"] == [
-        ("cell_uid", "TEXT", False, True), ("box_j", "REAL", True, False), ("share_j", "REAL", True, False),
-        ("estimated", "INTEGER", True, False),
-    ]  # fmt: skip
+    assert columns["cell_energy"] == []
     assert columns["documents"] == [
         ("uid", "TEXT", False, True), ("kind", "TEXT", True, False), ("name", "TEXT", True, False),
         ("created_unix_ns", "INTEGER", True, False), ("body", "TEXT", True, False),

@@ -8,6 +8,7 @@ CLI commands ``concurrency``, ``neighbour-cost``, ``advise``, ``instruments`` an
 
 from __future__ import annotations
 
+from ..records.rate_curve import CurvePoint, RateCurve
 from .advisor import (
     Advice,
     AdvisorConfig,
@@ -30,8 +31,8 @@ from .concurrency import (
     in_flight,
     union_seconds,
 )
-from .curve import CurvePoint, RateCurve, curve_from_concurrency, curves_from_documents
-from .instruments import InstrumentsReport, InstrumentVerdict, LoadInterval, instrument_verdicts
+from .curve import curve_from_concurrency, curves_from_documents
+from .gauges import InstrumentsReport, InstrumentVerdict, LoadInterval, instrument_verdicts
 from .neighbour import (
     CellRate,
     NeighbourReport,

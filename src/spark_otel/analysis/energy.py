@@ -1,14 +1,14 @@
 """What an eval cell cost in energy: the box's joules over its lifetime, and its share by tokens.
 
-Computed from the cells and the GPU samples, by the store as they are written (`store.energy`
-keeps each cell's row current) and by reports for the box-level figures. The box's energy is the sum over its
-GPUs of each one's cumulative energy: NVML's energy counter where the part has one
-(``spark_otel.gpu.energy``, J, read across counter resets), else the trapezoid integral of its
-power samples, flagged ``estimated``. Between samples the energy is interpolated linearly (a
-counter read every few seconds integrates the draw exactly between reads; the interpolation
-only places each joule inside its sampling interval). Where the samples do not cover a cell's
-whole lifetime (from before its start to after its end) the cell has no energy, and the report
-says so and names the command that would measure it.
+Computed from the cells and the GPU samples on read: `energy_shares` prices the cells a command
+shows from what `Store.energy_inputs` reads for them, and reports price the whole store. The box's
+energy is the sum over its GPUs of each one's cumulative energy: NVML's energy counter where the
+part has one (``spark_otel.gpu.energy``, J, read across counter resets), else the trapezoid
+integral of its power samples, flagged ``estimated``. Between samples the energy is interpolated
+linearly (a counter read every few seconds integrates the draw exactly between reads; the
+interpolation only places each joule inside its sampling interval). Where the samples do not cover
+a cell's whole lifetime (from before its start to after its end) the cell has no energy, and the
+report says so and names the command that would measure it.
 
 The attribution rule (`attribute`): cut time at every cell's start and end; over each stretch,
 the box's energy in it is split among the cells in flight in proportion to their tokens in
@@ -46,22 +46,24 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 from ..model import Cell, MetricSample
 from ._rows import Result
-from .instruments.series import cumulative
+from .gauges.series import cumulative
 from .stats import RateSummary, summarize
 
 if TYPE_CHECKING:
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
 
 __all__ = [
     "MEASURE_GPU",
     "BoxEnergy",
     "CellEnergy",
     "EnergyReport",
+    "EnergyShare",
     "EvalEnergy",
     "LevelEnergy",
     "attribute",
     "box_energy",
     "cell_energy",
+    "energy_shares",
     "level_comparison",
     "per_eval",
     "probe_level_energy",
@@ -161,6 +163,16 @@ class CellEnergy(Result):
     box_j: float | None = Field(description="the box's energy over the cell's lifetime")
     share_j: float | None = Field(description="its share by tokens among the cells in flight")
     j_per_token: float | None = Field(description="share over its completion tokens")
+
+
+class EnergyShare(Result):
+    """One cell's GPU energy, priced on read: the box's joules over the cell's lifetime and the
+    cell's share of them by tokens among the cells in flight."""
+
+    cell_uid: str
+    box_j: float = Field(description="the box's energy over the cell's lifetime, summed over its GPUs")
+    share_j: float = Field(description="the cell's share by tokens among the cells in flight")
+    estimated: bool = Field(description="some GPU had no energy counter: its power samples were integrated")
 
 
 class EvalEnergy(Result):
@@ -329,6 +341,23 @@ def restrict(
             "measure": MEASURE_GPU if unmeasured else None,
         }
     )
+
+
+def energy_shares(
+    cells: Sequence[Cell], readings: Sequence[MetricSample], uids: Iterable[str] | None = None
+) -> dict[str, EnergyShare]:
+    """Each cell's energy share by uid, priced over ``cells`` and the GPU ``readings`` (what
+    `Store.energy_inputs` reads for them): the cells of ``uids`` only, else all; a cell the
+    readings do not cover has none."""
+    report = attribute(cells, readings)
+    if report is None:
+        return {}
+    wanted = None if uids is None else set(uids)
+    return {
+        c.uid: EnergyShare(cell_uid=c.uid, box_j=c.box_j, share_j=c.share_j, estimated=report.estimated)
+        for c in report.cells
+        if (wanted is None or c.uid in wanted) and c.box_j is not None and c.share_j is not None
+    }
 
 
 def cell_energy(report: EnergyReport | None) -> dict[str, CellEnergy]:

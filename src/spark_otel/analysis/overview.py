@@ -26,10 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from .. import _semconv as sc
 from .._exceptions import ConfigError, InputError
 from ..model import Cell, LoadWindow
+from ..records.rate_curve import RateCurve
 from ._rows import Result
 from .advisor import Advice, AdvisorConfig, advise, choose_curves
 from .concurrency import UNKNOWN_ENGINE, ConcurrencyReport, concurrency
-from .curve import RateCurve, curve_from_concurrency
+from .curve import curve_from_concurrency
 from .neighbour import MIN_CELLS_FOR_NEIGHBOUR, NeighbourReport, neighbour_costs, windows_touched
 from .windows import DEFAULT_MERGE_GAP_S, overlapping_pairs, windows_from_cells
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from .._clock import NS_PER_S
 from .._exceptions import InputError
-from ..probe.results import ProbeLevel
-from .curve import CurvePoint, RateCurve
+from ..records.probe_report import ProbeLevel
+from ..records.rate_curve import CurvePoint, RateCurve
 from .stats import summarize
 
 __all__ = [

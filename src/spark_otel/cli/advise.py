@@ -139,7 +139,7 @@ def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
     from pathlib import Path
 
     from .._exceptions import InputError
-    from ..governor.advice import dump_rules, rules_from_advice
+    from ..analysis.advisor.rules_file import dump_rules, rules_from_advice
 
     assert found.advice is not None
     rules = rules_from_advice(

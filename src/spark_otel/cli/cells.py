@@ -2,7 +2,7 @@
 
 Each row: eval, cell, engine, workers, status, prompt and completion tokens, elapsed seconds,
 decode rate (completion tokens over elapsed), the cell's GPU energy (its share of the box's by
-tokens among the cells in flight, as the store keeps it) and salvaged findings. --json prints the
+tokens among the cells in flight, priced on read) and salvaged findings. --json prints the
 cells as the store keeps them, each with its ``energy`` (null where no GPU readings cover it),
 for scripts.
 
@@ -25,7 +25,8 @@ from ..report.tables import model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
-    from ..model import Cell, EnergyShare
+    from ..analysis.energy import EnergyShare
+    from ..model import Cell
     from ..store import Store
 
 
@@ -41,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analysis.energy import energy_shares
     from ._common import COUNT
 
     COUNT.check("--limit", args.limit)
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         cells = store.cells(eval_name=args.eval_name, engine=args.engine, limit=args.limit, newest_first=True)
         if args.budget:
             return _budget(store, cells, as_json=args.json)
-        energy = store.cell_energy(c.uid for c in cells)
+        energy = energy_shares(*store.energy_inputs(c.uid for c in cells), [c.uid for c in cells])
     if args.json:
         print_json(
             [

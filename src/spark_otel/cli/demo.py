@@ -19,7 +19,7 @@ minute and a half; --quick about a minute. No server to install.
 
 The demo's records are simulated, so they go to a store of their own, DIR/store.sqlite beside the
 report (replaced on each run), never your own store. It prints the commands that read it, e.g.
-`spark-otel neighbour-cost --store spark-otel-demo/store.sqlite --eval demo-serial-<tag>`.
+`spark-otel neighbour-cost --store spark-otel-demo/own_store.sqlite --eval demo-serial-<tag>`.
 --store PATH adds them to that store instead (eval names carry a short run tag, cells source
 "demo"). --json prints the answers, the curves, the neighbour costs and the rules for scripts.
 """

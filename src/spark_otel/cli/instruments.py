@@ -34,7 +34,7 @@ from ..report.inputs import DEFAULT_BIN_S, read_inputs, verdicts_of
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
-    from ..analysis.instruments import InstrumentsReport
+    from ..analysis.gauges import InstrumentsReport
 
 SOURCES = ("auto", "probe", "receiver", "evals")
 _MEASURE = "spark-otel probe --engine NAME=URL --streams 1,2,4,8,16"
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _num(value: float | None) -> str:
-    from ..analysis.instruments import fmt_value
+    from ..analysis.gauges import fmt_value
 
     return "-" if value is None else fmt_value(value)
 

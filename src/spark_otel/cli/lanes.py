@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     from .._exceptions import InputError
     from ..governor import RULES_ENV, STATE_ENV, load_rules
-    from ..governor.staleness import check_engines
     from ..governor.state import SharedState, default_state_path
+    from ..receivers.served_models import check_engines
 
     rules_path = args.rules or os.environ.get(RULES_ENV)
     rules = load_rules(rules_path) if rules_path else None

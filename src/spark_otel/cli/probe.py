@@ -35,7 +35,7 @@ from ._common import add_store_argument, open_store, print_table
 from ._console import progress
 
 if TYPE_CHECKING:
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
 
 
 # Past these a typo (--streams 100000) would swamp the engine and this machine; --allow-large

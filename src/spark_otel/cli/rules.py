@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..governor import load_rules
-    from ..governor.staleness import check_engines
+    from ..receivers.served_models import check_engines
 
     rules = load_rules(args.file)
     checks = check_engines(rules, timeout_s=args.timeout)

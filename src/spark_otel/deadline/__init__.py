@@ -10,9 +10,9 @@ its own deadline, it returns the text so far and every complete finding in it:
     result.findings          # the complete findings, even from a cut-off answer
 
     results   DeadlineResult and its parts
-    plan      the arguments, checked before any request
+    arguments the arguments, checked before any request
     run       one stream's accumulation, request-span notes and the sync watchdog
-    chunks    reading SDK chunks and raw server-sent events
+    reading   reading SDK chunks and raw server-sent events
     drivers   the sync and async drivers: openai clients and raw httpx2/httpx
     salvage   extracting complete findings from a cut-off answer
 """

@@ -35,8 +35,8 @@ from .. import _semconv as sc
 from .._guard import guard
 from ..instrumentation.request_notes import request_notes
 from ..wire.sse import SseDecoder, SseError
-from .chunks import take_events, take_sdk_chunk
-from .plan import make_plan
+from .arguments import make_plan
+from .reading import take_events, take_sdk_chunk
 from .results import DeadlineResult
 from .run import StreamRun
 from .salvage import ExtractorSpec

@@ -17,7 +17,7 @@ from .._guard import guard
 from ..cells import current_cell
 from ..instrumentation.request_notes import RequestNotes
 from ..time_budget import RequestStamps
-from .plan import Plan
+from .arguments import Plan
 from .results import DeadlineResult, DeadlineStatus, Timings, TokenUsage
 from .salvage import ExtractorSpec, as_extractor
 

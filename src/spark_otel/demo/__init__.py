@@ -23,19 +23,19 @@ Its records are simulated, so by default they go to a store of their own beside 
 read as load overlapping real evals. Demo cells carry ``source="demo"``, eval names a short run
 tag (``demo-serial-2e14``), and the probes' and loads' windows the run's name.
 
-    plan    the schedule, and the simulation's ground truth
-    lanes   the load: an eval's cells on one engine, imposed streams
-    box     the simulated box in a child process
-    store   the demo's own store and run tag
+    schedule     the schedule, and the simulation's ground truth
+    load         the load: an eval's cells on one engine, imposed streams
+    box_process  the simulated box in a child process
+    own_store    the demo's own store and run tag
     run     `run_demo`: the acts, then the records read back and the report
 """
 
 from __future__ import annotations
 
-from .box import serve_box_main
-from .plan import DEFAULT_SPEED, DemoPlan, ground_truth
+from .box_process import serve_box_main
+from .own_store import clear_own_store, demo_store_path
 from .run import DemoResult, run_demo
-from .store import clear_own_store, demo_store_path
+from .schedule import DEFAULT_SPEED, DemoPlan, ground_truth
 
 __all__ = [
     "DEFAULT_SPEED",

@@ -25,8 +25,8 @@ from .._clock import NS_PER_S
 from .._exceptions import EngineError
 from ..analysis.rates import ceiling_hit, rated_decode_rate
 from ..analysis.stats import percentile
-from .lanes import Lane, openai_client, sleep_model
-from .plan import LOAD_ENGINE, LOAD_WORKERS, SERIAL_ENGINE, DemoPlan
+from .load import Lane, openai_client, sleep_model
+from .schedule import LOAD_ENGINE, LOAD_WORKERS, SERIAL_ENGINE, DemoPlan
 
 if TYPE_CHECKING:
     from ..model import Cell

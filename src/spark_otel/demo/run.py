@@ -12,16 +12,24 @@ from typing import TYPE_CHECKING
 from .. import _clock
 from .. import _semconv as sc
 from .._clock import NS_PER_S
-from .box import box_process
+from .box_process import box_process
 from .governed import DEMO_ACT, RunFigures, run_figures, run_governed_act
-from .lanes import Lane, openai_client, same_engine_load, sleep_model
-from .plan import DEFAULT_SPEED, DEMO_RUN, LOAD_ENGINE, LOAD_WORKERS, SERIAL_ENGINE, DemoPlan, ground_truth
-from .store import clear_own_store, demo_store_path, run_tag
+from .load import Lane, openai_client, same_engine_load, sleep_model
+from .own_store import clear_own_store, demo_store_path, run_tag
+from .schedule import (
+    DEFAULT_SPEED,
+    DEMO_RUN,
+    LOAD_ENGINE,
+    LOAD_WORKERS,
+    SERIAL_ENGINE,
+    DemoPlan,
+    ground_truth,
+)
 
 if TYPE_CHECKING:
-    from ..analysis.instruments import InstrumentsReport
+    from ..analysis.gauges import InstrumentsReport
     from ..analysis.neighbour import NeighbourReport
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
     from ..report import ReportContent
     from ..store import Store
 
@@ -257,7 +265,7 @@ def _scrape_interval_s(speed: float) -> float:
 
 def _write_rules(content: ReportContent, out: Path, plan: DemoPlan) -> Path:
     """The rules Acts 2 to 4 gave, as `spark-otel advise --write-rules` writes them."""
-    from ..governor.advice import dump_rules, rules_from_advice
+    from ..analysis.advisor.rules_file import dump_rules, rules_from_advice
 
     assert content.advice is not None
     rules = rules_from_advice(
@@ -318,7 +326,7 @@ def _analyse(
 
 def _instruments(store: Store, probes: Sequence[ProbeReport]) -> InstrumentsReport | None:
     """Which of the box's gauges tracked the load this run's probes put on it (Appendix F)."""
-    from ..analysis.instruments import STORED_METRICS, instrument_verdicts, probe_intervals
+    from ..analysis.gauges import STORED_METRICS, instrument_verdicts, probe_intervals
 
     intervals, _ = probe_intervals({"name": "demo", "body": p.model_dump(mode="json")} for p in probes)
     if not intervals:

@@ -8,10 +8,10 @@ admits it and holds a slot until the cell exits by any path. Runners share the a
 through one SQLite file beside the embedded store, with no daemon; a killed runner's slots
 are freed within seconds. See docs/governor.md.
 
-    rules      the rules file (`RulesFile`) and the admission decision (`holding_rule`)
+    decision   the admission decision (`holding_rule`), pure, over a `RulesFile`
+               (`spark_otel.records.rules_file`, the rules as data)
     state      the shared state file: slots, the queue, leases
     admission  `Governor`: waiting, holding and releasing a slot; fail-open or fail-closed
-    advice     rules written from the advisor's `Advice`
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import threading
 
+from ..records.rules_file import RulesFile, load_rules, parse_rules
 from .admission import Admission, Governor, GovernorError
-from .rules import RulesFile, holding_rule, load_rules, parse_rules
+from .decision import holding_rule
 
 __all__ = [
     "RULES_ENV",

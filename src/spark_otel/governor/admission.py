@@ -29,8 +29,9 @@ from .. import _semconv as sc
 from .._exceptions import ConfigError, SparkOtelError
 from .._guard import report_failure
 from ..model import AttributeValue
+from ..records.rules_file import RulesFile, load_rules
 from ..telemetry.instruments import instruments
-from .rules import InFlight, RulesFile, load_rules
+from .decision import InFlight
 from .state import Decision, Lease, SharedState, default_state_path
 
 __all__ = ["Admission", "Governor", "GovernorError"]

@@ -29,7 +29,8 @@ from pathlib import Path
 from .. import _clock
 from .._clock import NS_PER_S
 from .._sqlite import use_wal
-from .rules import InFlight, RulesFile, admitted_in_order, holding_rule
+from ..records.rules_file import RulesFile
+from .decision import InFlight, admitted_in_order, holding_rule
 
 __all__ = ["LEASE_S", "Decision", "LaneView", "Lease", "SharedState", "default_state_path"]
 

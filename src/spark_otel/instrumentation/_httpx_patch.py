@@ -26,7 +26,7 @@ from ._foreign import foreign_request_span
 from ._openai_patch import IN_OPENAI_CALL
 from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry, error_type_of
 from ._runtime import Runtime
-from ._sse import SseScanner
+from ._sse_scanner import SseScanner
 
 __all__ = ["async_httpx_send", "httpx_send"]
 

@@ -5,10 +5,11 @@
     prober    discovery, the levels, their load windows and the stored report
     streams   the timing loop of one request
     power     mean GPU power over a level
-    results   the versioned ProbeReport document and its parts
 
-A level's figures are computed by `spark_otel.analysis.probe_levels`. Names load on first use,
-so reading a stored report does not import the HTTP client.
+The report document it writes (`ProbeReport` and its parts) lives in `spark_otel.records.probe_report`,
+below the analyses that read it, and is named here too. A level's figures are computed by
+`spark_otel.analysis.probe_levels`. Names load on first use, so reading a stored report does not
+import the HTTP client.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .prober import ProbeIncomplete, arun_probe, default_engine_label, run_probe
-    from .results import (
+    from ..records.probe_report import (
         PROBE_REPORT_VERSION,
         ProbeLevel,
         ProbeMetadata,
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ProbeSettings,
         load_probe_report,
     )
+    from .prober import ProbeIncomplete, arun_probe, default_engine_label, run_probe
 
 __all__ = [
     "PROBE_REPORT_VERSION",
@@ -45,12 +46,12 @@ _HOMES = {
     "arun_probe": "prober",
     "default_engine_label": "prober",
     "run_probe": "prober",
-    "PROBE_REPORT_VERSION": "results",
-    "ProbeLevel": "results",
-    "ProbeMetadata": "results",
-    "ProbeReport": "results",
-    "ProbeSettings": "results",
-    "load_probe_report": "results",
+    "PROBE_REPORT_VERSION": "spark_otel.records.probe_report",
+    "ProbeLevel": "spark_otel.records.probe_report",
+    "ProbeMetadata": "spark_otel.records.probe_report",
+    "ProbeReport": "spark_otel.records.probe_report",
+    "ProbeSettings": "spark_otel.records.probe_report",
+    "load_probe_report": "spark_otel.records.probe_report",
 }
 
 
@@ -58,7 +59,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    module = home if home.startswith("spark_otel.") else f".{home}"
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 

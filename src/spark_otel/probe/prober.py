@@ -39,15 +39,16 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError, EngineError, InputError
 from .._guard import guard
+from .._urls import engine_base_url
 from .._version import __version__
 from ..analysis.probe_levels import LevelMeasurement, curve_of, level_warnings, mean_power, summarize_level
 from ..model import AttributeValue, LoadWindow
-from ..receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta, engine_base_url
+from ..receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta
+from ..records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from ..sim.clock import READINGS, BoxClock, box_clock, closest
 from ..store import Store
 from ..telemetry import current_telemetry
 from .power import PowerMeter, power_meter, sample_power
-from .results import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from .streams import plain_once, request_body, stream_once
 
 __all__ = ["ProbeIncomplete", "arun_probe", "default_engine_label", "run_probe"]

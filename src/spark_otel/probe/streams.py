@@ -16,8 +16,8 @@ import httpx2
 
 from .._clock import real_monotonic_ns
 from ..analysis.probe_levels import StreamTiming
+from ..records.probe_report import ProbeSettings
 from ..wire.sse import DONE, SseDecoder
-from .results import ProbeSettings
 
 __all__ = ["plain_once", "probe_prompt", "request_body", "stream_once", "usage_from_tail"]
 

@@ -6,6 +6,7 @@ spark-otel's data (OpenTelemetry metrics and spans, and the embedded store).
     gpu         NVML / nvidia-smi / simulated-box GPU readouts
     nsight      Nsight Systems SQLite exports: GPU metric series and per-capture summaries
     backfill    eval records (JSON, JSONL, CSV) to cells with their historical times
+    served_models  what each engine serves now, against what a rules file was measured on
 
 The engine-counter API and the `Receiver` are imported here; the Nsight, GPU and backfill
 modules load on use.

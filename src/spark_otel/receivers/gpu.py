@@ -32,9 +32,9 @@ from pydantic import BaseModel, ConfigDict
 from .. import _clock
 from .. import _semconv as sc
 from .._exceptions import ConfigError, EngineError, NoGpuError
+from .._urls import check_engine_url, engine_base_url
 from ..model import AttributeValue, MetricSample
 from .gpm import GpmSampler
-from .prometheus import check_engine_url, engine_base_url
 
 __all__ = [
     "GpuReading",

@@ -37,14 +37,14 @@ from .. import _semconv as sc
 from .._exceptions import InputError
 from .._validate import check_count, check_time_ns, finite_number
 from ..model import Cell, LoadWindow, Request, ServerTiming
-from ..store import Store
-from ..store.codec import (
+from ..records.span_codec import (
     cell_from_span,
     is_server_timing,
     request_from_span,
     server_timing_from_span,
     window_from_span,
 )
+from ..store import Store
 
 __all__ = ["OtlpRecords", "decode_any_value", "read_otlp_json", "records_from_export", "spans_from_export"]
 

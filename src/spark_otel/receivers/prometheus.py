@@ -28,7 +28,6 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO, cast, get_args
-from urllib.parse import urlsplit
 
 import httpx2
 from prometheus_client.parser import text_fd_to_metric_families
@@ -37,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from .. import _clock
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError, EngineError
+from .._urls import engine_base_url
 
 __all__ = [
     "CONCEPTS",
@@ -45,9 +45,7 @@ __all__ = [
     "EngineKind",
     "EngineSnapshot",
     "ascrape_engine",
-    "check_engine_url",
     "counter_delta",
-    "engine_base_url",
     "metrics_url",
     "parse_metrics",
     "scrape_engine",
@@ -224,30 +222,6 @@ class CounterDelta(BaseModel):
     mean_inter_token_latency_s: float | None = None
     mean_e2e_request_latency_s: float | None = None
     reset: bool = False
-
-
-def check_engine_url(url: str, what: str = "engine URL") -> str:
-    """An http(s) URL with a host and, if it names one, a port in 1-65535: else `ConfigError`
-    naming ``what`` (an out-of-range port is refused, never wrapped onto another)."""
-    text = url.strip()
-    example = "expected e.g. http://127.0.0.1:8011"
-    try:
-        parts = urlsplit(text)
-    except ValueError as exc:  # an unclosed [ of an IPv6 address
-        raise ConfigError(f"{what} {url!r}: {exc}; {example}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{what} {url!r}: not an http:// or https:// URL with a host; {example}")
-    netloc = parts.netloc.rpartition("@")[2]
-    _, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else ("", "", "")
-    if colon and not (port.isdigit() and 1 <= int(port) <= 65535):
-        raise ConfigError(f"{what} {url!r}: port {port!r} is not a number from 1 to 65535")
-    return text
-
-
-def engine_base_url(url: str) -> str:
-    """An engine's base URL (what ``/metrics``, ``/sim/*`` and ``/v1/*`` hang off), given it or its
-    OpenAI ``/v1`` URL."""
-    return url.strip().rstrip("/").removesuffix("/v1")
 
 
 def metrics_url(url: str) -> str:

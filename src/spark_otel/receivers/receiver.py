@@ -38,10 +38,11 @@ from .. import _clock
 from .. import _semconv as sc
 from .._exceptions import ConfigError, SparkOtelError
 from .._guard import guard
+from .._urls import check_engine_url
 from ..model import AttributeValue, MetricSample
 from ..store import Store
 from .gpu import GPU_METRICS, GpuReading, GpuSource, gpu_attributes, gpu_samples
-from .prometheus import CounterDelta, EngineSnapshot, check_engine_url, counter_delta, scrape_engine
+from .prometheus import CounterDelta, EngineSnapshot, counter_delta, scrape_engine
 
 __all__ = [
     "ENGINE_METRICS",

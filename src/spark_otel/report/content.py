@@ -17,14 +17,14 @@ if TYPE_CHECKING:
     from ..analysis.answers import Answer
     from ..analysis.budget import CellBudget, EvalBudget
     from ..analysis.concurrency import ConcurrencyReport
-    from ..analysis.curve import RateCurve
     from ..analysis.energy import EnergyReport
-    from ..analysis.instruments import InstrumentsReport
+    from ..analysis.gauges import InstrumentsReport
     from ..analysis.neighbour import NeighbourReport
     from ..analysis.overview import Overview
     from ..analysis.timeouts import TimeoutVerdict
     from ..model import Cell
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
+    from ..records.rate_curve import RateCurve
 
 __all__ = ["ReportContent", "build_report", "eval_time_scales", "overview_from_inputs"]
 

@@ -40,7 +40,7 @@ from .tables import (
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
     from .content import ReportContent
 
 __all__ = ["render_html", "write_report"]

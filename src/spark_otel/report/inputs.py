@@ -13,10 +13,10 @@ from .._clock import NS_PER_S
 from .._exceptions import InputError
 
 if TYPE_CHECKING:
-    from ..analysis.curve import RateCurve
-    from ..analysis.instruments import InstrumentsReport, IntervalSource, LoadInterval
+    from ..analysis.gauges import InstrumentsReport, IntervalSource, LoadInterval
     from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
+    from ..records.rate_curve import RateCurve
     from ..store import Store
 
 __all__ = [
@@ -82,7 +82,7 @@ def read_inputs(store: Store, *, source: str = "auto", bin_s: float = DEFAULT_BI
     levels, receiver bins, eval runs) and every gauge sample and rated cell around them. Reads
     only; the analysis is `instrument_verdicts`."""
     from .. import _semconv as sc
-    from ..analysis.instruments import (
+    from ..analysis.gauges import (
         STORED_METRICS,
         cell_rate_samples,
         eval_intervals,
@@ -161,7 +161,7 @@ def instruments_from_store(store: Store) -> InstrumentsReport | None:
 
 def verdicts_of(found: InstrumentInputs) -> InstrumentsReport:
     """`instrument_verdicts` of what `read_inputs` read, with the reading's notes first."""
-    from ..analysis.instruments import instrument_verdicts
+    from ..analysis.gauges import instrument_verdicts
 
     report = instrument_verdicts(
         found.intervals,
@@ -180,7 +180,7 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
     (no table to show) still lends its curve. ``probe_tables=False`` reads the curves only, for
     `spark-otel advise`, which shows no probe table and so has none to skip or warn about."""
     from ..analysis.curve import curves_from_documents
-    from ..probe.results import load_probe_report
+    from ..records.probe_report import load_probe_report
 
     documents = store.documents("probe")
     curves, problems = curves_from_documents(documents)

@@ -20,10 +20,10 @@ from ..analysis.neighbour import windows_touched
 if TYPE_CHECKING:
     from ..analysis.budget import CellBudget
     from ..analysis.concurrency import ConcurrencyReport
-    from ..analysis.curve import RateCurve
-    from ..analysis.instruments import InstrumentVerdict
+    from ..analysis.gauges import InstrumentVerdict
     from ..analysis.neighbour import NeighbourReport
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
+    from ..records.rate_curve import RateCurve
     from .content import ReportContent
 
 __all__ = [

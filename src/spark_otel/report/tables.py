@@ -12,7 +12,7 @@ from .. import _semconv as sc
 if TYPE_CHECKING:
     from ..analysis.concurrency import LevelSummary
     from ..analysis.energy import EnergyReport
-    from ..probe.results import ProbeReport
+    from ..records.probe_report import ProbeReport
 
 __all__ = [
     "GLOSSARY",

@@ -522,7 +522,7 @@ class EngineModel:
             req.last_token_ns, now,
         )  # fmt: skip
         self.timings.append(timing)
-        end_server_span(self.box, self.name, req)
+        end_server_span(self.box.tracer, self.box.clock.unix_ns, self.name, req)
         req.event.set()
 
 

@@ -79,7 +79,7 @@ def read_box_clock(url: str, *, readings: int = READINGS) -> BoxClock:
     `EngineError` when the URL is no simulated box."""
     import httpx2
 
-    from ..receivers.prometheus import engine_base_url
+    from .._urls import engine_base_url
 
     if readings < 1:
         raise ValueError(f"readings={readings}: at least one reading is needed")

@@ -12,8 +12,8 @@ span, as it would against vLLM.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -24,7 +24,40 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 
 if TYPE_CHECKING:
-    from .box import BoxModel, SimRequest
+    from opentelemetry.trace import Tracer
+
+
+class StampedRequest(Protocol):
+    """What a request's server span is made of: its model-time stamps (ns on the box's monotonic
+    clock; None for a phase it never reached), its token counts and the context it carried."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def arrival_ns(self) -> int: ...
+
+    @property
+    def scheduled_ns(self) -> int | None: ...
+
+    @property
+    def first_token_ns(self) -> int | None: ...
+
+    @property
+    def last_token_ns(self) -> int | None: ...
+
+    @property
+    def finished_ns(self) -> int | None: ...
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def produced(self) -> int: ...
+
+    @property
+    def trace_context(self) -> Context | None: ...
+
 
 __all__ = ["end_server_span", "incoming_context", "server_span_attributes"]
 
@@ -47,7 +80,7 @@ def _seconds(start_ns: int | None, end_ns: int | None) -> float | None:
     return max(0, end_ns - start_ns) / NS_PER_S
 
 
-def server_span_attributes(req: SimRequest, request_id: str) -> dict[str, Any]:
+def server_span_attributes(req: StampedRequest, request_id: str) -> dict[str, Any]:
     """The attributes vLLM's ``do_tracing`` sets, from the request's model-time stamps; a phase the
     request never reached (aborted while queued) is left out, as vLLM has no value for it."""
     scheduled, first, finished = req.scheduled_ns, req.first_token_ns, req.finished_ns
@@ -69,10 +102,12 @@ def server_span_attributes(req: SimRequest, request_id: str) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def end_server_span(box: BoxModel, engine: str, req: SimRequest) -> None:
-    """Emit the finished request's server span when the box traces, as vLLM does for every request:
-    a child of the context the request carried, or a root span without one."""
-    tracer = box.tracer
+def end_server_span(
+    tracer: Tracer | None, unix_ns: Callable[[int], int], engine: str, req: StampedRequest
+) -> None:
+    """Emit the finished request's server span when the box traces (``tracer``), as vLLM does for
+    every request: a child of the context the request carried, or a root span without one.
+    ``unix_ns`` turns a stamp on the box's monotonic clock into Unix time."""
     if tracer is None or req.finished_ns is None:
         return
     try:  # the engine's step loop goes on whatever its tracing does
@@ -81,8 +116,8 @@ def end_server_span(box: BoxModel, engine: str, req: SimRequest) -> None:
             context=req.trace_context,
             kind=SpanKind.SERVER,
             attributes=server_span_attributes(req, f"sim{engine}{req.id:08d}"),
-            start_time=box.clock.unix_ns(req.arrival_ns),
+            start_time=unix_ns(req.arrival_ns),
         )
-        span.end(end_time=box.clock.unix_ns(req.finished_ns))
+        span.end(end_time=unix_ns(req.finished_ns))
     except Exception:
         _logger.warning("sim engine %s: its server span could not be recorded", engine, exc_info=True)

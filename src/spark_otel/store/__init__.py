@@ -4,7 +4,6 @@ and result documents, and the OpenTelemetry exporters that fill it.
     embedded   the `Store` (WAL, several writing processes, keyed rows)
     versions   the store's schema versions: what each open accepts, and migrating an older store
     exporters  span and metric exporters that write into a `Store` off the hot path
-    codec      spans to records: the one encoding of a cell, a request and a load window as a span
 """
 
 from __future__ import annotations

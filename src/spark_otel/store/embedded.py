@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +32,9 @@ from urllib.parse import quote
 from .. import _clock
 from .._exceptions import StoreError
 from .._sqlite import use_wal
-from ..model import Cell, EnergyShare, LoadWindow, MetricSample, Request, ServerTiming
-from . import energy, versions
+from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
+from . import energy_inputs, versions
 from .schema import (
-    CELL_ENERGY,
     CELLS,
     DOCUMENTS,
     LOAD_WINDOWS,
@@ -135,7 +134,6 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> None:
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         self.read_only = read_only
-        self._energy_failed = False
         self._lock = threading.RLock()
         self._conn = self._connect()
         try:
@@ -245,39 +243,8 @@ class Store:
             conn.executemany(table.insert_sql, rows)
         return len(rows)
 
-    def _refresh_energy(self, conn: sqlite3.Connection, span: Callable[[], tuple[int, int] | None]) -> None:
-        """The energy rows a write changed (`energy`; ``span`` says where), in its transaction but
-        under a savepoint: a refresh that fails is logged once and undone alone, never losing the
-        records written."""
-        conn.execute("SAVEPOINT cell_energy")
-        try:
-            energy.refresh(conn, span())
-        except Exception as exc:
-            conn.execute("ROLLBACK TO cell_energy")
-            self._energy_failed_once(exc)
-        conn.execute("RELEASE cell_energy")
-
-    def _energy_failed_once(self, exc: Exception) -> None:
-        if not self._energy_failed:
-            self._energy_failed = True
-            _logger.warning(
-                "spark_otel: %s: the cells' energy could not be brought up to date (the records were "
-                "written; reports still derive it)",
-                self.path,
-                exc_info=exc,
-            )
-
     def write_cells(self, cells: Iterable[Cell]) -> int:
-        cells = list(cells)
-        with self._transaction() as conn:
-            try:  # before the insert: the rows these replace had neighbours too
-                span = energy.span_of_cells(conn, cells)
-            except Exception as exc:
-                span = None
-                self._energy_failed_once(exc)
-            conn.executemany(CELLS.insert_sql, [CELLS.row(c) for c in cells])
-            self._refresh_energy(conn, lambda: span)
-        return len(cells)
+        return self._write(CELLS, cells)
 
     def write_requests(self, requests: Iterable[Request]) -> int:
         return self._write(REQUESTS, requests)
@@ -286,11 +253,7 @@ class Store:
         return self._write(LOAD_WINDOWS, windows)
 
     def write_samples(self, samples: Iterable[MetricSample]) -> int:
-        samples = list(samples)
-        with self._transaction() as conn:
-            conn.executemany(METRIC_SAMPLES.insert_sql, [METRIC_SAMPLES.row(s) for s in samples])
-            self._refresh_energy(conn, lambda: energy.span_of_readings(conn, samples))
-        return len(samples)
+        return self._write(METRIC_SAMPLES, samples)
 
     def write_server_timings(self, timings: Iterable[ServerTiming]) -> int:
         return self._write(SERVER_TIMINGS, timings)
@@ -384,10 +347,13 @@ class Store:
         """The engine's split of requests, by the client request's uid (all of them by default)."""
         return {t.request_uid: t for t in self._keyed(SERVER_TIMINGS, "request_uid", request_uids)}
 
-    def cell_energy(self, cell_uids: Iterable[str] | None = None) -> dict[str, EnergyShare]:
-        """The cells' GPU energy by cell uid (all cells that have it by default); a cell the GPU
-        readings do not cover has none."""
-        return {e.cell_uid: e for e in self._keyed(CELL_ENERGY, "cell_uid", cell_uids)}
+    def energy_inputs(self, cell_uids: Iterable[str] | None = None) -> tuple[list[Cell], list[MetricSample]]:
+        """What the GPU energy of the cells ``cell_uids`` (all cells for None) rests on: every cell
+        that ran beside them and each GPU's readings around them (`energy_inputs`). Priced by
+        `analysis.energy.attribute`, these give each named cell the share it has over the whole
+        store."""
+        with self._lock:
+            return energy_inputs.neighbourhood(self._conn, None if cell_uids is None else list(cell_uids))
 
     def _keyed(self, table: Table, key: str, keys: Iterable[str] | None) -> list[Any]:
         """The records of ``table`` whose ``key`` is one of ``keys`` (all of them for None)."""

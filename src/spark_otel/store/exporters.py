@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import _semconv as sc
 from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming, attributes_json
-from .codec import (
+from ..records.span_codec import (
     cell_from_span,
     is_server_timing,
     request_from_span,

@@ -14,12 +14,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from .. import _semconv as sc
-from ..model import Cell, EnergyShare, LoadWindow, MetricSample, Request, ServerTiming
+from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
 
 __all__ = [
     "CELLS",
     "CELL_BUDGET_COLUMNS",
-    "CELL_ENERGY",
     "DOCUMENTS",
     "GPU_ID_SQL",
     "LOAD_WINDOWS",
@@ -102,7 +101,7 @@ index only for a query that spells the expression alike)."""
 
 def gpu_readings_index(metric: str) -> Index:
     """The readings of one GPU metric by GPU and time: each GPU's nearest reading to an instant,
-    and the GPUs read, in a few index seeks (`store.energy`)."""
+    and the GPUs read, in a few index seeks (`store.energy_inputs`)."""
     name = f"metric_samples_{metric.rsplit('.', 1)[-1]}_by_gpu"
     return Index(name, (GPU_ID_SQL, "unix_ns"), f"name = '{metric}'")
 
@@ -203,7 +202,7 @@ CELLS = Table(
     indexes=(
         Index("cells_eval_start", ("eval_name", "start_unix_ns")),
         Index("cells_start", ("start_unix_ns",)),
-        # Schema 3: the cells a write's energy refresh reads are the few that end after it starts.
+        # Schema 3: the cells a cell's energy is read beside are the few that end after it starts.
         Index("cells_end", ("end_unix_ns",)),
     ),
     record_type=Cell,
@@ -284,19 +283,10 @@ SERVER_TIMINGS = Table(
 )
 """Schema 2: the engine's split of each request, joined to `REQUESTS` by the request's uid."""
 
-CELL_ENERGY = Table(
-    "cell_energy",
-    (_text("cell_uid", key=True), _real("box_j"), _real("share_j"), _flag("estimated")),
-    record_type=EnergyShare,
-)
-"""Schema 3: each cell's GPU energy, keyed by the cell's uid; a cell the GPU readings do not
-cover has no row. Derived, so `store.energy` rewrites it in the transaction of every write of
-cells or GPU readings that changes it."""
-
 DOCUMENTS = Table(
     "documents",
     (_text("uid", key=True), _text("kind"), _text("name"), _integer("created_unix_ns"), _json("body")),
     indexes=(Index("documents_kind", ("kind", "created_unix_ns")),),
 )
 
-TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, SERVER_TIMINGS, CELL_ENERGY, DOCUMENTS)
+TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, SERVER_TIMINGS, DOCUMENTS)

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import StoreError
-from . import energy
-from .schema import CELL_BUDGET_COLUMNS, CELL_ENERGY, CELLS, META, METRIC_SAMPLES, TABLES
+from .schema import CELL_BUDGET_COLUMNS, CELLS, META, METRIC_SAMPLES, TABLES
 
 __all__ = [
     "MIGRATIONS",
@@ -46,7 +45,7 @@ __all__ = [
     "set_up",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The store schema this code reads and writes, and the newest it opens. Raised by one with each
 change to the tables `schema` declares, with the step from the version before in `MIGRATIONS`."""
 
@@ -62,15 +61,21 @@ def _add_cell_budget(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE cells ADD COLUMN {column.ddl}")
 
 
-def _add_cell_energy(conn: sqlite3.Connection) -> None:
-    """2 -> 3: each cell's GPU energy (issue 15), computed for the cells already recorded from the
-    GPU readings already there, as later writes keep it."""
-    for statement in (*CELL_ENERGY.statements, *CELLS.statements[1:], *METRIC_SAMPLES.statements[1:]):
+def _add_energy_indexes(conn: sqlite3.Connection) -> None:
+    """2 -> 3: the indexes a cell's energy is read through (issue 15): the cells that end after an
+    instant, each GPU's readings by time. (Schema 3 also kept each cell's energy in a table, which
+    schema 4 drops: it is computed on read.)"""
+    for statement in (*CELLS.statements[1:], *METRIC_SAMPLES.statements[1:]):
         conn.execute(statement)
-    energy.refresh_all(conn)
 
 
-MIGRATIONS: dict[int, Migration] = {1: _add_cell_budget, 2: _add_cell_energy}
+def _drop_cell_energy(conn: sqlite3.Connection) -> None:
+    """3 -> 4: the ``cell_energy`` table goes (issue 35): each cell's energy is computed where it is
+    read, from the cells and GPU readings the store holds, so the write path only stores."""
+    conn.execute("DROP TABLE IF EXISTS cell_energy")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_cell_budget, 2: _add_energy_indexes, 3: _drop_cell_energy}
 """Step ``k`` turns a store of schema ``k`` into one of schema ``k + 1`` (add a column, fill it).
 A writer runs the steps an older store needs in order, then creates the tables and indexes new
 since (from their declarations: a new table needs no step) and records the new schema_version,

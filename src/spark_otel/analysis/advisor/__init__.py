@@ -1,18 +1,18 @@
 """The advisor: worker counts per cell class under a per-cell ceiling, lane caps, neighbours not to
 batch beside, and for whatever the records cannot answer, the command that would measure it.
 
-    model     settings and results: classes, predictions, rules and their evidence
-    evidence  which curve to trust, single-stream and lane-shape checks, the commands to measure
-    predict   the timeout and speedup model of a class's cells at N workers, with intervals
-    rules     each rule as a person reads it, with n, levels and intervals
-    advice    `advise`: all of it from one box's records
+    advice_model  settings and results: classes, predictions, rules and their evidence
+    evidence      which curve to trust, single-stream and lane-shape checks, the commands to measure
+    predict       the timeout and speedup model of a class's cells at N workers, with intervals
+    queue_rules   each rule as a person reads it, with n, levels and intervals
+    rules_file    the rules as a governor rules file (`advise --write-rules`)
+    advice        `advise`: all of it from one box's records
 """
 
 from __future__ import annotations
 
 from .advice import advise, supports_worker_counts
-from .evidence import choose_curves, describe_curve, engine_url, lane_shape, probe_command
-from .model import (
+from .advice_model import (
     ARTICLE_PREFILL_CONTENTION,
     Advice,
     AdvisorConfig,
@@ -23,6 +23,7 @@ from .model import (
     QueueRule,
     RuleKind,
 )
+from .evidence import choose_curves, describe_curve, engine_url, lane_shape, probe_command
 from .predict import classify, fit_prefill_contention
 
 __all__ = [

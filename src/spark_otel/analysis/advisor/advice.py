@@ -6,14 +6,14 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from ...model import Cell
+from ...records.rate_curve import RateCurve
 from ..concurrency import UNKNOWN_ENGINE, in_flight, in_flight_level
-from ..curve import RateCurve
 from ..neighbour import NeighbourReport
 from ..rates import ceiling_hit, rated_decode_rate
+from .advice_model import Advice, AdvisorConfig, CellClass, ClassAdvice, QueueRule
 from .evidence import choose_curves
-from .model import Advice, AdvisorConfig, CellClass, ClassAdvice, QueueRule
 from .predict import class_advice, classify
-from .rules import batch_rule, cross_engine_rules, gauge_rule, lane_rule, measure_first_rule
+from .queue_rules import batch_rule, cross_engine_rules, gauge_rule, lane_rule, measure_first_rule
 
 __all__ = ["advise", "supports_worker_counts"]
 

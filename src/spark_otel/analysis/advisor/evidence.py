@@ -18,7 +18,7 @@ from itertools import pairwise
 from typing import Literal
 
 from ..._clock import NS_PER_S
-from ..curve import CurvePoint, RateCurve
+from ...records.rate_curve import CurvePoint, RateCurve
 
 __all__ = [
     "LaneShape",

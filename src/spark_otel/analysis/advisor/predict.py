@@ -46,10 +46,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ...model import Cell
-from ..curve import RateCurve
+from ...records.rate_curve import RateCurve
 from ..rates import ceiling_hit, rated_decode_rate
 from ..stats import percentile, summarize
-from .model import AdvisorConfig, CandidatePrediction, CellClass, ClassAdvice
+from .advice_model import AdvisorConfig, CandidatePrediction, CellClass, ClassAdvice
 
 __all__ = ["class_advice", "classify", "fit_prefill_contention", "per_stream_cost_interval"]
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from ... import _semconv as sc
 from ...model import Cell
-from ...store.codec import cell_error, cell_span_attributes, cell_span_name
+from ...records.span_codec import cell_error, cell_span_attributes, cell_span_name
 
 __all__ = ["FixedIdGenerator", "export_cells_as_spans"]
 

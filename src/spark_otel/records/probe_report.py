@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._exceptions import InputError
 from .._version import __version__
-from ..analysis.curve import RateCurve
+from ..records.rate_curve import RateCurve
 
 __all__ = [
     "PROBE_REPORT_VERSION",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analysis.advisor import probe_command
-from .rules import RulesFile
+from ..records.rules_file import RulesFile
 
 __all__ = ["EngineCheck", "check_engines", "served_models"]
 
@@ -38,7 +38,8 @@ def served_models(url: str, *, timeout_s: float = 2.0) -> tuple[str, ...] | None
     of its ``/metrics``; None when neither answers."""
     import httpx2
 
-    from ..receivers.prometheus import engine_base_url, parse_metrics
+    from .._urls import engine_base_url
+    from .prometheus import parse_metrics
 
     base = engine_base_url(url)
     try:

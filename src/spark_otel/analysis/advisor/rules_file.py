@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .._clock import NS_PER_S, real_wall_ns
-from .._exceptions import ConfigError
-from ..analysis.advisor import Advice, QueueRule, RuleKind
-from ..analysis.curve import RateCurve
-from .rules import CrossEngineRule, EngineInfo, LaneRule, LimitRule, RulesFile
+from ..._clock import NS_PER_S, real_wall_ns
+from ..._exceptions import ConfigError
+from ...records.rate_curve import RateCurve
+from ...records.rules_file import CrossEngineRule, EngineInfo, LaneRule, LimitRule, RulesFile
+from . import Advice, QueueRule, RuleKind
 
 __all__ = ["dump_rules", "rules_from_advice"]
 

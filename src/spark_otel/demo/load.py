@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import _clock
-from .plan import _DEMO_CELL_ATTRIBUTES, CEILING_S, DEMO_RUN, SERIAL_ENGINE
+from .schedule import _DEMO_CELL_ATTRIBUTES, CEILING_S, DEMO_RUN, SERIAL_ENGINE
 
 if TYPE_CHECKING:
     from ..model import LoadWindow

@@ -8,7 +8,7 @@ that identify it: GPU id, engine, Nsight metric name) with load intervals of kno
 and says how it moves. Pure: the builders in `intervals` turn probe documents, engine counter
 samples and cells into intervals; the ``instruments`` command reads them from the store.
 
-    results    the settings and results: `Thresholds`, `LoadInterval`, `InstrumentVerdict`, the report
+    grades     the settings and results: `Thresholds`, `LoadInterval`, `InstrumentVerdict`, the report
     catalog    the gauges graded: each one's family, unit, scale and series key; the hints when absent
     series     samples grouped into series, each read per interval (a median, or a counter's rate)
     verdicts   `instrument_verdicts`: each series' numbers, verdict and evidence; `fmt_value`
@@ -60,8 +60,7 @@ from __future__ import annotations
 
 from ..stats import elasticity, rank_correlation
 from .catalog import GAUGE_METRICS, MEASURE_STREAMS, STORED_METRICS
-from .intervals import cell_rate_samples, eval_intervals, probe_intervals, receiver_intervals
-from .results import (
+from .grades import (
     InstrumentsReport,
     InstrumentVerdict,
     IntervalReading,
@@ -70,6 +69,7 @@ from .results import (
     Thresholds,
     Verdict,
 )
+from .intervals import cell_rate_samples, eval_intervals, probe_intervals, receiver_intervals
 from .verdicts import fmt_value, instrument_verdicts
 
 __all__ = [

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from .. import _clock
 from .._exceptions import ConfigError, EngineError
-from .plan import _ENGINES
+from .schedule import _ENGINES
 
 __all__ = ["box_process", "serve_box_main"]
 

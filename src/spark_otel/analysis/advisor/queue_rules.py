@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..curve import RateCurve
+from ...records.rate_curve import RateCurve
 from ..neighbour import NeighbourReport, WindowCost
 from ..stats import summarize
+from .advice_model import AdvisorConfig, CellClass, ClassAdvice, Evidence, QueueRule, RuleKind
 from .evidence import describe_curve, engine_url, lane_shape, probe_command
-from .model import AdvisorConfig, CellClass, ClassAdvice, Evidence, QueueRule, RuleKind
 
 __all__ = ["batch_rule", "cross_engine_rules", "gauge_rule", "lane_rule", "measure_first_rule"]
 

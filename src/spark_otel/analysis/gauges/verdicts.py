@@ -11,7 +11,7 @@ from ...model import MetricSample
 from ..advisor.evidence import engine_url, probe_command
 from ..stats import elasticity, rank_correlation
 from .catalog import CATALOG, HINTS, KEYS, MEASURE_STREAMS
-from .results import InstrumentsReport, InstrumentVerdict, IntervalSource, LoadInterval, Thresholds, Verdict
+from .grades import InstrumentsReport, InstrumentVerdict, IntervalSource, LoadInterval, Thresholds, Verdict
 from .series import Series, group, read_series
 
 __all__ = ["fmt_value", "instrument_verdicts"]

@@ -15,7 +15,7 @@ from ...model import AttributeValue, Cell, MetricSample
 from ..rates import rated_decode_rate
 from ..windows import DEFAULT_MERGE_GAP_S, overlapping_pairs, windows_from_cells
 from .catalog import CELL_RATE_METRIC
-from .results import LoadInterval
+from .grades import LoadInterval
 from .series import at, cumulative
 
 __all__ = ["cell_rate_samples", "eval_intervals", "probe_intervals", "receiver_intervals"]
@@ -26,7 +26,7 @@ def probe_intervals(documents: Iterable[Mapping[str, Any]]) -> tuple[list[LoadIn
     the probe's own aggregate (its streams' tokens over the level's wall), measured by the client,
     so no gauge on the box, the engine's counter included, is graded against itself. Documents
     that are not probe reports are named in the notes and skipped."""
-    from ...probe.results import load_probe_report  # here: probe.results imports spark_otel.analysis
+    from ...records.probe_report import load_probe_report  # here: probe.results imports spark_otel.analysis
 
     out: list[LoadInterval] = []
     notes: list[str] = []

@@ -12,7 +12,7 @@ from ... import _semconv as sc
 from ..._clock import NS_PER_S
 from ...model import AttributeValue, MetricSample
 from .catalog import KEYS, SPECS, Spec
-from .results import IntervalReading, LoadInterval
+from .grades import IntervalReading, LoadInterval
 
 __all__ = ["Series", "at", "cumulative", "group", "read_series"]
 
