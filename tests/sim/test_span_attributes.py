@@ -124,7 +124,9 @@ def test_a_failing_tracer_is_one_warning_with_its_traceback(caplog: pytest.LogCa
     provider.add_span_processor(_FailingProcessor())
     box = BoxModel({"qwen": DENSE}, speed=math.inf, tracer_provider=provider)
     caplog.set_level(logging.DEBUG, logger="spark_otel.sim")
-    end_server_span(box.tracer, box.clock.unix_ns, "qwen", _served())  # the step loop goes on: nothing raises here
+    end_server_span(
+        box.tracer, box.clock.unix_ns, "qwen", _served()
+    )  # the step loop goes on: nothing raises here
     (record,) = caplog.records
     assert (record.name, record.levelno) == ("spark_otel.sim.tracing", logging.WARNING)
     assert record.getMessage() == "sim engine qwen: its server span could not be recorded"
