@@ -21,11 +21,14 @@ dashboards:
 dashboards-check:
 	$(PYTHON) -m dashboards.build --check
 
-# CI's test command (`ruff check . && mypy && pytest -q`, see .ci/run) in the venv, with the
-# built collector (Prometheus comes from PATH).
+# CI's test command, as .ci/run runs it after its installs: the lint, format, layer-contract
+# (lint-imports) and type checks, then the tests with the built collector and Jaeger (Prometheus
+# comes from PATH) and every real component required (a missing one fails, never skips).
 test:
-	.venv/bin/ruff check . && .venv/bin/mypy && \
-	SPARK_OTEL_OTELCOL="$$(bash scripts/build-collector.sh | tail -n 1)" .venv/bin/pytest -q
+	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/lint-imports && .venv/bin/mypy && \
+	SPARK_OTEL_OTELCOL="$$(bash scripts/build-collector.sh | tail -n 1)" \
+	SPARK_OTEL_JAEGER="$$(bash scripts/build-jaeger.sh | tail -n 1)" \
+	SPARK_OTEL_REQUIRE_REAL_COMPONENTS=1 .venv/bin/pytest -q
 
 # Mutation testing of one package of src/spark_otel/ (docs/testing.md): `make mutation PKG=wire`;
 # PKG=deadline.salvage runs one module's mutants. Too slow for CI on 2 cores: run it after each

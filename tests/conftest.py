@@ -126,7 +126,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def restore_clock() -> Iterator[None]:
-    """Put the process's model clock back exactly as it was: leaving `_clock.model_time` keeps the
+    """Put the process's model clock back exactly as it was: leaving `_clock.hold` keeps the
     monotonic clock's offset and restarts Unix time, so for tests that compare clock readings
     across a change of scale, ending the hold is not enough."""
     anchor = _clock._Anchor

@@ -296,7 +296,7 @@ class cell:
             engine=self.engine,
             deadline_s=self.deadline_s,
             workers=self.workers,
-            time_scale=_clock.time_scale(),
+            time_scale=_clock.rate(),
         )
         if self._admission is not None:
             attrs.update(self._admission.span_attributes())
@@ -443,7 +443,7 @@ class cell:
         elapsed_s = (end_perf_ns - state.start_ns) / NS_PER_S
         with state._lock:
             stamps = list(state.request_stamps)
-        budget = split_elapsed(stamps, state.real_start_ns, end_real_ns, scale=_clock.time_scale())
+        budget = split_elapsed(stamps, state.real_start_ns, end_real_ns, scale=_clock.rate())
         # On the cell's own clock, so the parts add up to its elapsed time exactly.
         budget["other"] = max(0.0, elapsed_s - budget["first_token"] - budget["decode"] - budget["unsplit"])
         status = state._final_status(exc)

@@ -149,3 +149,32 @@ def test_sim_refuses_an_otlp_endpoint_that_is_not_a_url(capsys: pytest.CaptureFi
         == 2
     )
     assert "--otlp-traces-endpoint 'localhost:4317': expected an http(s) URL" in capsys.readouterr().err
+
+
+def test_clock_of_prints_the_running_boxs_clock_for_a_runner_to_follow(
+    capsys: pytest.CaptureFixture[str], restore_clock: None
+) -> None:
+    """What a launcher exports as SPARK_OTEL_CLOCK: the box's speed, and its model time at a real
+    instant, which a runner started later reads as the box's time then."""
+    from spark_otel import _clock
+    from spark_otel.sim import run_box
+
+    with run_box({"qwen": "dense"}, speed=40.0) as box:
+        assert main(["sim", "--clock-of", box.url("qwen")]) == 0
+        printed = capsys.readouterr().out
+        box_now = box.now_unix_s()
+    assert float(printed.strip().split("@")[0]) == 40.0
+    follower = _clock.Clock.parse(printed)
+    assert follower.epoch_now() / 1e9 == pytest.approx(box_now, abs=40 * 0.5)
+
+
+def test_clock_of_a_url_that_is_no_box_is_one_line_error(
+    capsys: pytest.CaptureFixture[str], free_port: int
+) -> None:
+    assert main(["sim", "--clock-of", f"http://127.0.0.1:{free_port}"]) == 2
+    err = capsys.readouterr().err
+    url = f"http://127.0.0.1:{free_port}"
+    assert err.startswith(
+        f"spark-otel: error: --clock-of '{url}': {url}/sim/info: cannot read the simulated box's clock"
+    )
+    assert err.count("\n") == 1

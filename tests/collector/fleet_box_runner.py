@@ -85,8 +85,8 @@ def main() -> int:
         # The box's model clock, which stamps the store's cells: real = anchor + model offset / scale.
         anchor = {
             "real_wall_ns": _clock._Anchor.real_wall_ns,
-            "model_wall_ns": _clock._Anchor.model_wall_ns,
-            "scale": _clock._Anchor.scale,
+            "model_wall_ns": _clock._Anchor.clock_wall_ns,
+            "scale": _clock._Anchor.rate,
         }
         say("ready", urls=urls, receive_pid=receive.pid, pid=os.getpid(), anchor=anchor)
         try:

@@ -613,7 +613,7 @@ def _compare_neighbour_cost(
 def _real_s(model_unix_ns: int) -> float:
     """Real Unix seconds of a model-clock timestamp taken under the box's clock (read while it holds)."""
     anchor = _clock._Anchor
-    return (anchor.real_wall_ns + (model_unix_ns - anchor.model_wall_ns) / anchor.scale) / _clock.NS_PER_S
+    return (anchor.real_wall_ns + (model_unix_ns - anchor.clock_wall_ns) / anchor.rate) / _clock.NS_PER_S
 
 
 def _regions(

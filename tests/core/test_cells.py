@@ -254,7 +254,7 @@ def test_a_cell_under_a_model_clock_says_its_times_are_model_time(providers, spa
         pass
     assert sc.TIME_SCALE not in only_cell_span(span_exporter).attributes
     span_exporter.clear()
-    with _clock.model_time(50), cell("golden", "modelled", **providers):
+    with _clock.hold(_clock.Clock(50)), cell("golden", "modelled", **providers):
         pass
     span = only_cell_span(span_exporter)
     assert span.attributes[sc.TIME_SCALE] == 50.0
@@ -394,7 +394,7 @@ def test_a_cells_span_times_are_model_time_and_last_its_elapsed(providers, span_
     from spark_otel import _clock
 
     epoch = 10**18  # 2001: far from the real clock, so a real-time stamp cannot pass for it
-    with _clock.model_time(50, epoch_unix_ns=epoch), cell("golden", "modelled", **providers):
+    with _clock.hold(_clock.Clock(50, epoch)), cell("golden", "modelled", **providers):
         time.sleep(0.02)
     span = only_cell_span(span_exporter)
     assert 0 <= span.start_time - epoch < 60 * 10**9
@@ -571,7 +571,7 @@ def test_under_a_model_clock_a_requests_share_of_the_budget_is_model_time(provid
     from spark_otel import _clock
     from spark_otel.time_budget import RequestStamps
 
-    with _clock.model_time(50), cell("golden", "m", **providers) as c:
+    with _clock.hold(_clock.Clock(50)), cell("golden", "m", **providers) as c:
         start = _clock.real_monotonic_ns()
         time.sleep(0.02)
         c.add_request(

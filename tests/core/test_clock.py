@@ -1,6 +1,6 @@
-"""The model-time clock: one context manager sets it, holds nest when they agree, real time
-returns after the last, monotonic throughout, anchorable to another process; and no module of
-spark-otel reads time except through it."""
+"""The injectable clock: one context manager holds a `Clock`, holds nest when they agree on its
+rate, real time returns after the last, monotonic throughout, anchorable to another process's
+clock; and no module of spark-otel reads time except through it."""
 
 from __future__ import annotations
 
@@ -20,38 +20,38 @@ pytestmark = pytest.mark.usefixtures("restore_clock")
 SRC = Path(__file__).resolve().parents[2] / "src" / "spark_otel"
 
 
-def test_model_time_runs_scale_times_faster_and_never_goes_back() -> None:
-    with _clock.model_time(50):
+def test_a_clock_runs_rate_times_faster_and_never_goes_back() -> None:
+    with _clock.hold(_clock.Clock(50)):
         wall0, perf0 = _clock.wall_ns(), _clock.perf_ns()
         time.sleep(0.05)
         assert (_clock.perf_ns() - perf0) / 1e9 >= 50 * 0.05
         assert (_clock.wall_ns() - wall0) / 1e9 >= 50 * 0.05
-        assert _clock.to_wall_s(10) == pytest.approx(0.2)
+        assert _clock.to_real_s(10) == pytest.approx(0.2)
         perf_before = _clock.perf_ns()
-    assert _clock.time_scale() == 1.0
+    assert _clock.rate() == 1.0
     assert _clock.perf_ns() >= perf_before
     assert abs(_clock.wall_ns() - time.time_ns()) < 10**8
-    assert _clock.to_wall_s(10) == 10
-    assert _clock.to_model_s(2) == 2
+    assert _clock.to_real_s(10) == 10
+    assert _clock.to_clock_s(2) == 2
 
 
-def test_anchor_to_another_process_model_clock() -> None:
+def test_anchor_to_another_process_clock() -> None:
     anchor = time.time_ns() + 3_600 * 10**9
-    with _clock.model_time(100, epoch_unix_ns=anchor):
+    with _clock.hold(_clock.Clock(100, anchor)):
         assert 0 <= _clock.wall_ns() - anchor < 10**9 * 100
-        assert _clock.to_wall_s(100) == pytest.approx(1.0)
+        assert _clock.to_real_s(100) == pytest.approx(1.0)
 
 
-def test_holds_nest_at_one_scale_and_the_last_one_out_restores_real_time() -> None:
+def test_holds_nest_at_one_rate_and_the_last_one_out_restores_real_time() -> None:
     anchor = time.time_ns() - 10**12
-    with _clock.model_time(20, epoch_unix_ns=anchor):
-        with _clock.model_time(20, epoch_unix_ns=time.time_ns()):  # joins: its epoch is not applied
+    with _clock.hold(_clock.Clock(20, anchor)):
+        with _clock.hold(_clock.Clock(20, time.time_ns())):  # joins: its epoch is not applied
             assert _clock.wall_ns() - anchor < 10**11
-        assert _clock.time_scale() == 20  # still held by the outer block
+        assert _clock.rate() == 20  # still held by the outer block
         with pytest.raises(ConfigError, match=r"already runs at 20x.*cannot also run at 5x"):
-            _clock.model_time(5).__enter__()
-        assert _clock.time_scale() == 20
-    assert _clock.time_scale() == 1.0
+            _clock.hold(_clock.Clock(5)).__enter__()
+        assert _clock.rate() == 20
+    assert _clock.rate() == 1.0
 
 
 def test_holds_from_threads_that_overlap_keep_one_clock() -> None:
@@ -59,25 +59,25 @@ def test_holds_from_threads_that_overlap_keep_one_clock() -> None:
     release = threading.Event()
 
     def hold() -> None:
-        with _clock.model_time(30):
+        with _clock.hold(_clock.Clock(30)):
             inside.set()
             release.wait(5)
 
     thread = threading.Thread(target=hold)
     thread.start()
     assert inside.wait(5)
-    with _clock.model_time(30):
+    with _clock.hold(_clock.Clock(30)):
         release.set()
         thread.join(5)
-        assert _clock.time_scale() == 30  # the other thread's hold ended; this one still holds
-    assert _clock.time_scale() == 1.0
+        assert _clock.rate() == 30  # the other thread's hold ended; this one still holds
+    assert _clock.rate() == 1.0
 
 
 @pytest.mark.parametrize("scale", [0, -1, float("inf"), float("nan"), True, "2"])
-def test_non_positive_infinite_or_non_numeric_scale_is_rejected(scale: object) -> None:
-    with pytest.raises(ConfigError, match="positive finite"), _clock.model_time(scale):  # type: ignore[arg-type]
+def test_non_positive_infinite_or_non_numeric_rate_is_rejected(scale: object) -> None:
+    with pytest.raises(ConfigError, match="positive finite"), _clock.hold(_clock.Clock(scale)):  # type: ignore[arg-type]
         pass
-    assert _clock.time_scale() == 1.0
+    assert _clock.rate() == 1.0
 
 
 # -- time is read only through the clock -------------------------------------------------------------
@@ -167,11 +167,11 @@ def _elapsed(read: Callable[[], int], real: Callable[[], int]) -> tuple[int, int
 
 @pytest.mark.parametrize("scale", [2.0, 0.5])
 def test_both_clocks_run_at_the_scale_held_faster_or_slower(scale: float) -> None:
-    with _clock.model_time(scale):
+    with _clock.hold(_clock.Clock(scale)):
         for read, real in ((_clock.wall_ns, time.time_ns), (_clock.perf_ns, time.perf_counter_ns)):
             shortest, model, longest = _elapsed(read, real)
             assert shortest * scale <= model <= longest * scale
-        assert (_clock.to_model_ns(2_000), _clock.to_model_s(2.0), _clock.to_wall_s(1.0)) == (
+        assert (_clock.to_clock_ns(2_000), _clock.to_clock_s(2.0), _clock.to_real_s(1.0)) == (
             int(2_000 * scale),
             2.0 * scale,
             1.0 / scale,
@@ -180,14 +180,14 @@ def test_both_clocks_run_at_the_scale_held_faster_or_slower(scale: float) -> Non
 
 def test_an_epoch_given_at_real_speed_moves_unix_time_to_it() -> None:
     anchor = time.time_ns() - 86_400 * 10**9
-    with _clock.model_time(1.0, epoch_unix_ns=anchor):
+    with _clock.hold(_clock.Clock(1.0, anchor)):
         assert 0 <= _clock.wall_ns() - anchor < 10**9
     assert abs(_clock.wall_ns() - time.time_ns()) < 10**9
 
 
-def test_the_monotonic_clock_is_continuous_into_and_out_of_model_time() -> None:
+def test_the_monotonic_clock_is_continuous_into_and_out_of_a_held_clock() -> None:
     before = _clock.perf_ns()
-    with _clock.model_time(2.0):
+    with _clock.hold(_clock.Clock(2.0)):
         inside = _clock.perf_ns()
     after = _clock.perf_ns()
     assert 0 <= inside - before < 10**8

@@ -396,7 +396,7 @@ def test_absolute_deadline_cuts_off_at_that_time(
 
 
 def test_deadline_and_timings_are_in_model_time(test_server: MisbehavingServer, tag: str) -> None:
-    with _clock.model_time(10.0):
+    with _clock.hold(_clock.Clock(10.0)):
         result, took = run_sync(
             "httpx2", test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=3.0
         )

@@ -259,7 +259,7 @@ def test_the_time_left_is_real_seconds_and_the_timeout_a_grace_past_it(
     clock.at(104)
     assert run.wall_left_s() == pytest.approx(6.0)
     assert run.timeout_s() == pytest.approx(6.02)
-    with _clock.model_time(10.0):
+    with _clock.hold(_clock.Clock(10.0)):
         assert run.wall_left_s() == pytest.approx(0.6)  # 6 model seconds at 10x
     clock.at(112)
     assert (run.wall_left_s(), run.timeout_s()) == (0.0, pytest.approx(0.02))

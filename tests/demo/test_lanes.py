@@ -402,7 +402,6 @@ def _run_load_eval(
     monkeypatch.setattr(sys, "argv", ["-c", json.dumps(config)])
     monkeypatch.setattr(sys, "stdin", pipes.stdin)
     monkeypatch.setattr(sys, "stdout", pipes.stdout)
-    monkeypatch.setenv("SPARK_OTEL_MODEL_CLOCK", "")  # restored after: the runner sets it
     errors: list[BaseException] = []
 
     def main() -> None:
@@ -448,9 +447,6 @@ def test_the_nemotron_runner_runs_its_cells_four_at_a_time_from_the_time_it_is_g
     box: Box, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     start_at, _ = _run_load_eval(_load_config(box, tmp_path, rules=""), monkeypatch)
-    # It follows the box's model clock, as `configure` reads it from the environment (in this
-    # process the clock is the box's anyway; a runner process would start at the wrong time).
-    assert os.environ["SPARK_OTEL_MODEL_CLOCK"] == box.url("qwen")
     cells = _runner_cells(tmp_path)
     assert [(c.eval_name, c.cell_id, c.engine, c.workers, c.source) for c in cells] == [
         ("demo-nemotron-ab12", f"pr-{i:02d}", "nemotron", 4, "demo") for i in range(4)

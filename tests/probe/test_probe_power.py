@@ -124,7 +124,7 @@ def test_the_sampler_keeps_each_power_reading_skips_failed_ones_and_stops_when_t
         await asyncio.wait_for(task, 1.0)
         return while_failing, out, alive
 
-    with _clock.model_time(100.0):
+    with _clock.hold(_clock.Clock(100.0)):
         meter = PowerMeter(SimGpuSource(gpu_server.url))
         assert meter.sample_interval_wall_s == 0.05
         while_failing, kept, alive = asyncio.run(sample(meter))

@@ -3,7 +3,7 @@
 `box_clock` is pinned on plain data (the round trip's middle in whole nanoseconds, every answer
 that is no finite positive speed refused); `read_box_clock` against a real box, and against a
 plain static web server standing where a box should be (what a mistyped
-``SPARK_OTEL_MODEL_CLOCK`` meets): a 404 page, a body that is not JSON, JSON that is not an
+``follow`` meets): a 404 page, a body that is not JSON, JSON that is not an
 object, each an `EngineError` that says which. A proxy set in the environment must not carry the
 reading: the clock is read straight from the box, on loopback.
 """
@@ -103,7 +103,7 @@ def test_a_web_server_that_is_no_box_is_named_as_such(tmp_path: Path) -> None:
         read_box_clock(static_site + "/nothing-here")
     assert str(refused.value) == (
         f"{static_site}/nothing-here/sim/info: not a simulated box with a finite speed (HTTP 404); "
-        "SPARK_OTEL_MODEL_CLOCK names a box started by spark-otel sim"
+        "a clock is followed from a box started by spark-otel sim"
     )
 
 
@@ -123,7 +123,7 @@ def test_json_that_is_not_an_object_is_no_box(tmp_path: Path) -> None:
         read_box_clock(static_site + "/list")
     assert str(refused.value) == (
         f"{static_site}/list/sim/info: not a simulated box with a finite speed (HTTP 200); "
-        "SPARK_OTEL_MODEL_CLOCK names a box started by spark-otel sim"
+        "a clock is followed from a box started by spark-otel sim"
     )
 
 

@@ -105,7 +105,7 @@ def test_a_busy_port_fails_naming_the_engine() -> None:
             run_box([EngineSpec("qwen", DENSE, port)]),
         ):
             pass
-    assert _clock.time_scale() == 1.0
+    assert _clock.rate() == 1.0
 
 
 def test_a_bound_engine_port_cannot_be_shared_by_another_reuseaddr_socket() -> None:
@@ -136,16 +136,16 @@ def test_a_port_another_socket_only_bound_is_the_boxs_once_it_runs() -> None:
 
 
 def test_the_box_sets_and_restores_the_model_clock() -> None:
-    assert _clock.time_scale() == 1.0
+    assert _clock.rate() == 1.0
     with run_box({"a": "dense"}, speed=250) as box:
-        assert _clock.time_scale() == 250
+        assert _clock.rate() == 250
         with run_box({"b": "moe"}, speed=250):
             pass
-        assert _clock.time_scale() == 250  # still held by the outer box
+        assert _clock.rate() == 250  # still held by the outer box
         with pytest.raises(ConfigError, match="speed"), run_box({"c": "moe"}, speed=10):
             pass
         assert box.speed == 250
-    assert _clock.time_scale() == 1.0
+    assert _clock.rate() == 1.0
 
 
 def test_a_box_refused_for_its_speed_leaves_its_port_free() -> None:
@@ -233,7 +233,7 @@ def test_infinite_speed_streams_exact_tokens_with_model_time_metrics() -> None:
         stats = box.stats("qwen")
         info = httpx.get(box.url("qwen") + "/sim/info").json()
     assert float(info["speed"]) == float("inf")
-    assert _clock.time_scale() == 1.0  # an infinite box leaves the process clock alone
+    assert _clock.rate() == 1.0  # an infinite box leaves the process clock alone
     # 300 tokens at 4 streams take 300 / 10.35 s of model time, however fast they were served.
     assert stats.model_time_s >= 300 / DENSE.per_stream_rate(4) * 0.99
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from spark_otel._clock import CLOCK_ENV
 from spark_otel.sim import run_box
-from spark_otel.sim.clock import MODEL_CLOCK_ENV, READINGS, box_clock, read_box_clock
+from spark_otel.sim.clock import READINGS, box_clock, follow, read_box_clock
 from spark_otel.store import Store
 
 SPEED = 50.0
@@ -54,7 +55,7 @@ def test_runners_started_apart_agree_with_the_box_and_each_other(tmp_path: Path)
     env = {"PATH": "", "PYTHONPATH": ":".join(sys.path)}
     with run_box({"qwen": "dense"}, speed=SPEED) as box:
         url = box.url("qwen")
-        env[MODEL_CLOCK_ENV] = url
+        env[CLOCK_ENV] = follow(url).spec()  # read once, as a launcher does: each runner joins it
         first = _runner("first", url, store_path, env)
         _wait_until_in_the_cell(first)  # a loaded machine can take seconds to start a Python process
         time.sleep(1.0)  # 50 model seconds later: a process anchored at its own start would be off by that

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from tests.conftest import CapturingExporter
 
 from spark_otel import _semconv as sc
+from spark_otel._clock import CLOCK_ENV
 from spark_otel._version import __version__
 from spark_otel.store import STORE_ENV
 from spark_otel.telemetry import build_providers, configure
@@ -39,6 +40,7 @@ def _nothing_set(monkeypatch: pytest.MonkeyPatch) -> None:
         *ENDPOINTS,
         STORE_ENV,
         TIME_SCALE_ENV,
+        CLOCK_ENV,
         "SPARK_OTEL_MODEL_CLOCK",
         "OTEL_EXPORTER_OTLP_PROTOCOL",
         "OTEL_METRIC_EXPORT_INTERVAL",
@@ -70,7 +72,7 @@ def intervals_ms(telemetry: Telemetry) -> list[float]:
 def test_a_model_time_interval_is_real_time_at_the_clocks_scale_never_under_a_second(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, made: list[Telemetry], model_s: float, want_ms: int
 ) -> None:
-    monkeypatch.setenv(TIME_SCALE_ENV, "10")
+    monkeypatch.setenv(CLOCK_ENV, "10")
     telemetry = _configure(made, store=tmp_path / "s.sqlite", metric_export_interval_model_s=model_s)
     assert intervals_ms(telemetry) == [want_ms]
 

@@ -77,7 +77,7 @@ def run_until_stopped(receiver: Receiver, duration_s: float | None) -> None:
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         receiver.start()
-        stop.wait(None if duration_s is None else _clock.to_wall_s(duration_s))
+        stop.wait(None if duration_s is None else _clock.to_real_s(duration_s))
     except KeyboardInterrupt:
         pass
     finally:

@@ -10,7 +10,8 @@ every figure it reports (/metrics histograms, /sim/gpu energy, timestamps) stays
 
 Runs until Ctrl-C, or for --duration SECONDS of real time. Each engine serves /v1/completions,
 /v1/chat/completions, /v1/models, /health, /metrics (vLLM V1 names), /sim/info and /sim/gpu
-(the box's GPU readout).
+(the box's GPU readout). A runner in another process follows the box's model clock with
+``SPARK_OTEL_CLOCK="$(spark-otel sim --clock-of URL)"``.
 
 --otlp-traces-endpoint URL sends one ``llm_request`` server span per finished request over
 OTLP/HTTP, as ``vllm serve --otlp-traces-endpoint`` does: parented to the request's
@@ -69,11 +70,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration", type=float, default=None, metavar="SECONDS", help="stop after this many real seconds"
     )
+    parser.add_argument(
+        "--clock-of",
+        metavar="URL",
+        help="print the clock of the running box at URL as SPARK_OTEL_CLOCK takes it, and exit "
+        "(a runner started with it follows the box)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sim import parse_engine_spec, run_box
+    from ..sim import follow, parse_engine_spec, run_box
     from ._common import DURATION_S, Bounds
+
+    if args.clock_of is not None:
+        from .._exceptions import ConfigError, EngineError
+
+        try:
+            print(follow(args.clock_of).spec())
+        except EngineError as exc:
+            raise ConfigError(f"--clock-of {args.clock_of!r}: {exc}") from exc
+        return 0
 
     duration = args.duration
     DURATION_S.check("--duration", duration)

@@ -98,7 +98,7 @@ class StreamRun:
         if self.plan.budget_s is None:
             return None
         spent = (_clock.perf_ns() - self.start_ns) / NS_PER_S
-        return max(0.0, _clock.to_wall_s(self.plan.budget_s - spent))
+        return max(0.0, _clock.to_real_s(self.plan.budget_s - spent))
 
     def timeout_s(self) -> float | None:
         """The request's timeout: the time left on the deadline replaces the client's own, so

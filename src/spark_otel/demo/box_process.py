@@ -8,8 +8,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .. import _clock
 from .._exceptions import ConfigError, EngineError
+from ..sim.clock import model_time
 from .schedule import _ENGINES
 
 __all__ = ["box_process", "serve_box_main"]
@@ -28,7 +28,7 @@ def serve_box_main() -> None:
         from ..sim import run_box
 
         speed, epoch = float(sys.argv[1]), int(sys.argv[2])
-        with _clock.model_time(speed, epoch_unix_ns=epoch), run_box(_ENGINES, speed=speed, seed=0) as box:
+        with model_time(speed, epoch_unix_ns=epoch), run_box(_ENGINES, speed=speed, seed=0) as box:
             print(json.dumps({name: box.url(name) for name in box.engines}), flush=True)
             sys.stdin.read()
     except Exception as exc:

@@ -25,6 +25,7 @@ from .._clock import NS_PER_S
 from .._exceptions import EngineError
 from ..analysis.rates import ceiling_hit, rated_decode_rate
 from ..analysis.stats import percentile
+from ..sim.clock import follow
 from .load import Lane, openai_client, sleep_model
 from .schedule import LOAD_ENGINE, LOAD_WORKERS, SERIAL_ENGINE, DemoPlan
 
@@ -146,9 +147,11 @@ def load_eval_main() -> None:
     from ..telemetry import configure
 
     config = json.loads(sys.argv[1])
-    os.environ["SPARK_OTEL_MODEL_CLOCK"] = config["clock_url"]
     telemetry = configure(
-        service_name="spark-otel-demo", store=config["store"], metric_export_interval_ms=60_000
+        service_name="spark-otel-demo",
+        store=config["store"],
+        metric_export_interval_ms=60_000,
+        clock=follow(config["clock_url"]),
     )
     if config["rules"]:
         govern(config["rules"], state=config["state"])

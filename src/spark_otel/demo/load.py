@@ -117,14 +117,14 @@ class Lane:
 
 
 def sleep_model(seconds: float) -> None:
-    time.sleep(_clock.to_wall_s(seconds))
+    time.sleep(_clock.to_real_s(seconds))
 
 
 def openai_client(base_url: str) -> Any:
     import openai
 
     return openai.OpenAI(
-        base_url=base_url + "/v1", api_key="sim", timeout=_clock.to_wall_s(CEILING_S), max_retries=0
+        base_url=base_url + "/v1", api_key="sim", timeout=_clock.to_real_s(CEILING_S), max_retries=0
     )
 
 

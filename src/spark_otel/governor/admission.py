@@ -255,7 +255,7 @@ class _Waiter:
 
     def admitted(self, decision: Decision | None) -> Admission:
         slot = decision.slot if decision is not None else None
-        waited = _clock.to_model_s(self.waited_real_s()) if self.queued else 0.0
+        waited = _clock.to_clock_s(self.waited_real_s()) if self.queued else 0.0
         if slot is not None:
             self.governor._lease.hold()
             _add(self.meter_provider, "governor_slots", 1, self.cell.engine)

@@ -228,7 +228,7 @@ class RequestTelemetry:
         finally:
             try:  # a span processor that raises (the user's own) must not reach the user's call
                 # From the same stamps as the duration metric: the span lasts exactly what it records.
-                span.end(end_time=self.start_wall_ns + _clock.to_model_ns(end_ns - self.start_ns))
+                span.end(end_time=self.start_wall_ns + _clock.to_clock_ns(end_ns - self.start_ns))
             except Exception as exc:
                 report_failure("request span end", exc)
 
@@ -270,7 +270,7 @@ class RequestTelemetry:
             if self.streaming:
                 if first_ns:
                     attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
-                        _clock.to_model_ns(first_ns - self.start_ns) / NS_PER_S
+                        _clock.to_clock_ns(first_ns - self.start_ns) / NS_PER_S
                     )
                 if chunks is not None:
                     attrs[sc.REQUEST_CHUNKS] = chunks
@@ -292,9 +292,9 @@ class RequestTelemetry:
                 self._record_chunk_intervals(intervals, metric_attrs)
             except Exception as exc:
                 report_failure("chunk metrics", exc)
-        duration_s = _clock.to_model_ns(end_ns - self.start_ns) / NS_PER_S
+        duration_s = _clock.to_clock_ns(end_ns - self.start_ns) / NS_PER_S
         first_chunk_s = (
-            _clock.to_model_ns(first_ns - self.start_ns) / NS_PER_S if self.streaming and first_ns else None
+            _clock.to_clock_ns(first_ns - self.start_ns) / NS_PER_S if self.streaming and first_ns else None
         )
         if rt.bulk is None:  # the user's own providers: one SDK record per value
             inst = rt.instruments
@@ -355,7 +355,7 @@ class RequestTelemetry:
 
     def _record_chunk_intervals(self, intervals: array[int], metric_attrs: dict[str, AttributeValue]) -> None:
         rt = self.rt
-        scale = _clock.time_scale() / NS_PER_S
+        scale = _clock.rate() / NS_PER_S
         if rt.bulk is not None:  # a provider spark-otel built: the whole stream at once
             rt.bulk.chunks.record_many(
                 [i * scale for i in intervals], metric_attrs, None, self.span.get_span_context()

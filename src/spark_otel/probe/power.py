@@ -33,7 +33,7 @@ class PowerMeter:
     @property
     def sample_interval_wall_s(self) -> float:
         """3 s between samples, as the article sampled nvidia-smi: real seconds for a real GPU."""
-        return 3.0 if self.real_time else max(0.05, _clock.to_wall_s(3.0))
+        return 3.0 if self.real_time else max(0.05, _clock.to_real_s(3.0))
 
     async def reading(self) -> GpuPoint | None:
         try:

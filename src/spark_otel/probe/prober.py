@@ -45,7 +45,7 @@ from ..analysis.probe_levels import LevelMeasurement, curve_of, level_warnings, 
 from ..model import AttributeValue, LoadWindow
 from ..receivers.prometheus import EngineSnapshot, ascrape_engine, counter_delta
 from ..records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
-from ..sim.clock import READINGS, BoxClock, box_clock, closest
+from ..sim.clock import READINGS, BoxClock, box_clock, closest, model_time
 from ..store import Store
 from ..telemetry import current_telemetry
 from .power import PowerMeter, power_meter, sample_power
@@ -123,8 +123,8 @@ class _Prober:
         if scale is not None:
             # Line our model clock up with the box's, so load windows meet its other clients' cells.
             epoch = box.epoch_now() if box is not None and box.speed == scale else None
-            held.enter_context(_clock.model_time(scale, epoch_unix_ns=epoch))
-        self.time_scale = _clock.time_scale()
+            held.enter_context(model_time(scale, epoch_unix_ns=epoch))
+        self.time_scale = _clock.rate()
         if not self.model:
             try:
                 response = await self.control.get("/v1/models")
@@ -200,7 +200,7 @@ class _Prober:
         sampler = asyncio.create_task(sample_power(meter, samples, stop)) if meter else None
         start_unix_ns = _clock.wall_ns()
         cpu0 = _clock.thread_cpu_s()
-        ceiling = _clock.to_wall_s(self.settings.request_timeout_s)
+        ceiling = _clock.to_real_s(self.settings.request_timeout_s)
         tasks = [asyncio.create_task(once(client, body)) for _ in range(streams)]
         done, pending = await asyncio.wait(tasks, timeout=ceiling + _LEVEL_GRACE_WALL_S)
         cpu_s = _clock.thread_cpu_s() - cpu0
@@ -234,13 +234,13 @@ class _Prober:
                 start_unix_ns=start_unix_ns,
                 end_unix_ns=end_unix_ns,
                 cpu_s=cpu_s,
-                time_scale=_clock.time_scale(),
+                time_scale=_clock.rate(),
                 power_w=mean_power(
                     power_before,
                     power_after,
                     samples,
                     real_time=meter.real_time,
-                    time_scale=_clock.time_scale(),
+                    time_scale=_clock.rate(),
                 )
                 if meter
                 else None,
@@ -336,7 +336,7 @@ async def arun_probe(
         meter = power_meter(settings.gpu, prober.url, prober.sim_info)
         top = max(settings.streams)
         limits = httpx2.Limits(max_connections=top, max_keepalive_connections=top, keepalive_expiry=60.0)
-        timeout = httpx2.Timeout(_clock.to_wall_s(settings.request_timeout_s), connect=10.0)
+        timeout = httpx2.Timeout(_clock.to_real_s(settings.request_timeout_s), connect=10.0)
         headers = {"content-type": "application/json", "accept-encoding": "identity"}
         async with httpx2.AsyncClient(
             base_url=prober.url, limits=limits, timeout=timeout, headers=headers, trust_env=False

@@ -399,7 +399,7 @@ class Receiver:
                 pass  # logged and counted where it happened
             except Exception:
                 _logger.exception("receiver: %s failed unexpectedly; retrying", what)
-            self._stop.wait(_clock.to_wall_s(self._backoff_s(failures())))
+            self._stop.wait(_clock.to_real_s(self._backoff_s(failures())))
 
     def start(self) -> Receiver:
         """Start one thread per engine (and one for the GPU); returns self."""

@@ -1,24 +1,27 @@
-"""Lining a process's model clock up with a simulated box's, so several processes agree.
+"""Model time: the simulated box's time scale, and lining a process's clock up with a box's.
 
-A simulated box runs ``speed`` times faster than real time and reports its model clock in
+The simulator owns model time. A simulated box runs ``speed`` times faster than real time
+(`model_time` holds the process's clock at that speed) and reports its model clock in
 ``GET /sim/info`` (``speed``, ``unix_ns``). A process that drives it (an eval runner, the probe,
-the demo) reads that once and holds `spark_otel._clock.model_time` at the box's speed and epoch;
-from then on its timestamps and the box's, and those of every other process anchored the same
-way, are on one model clock, whenever each process started. The box stamped ``unix_ns`` at some
+the demo) reads that once (`follow`) and runs on the box's clock: its timestamps and the box's,
+and those of every other process anchored the same way, are on one model clock, whenever each
+process started. The box stamped ``unix_ns`` at some
 point of the round trip; its middle is taken, so the error is at most half a round trip in real
 time (about 0.1 ms on loopback, times the speed: 10 ms of model time at 100x). As NTP does, a
 process reads several times on one connection and keeps the shortest round trip: a first request
 also pays for the client's and the connection's set-up (tens of milliseconds on a loaded machine,
 seconds of model time), all of it before the box stamps its answer.
 
-``SPARK_OTEL_MODEL_CLOCK=URL`` makes `spark_otel.configure()` do this for the whole process.
+A runner process follows a box in one of two ways: ``spark_otel.configure(clock=follow(URL))``,
+or the environment its launcher sets, ``SPARK_OTEL_CLOCK`` = ``follow(URL).spec()`` (what
+``spark-otel sim --clock-of URL`` prints), which `configure()` reads without any of this module.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,16 +29,16 @@ from .. import _clock
 from .._exceptions import EngineError
 
 __all__ = [
-    "MODEL_CLOCK_ENV",
     "READINGS",
     "BoxClock",
     "box_clock",
     "box_model_time",
     "closest",
+    "follow",
+    "model_time",
     "read_box_clock",
 ]
 
-MODEL_CLOCK_ENV = "SPARK_OTEL_MODEL_CLOCK"
 _INFO_TIMEOUT_S = 5.0
 READINGS = 5
 
@@ -55,6 +58,18 @@ class BoxClock:
     def epoch_now(self) -> int:
         """The box's model Unix time now, extrapolated at its speed from the reading."""
         return self.box_unix_ns + int((_clock.real_monotonic_ns() - self.read_real_ns) * self.speed)
+
+    def clock(self) -> _clock.Clock:
+        """The box's clock as a process holds it, anchored to real Unix time now (so it can be
+        handed to another process through `Clock.spec`)."""
+        at_real = _clock.real_wall_ns()
+        return _clock.Clock(self.speed, self.epoch_now(), at_real)
+
+
+def model_time(speed: float, *, epoch_unix_ns: int | None = None) -> AbstractContextManager[None]:
+    """Hold this process's clock at a simulated box's ``speed`` inside the block (model time);
+    ``epoch_unix_ns`` is the model Unix time now (a box's own, to line up with it)."""
+    return _clock.hold(_clock.Clock(speed, epoch_unix_ns))
 
 
 def box_clock(info: Mapping[str, Any], *, sent_real_ns: int, received_real_ns: int) -> BoxClock | None:
@@ -102,7 +117,7 @@ def read_box_clock(url: str, *, readings: int = READINGS) -> BoxClock:
             if clock is None:
                 raise EngineError(
                     f"{base}/sim/info: not a simulated box with a finite speed "
-                    f"(HTTP {response.status_code}); {MODEL_CLOCK_ENV} names a box started by spark-otel sim"
+                    f"(HTTP {response.status_code}); a clock is followed from a box started by spark-otel sim"
                 )
             clocks.append(clock)
     return closest(clocks)
@@ -113,9 +128,15 @@ def closest(clocks: Iterable[BoxClock]) -> BoxClock:
     return min(clocks, key=lambda clock: clock.round_trip_real_ns)
 
 
+def follow(url: str) -> _clock.Clock:
+    """The clock of the simulated box at ``url`` (any of its engines), to hold or hand on:
+    ``spark_otel.configure(clock=follow(url))``; `EngineError` when the URL is no simulated box."""
+    return read_box_clock(url).clock()
+
+
 @contextmanager
 def box_model_time(url: str) -> Iterator[BoxClock]:
-    """Hold this process's model clock at the box's speed and epoch for the block."""
-    clock = read_box_clock(url)
-    with _clock.model_time(clock.speed, epoch_unix_ns=clock.epoch_now()):
-        yield clock
+    """Hold this process's clock on the box's for the block."""
+    reading = read_box_clock(url)
+    with _clock.hold(reading.clock()):
+        yield reading

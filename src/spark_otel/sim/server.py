@@ -7,7 +7,7 @@ context always stops everything, also with streams in flight: their requests are
 streams end, and the servers close.
 
 While a box with a finite speed runs, it holds this process's model clock at that speed
-(`spark_otel._clock.model_time`), so every timestamp spark-otel records in the process reads in
+(`clock.model_time`), so every timestamp spark-otel records in the process reads in
 the same model time as the box; real time returns when the last hold ends.
 """
 
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _clock
 from .._exceptions import ConfigError
 from .box import BoxModel, EngineStats, RequestTiming
+from .clock import model_time
 from .profiles import Profile, get_profile
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ def run_box(
         # Take the clock before binding: a box at another speed fails here with no socket to leak.
         if math.isfinite(speed):  # an infinite box keeps a virtual clock of its own
             try:
-                held.enter_context(_clock.model_time(speed))
+                held.enter_context(model_time(speed))
             except ConfigError as exc:
                 raise ConfigError(f"a simulated box at speed {speed:g} cannot start: {exc}") from None
         sockets: list[socket.socket] = []

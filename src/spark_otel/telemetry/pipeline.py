@@ -37,6 +37,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from .. import _clock
 from .._exceptions import ConfigError
 from .._guard import warn_once
 from ..store import STORE_ENV, Store
@@ -65,6 +66,7 @@ _logger = logging.getLogger(__name__)
 _STORE_QUEUE_SIZE = 65_536
 _STORE_METRIC_INTERVAL_MS = 10_000
 TIME_SCALE_ENV = "SPARK_OTEL_TIME_SCALE"
+RETIRED_MODEL_CLOCK_ENV = "SPARK_OTEL_MODEL_CLOCK"
 
 _lock = threading.Lock()
 """Guards `_current` alone: held for an assignment, never across a setup."""
@@ -84,7 +86,7 @@ class Telemetry:
     owns_store: bool = True
     """False when the caller handed `configure()` its own `Store`: the caller closes it."""
     _clock_hold: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
-    """The model clock this telemetry holds (from the environment), released at shutdown."""
+    """The clock this telemetry holds (given, or from the environment), released at shutdown."""
     _closed: bool = False
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -115,6 +117,7 @@ def configure(
     metric_export_interval_ms: int | None = None,
     metric_export_interval_model_s: float | None = None,
     set_global: bool = True,
+    clock: _clock.Clock | None = None,
 ) -> Telemetry:
     """Set up tracing and metrics; returns the `Telemetry` in force.
 
@@ -123,14 +126,15 @@ def configure(
     False turns it off. ``otlp``: None follows the ``OTEL_EXPORTER_OTLP_*ENDPOINT`` variables.
     Calling again replaces the previous setup (which is flushed and shut down).
     ``metric_export_interval_ms`` is real time; ``metric_export_interval_model_s`` (for a process
-    whose readings follow the model clock, such as the receiver) is model time, converted once the
-    clock below is held, and never under 1 s of real time.
+    whose readings follow an injected clock, such as the receiver beside a simulated box) is in
+    the clock's seconds, converted once the clock is held, and never under 1 s of real time.
+    ``clock``: the `Clock` the process runs on while this telemetry is in force (a simulated
+    box's: ``spark_otel.sim.follow(URL)``); None takes ``SPARK_OTEL_CLOCK`` from the environment,
+    else real time.
 
     This is where spark-otel reads its environment (nothing is read at import): besides the
-    ``OTEL_*`` settings, ``SPARK_OTEL_STORE``, and the model clock for a simulated box:
-    ``SPARK_OTEL_MODEL_CLOCK=URL`` follows the box at URL (its speed and epoch, so several runner
-    processes agree), ``SPARK_OTEL_TIME_SCALE=N`` runs N times faster from now. A bad value of
-    those raises `ConfigError`. An unusable batch or export setting is its default, warned once
+    ``OTEL_*`` settings, ``SPARK_OTEL_STORE`` and ``SPARK_OTEL_CLOCK``. A bad value of those
+    raises `ConfigError`. An unusable batch or export setting is its default, warned once
     (`settings`); an OTLP exporter that cannot be built sends everything to the embedded store
     instead, warned once, and raises `ConfigError` only with ``store=False``.
     """
@@ -142,6 +146,7 @@ def configure(
             metric_export_interval_ms=metric_export_interval_ms,
             metric_export_interval_model_s=metric_export_interval_model_s,
             set_global=set_global,
+            clock=clock,
         )
 
 
@@ -153,13 +158,12 @@ def _configure(
     metric_export_interval_ms: int | None,
     metric_export_interval_model_s: float | None,
     set_global: bool,
+    clock: _clock.Clock | None,
 ) -> Telemetry:
     global _current
-    clock_hold = _model_clock_from_environment()
+    clock_hold = _held_clock(clock)
     if metric_export_interval_model_s is not None:
-        from .. import _clock
-
-        metric_export_interval_ms = max(1000, int(_clock.to_wall_s(metric_export_interval_model_s) * 1000))
+        metric_export_interval_ms = max(1000, int(_clock.to_real_s(metric_export_interval_model_s) * 1000))
     try:
         telemetry = _pipeline(service_name, store, otlp, metric_export_interval_ms)
     except BaseException:
@@ -316,31 +320,48 @@ def _flush_at_exit() -> None:
         atexit.register(shutdown)
 
 
-def _model_clock_from_environment() -> contextlib.ExitStack:
-    """The model clock ``SPARK_OTEL_MODEL_CLOCK`` or ``SPARK_OTEL_TIME_SCALE`` asks for, held."""
-    from .. import _clock
-    from .._exceptions import ConfigError, EngineError
-    from ..sim.clock import MODEL_CLOCK_ENV, box_model_time
-
-    box = os.environ.get(MODEL_CLOCK_ENV, "").strip()
-    scale = os.environ.get(TIME_SCALE_ENV, "").strip()
+def _held_clock(clock: _clock.Clock | None) -> contextlib.ExitStack:
+    """The clock this telemetry runs on, held: ``clock`` when given, else the environment's."""
     held = contextlib.ExitStack()
-    if box and scale:
-        raise ConfigError(f"set {MODEL_CLOCK_ENV} (follow a simulated box) or {TIME_SCALE_ENV}, not both")
-    if box:
-        try:
-            held.enter_context(box_model_time(box))
-        except EngineError as exc:
-            raise ConfigError(f"{MODEL_CLOCK_ENV}={box!r}: {exc}") from exc
-    elif scale:
-        try:
-            value = float(scale)
-        except ValueError:
-            raise ConfigError(
-                f"{TIME_SCALE_ENV}={scale!r} is not a number (model seconds per real second)"
-            ) from None
-        try:
-            held.enter_context(_clock.model_time(value))
-        except ConfigError as exc:
-            raise ConfigError(f"{TIME_SCALE_ENV}={scale!r}: {exc}") from exc
+    clock = clock if clock is not None else _clock_from_environment()
+    if clock is not None:
+        held.enter_context(_clock.hold(clock))
     return held
+
+
+def _clock_from_environment() -> _clock.Clock | None:
+    """``SPARK_OTEL_CLOCK`` (`Clock.spec`'s form), or ``SPARK_OTEL_TIME_SCALE=N``, its older
+    spelling for a rate from now (kept for 0.2, with a warning). ``SPARK_OTEL_MODEL_CLOCK=URL``
+    (0.1's way to follow a simulated box from here) is read no more: following a box is the
+    simulator's work, and a warning names what replaces it."""
+    spec = os.environ.get(_clock.CLOCK_ENV, "").strip()
+    scale = os.environ.get(TIME_SCALE_ENV, "").strip()
+    if os.environ.get(RETIRED_MODEL_CLOCK_ENV, "").strip():
+        warn_once(
+            RETIRED_MODEL_CLOCK_ENV,
+            f"{RETIRED_MODEL_CLOCK_ENV} is no longer read (spark-otel 0.2): to follow a simulated box, set "
+            f'{_clock.CLOCK_ENV}="$(spark-otel sim --clock-of URL)" or call '
+            "spark_otel.configure(clock=spark_otel.sim.follow(URL)); this process runs on real time",
+        )
+    if spec and scale:
+        raise ConfigError(f"set {_clock.CLOCK_ENV} or {TIME_SCALE_ENV} (its older spelling), not both")
+    if spec:
+        try:
+            return _clock.Clock.parse(spec)
+        except ConfigError as exc:
+            raise ConfigError(f"{_clock.CLOCK_ENV}: {exc}") from None
+    if not scale:
+        return None
+    warn_once(
+        TIME_SCALE_ENV, f"{TIME_SCALE_ENV} is deprecated (removed in 0.3): set {_clock.CLOCK_ENV}={scale}"
+    )
+    try:
+        value = float(scale)
+    except ValueError:
+        raise ConfigError(
+            f"{TIME_SCALE_ENV}={scale!r} is not a number (clock seconds per real second)"
+        ) from None
+    try:
+        return _clock.Clock(value)
+    except ConfigError as exc:
+        raise ConfigError(f"{TIME_SCALE_ENV}={scale!r}: {exc}") from exc
