@@ -17,6 +17,16 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from ._exceptions import (
+        ConfigError,
+        EngineError,
+        GovernorError,
+        InputError,
+        NoGpuError,
+        NoGpuMetricsError,
+        SparkOtelError,
+        StoreError,
+    )
     from .cells import CellState, ContextThreadPoolExecutor, carry_context, cell, current_cell
     from .deadline import DeadlineResult, astream_with_deadline, stream_with_deadline
     from .governor import govern, ungovern
@@ -28,12 +38,20 @@ __all__ = [
     "Cell",
     "CellState",
     "CellStatus",
+    "ConfigError",
     "ContextThreadPoolExecutor",
     "DeadlineResult",
+    "EngineError",
+    "GovernorError",
+    "InputError",
     "LoadWindow",
     "MetricSample",
+    "NoGpuError",
+    "NoGpuMetricsError",
     "Request",
+    "SparkOtelError",
     "SparkOtelInstrumentor",
+    "StoreError",
     "Telemetry",
     "__version__",
     "astream_with_deadline",
@@ -52,6 +70,14 @@ __all__ = [
 # Each public name's home, imported on first use: `import spark_otel` costs next to nothing and
 # does nothing else (no provider, no hook, no environment read), and the CLI's --help stays fast.
 _HOMES = {
+    "ConfigError": "_exceptions",
+    "EngineError": "_exceptions",
+    "GovernorError": "_exceptions",
+    "InputError": "_exceptions",
+    "NoGpuError": "_exceptions",
+    "NoGpuMetricsError": "_exceptions",
+    "SparkOtelError": "_exceptions",
+    "StoreError": "_exceptions",
     "CellState": "cells",
     "ContextThreadPoolExecutor": "cells",
     "carry_context": "cells",

@@ -1,14 +1,19 @@
 """Errors spark-otel raises to its callers (never from instrumentation into a user's call).
 
     SparkOtelError              base; carries the CLI exit code
-    ├── ConfigError             bad arguments or settings (exit 2)
+    ├── ConfigError             bad arguments or settings; also a ValueError (exit 2)
     ├── InputError              a file or record that cannot be read as what it claims to be (exit 1)
     │   └── NoGpuMetricsError   an Nsight export captured without GPU metrics (exit 1)
     ├── EngineError             an engine that is unreachable or answers wrongly (exit 1)
+    │   └── ProbeIncomplete     the probe stopped partway; carries the levels measured
+    │                           (`spark_otel.probe`, beside the report it carries)
     ├── NoGpuError              no NVIDIA GPU, NVML or nvidia-smi on this machine (exit 1)
-    └── StoreError              the embedded store cannot be opened or written (exit 1)
+    ├── StoreError              the embedded store cannot be opened or written (exit 1)
+    └── GovernorError           with ``fail_closed=True``: the governor cannot decide (exit 1)
 
-Messages name the input and the problem, so the CLI can print them as one line.
+Each is exported from ``spark_otel``: ``except spark_otel.SparkOtelError`` catches every error
+spark-otel raises on purpose. Messages name the input and the problem, so the CLI can print
+them as one line.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "EngineError",
+    "GovernorError",
     "InputError",
     "NoGpuError",
     "NoGpuMetricsError",
@@ -54,3 +60,7 @@ class NoGpuError(SparkOtelError):
 
 class StoreError(SparkOtelError):
     """The embedded SQLite store cannot be opened or written."""
+
+
+class GovernorError(SparkOtelError):
+    """With ``fail_closed=True``: the governor cannot decide, so the cell does not start."""

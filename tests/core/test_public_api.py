@@ -8,12 +8,20 @@ PUBLIC_API = [
     "Cell",
     "CellState",
     "CellStatus",
+    "ConfigError",
     "ContextThreadPoolExecutor",
     "DeadlineResult",
+    "EngineError",
+    "GovernorError",
+    "InputError",
     "LoadWindow",
     "MetricSample",
+    "NoGpuError",
+    "NoGpuMetricsError",
     "Request",
+    "SparkOtelError",
     "SparkOtelInstrumentor",
+    "StoreError",
     "Telemetry",
     "__version__",
     "astream_with_deadline",
@@ -57,3 +65,27 @@ def test_each_public_name_is_its_homes_object_loaded_on_first_use_and_kept(
         value = getattr(spark_otel, name)
         assert value is getattr(importlib.import_module(f"spark_otel.{home}"), name), name
         assert vars(spark_otel)[name] is value, name
+
+
+def test_the_error_tree_is_exported_and_every_error_is_a_spark_otel_error() -> None:
+    """The tree `_exceptions` draws: one `except spark_otel.SparkOtelError` catches each of them."""
+    tree = {
+        "ConfigError": "SparkOtelError",
+        "InputError": "SparkOtelError",
+        "NoGpuMetricsError": "InputError",
+        "EngineError": "SparkOtelError",
+        "NoGpuError": "SparkOtelError",
+        "StoreError": "SparkOtelError",
+        "GovernorError": "SparkOtelError",
+    }
+    for name, parent in tree.items():
+        error = getattr(spark_otel, name)
+        assert error.__bases__[0] is getattr(spark_otel, parent), name
+    assert issubclass(spark_otel.ConfigError, ValueError)
+    assert spark_otel.ConfigError.exit_code == 2
+    assert {getattr(spark_otel, n).exit_code for n in tree if n != "ConfigError"} == {1}
+    from spark_otel.governor import GovernorError
+    from spark_otel.probe import ProbeIncomplete
+
+    assert GovernorError is spark_otel.GovernorError
+    assert issubclass(ProbeIncomplete, spark_otel.EngineError)

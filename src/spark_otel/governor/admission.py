@@ -26,7 +26,7 @@ from opentelemetry.metrics import MeterProvider
 
 from .. import _clock
 from .. import _semconv as sc
-from .._exceptions import ConfigError, SparkOtelError
+from .._exceptions import ConfigError, GovernorError
 from .._guard import report_failure
 from ..model import AttributeValue
 from ..records.rules_file import RulesFile, load_rules
@@ -39,10 +39,6 @@ __all__ = ["Admission", "Governor", "GovernorError"]
 _logger = logging.getLogger(__name__)
 POLL_S = 0.05
 """How often a waiting cell asks again (real seconds, with jitter): the hand-off latency."""
-
-
-class GovernorError(SparkOtelError):
-    """With ``fail_closed=True``: the governor cannot decide, so the cell does not start."""
 
 
 @dataclass(frozen=True, slots=True)
