@@ -451,9 +451,7 @@ class cell:
         attrs = cell_end_attributes(
             status=status,
             elapsed_s=elapsed_s,
-            deadline_hit=state.deadline_hit,
             salvaged_findings=state.salvaged_findings,
-            degraded=state.degraded,
             prompt_tokens=state.prompt_tokens,
             completion_tokens=state.completion_tokens,
             budget=budget,
@@ -486,7 +484,7 @@ class cell:
             budget = {"admission": self._admission.waited_s, **budget}
         for phase, seconds in budget.items():
             inst.cell_phase_duration.record(seconds, {**done, sc.CELL_PHASE: phase})
-        if state.deadline_hit:
+        if status is CellStatus.DEADLINE:
             inst.cell_deadline_hits.add(1, done)
         if state.salvaged_findings:
             inst.cell_salvaged_findings.add(state.salvaged_findings, done)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from . import _semconv as sc
 from ._clock import NS_PER_S
@@ -47,10 +47,8 @@ class Cell(_Record):
     completion_tokens: int | None = None
     status: CellStatus = CellStatus.OK
     deadline_s: float | None = None
-    deadline_hit: bool = False
     workers: int | None = None
     salvaged_findings: int = 0
-    degraded: bool = False
     source: str = "live"
     trace_id: str | None = None
     first_token_s: float | None = Field(
@@ -68,6 +66,18 @@ class Cell(_Record):
     @property
     def elapsed_s(self) -> float:
         return (self.end_unix_ns - self.start_unix_ns) / NS_PER_S
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented spelling
+    @property
+    def deadline_hit(self) -> bool:
+        """Cut off at its wall-clock ceiling: what status ``deadline`` means."""
+        return self.status is CellStatus.DEADLINE
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def degraded(self) -> bool:
+        """Cut off at its ceiling but kept findings: degraded, not lost."""
+        return self.status is CellStatus.DEADLINE and self.salvaged_findings > 0
 
     @property
     def admission_s(self) -> float | None:

@@ -57,7 +57,6 @@ def _cell(
         completion_tokens=tokens,
         status=CellStatus.DEADLINE if timed_out else CellStatus.OK,
         deadline_s=CEILING_S,
-        deadline_hit=timed_out,
         workers=workers,
     )
 

@@ -263,7 +263,6 @@ def test_timeouts_join_their_eval_class_and_count_at_every_depth() -> None:
             end_unix_ns=last + 300 * S,
             prompt_tokens=100,
             status=CellStatus.DEADLINE,
-            deadline_hit=True,
             workers=1,
         )
     )

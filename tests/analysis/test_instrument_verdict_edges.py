@@ -17,6 +17,7 @@ from spark_otel.analysis.gauges import (
 )
 from spark_otel.analysis.gauges.catalog import CELL_RATE_METRIC
 from spark_otel.model import AttributeValue, MetricSample
+from spark_otel.views.gauges import evidence
 
 S = 1_000_000_000
 LOAD = [10.0, 20.0, 40.0, 80.0, 160.0, 320.0]
@@ -53,13 +54,23 @@ def gauge(
     ]
 
 
+_GRADED: dict[int, InstrumentsReport] = {}
+"""The report each verdict came from, for the sentence the views layer writes for it."""
+
+
 def by_name(report: InstrumentsReport) -> dict[str, InstrumentVerdict]:
+    _GRADED.update((id(v), report) for v in report.instruments)
     return {v.instrument: v for v in report.instruments}
+
+
+def said(v: InstrumentVerdict) -> str:
+    """The evidence sentence `views.gauges` writes for ``v`` (graded through `by_name` or `one`)."""
+    return evidence(v, _GRADED[id(v)])
 
 
 def one(intervals: Sequence[LoadInterval], samples: list[MetricSample]) -> InstrumentVerdict:
     """The verdict on the series of ``samples`` (the report adds the quantities its source lacks)."""
-    [verdict] = [v for v in instrument_verdicts(intervals, samples).instruments if v.n_samples]
+    [verdict] = [v for v in by_name(instrument_verdicts(intervals, samples)).values() if v.n_samples]
     return verdict
 
 
@@ -69,7 +80,7 @@ def test_a_gauge_without_a_unit_shows_its_figures_bare() -> None:
     attrs: dict[str, AttributeValue] = {sc.NSIGHT_METRIC_NAME: "Warp Stalls", sc.GPU_ID: "0"}
     v = one(intervals, gauge(sc.NSIGHT_METRIC, intervals, [t / 10 for t in LOAD], attrs))
     assert (v.instrument, v.unit, v.verdict) == ("Nsight Warp Stalls (GPU 0)", "", "tracks load")
-    assert v.evidence == (
+    assert said(v) == (
         "6 intervals, 10.0 to 320.0 tok/s (32.0x): reads 1.00 to 32.0, rises with throughput "
         "(elasticity 1.00, rank correlation 1.00)"
     )
@@ -81,7 +92,7 @@ def test_an_elasticity_of_exactly_half_tracks_load() -> None:
     intervals = levels([10.0, 20.0, 30.0])
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [30.0, 40.0, 50.0], QWEN))
     assert (v.verdict, v.elasticity, v.rank_correlation) == ("tracks load", 0.5, 1.0)
-    assert v.evidence == (
+    assert said(v) == (
         "3 intervals, 10.0 to 30.0 tok/s (3.0x): reads 30.0 to 50.0 requests, rises with throughput "
         "(elasticity 0.50, rank correlation 1.00)"
     )
@@ -99,7 +110,7 @@ def test_a_rank_correlation_of_exactly_the_threshold_tracks_load() -> None:
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [1.0, 4.0, 3.0, 8.0], QWEN))
     assert v.verdict == "tracks load"
     assert (v.rank_correlation, v.elasticity) == (0.8, pytest.approx(75 / 92))
-    assert v.evidence == (
+    assert said(v) == (
         "4 intervals, 10.0 to 80.0 tok/s (8.0x): reads 1.00 to 8.00 requests, rises with throughput "
         "(elasticity 0.82, rank correlation 0.80)"
     )
@@ -112,7 +123,7 @@ def test_a_slow_gauge_at_exactly_the_rank_threshold_is_too_slow_not_out_of_step(
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [101.0, 104.0, 103.0, 108.0], QWEN))
     assert (v.verdict, v.rank_correlation) == ("not load", 0.8)
     assert v.elasticity == pytest.approx(75 / 2392)
-    assert v.evidence == (
+    assert said(v) == (
         "4 intervals, 10.0 to 80.0 tok/s (8.0x): reads 101 to 108 requests, moves 0.03x as fast as "
         "throughput (elasticity 0.03 < 0.5; rank correlation 0.80)"
     )
@@ -130,7 +141,7 @@ def test_a_gauge_that_averages_zero_has_no_relative_range_or_elasticity_and_stil
     v = one(intervals, gauge(sc.NSIGHT_METRIC, intervals, [-1.0, 0.0, 1.0], attrs))
     assert (v.verdict, v.relative_range, v.elasticity, v.rank_correlation) == ("not load", None, None, 1.0)
     assert (v.zero_samples, v.n_samples, v.gauge_min, v.gauge_max) == (3, 9, -1.0, 1.0)
-    assert v.evidence == (
+    assert said(v) == (
         "3 intervals, 10.0 to 40.0 tok/s (4.0x): reads -1.00 to 1.00 MHz, moves 0.00x as fast as "
         "throughput (elasticity - < 0.5; rank correlation 1.00)"
     )
@@ -148,7 +159,7 @@ def test_a_counter_scraped_too_seldom_to_give_a_rate_reading_zero_is_unsupported
     ]
     v = one(intervals, samples)
     assert (v.verdict, v.n_intervals, v.n_samples, v.zero_samples, v.readings) == ("unsupported", 0, 2, 2, [])
-    assert v.evidence == "does not move in all 2 samples over 3 loaded intervals (10.0 to 40.0 tok/s)"
+    assert said(v) == "does not move in all 2 samples over 3 loaded intervals (10.0 to 40.0 tok/s)"
 
 
 def test_the_cells_rate_on_an_engine_no_interval_measured_names_the_engines_that_were() -> None:
@@ -166,7 +177,7 @@ def test_the_cells_rate_on_an_engine_no_interval_measured_names_the_engines_that
         0,
         PROBE_QWEN,
     )
-    assert v.evidence == (
+    assert said(v) == (
         "no interval measured qwen's throughput (the 3 loaded intervals (10.0 to 160.0 tok/s) are on "
         f"llama, nemotron); 3 at different loads are needed: measure with `{PROBE_QWEN}`"
     )
@@ -176,7 +187,7 @@ def test_throughput_moving_too_little_names_the_probe_that_would_measure_more() 
     intervals = levels([100.0, 130.0, 190.0])
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [10.0, 13.0, 19.0], QWEN))
     assert (v.verdict, v.measure) == ("not enough load range", PROBE_QWEN)
-    assert v.evidence == (
+    assert said(v) == (
         "3 intervals, 100.0 to 190.0 tok/s (1.9x): throughput moved less than 2x, too little to tell a "
         f"flat gauge from a moving one (it read 10.0 to 19.0 requests): measure with `{PROBE_QWEN}`"
     )

@@ -14,6 +14,7 @@ from spark_otel.analysis.gauges import (
     InstrumentVerdict,
     LoadInterval,
     Thresholds,
+    VerdictReason,
     cell_rate_samples,
     elasticity,
     eval_intervals,
@@ -21,8 +22,8 @@ from spark_otel.analysis.gauges import (
     rank_correlation,
     receiver_intervals,
 )
-from spark_otel.analysis.gauges.verdicts import fmt_value
 from spark_otel.model import AttributeValue, Cell, CellStatus, MetricSample
+from spark_otel.views.gauges import evidence, fmt_value
 
 S = 1_000_000_000
 GPU = {sc.GPU_ID: "0"}
@@ -88,14 +89,24 @@ def counter(
     return out
 
 
+_GRADED: dict[int, InstrumentsReport] = {}
+"""The report each verdict came from, for the sentence the views layer writes for it."""
+
+
 def by_name(report: InstrumentsReport) -> dict[str, InstrumentVerdict]:
+    _GRADED.update((id(v), report) for v in report.instruments)
     return {v.instrument: v for v in report.instruments}
+
+
+def said(v: InstrumentVerdict) -> str:
+    """The evidence sentence `views.gauges` writes for ``v`` (graded through `by_name` or `one`)."""
+    return evidence(v, _GRADED[id(v)])
 
 
 def one(intervals: Sequence[LoadInterval], samples: list[MetricSample], **kwargs: Any) -> InstrumentVerdict:
     """The verdict on the series of ``samples`` (the report may add quantities its source lacks)."""
     report = instrument_verdicts(intervals, samples, **kwargs)
-    [verdict] = [v for v in report.instruments if v.metric == samples[0].name and v.n_samples]
+    [verdict] = [v for v in by_name(report).values() if v.metric == samples[0].name and v.n_samples]
     return verdict
 
 
@@ -133,7 +144,7 @@ def test_a_flat_gauge_is_pinned_not_load() -> None:
     assert v.constant_samples == v.n_samples == 18
     assert v.constant_value == pytest.approx(96.0)
     assert v.relative_range == 0
-    assert "6 intervals, 10.0 to 320.0 tok/s (32.0x): pinned at 96.0%" in v.evidence
+    assert "6 intervals, 10.0 to 320.0 tok/s (32.0x): pinned at 96.0%" in said(v)
 
 
 def test_a_linear_gauge_tracks_load() -> None:
@@ -143,9 +154,7 @@ def test_a_linear_gauge_tracks_load() -> None:
     assert v.verdict == "tracks load"
     assert v.elasticity == pytest.approx(1.0)
     assert v.rank_correlation == pytest.approx(1.0)
-    assert v.evidence.startswith(
-        "6 intervals, 10.0 to 320.0 tok/s (32.0x): reads 1.00 to 32.0 requests, rises"
-    )
+    assert said(v).startswith("6 intervals, 10.0 to 320.0 tok/s (32.0x): reads 1.00 to 32.0 requests, rises")
 
 
 def test_a_falling_gauge_tracks_load_and_says_which_way() -> None:
@@ -154,7 +163,7 @@ def test_a_falling_gauge_tracks_load_and_says_which_way() -> None:
     assert v.verdict == "tracks load"
     assert v.elasticity is not None
     assert v.elasticity == pytest.approx(-0.667, abs=0.001)
-    assert "falls as throughput rises" in v.evidence
+    assert "falls as throughput rises" in said(v)
 
 
 def test_a_gauge_that_fills_up_saturates_at_its_knee() -> None:
@@ -162,7 +171,7 @@ def test_a_gauge_that_fills_up_saturates_at_its_knee() -> None:
     v = one(intervals, gauge(sc.ENGINE_KV_CACHE_USAGE, intervals, [min(t, 100) / 100 for t in LOAD], QWEN))
     assert v.verdict == "saturates"
     assert v.knee_throughput == 160.0
-    assert "rises with throughput to 100% at 160.0 tok/s, then flat to 320.0 tok/s" in v.evidence
+    assert "rises with throughput to 100% at 160.0 tok/s, then flat to 320.0 tok/s" in said(v)
 
 
 def test_the_knee_is_where_a_line_then_a_constant_fit_best() -> None:
@@ -192,7 +201,7 @@ def test_a_gauge_that_reads_zero_is_unsupported() -> None:
     v = by_name(report)["GPU 0 memory used"]
     assert v.verdict == "unsupported"
     assert v.zero_samples == v.n_samples == 18
-    assert v.evidence == "reads 0 in all 18 samples over 6 intervals (10.0 to 320.0 tok/s)"
+    assert said(v) == "reads 0 in all 18 samples over 6 intervals (10.0 to 320.0 tok/s)"
 
 
 def test_a_quantity_its_source_never_reported_is_unsupported() -> None:
@@ -203,9 +212,7 @@ def test_a_quantity_its_source_never_reported_is_unsupported() -> None:
     for missing in ("GPU 0 power", "GPU 0 memory used"):
         assert verdicts[missing].verdict == "unsupported"
         assert verdicts[missing].n_samples == 0
-        assert verdicts[missing].evidence.startswith(
-            "no readings in 6 loaded intervals (10.0 to 320.0 tok/s)"
-        )
+        assert said(verdicts[missing]).startswith("no readings in 6 loaded intervals (10.0 to 320.0 tok/s)")
     # Nothing recorded from the engines or Nsight: said once, not graded as unsupported.
     assert any("spark-otel receive --engine NAME=URL" in note for note in report.notes)
     assert any("spark-otel ingest-nsight" in note for note in report.notes)
@@ -216,11 +223,11 @@ def test_fewer_than_three_intervals_is_not_enough_load_range_and_names_the_probe
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [1, 16], QWEN), engine_urls=URLS)
     assert v.verdict == "not enough load range"
     assert v.measure == "spark-otel probe --engine qwen=http://127.0.0.1:8011 --streams 1,2,4,8,16"
-    assert v.evidence.startswith(
+    assert said(v).startswith(
         "readings in 2 intervals (10.0 to 160.0 tok/s: 1.00 to 16.0 requests); "
         "3 at different loads are needed"
     )
-    assert v.measure in v.evidence
+    assert v.measure in said(v)
     assert v.elasticity is None
 
 
@@ -228,8 +235,8 @@ def test_throughput_moving_under_2x_is_not_enough_load_range() -> None:
     intervals = levels([100.0, 130.0, 190.0])
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [10, 13, 19], QWEN))
     assert v.verdict == "not enough load range"
-    assert "100.0 to 190.0 tok/s (1.9x): throughput moved less than 2x" in v.evidence
-    assert "--engine qwen=URL" in v.evidence  # no address recorded: a placeholder to fill in
+    assert "100.0 to 190.0 tok/s (1.9x): throughput moved less than 2x" in said(v)
+    assert "--engine qwen=URL" in said(v)  # no address recorded: a placeholder to fill in
     # The same readings over a wider range are enough.
     assert (
         one(
@@ -247,14 +254,14 @@ def test_readings_outside_every_interval_are_not_enough_load_range() -> None:
     report = instrument_verdicts(intervals, gauge(sc.GPU_POWER, late, [30.0, 31.0], GPU))
     v = by_name(report)["GPU 0 power"]
     assert v.verdict == "not enough load range"
-    assert v.evidence.startswith("none of its 6 readings lie in 6 loaded intervals (10.0 to 320.0 tok/s)")
+    assert said(v).startswith("none of its 6 readings lie in 6 loaded intervals (10.0 to 320.0 tok/s)")
 
 
 def test_a_gauge_that_moves_out_of_step_with_throughput_is_not_load() -> None:
     intervals = levels(LOAD)
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [5, 1, 6, 2, 5, 1], QWEN))
     assert v.verdict == "not load"
-    assert "out of step with throughput" in v.evidence
+    assert "out of step with throughput" in said(v)
     assert v.relative_range is not None
     assert v.relative_range > 1
 
@@ -273,7 +280,7 @@ def test_engine_gauges_pair_with_their_own_engines_throughput() -> None:
     idle = verdicts["nemotron requests running"]
     assert idle.verdict == "not enough load range"
     assert idle.n_intervals == 0
-    assert "spark-otel probe --engine nemotron=http://127.0.0.1:8012 --streams 1,2,4,8,16" in idle.evidence
+    assert "spark-otel probe --engine nemotron=http://127.0.0.1:8012 --streams 1,2,4,8,16" in said(idle)
 
 
 def test_a_counter_reads_its_rate_across_a_reset() -> None:
@@ -479,31 +486,29 @@ def test_appendix_f_from_the_articles_own_numbers() -> None:
     }
     v = by_name(report)
     # utilization.gpu: 96% at every load, 11 to 190 tok/s.
-    assert v["GPU 0 utilization"].evidence.startswith(
+    assert said(v["GPU 0 utilization"]).startswith(
         "10 intervals, 11.1 to 190.0 tok/s (17.1x): pinned at 96.0%"
     )
     # power.draw: 34 to 40 W across a 17x throughput range.
     power = v["GPU 0 power"]
-    assert power.evidence.startswith(
+    assert said(power).startswith(
         "6 intervals, 11.1 to 184.4 tok/s (16.6x): reads 34.2 to 39.5 W, moves 0.05x"
     )
     assert power.rank_correlation == pytest.approx(1.0)  # it rises every level, by a few watts
     assert power.elasticity == pytest.approx(0.054, abs=0.001)
     # SM Issue 3.1, 2.8 and 3.6% across 22 to 190 tok/s.
     sm_issue = v["Nsight SM Issue (GPU 0)"]
-    assert sm_issue.evidence.startswith("4 intervals, 22.0 to 190.0 tok/s (8.6x): reads 2.80 to 3.60%")
+    assert said(sm_issue).startswith("4 intervals, 22.0 to 190.0 tok/s (8.6x): reads 2.80 to 3.60%")
     assert sm_issue.elasticity == pytest.approx(0.113, abs=0.001)
-    assert "out of step with throughput (rank correlation 0.33 < 0.8; elasticity 0.11)" in sm_issue.evidence
+    assert "out of step with throughput (rank correlation 0.33 < 0.8; elasticity 0.11)" in said(sm_issue)
     assert sm_issue.rank_correlation == pytest.approx(1 / 3)
-    assert "pinned at 99.9%" in v["Nsight GR Active (GPU 0)"].evidence
+    assert "pinned at 99.9%" in said(v["Nsight GR Active (GPU 0)"])
     # The engine's generation counter: 22.3 to 190.2 tok/s, in step with the probe's load.
     gen = v["qwen generation counter"]
     assert [r.value for r in gen.readings] == pytest.approx([row[3] for row in APPENDIX_A])
     assert gen.rank_correlation == pytest.approx(1.0)
     assert gen.elasticity == pytest.approx(0.87, abs=0.01)
-    assert (
-        v["GPU 0 memory used"].evidence == "reads 0 in all 18 samples over 6 intervals (11.1 to 184.4 tok/s)"
-    )
+    assert said(v["GPU 0 memory used"]) == "reads 0 in all 18 samples over 6 intervals (11.1 to 184.4 tok/s)"
 
 
 def test_nemotron_power_moved_only_while_the_engine_thrashed() -> None:
@@ -522,11 +527,21 @@ def test_nemotron_power_moved_only_while_the_engine_thrashed() -> None:
     assert power.rank_correlation == pytest.approx(0.7)
     assert (
         "reads 35.6 to 65.6 W, out of step with throughput (rank correlation 0.70 < 0.8; elasticity 0.19)"
-        in power.evidence
+        in said(power)
     )
 
 
 # -- each verdict whole: the text a person reads, and every figure it rests on ------------------------
+WHOLE_VERDICT_REASONS = {
+    "pinned": VerdictReason.PINNED,
+    "rises": VerdictReason.TRACKS,
+    "falls": VerdictReason.TRACKS,
+    "saturates": VerdictReason.KNEE,
+    "out-of-step": VerdictReason.OUT_OF_STEP,
+    "too-slow": VerdictReason.MOVES_SLOWLY,
+}
+
+
 @pytest.mark.parametrize(
     ("metric", "attributes", "values", "scale", "verdict", "evidence"),
     [
@@ -594,13 +609,15 @@ def test_each_verdict_states_its_evidence_and_the_figures_it_rests_on(
     scale: int,
     verdict: str,
     evidence: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     intervals = levels(LOAD)
     v = one(intervals, gauge(metric, intervals, values, attributes))
+    assert v.reason == WHOLE_VERDICT_REASONS[request.node.callspec.id]
     read = [value * scale for value in values]
     modal = max(read, key=read.count)  # the first of the most frequent readings
     mean = sum(read) / len(read)
-    assert (v.verdict, v.evidence) == (verdict, evidence)
+    assert (v.verdict, said(v)) == (verdict, evidence)
     assert (v.n_intervals, v.n_samples, v.zero_samples, v.constant_samples) == (
         6,
         18,
@@ -645,21 +662,21 @@ def test_too_few_intervals_say_where_the_readings_lie_and_the_probe_that_would_a
     single = levels([10.0])
     v = one(single, gauge(sc.ENGINE_REQUESTS_RUNNING, single, [1], QWEN))
     assert (v.verdict, v.measure) == ("not enough load range", PROBE_QWEN)
-    assert v.evidence == (
+    assert said(v) == (
         "readings in 1 interval (10.0 tok/s: 1.00 requests); 3 at different loads are needed: "
         f"measure with `{PROBE_QWEN}`"
     )
     on_nemotron = levels([10.0, 40.0, 160.0], engine="nemotron")
     report = instrument_verdicts(on_nemotron, gauge(sc.ENGINE_REQUESTS_RUNNING, on_nemotron, [1, 2, 3], QWEN))
     v = by_name(report)["qwen requests running"]
-    assert v.evidence == (
+    assert said(v) == (
         "no interval measured qwen's throughput (the 3 loaded intervals (10.0 to 160.0 tok/s) are on "
         f"nemotron); 3 at different loads are needed: measure with `{PROBE_QWEN}`"
     )
     # A GPU gauge names the engine the intervals measured, or a placeholder.
     gpu = one(single, gauge(sc.GPU_POWER, single, [30], GPU))
     assert gpu.measure == PROBE_QWEN
-    assert gpu.evidence.startswith("readings in 1 interval (10.0 tok/s: 30.0 W); ")
+    assert said(gpu).startswith("readings in 1 interval (10.0 tok/s: 30.0 W); ")
     no_engine = [i.model_copy(update={"engines": {}}) for i in single]
     assert one(no_engine, gauge(sc.GPU_POWER, no_engine, [30], GPU)).measure == (
         "spark-otel probe --engine NAME=URL --streams 1,2,4,8,16"
@@ -669,7 +686,7 @@ def test_too_few_intervals_say_where_the_readings_lie_and_the_probe_that_would_a
 def test_a_counter_that_never_moves_is_unsupported() -> None:
     intervals = levels(LOAD)
     v = one(intervals, counter(sc.ENGINE_GENERATION_TOKENS, intervals, [0.0] * 6, QWEN))
-    assert (v.verdict, v.evidence) == (
+    assert (v.verdict, said(v)) == (
         "unsupported",
         "does not move in all 12 samples over 6 intervals (10.0 to 320.0 tok/s)",
     )
@@ -732,8 +749,8 @@ def test_without_any_loaded_interval_the_text_says_so() -> None:
         None,
         0,
     )
-    assert power.evidence.startswith("none of its 9 readings lie in no loaded interval; ")
-    assert by_name(report)["GPU 0 utilization"].evidence.startswith("no readings in no loaded interval: ")
+    assert said(power).startswith("none of its 9 readings lie in no loaded interval; ")
+    assert said(by_name(report)["GPU 0 utilization"]).startswith("no readings in no loaded interval: ")
 
 
 def test_twice_the_throughput_is_enough_range_and_a_five_percent_move_is_not_pinned() -> None:
@@ -741,21 +758,19 @@ def test_twice_the_throughput_is_enough_range_and_a_five_percent_move_is_not_pin
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [19.5, 20.0, 20.5], QWEN))
     assert v.relative_range == 0.05
     assert v.verdict == "not load"
-    assert "pinned" not in v.evidence  # exactly 5%: it moves
-    assert v.evidence.startswith(
-        "3 intervals, 10.0 to 20.0 tok/s (2.0x): reads 19.5 to 20.5 requests, moves "
-    )
+    assert "pinned" not in said(v)  # exactly 5%: it moves
+    assert said(v).startswith("3 intervals, 10.0 to 20.0 tok/s (2.0x): reads 19.5 to 20.5 requests, moves ")
 
 
 def test_a_gauge_that_falls_then_holds_saturates_and_says_it_falls() -> None:
     intervals = levels([25.0, 50.0, 100.0, 150.0, 200.0])
     v = one(intervals, gauge(sc.ENGINE_REQUESTS_RUNNING, intervals, [40, 20, 10, 10, 10], QWEN))
     assert (v.verdict, v.knee_throughput) == ("saturates", 100.0)
-    assert v.evidence.startswith(
+    assert said(v).startswith(
         "5 intervals, 25.0 to 200.0 tok/s (8.0x): falls with throughput to 10.0 requests at 100.0 tok/s, "
         "then flat to 200.0 tok/s (10.0 requests above the knee; "
     )
     early = levels([50.0, 75.0, 100.0, 125.0, 150.0])
     v = one(early, gauge(sc.ENGINE_REQUESTS_RUNNING, early, [50, 75, 75, 75, 75], QWEN))
     assert (v.verdict, v.knee_throughput) == ("saturates", 75.0)
-    assert "rises with throughput to 75.0 requests at 75.0 tok/s" in v.evidence  # a knee at the second level
+    assert "rises with throughput to 75.0 requests at 75.0 tok/s" in said(v)  # a knee at the second level

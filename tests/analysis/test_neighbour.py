@@ -201,7 +201,7 @@ def test_windows_from_cells_merge_per_engine_and_worker_count_within_the_gap() -
 
 def test_timeouts_inside_a_window_are_counted_but_not_rated() -> None:
     cells = [
-        _cell("t", 0, 1800, status=CellStatus.DEADLINE, deadline_hit=True, completion_tokens=9000),
+        _cell("t", 0, 1800, status=CellStatus.DEADLINE, completion_tokens=9000),
         _cell("r", 1800, 2000, completion_tokens=1000),
     ]
     window = LoadWindow(uid="w", name="w", kind="load", start_unix_ns=0, end_unix_ns=2000 * S)
@@ -336,7 +336,7 @@ def test_failed_cells_are_counted_apart_from_timeouts() -> None:
 
     cells = [
         c("ok", 0),
-        c("cut", 100, status=CellStatus.DEADLINE, deadline_hit=True, completion_tokens=None),
+        c("cut", 100, status=CellStatus.DEADLINE, completion_tokens=None),
         c("err", 200, status=CellStatus.ERROR, completion_tokens=50),
         c("err2", 300, status=CellStatus.ERROR, completion_tokens=None),
     ]

@@ -41,10 +41,10 @@ def test_each_eval_and_worker_count_is_one_outcome_in_name_then_count_order() ->
 def test_statuses_ceiling_hits_salvage_and_degraded_are_counted_per_group() -> None:
     cells = [
         _cell("ok", "e", 4),
-        _cell("cut", "e", 4, status=CellStatus.DEADLINE, salvaged_findings=3, degraded=True),
-        _cell("hit-ok", "e", 4, deadline_hit=True, salvaged_findings=2),  # hit, but ended ok
+        _cell("cut", "e", 4, status=CellStatus.DEADLINE, salvaged_findings=3),  # degraded
+        _cell("cut-bare", "e", 4, status=CellStatus.DEADLINE),  # lost: kept no findings
         _cell("err", "e", 4, status=CellStatus.ERROR),
-        _cell("cap", "e", 4, status=CellStatus.LENGTH_CAP, degraded=True),
+        _cell("cap", "e", 4, status=CellStatus.LENGTH_CAP, salvaged_findings=2),  # not degraded
         _cell("other", "e", 2, status=CellStatus.DEADLINE),
     ]
     two, four = deadline_outcomes(cells)
@@ -52,10 +52,10 @@ def test_statuses_ceiling_hits_salvage_and_degraded_are_counted_per_group() -> N
         eval_name="e",
         workers=4,
         cells=5,
-        statuses={"ok": 2, "error": 1, "deadline": 1, "length_cap": 1},
+        statuses={"ok": 1, "error": 1, "deadline": 2, "length_cap": 1},
         ceiling_hits=2,
         salvaged_findings=5,
-        degraded=2,
+        degraded=1,
         queued=0,
         longest_wait_s=None,
         waits_past_deadline=0,

@@ -68,7 +68,7 @@ def _alone() -> list[Cell]:
 def _cut(uid: str, start_s: float, end_s: float, tokens: int | None, **fields: Any) -> Cell:
     """A cell cut off at its ceiling (``deadline_s`` unless given: its elapsed time)."""
     fields.setdefault("deadline_s", end_s - start_s)
-    return cell(uid, start_s, end_s, tokens, status=CellStatus.DEADLINE, deadline_hit=True, **fields)
+    return cell(uid, start_s, end_s, tokens, status=CellStatus.DEADLINE, **fields)
 
 
 def test_a_cell_at_exactly_the_slowed_line_with_a_rerun_is_long_by_itself() -> None:

@@ -36,7 +36,7 @@ def _cell(uid: str, start_s: int, *, tokens: int | None = 1000, **kw: object) ->
 def test_rated_decode_rate_refuses_cut_off_failed_and_tokenless_cells() -> None:
     ok = _cell("ok", 0)
     deadline = _cell("d", 0, status=CellStatus.DEADLINE, tokens=500)  # salvaged tokens: partial
-    hit = _cell("h", 0, deadline_hit=True, tokens=500)  # status ok, but the ceiling cut it
+    hit = _cell("h", 0, status=CellStatus.DEADLINE, salvaged_findings=2, tokens=500)  # degraded
     error = _cell("x", 0, status=CellStatus.ERROR, tokens=300)
     tokenless = _cell("n", 0, tokens=None)
     capped = _cell("c", 0, status=CellStatus.LENGTH_CAP)
@@ -55,7 +55,7 @@ def test_every_analysis_keeps_partial_rates_of_cut_off_and_failed_cells_out() ->
     cells = [_cell(f"b{k}", 150 * k) for k in range(3)]
     cells += [
         _cell("w", 450, tokens=500),
-        _cell("d", 600, status=CellStatus.DEADLINE, deadline_hit=True, tokens=2000),
+        _cell("d", 600, status=CellStatus.DEADLINE, tokens=2000),
         _cell("x", 750, status=CellStatus.ERROR, tokens=3000),
     ]
     window = LoadWindow(

@@ -71,7 +71,6 @@ def _cell(
         completion_tokens=tokens,
         status=CellStatus.DEADLINE if timed_out else CellStatus.OK,
         deadline_s=1800.0,
-        deadline_hit=timed_out,
         workers=1,
         attributes=attrs,
     )

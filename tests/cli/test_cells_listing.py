@@ -39,9 +39,22 @@ MODEL_HEADER = [*HEADER[:7], "elapsed model s", *HEADER[8:]]
 # T0 (1,700,000,000 s) is 2023-11-14 22:13:20 UTC; each cell starts that many seconds later.
 M1 = ["modelled", "m1", "nemo", "2", "ok", "", "700", "10.0", "70.00", "-", "0", "2023-11-14 22:15:20"]
 B1 = ["other", "b1", "nemo", "2", "error", "80", "50", "10.0", "5.00", "-", "0", "2023-11-14 22:15:00"]
-A2 = ["golden", "a2", "qwen", "1", "deadline", "", "", "10.0", "-", "~1,000.0", "0", "2023-11-14 22:13:50"]
+A2 = [
+    *["golden", "a2", "qwen", "1", "deadline (degraded)", "", "", "10.0", "-", "~1,000.0", "2"],
+    "2023-11-14 22:13:50",
+]
 A1 = [
-    *["golden", "a1", "qwen", "2", "ok (degraded)", "1200", "400", "20.0", "20.00", "~2,000.0", "3"],
+    "golden",
+    "a1",
+    "qwen",
+    "2",
+    "ok",
+    "1200",
+    "400",
+    "20.0",
+    "20.00",
+    "~2,000.0",
+    "3",
     "2023-11-14 22:13:20",
 ]
 ENERGY_NOTE = (
@@ -69,13 +82,13 @@ def read_back(out: str) -> list[object]:
 
 def _store(path: Path) -> None:
     """Four cells, newest first: m1 (recorded under a 100x model clock, nemo), b1 (an error on
-    nemo), a2 (cut off with no tokens) and a1 (degraded, 3 findings salvaged); the GPU was read
-    over the first 60 s, so only the golden eval's cells have energy."""
+    nemo), a2 (cut off with no tokens but 2 findings salvaged: degraded) and a1 (3 findings); the
+    GPU was read over the first 60 s, so only the golden eval's cells have energy."""
     cells = [
         cell("a1", 0, 20, 400, eval_name="golden").model_copy(
-            update={"prompt_tokens": 1200, "degraded": True, "salvaged_findings": 3}
+            update={"prompt_tokens": 1200, "salvaged_findings": 3}
         ),
-        cell("a2", 30, 40, None, eval_name="golden", workers=1),
+        cell("a2", 30, 40, None, eval_name="golden", workers=1).model_copy(update={"salvaged_findings": 2}),
         cell("b1", 100, 110, 50, eval_name="other").model_copy(
             update={"engine": "nemo", "prompt_tokens": 80, "status": CellStatus.ERROR}
         ),
@@ -161,13 +174,15 @@ def test_cells_json_is_each_cell_with_its_elapsed_rate_and_energy_and_none_per_t
 ) -> None:
     assert main(["cells", "--store", cells_store, "--eval", "golden", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        _json_cell("a2", 30, 40, status="deadline", workers=1)
+        _json_cell(
+            "a2", 30, 40, status="deadline", deadline_hit=True, workers=1, salvaged_findings=2, degraded=True
+        )
         | {
             "elapsed_s": 10.0,
             "decode_rate": None,
             "energy": {"box_j": 1000.0, "share_j": 1000.0, "j_per_token": None, "estimated": True},
         },
-        _json_cell("a1", 0, 20, prompt_tokens=1200, completion_tokens=400, salvaged_findings=3, degraded=True)
+        _json_cell("a1", 0, 20, prompt_tokens=1200, completion_tokens=400, salvaged_findings=3)
         | {
             "elapsed_s": 20.0,
             "decode_rate": 20.0,  # 400 tokens in 20 s

@@ -342,8 +342,10 @@ APPENDIX_F = [
     "zero / constant samples: samples inside the intervals",
     "reading 0, and reading the gauge's most common value",
     "why:",
-    "  GPU 0 power: not load: flat <pinned>",
-    "  qwen requests running: tracks load: moves with load",
+    "  GPU 0 power: not load: no readings in 2 loaded intervals (12.5 to 1,234.5 tok/s): i"
+    "ts source recorded other quantities but not this one",
+    "  qwen requests running: tracks load: no readings in 2 loaded intervals (12.5 to 1,234.5 tok/s): i"
+    "ts source recorded other quantities but not this one",
     "note: no GPU samples & no Nsight",
     "note: one engine",
 ]
@@ -437,7 +439,7 @@ def json_result(out: Path = OUT, **content: Any) -> DemoResult:
         "answers": ANSWERS[:1],
         "advice": Advice(config=AdvisorConfig(), classes=[], rules=[CAP]),
         "energy": _energy(_cell_energy("r8", REVIEW, 8, 300, 1500.0)),
-        "instruments": _instruments(instruments=[_verdict("GPU 0 power", "not load", 2, 0.04, None, "flat")]),
+        "instruments": _instruments(instruments=[_verdict("GPU 0 power", "not load", 2, 0.04, None)]),
     }
     neighbour = neighbour_report([], eval_name=SERIAL, engine="qwen", baseline=BASELINE)
     return demo_result(out, neighbour=neighbour, **(one_of_each | content))
@@ -579,7 +581,14 @@ def expected_json(out: Path, speed: float) -> dict[str, Any]:
                 "both_wall_s": 1789.4,
             },
         ],
-        "instruments": [{"instrument": "GPU 0 power", "verdict": "not load", "evidence": "flat"}],
+        "instruments": [
+            {
+                "instrument": "GPU 0 power",
+                "verdict": "not load",
+                "evidence": "no readings in 2 loaded intervals (12.5 to 1,234.5 tok/s): its source "
+                "recorded other quantities but not this one",
+            }
+        ],
         # The report's energy per eval and worker count: 1,500 J over 1,000 tokens.
         "energy": [
             {

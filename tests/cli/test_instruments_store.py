@@ -125,37 +125,44 @@ def _gauge(
     return {"instrument": instrument, "metric": metric, "attributes": key, "unit": unit, **figures}
 
 
+NO_KNEE = {"knee_throughput": None, "knee_value": None, "flat_min": None, "flat_max": None}
+
+
 def test_the_json_document(scrapes: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["instruments", "--store", scrapes, "--bin", "60", "--json"]) == 0
     span = {"throughput_min": 10.0, "throughput_max": 40.0}
     gpu, qwen = {sc.GPU_ID: "0"}, {sc.ENGINE: "qwen"}
     gauges = [
-        _gauge("GPU 0 utilization", sc.GPU_UTILIZATION, gpu, "%", verdict="not load",
+        _gauge("GPU 0 utilization", sc.GPU_UTILIZATION, gpu, "%", verdict="not load", reason="pinned",
+               engine=None, other_engines=[], n_readings=18,
                evidence="3 intervals, 10.0 to 40.0 tok/s (4.0x): pinned at 96.0% (moves 0.0%) while "
                "throughput moved 4.0x (elasticity 0.00, rank correlation -)",
                n_intervals=3, n_samples=18, zero_samples=0, constant_samples=18, constant_value=96.0, **span,
                gauge_min=96.0, gauge_max=96.0, relative_range=0.0, elasticity=0.0, rank_correlation=None,
-               knee_throughput=None, measure=None, readings=_readings((96.0, 96.0, 96.0))),
-        _gauge("GPU 0 power", sc.GPU_POWER, gpu, "W", verdict="not load",
+               **NO_KNEE, measure=None, readings=_readings((96.0, 96.0, 96.0))),
+        _gauge("GPU 0 power", sc.GPU_POWER, gpu, "W", verdict="not load", reason="moves slowly",
+               engine=None, other_engines=[], n_readings=18,
                evidence="3 intervals, 10.0 to 40.0 tok/s (4.0x): reads 31.0 to 34.0 W, moves 0.07x as fast "
                "as throughput (elasticity 0.07 < 0.5; rank correlation 1.00)",
                n_intervals=3, n_samples=18, zero_samples=0, constant_samples=6, constant_value=31.0, **span,
                gauge_min=31.0, gauge_max=34.0, relative_range=pytest.approx(3 / (97 / 3)),
                elasticity=pytest.approx(0.1 * (70 / 3) / (97 / 3)), rank_correlation=1.0,
-               knee_throughput=None, measure=None, readings=_readings(POWER)),
+               **NO_KNEE, measure=None, readings=_readings(POWER)),
         _gauge("GPU 0 memory used", sc.GPU_MEMORY_USED, gpu, "GiB", verdict="unsupported",
+               reason="no readings", engine=None, other_engines=[], n_readings=0,
                evidence="no readings in 3 loaded intervals (10.0 to 40.0 tok/s): its source recorded other "
                "quantities but not this one",
                n_intervals=0, n_samples=0, zero_samples=0, constant_samples=0, constant_value=None,
                throughput_min=None, throughput_max=None, gauge_min=None, gauge_max=None, relative_range=None,
-               elasticity=None, rank_correlation=None, knee_throughput=None, measure=None, readings=[]),
+               elasticity=None, rank_correlation=None, **NO_KNEE, measure=None, readings=[]),
         _gauge("qwen requests running", sc.ENGINE_REQUESTS_RUNNING, qwen, "requests", verdict="tracks load",
+               reason="tracks", engine="qwen", other_engines=[], n_readings=18,
                evidence="3 intervals, 10.0 to 40.0 tok/s (4.0x): reads 1.00 to 4.00 requests, rises with "
                "throughput (elasticity 1.00, rank correlation 1.00)",
                n_intervals=3, n_samples=18, zero_samples=0, constant_samples=6, constant_value=1.0, **span,
                gauge_min=1.0, gauge_max=4.0, relative_range=pytest.approx(3 / (7 / 3)),
                elasticity=pytest.approx(1.0), rank_correlation=1.0,
-               knee_throughput=None, measure=None, readings=_readings((1.0, 2.0, 4.0))),
+               **NO_KNEE, measure=None, readings=_readings((1.0, 2.0, 4.0))),
     ]  # fmt: skip
     assert json.loads(capsys.readouterr().out) == {
         "interval_source": "receiver",

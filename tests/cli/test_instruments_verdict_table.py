@@ -19,7 +19,7 @@ from spark_otel.analysis.gauges import (
     Thresholds,
     instrument_verdicts,
 )
-from spark_otel.analysis.gauges.grades import IntervalSource, Verdict
+from spark_otel.analysis.gauges.grades import IntervalSource, Verdict, VerdictReason
 from spark_otel.cli._common import reset_notes
 from spark_otel.cli.instruments import print_verdicts
 
@@ -59,7 +59,7 @@ def _verdict(
     elasticity: float | None,
     rank: float | None,
     samples: tuple[int, int, int],
-    evidence: str,
+    reason: VerdictReason,
 ) -> InstrumentVerdict:
     zero, constant, n_samples = samples
     return InstrumentVerdict(
@@ -68,7 +68,10 @@ def _verdict(
         attributes={},
         unit=unit,
         verdict=verdict,
-        evidence=evidence,
+        reason=reason,
+        engine=None,
+        other_engines=[],
+        n_readings=n_samples,
         n_intervals=intervals,
         n_samples=n_samples,
         zero_samples=zero,
@@ -82,12 +85,16 @@ def _verdict(
         elasticity=elasticity,
         rank_correlation=rank,
         knee_throughput=None,
-        measure=None,
+        knee_value=None,
+        flat_min=None,
+        flat_max=None,
+        measure=PROBE if verdict == "not enough load range" else None,
         readings=[],
     )
 
 
 LOAD = (312.5, 1250.0)
+PROBE = "spark-otel probe --engine qwen=URL --streams 1,2,4,8,16"
 
 
 RECEIVER_BINS_PRINTED = """\
@@ -105,11 +112,11 @@ elasticity: least-squares slope of the gauge on throughput, times mean throughpu
 rank corr: Spearman rank correlation with throughput; tracks load from 0.8
 zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
 why:
-  GPU 0 utilization: not load: pinned at 96.0%
-  GPU 0 power: not load: flat
-  GPU 0 memory used: unsupported: never reported
-  SM Issue: not enough load range: one
-  qwen requests running: tracks load: in step
+  GPU 0 utilization: not load: 3 intervals, 312.5 to 1,250.0 tok/s (4.0x): pinned at 96.0% (moves 0.0%) while throughput moved 4.0x (elasticity 0.00, rank correlation -)
+  GPU 0 power: not load: 3 intervals, 312.5 to 1,250.0 tok/s (4.0x): reads 34.2 to 39.8 W, moves 0.04x as fast as throughput (elasticity 0.04 < 0.5; rank correlation 1.00)
+  GPU 0 memory used: unsupported: no readings in 3 loaded intervals (312.5 to 1,250.0 tok/s): its source recorded other quantities but not this one
+  SM Issue: not enough load range: readings in 1 interval (1,250.0 tok/s: 3.10); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
+  qwen requests running: tracks load: 3 intervals, 312.5 to 1,250.0 tok/s (4.0x): reads 2.00 to 8.00 requests, rises with throughput (elasticity 0.98, rank correlation 1.00)
 note: no Nsight captures here
 """  # noqa: E501
 
@@ -135,7 +142,7 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) ->
                 elasticity=0.0,
                 rank=None,
                 samples=(0, 30, 30),
-                evidence="pinned at 96.0%",
+                reason=VerdictReason.PINNED,
             ),
             _verdict(
                 "GPU 0 power",
@@ -147,7 +154,7 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) ->
                 elasticity=0.04,
                 rank=1.0,
                 samples=(0, 2, 30),
-                evidence="flat",
+                reason=VerdictReason.MOVES_SLOWLY,
             ),
             _verdict(
                 "GPU 0 memory used",
@@ -159,7 +166,7 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) ->
                 elasticity=None,
                 rank=None,
                 samples=(0, 0, 0),
-                evidence="never reported",
+                reason=VerdictReason.NO_READINGS,
             ),
             _verdict(
                 "SM Issue",
@@ -171,7 +178,7 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) ->
                 elasticity=None,
                 rank=None,
                 samples=(0, 1, 1),
-                evidence="one",
+                reason=VerdictReason.FEW_INTERVALS,
             ),
             _verdict(
                 "qwen requests running",
@@ -183,7 +190,7 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) ->
                 elasticity=0.98,
                 rank=1.0,
                 samples=(0, 10, 30),
-                evidence="in step",
+                reason=VerdictReason.TRACKS,
             ),
         ],
         notes=["no Nsight captures here"],
@@ -203,7 +210,7 @@ elasticity: least-squares slope of the gauge on throughput, times mean throughpu
 rank corr: Spearman rank correlation with throughput; tracks load from 0.9
 zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
 why:
-  qwen cells' decode rate: not enough load range: two runs
+  qwen cells' decode rate: not enough load range: readings in 2 intervals (0.5 to 2.0 tok/s: 0.5 to 2.00 tok/s); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
 """  # noqa: E501
 
 
@@ -233,7 +240,7 @@ def test_the_demos_eval_runs_under_a_model_clock_below_one_token_a_second(
                 elasticity=1.0,
                 rank=1.0,
                 samples=(0, 1, 8),
-                evidence="two runs",
+                reason=VerdictReason.FEW_INTERVALS,
             ),
         ],
         notes=[],
@@ -254,8 +261,8 @@ elasticity: least-squares slope of the gauge on throughput, times mean throughpu
 rank corr: Spearman rank correlation with throughput; tracks load from 0.8
 zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
 why:
-  SM Issue: not enough load range: one level
-  SM Active: not enough load range: two levels
+  SM Issue: not enough load range: readings in 1 interval (22.0 tok/s: 3.10); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
+  SM Active: not enough load range: readings in 2 intervals (22.0 to 190.0 tok/s: 28.0 to 35.5); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
 """  # noqa: E501
 
 
@@ -279,7 +286,7 @@ def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str])
                 elasticity=None,
                 rank=None,
                 samples=(0, 4, 4),
-                evidence="one level",
+                reason=VerdictReason.FEW_INTERVALS,
             ),
             _verdict(
                 "SM Active",
@@ -291,7 +298,7 @@ def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str])
                 elasticity=0.1,
                 rank=1.0,
                 samples=(0, 1, 8),
-                evidence="two levels",
+                reason=VerdictReason.FEW_INTERVALS,
             ),
         ],
         notes=[],

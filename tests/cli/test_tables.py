@@ -9,7 +9,7 @@ from tests.cli.tables import rows_of
 from spark_otel import _semconv as sc
 from spark_otel.cli._common import print_table, reset_notes
 from spark_otel.model import Cell
-from spark_otel.report.tables import model_time, seconds, time_scales
+from spark_otel.views.tables import model_time, seconds, time_scales
 
 EVAL = "golden-review-security-run-2026"  # one word, 31 characters
 EVIDENCE = (

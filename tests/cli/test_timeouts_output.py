@@ -54,7 +54,7 @@ def _cell(uid: str, eval_name: str, start_s: int, end_s: int, tokens: int | None
 @pytest.fixture
 def timeouts_store(tmp_path: Path) -> str:
     path = tmp_path / "timeouts.sqlite"
-    cut = {"status": CellStatus.DEADLINE, "deadline_s": 100.0, "deadline_hit": True}
+    cut = {"status": CellStatus.DEADLINE, "deadline_s": 100.0}
     with Store(path) as store:
         store.write_cells(
             [

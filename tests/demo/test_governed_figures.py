@@ -32,7 +32,7 @@ def test_only_cells_wholly_beside_the_neighbour_price_it() -> None:
         _cell("serial-0", 0, 100, 1100),  # alone: 11 tok/s
         _cell("serial-1", 100, 300, 1000),  # half beside (200..600): not priced
         _cell("serial-2", 300, 500, 1000),  # wholly beside: 5 tok/s
-        _cell("serial-3", 500, 590, 450, status=CellStatus.DEADLINE, deadline_hit=True),  # a hit
+        _cell("serial-3", 500, 590, 450, status=CellStatus.DEADLINE),  # a hit
     ]
     load = [
         _cell("load-0", 200, 400, 800, attributes={sc.CELL_QUEUE_WAIT_S: 12.0}),

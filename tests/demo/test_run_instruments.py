@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.gauges import LoadInterval, instrument_verdicts
+from spark_otel.analysis.gauges import LoadInterval, VerdictReason, instrument_verdicts
 from spark_otel.analysis.probe_levels import curve_of
 from spark_otel.demo.run import _instruments
 from spark_otel.model import MetricSample
@@ -102,9 +102,10 @@ def test_the_verdicts_read_the_probe_levels_and_the_gauges_a_minute_either_side(
         ("qwen 4 streams", 500.0),
     ]
     # The four readings kept, none of them inside a level; the probe command names the probed URL.
-    assert kv.evidence == (
-        "none of its 4 readings lie in 3 loaded intervals (10.0 to 40.0 tok/s); 3 at different loads "
-        f"are needed: measure with `spark-otel probe --engine qwen={URL} --streams 1,2,4,8,16`"
+    assert (kv.reason, kv.n_readings, kv.measure) == (
+        VerdictReason.OUTSIDE_INTERVALS,
+        4,
+        f"spark-otel probe --engine qwen={URL} --streams 1,2,4,8,16",
     )
     assert report.notes == ["no Nsight captures: ingest one taken under load with `spark-otel ingest-nsight`"]
 

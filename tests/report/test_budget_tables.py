@@ -7,7 +7,7 @@ import pytest
 
 from spark_otel.analysis.budget import CellBudget, EvalBudget
 from spark_otel.analysis.timeouts import TimeoutVerdict
-from spark_otel.report.budget import (
+from spark_otel.views.budget import (
     PHASE_NOTES,
     budget_table,
     eval_budget_table,

@@ -46,10 +46,10 @@ def _inputs() -> ReportInputs:
     cells = [
         _cell("r0", "review", 0, 100, 1000, first_token_s=10.0, decode_s=90.0, attributes=model),
         _cell("r1", "review", 100, 100, 1200, first_token_s=20.0, decode_s=80.0, attributes=model),
-        _cell("r2", "review", 200, 100, None, status=CellStatus.DEADLINE, deadline_hit=True, deadline_s=100.0,
+        _cell("r2", "review", 200, 100, None, status=CellStatus.DEADLINE, deadline_s=100.0,
               attributes=model),
         _cell("t0", "triage", 300, 50, 500),
-        _cell("t1", "triage", 350, 50, None, status=CellStatus.DEADLINE, deadline_hit=True, deadline_s=50.0),
+        _cell("t1", "triage", 350, 50, None, status=CellStatus.DEADLINE, deadline_s=50.0),
         _cell("n0", "triage", 400, 50, None, engine="nemo", status=CellStatus.ERROR),
     ]  # fmt: skip
     load = LoadWindow(

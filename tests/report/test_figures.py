@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.colors import to_hex
+from tests.support.gauges import verdict as gauge_verdict
 
 from spark_otel.analysis.budget import CellBudget
 from spark_otel.analysis.concurrency import concurrency
-from spark_otel.analysis.gauges.grades import InstrumentVerdict, IntervalReading
+from spark_otel.analysis.gauges.grades import InstrumentVerdict
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.records.probe_report import ProbeMetadata, ProbeReport, ProbeSettings
@@ -227,7 +228,7 @@ def _records() -> tuple[list[Cell], list[LoadWindow]]:
     """Alone at 10, 12 and 8 tok/s; two at 5 and 4 inside a load; one timeout inside it."""
     cells = [_cell(i, i * 100.0, 100.0, rate * 100) for i, rate in enumerate((10, 12, 8))]
     cells += [_cell(3 + i, 300.0 + i * 100.0, 100.0, rate * 100) for i, rate in enumerate((5, 4))]
-    cells.append(_cell(5, 500.0, 100.0, None, status=CellStatus.DEADLINE, deadline_hit=True))
+    cells.append(_cell(5, 500.0, 100.0, None, status=CellStatus.DEADLINE))
     load = LoadWindow(
         uid="load", name="nemotron load", kind="load", engine="nemotron",
         start_unix_ns=T0 + 300 * S, end_unix_ns=T0 + 600 * S, streams=4,
@@ -328,16 +329,7 @@ def test_the_concurrency_plot_scatters_each_engines_cells_at_their_load_and_rate
 
 
 def _verdict(verdict: str, knee: float | None, *readings: tuple[float, float]) -> InstrumentVerdict:
-    return InstrumentVerdict(
-        instrument="gpu 0 utilization", metric="gpu.utilization", attributes={}, unit="%", verdict=verdict,
-        evidence="", n_intervals=len(readings), n_samples=0, zero_samples=0, constant_samples=0,
-        constant_value=None, throughput_min=None, throughput_max=None, gauge_min=None, gauge_max=None,
-        relative_range=None, elasticity=None, rank_correlation=None, knee_throughput=knee, measure=None,
-        readings=[
-            IntervalReading(interval=f"i{i}", throughput=t, value=v, samples=1)
-            for i, (t, v) in enumerate(readings)
-        ],
-    )  # fmt: skip
+    return gauge_verdict("gpu 0 utilization", verdict, *readings, knee_throughput=knee)
 
 
 def test_the_instrument_plot_draws_the_gauge_against_throughput_in_its_verdicts_colour_with_the_knee() -> (

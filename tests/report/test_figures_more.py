@@ -17,6 +17,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 from matplotlib.colors import to_hex
+from tests.support.gauges import verdict as gauge_verdict
 
 from spark_otel._exceptions import ConfigError
 from spark_otel.analysis.budget import CellBudget, eval_budgets
@@ -24,7 +25,6 @@ from spark_otel.analysis.concurrency import concurrency
 from spark_otel.analysis.gauges.grades import (
     InstrumentsReport,
     InstrumentVerdict,
-    IntervalReading,
     Thresholds,
 )
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost, neighbour_cost
@@ -244,7 +244,7 @@ def _cell(i: int, start_s: float, elapsed_s: float, tokens: int | None, **kw: An
 
 
 def _timed_out(i: int, start_s: float) -> Cell:
-    return _cell(i, start_s, 100.0, None, status=CellStatus.DEADLINE, deadline_hit=True)
+    return _cell(i, start_s, 100.0, None, status=CellStatus.DEADLINE)
 
 
 def test_a_timeline_of_timeouts_alone_marks_them_on_the_axis_unclipped_with_a_rate_axis_of_0_to_1() -> None:
@@ -294,16 +294,7 @@ def test_rates_under_one_tok_s_get_an_axis_15_percent_above_them() -> None:
 
 
 def _verdict(instrument: str, *readings: tuple[float, float]) -> InstrumentVerdict:
-    return InstrumentVerdict(
-        instrument=instrument, metric="gpu.utilization", attributes={}, unit="%", verdict="not load",
-        evidence="", n_intervals=len(readings), n_samples=0, zero_samples=0, constant_samples=0,
-        constant_value=None, throughput_min=None, throughput_max=None, gauge_min=None, gauge_max=None,
-        relative_range=None, elasticity=None, rank_correlation=None, knee_throughput=None, measure=None,
-        readings=[
-            IntervalReading(interval=f"i{i}", throughput=t, value=v, samples=1)
-            for i, (t, v) in enumerate(readings)
-        ],
-    )  # fmt: skip
+    return gauge_verdict(instrument, "not load", *readings)
 
 
 def test_a_gauge_with_no_readings_draws_an_empty_line_on_a_value_axis_of_0_to_1() -> None:

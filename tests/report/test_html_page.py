@@ -7,6 +7,7 @@ files `write_report` writes. A changed tag, word, format or condition reads as a
 from __future__ import annotations
 
 import base64
+import html
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.gauges import verdict as gauge_verdict
 
 import spark_otel
 from spark_otel._exceptions import InputError
@@ -27,12 +29,14 @@ from spark_otel.analysis.gauges.grades import (
     IntervalReading,
     LoadInterval,
     Thresholds,
+    VerdictReason,
 )
 from spark_otel.analysis.stats import summarize
 from spark_otel.analysis.timeouts import TimeoutVerdict
 from spark_otel.report import html as page
 from spark_otel.report.content import ReportContent
 from spark_otel.report.plots import render_images
+from spark_otel.views.gauges import evidence
 
 S = 1_000_000_000
 NOW = int(datetime(2026, 3, 4, 23, 50, 30, tzinfo=UTC).timestamp()) * S
@@ -132,15 +136,18 @@ def test_the_glossary_explains_each_term_once_under_the_first_table_that_shows_i
 
 
 # -- the Instruments section --------------------------------------------------------------------------
-def _verdict(name: str, verdict: str, n: int, elasticity: float | None, rank: float | None, evidence: str,
+def _verdict(name: str, verdict: str, n: int, elasticity: float | None, rank: float | None,
              readings: list[IntervalReading] | None = None) -> InstrumentVerdict:  # fmt: skip
-    return InstrumentVerdict(
-        instrument=name, metric="gpu.power", attributes={}, unit="W", verdict=verdict, evidence=evidence,
-        n_intervals=n, n_samples=n, zero_samples=0, constant_samples=0, constant_value=None,
-        throughput_min=None, throughput_max=None, gauge_min=None, gauge_max=None, relative_range=None,
-        elasticity=elasticity, rank_correlation=rank, knee_throughput=None, measure=None,
-        readings=readings or [],
+    """A verdict whose reason needs no figure the test leaves out: unsupported, no readings."""
+    return gauge_verdict(
+        name, verdict, metric="gpu.power", unit="W", reason=VerdictReason.NO_READINGS, n_intervals=n,
+        n_samples=n, elasticity=elasticity, rank_correlation=rank, readings=readings or [],
     )  # fmt: skip
+
+
+def _said(report: InstrumentsReport, k: int) -> str:
+    """The evidence cell of the ``k``-th gauge: the views layer's sentence, escaped."""
+    return html.escape(evidence(report.instruments[k], report))
 
 
 def _interval(label: str, throughput: float, scale: float = 1.0) -> LoadInterval:
@@ -157,8 +164,8 @@ def _instruments(**kw: Any) -> InstrumentsReport:
         "throughput_max": 1234.56,
         "thresholds": Thresholds(),
         "instruments": [
-            _verdict("GPU 0 power", "not load", 2, 0.04, None, "flat <pinned>"),
-            _verdict("qwen requests running", "tracks load", 3, None, 0.9512, "moves with load"),
+            _verdict("GPU 0 power", "not load", 2, 0.04, None),
+            _verdict("qwen requests running", "tracks load", 3, None, 0.9512),
         ],
         "notes": ["no GPU samples & no Nsight", "one engine"],
     }
@@ -181,15 +188,16 @@ def test_the_instruments_section_grades_each_gauge_and_shows_its_plot_and_the_no
     """The intervals and their throughput range in model time, one row per gauge (a missing figure
     is a dash, two decimals otherwise), every plot there is in a row of gauges, then each note."""
     images = {"instrument-1-gpu-0-power.png": b"AB", "instrument-2-qwen-requests-running.png": b"CD"}
-    assert page._instruments_section(_content(instruments=_instruments()), images) == (
+    report = _instruments()
+    assert page._instruments_section(_content(instruments=report), images) == (
         HEAD + '<p class="note">2 probe intervals, 12.5 to 1,234.6 tok/s (model time, 100x): '
         "each gauge's value per interval against the interval's throughput.</p>"
         + INSTRUMENTS_HEAD
         + "<tbody>"
         '<tr><td>GPU 0 power</td><td>not load</td><td class="num">2</td><td class="num">0.04</td>'
-        '<td class="num">-</td><td>flat &lt;pinned&gt;</td></tr>'
+        f'<td class="num">-</td><td>{_said(report, 0)}</td></tr>'
         '<tr><td>qwen requests running</td><td>tracks load</td><td class="num">3</td><td class="num">-</td>'
-        '<td class="num">0.95</td><td>moves with load</td></tr>'
+        f'<td class="num">0.95</td><td>{_said(report, 1)}</td></tr>'
         "</tbody></table>" + ELASTICITY_NOTE + '<div class="gauges">'
         '<img src="data:image/png;base64,QUI=" alt="GPU 0 power against throughput" '
         'data-file="instrument-1-gpu-0-power.png">'
@@ -210,7 +218,7 @@ def test_without_a_source_or_throughput_the_section_reads_zero_and_a_gauge_witho
         intervals=[],
         throughput_min=None,
         throughput_max=None,
-        instruments=[_verdict("qwen cells' decode rate", "unsupported", 1, 1.25, -0.5, "one interval")],
+        instruments=[_verdict("qwen cells' decode rate", "unsupported", 1, 1.25, -0.5)],
         notes=[],
     )
     assert page._instruments_section(_content(instruments=report), {"instrument-2-x.png": b"AB"}) == (
@@ -219,7 +227,7 @@ def test_without_a_source_or_throughput_the_section_reads_zero_and_a_gauge_witho
         + INSTRUMENTS_HEAD
         + "<tbody>"
         '<tr><td>qwen cells&#x27; decode rate</td><td>unsupported</td><td class="num">1</td>'
-        '<td class="num">1.25</td><td class="num">-0.50</td><td>one interval</td></tr>'
+        f'<td class="num">1.25</td><td class="num">-0.50</td><td>{_said(report, 0)}</td></tr>'
         "</tbody></table>" + ELASTICITY_NOTE + '<div class="gauges"></div>'
     )
 
@@ -432,7 +440,7 @@ def _plotted_content() -> ReportContent:
         IntervalReading(interval="8 streams", throughput=1234.5, value=90.0, samples=3),
     ]
     report = _instruments(
-        instruments=[_verdict("GPU 0 power", "tracks load", 2, 0.8, 1.0, "moves", readings)], notes=[]
+        instruments=[_verdict("GPU 0 power", "tracks load", 2, 0.8, 1.0, readings)], notes=[]
     )
     return _content(instruments=report, eval_budgets=[_eval_budget()], budgets=[_cell_budget()], n_cells=1)
 
@@ -487,7 +495,7 @@ def test_a_report_directory_that_cannot_be_created_is_an_input_error_naming_it(t
 def _utf8_content() -> ReportContent:
     return _content(
         n_cells=1,
-        instruments=_instruments(instruments=[_verdict("client CPU", "not load", 1, None, None, "7 µs/tok")]),
+        instruments=_instruments(instruments=[_verdict("client CPU µs/tok", "not load", 1, None, None)]),
     )
 
 
@@ -501,7 +509,7 @@ def write_utf8_page(out_dir: str) -> None:
 def test_the_page_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
     """A process in the C locale (ASCII) writes the same UTF-8 page, "µ" and all, as this one does."""
     here = page.write_report(_utf8_content(), tmp_path / "here")
-    assert "<td>7 µs/tok</td>" in here.read_text("utf-8")
+    assert "<td>client CPU µs/tok</td>" in here.read_text("utf-8")
     root = Path(__file__).resolve().parents[2]
     env = {
         **os.environ,

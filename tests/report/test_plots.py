@@ -95,7 +95,7 @@ def _neighbour_records() -> tuple[list[Cell], list[LoadWindow]]:
     """Four cells alone at 10 tok/s, two inside a load at 5, and one timeout inside it."""
     cells = [_cell(i, i * 100.0, 100.0, 1000) for i in range(4)]
     cells += [_cell(4 + i, 400.0 + i * 100.0, 100.0, 500) for i in range(2)]
-    cells.append(_cell(6, 600.0, 100.0, None, status=CellStatus.DEADLINE, deadline_hit=True))
+    cells.append(_cell(6, 600.0, 100.0, None, status=CellStatus.DEADLINE))
     return cells, [_load(400.0, 700.0)]
 
 
@@ -153,9 +153,7 @@ def test_an_eval_without_a_baseline_says_why_in_one_line_instead_of_an_empty_tab
         "no baseline: every one of the 4 cells of serial ran beside other load, so nothing says what it "
         "decodes alone; run a few of its cells with the box otherwise idle"
     )
-    timeouts = [
-        _cell(i, i * 100.0, 100.0, None, status=CellStatus.DEADLINE, deadline_hit=True) for i in range(3)
-    ]
+    timeouts = [_cell(i, i * 100.0, 100.0, None, status=CellStatus.DEADLINE) for i in range(3)]
     alone = neighbour_cost("serial", timeouts, [])
     assert no_baseline_reason(alone) is not None
     assert "the 3 cells of serial that ran alone all timed out or failed (3 not rated)" in str(

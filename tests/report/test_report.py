@@ -54,9 +54,7 @@ def _records() -> tuple[list[Cell], list[LoadWindow]]:
             1800.0,
             None,
             status=CellStatus.DEADLINE,
-            deadline_hit=True,
             salvaged_findings=2,
-            degraded=True,
         )
     )
     cells += [
@@ -285,7 +283,7 @@ def test_the_page_opens_with_the_answers_and_the_rules() -> None:
 def test_the_page_names_figures_as_the_command_line_does_and_explains_each_once() -> None:
     import html as html_lib
 
-    from spark_otel.report.tables import GLOSSARY, probe_table
+    from spark_otel.views.tables import GLOSSARY, probe_table
 
     cells, windows = _records()
     probe = _probe_report()

@@ -16,7 +16,7 @@ from spark_otel.analysis.stats import RateSummary, summarize
 from spark_otel.model import Cell
 from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
-from spark_otel.report.tables import (
+from spark_otel.views.tables import (
     energy_lines,
     energy_table,
     fmt_number,

@@ -89,10 +89,8 @@ def cells(draw: st.DrawFn) -> Cell:
         completion_tokens=draw(st.one_of(st.none(), st.integers(0, 10**6))),
         status=status,
         deadline_s=draw(st.one_of(st.none(), st.floats(0.001, 1e5, allow_nan=False))),
-        deadline_hit=status is CellStatus.DEADLINE,
         workers=draw(st.one_of(st.none(), st.integers(1, 512))),
         salvaged_findings=draw(st.integers(0, 1000)),
-        degraded=draw(st.booleans()),
         source=draw(st.sampled_from(["live", "records", "otlp-json"])),
         first_token_s=draw(maybe_seconds),
         decode_s=draw(maybe_seconds),
@@ -152,9 +150,7 @@ def test_a_cell_under_a_model_clock_says_so_and_one_in_real_time_says_nothing() 
 def test_a_cells_rate_is_written_where_it_made_tokens_over_some_time(
     elapsed_s: float, tokens: int, rate: float | None
 ) -> None:
-    attrs = cell_end_attributes(
-        status=CellStatus.OK, elapsed_s=elapsed_s, deadline_hit=False, completion_tokens=tokens
-    )
+    attrs = cell_end_attributes(status=CellStatus.OK, elapsed_s=elapsed_s, completion_tokens=tokens)
     assert attrs.get(sc.CELL_DECODE_RATE) == rate
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..records.rate_curve import RateCurve
-from ._rows import Result
+from ._result import Result
 from .advisor import RuleKind, describe_curve, lane_shape
 from .neighbour import NeighbourReport, no_baseline_reason, windows_touched
 from .overview import Overview

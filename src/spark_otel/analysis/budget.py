@@ -19,7 +19,7 @@ from pydantic import Field
 
 from ..model import Cell, Request, ServerTiming
 from ..time_budget import PHASES
-from ._rows import Result
+from ._result import Result
 
 __all__ = ["BUDGET_PHASES", "CellBudget", "EvalBudget", "cell_budgets", "eval_budgets"]
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from .._clock import NS_PER_S
 from ..model import Cell, CellStatus
-from ._rows import Result, rows
+from ._result import Result
 from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize
 from .windows import DEFAULT_MERGE_GAP_S, merge_gap_ns, split_at_gaps
@@ -303,31 +303,28 @@ def _engine_report(
     engine: str, engine_cells: list[Cell], eval_name: str | None, gap_ns: int
 ) -> EngineConcurrency | None:
     weights = in_flight(engine_cells)
-    loads = rows(
-        CellLoad,
-        (
-            {
-                "uid": cell.uid,
-                "eval_name": cell.eval_name,
-                "cell_id": cell.cell_id,
-                "engine": engine,
-                "workers": cell.workers,
-                "start_unix_ns": cell.start_unix_ns,
-                "end_unix_ns": cell.end_unix_ns,
-                "elapsed_s": (cell.end_unix_ns - cell.start_unix_ns) / NS_PER_S,
-                "prompt_tokens": cell.prompt_tokens,
-                "completion_tokens": cell.completion_tokens,
-                "decode_rate": rated_decode_rate(cell),
-                "status": cell.status,
-                "ceiling_hit": ceiling_hit(cell),
-                "failed": failed(cell),
-                "in_flight": weight,
-                "level": None if weight is None else in_flight_level(weight),
-            }
-            for cell, weight in zip(engine_cells, weights, strict=True)
-            if eval_name is None or cell.eval_name == eval_name
-        ),
-    )
+    loads = [
+        CellLoad(
+            uid=cell.uid,
+            eval_name=cell.eval_name,
+            cell_id=cell.cell_id,
+            engine=engine,
+            workers=cell.workers,
+            start_unix_ns=cell.start_unix_ns,
+            end_unix_ns=cell.end_unix_ns,
+            elapsed_s=(cell.end_unix_ns - cell.start_unix_ns) / NS_PER_S,
+            prompt_tokens=cell.prompt_tokens,
+            completion_tokens=cell.completion_tokens,
+            decode_rate=rated_decode_rate(cell),
+            status=cell.status,
+            ceiling_hit=ceiling_hit(cell),
+            failed=failed(cell),
+            in_flight=weight,
+            level=None if weight is None else in_flight_level(weight),
+        )
+        for cell, weight in zip(engine_cells, weights, strict=True)
+        if eval_name is None or cell.eval_name == eval_name
+    ]
     if not loads:
         return None
     groups: dict[tuple[str, int | None], list[CellLoad]] = defaultdict(list)

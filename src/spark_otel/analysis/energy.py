@@ -45,7 +45,7 @@ from pydantic import Field
 from .. import _semconv as sc
 from .._clock import NS_PER_S
 from ..model import Cell, MetricSample
-from ._rows import Result
+from ._result import Result
 from .gauges.series import cumulative
 from .stats import RateSummary, summarize
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from typing import Any
 
 from pydantic import Field
 
@@ -32,7 +31,7 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError, InputError
 from ..model import Cell, CellStatus, LoadWindow
-from ._rows import Result, rows
+from ._result import Result
 from .rates import ceiling_hit, failed, rated_decode_rate
 from .stats import RateSummary, summarize
 from .windows import DEFAULT_MERGE_GAP_S, EvalRun, keyed_windows_from_cells, overlapping_pairs
@@ -266,71 +265,53 @@ def _priced(
         for j in js:
             per_window[j].append(i)
 
-    untouched: dict[str, Any] = {
-        "n_cells": 0,
-        "timeouts": 0,
-        "failures": 0,
-        "rate": _NO_RATES,
-        "min_rate": None,
-        "max_rate": None,
-        "cost": None,
-    }
-
-    def window_cost(j: int, w: LoadWindow) -> dict[str, Any]:
-        value = {
-            "uid": w.uid,
-            "name": w.name,
-            "kind": w.kind,
-            "engine": w.engine,
-            "streams": w.streams,
-            "start_unix_ns": w.start_unix_ns,
-            "end_unix_ns": w.end_unix_ns,
-            "same_engine": (w.engine == engine) if w.engine and engine else None,
-        }
-        members = per_window.get(j)
-        if members is None:  # most windows, in a long history: nothing of the eval ran beside them
-            return value | untouched
+    def window_cost(j: int, w: LoadWindow) -> WindowCost:
+        members = per_window.get(j, [])  # most windows, in a long history: nothing of the eval beside them
         member_rates = [r for i in members if (r := rates[i]) is not None]
-        summary = summarize(member_rates)
+        summary = summarize(member_rates) if members else _NO_RATES
         cost = None
         if summary.median is not None and baseline.median:
             cost = 1.0 - summary.median / baseline.median
-        return value | {
-            "n_cells": len(members),
-            "timeouts": sum(timed_out[i] for i in members),
-            "failures": sum(failures[i] for i in members),
-            "rate": summary,
-            "min_rate": min(member_rates, default=None),
-            "max_rate": max(member_rates, default=None),
-            "cost": cost,
-        }
+        return WindowCost(
+            uid=w.uid,
+            name=w.name,
+            kind=w.kind,
+            engine=w.engine,
+            streams=w.streams,
+            start_unix_ns=w.start_unix_ns,
+            end_unix_ns=w.end_unix_ns,
+            same_engine=(w.engine == engine) if w.engine and engine else None,
+            n_cells=len(members),
+            timeouts=sum(timed_out[i] for i in members),
+            failures=sum(failures[i] for i in members),
+            rate=summary,
+            min_rate=min(member_rates, default=None),
+            max_rate=max(member_rates, default=None),
+            cost=cost,
+        )
 
-    # Every value comes from a validated window or cell, or our own arithmetic: no re-validation.
-    window_costs = rows(WindowCost, (window_cost(j, w) for j, w in enumerate(loads)))
+    window_costs = [window_cost(j, w) for j, w in enumerate(loads)]
     baseline_set = set(baseline_idx)
-    cell_rows = rows(
-        CellRate,
-        (
-            {
-                "uid": c.uid,
-                "cell_id": c.cell_id,
-                "engine": c.engine,
-                "workers": c.workers,
-                "start_unix_ns": c.start_unix_ns,
-                "end_unix_ns": c.end_unix_ns,
-                "elapsed_s": (c.end_unix_ns - c.start_unix_ns) / NS_PER_S,
-                "completion_tokens": c.completion_tokens,
-                "decode_rate": rates[i],
-                "status": c.status,
-                "timed_out": timed_out[i],
-                "failed": failures[i],
-                "baseline": i in baseline_set,
-                "windows": tuple(loads[j].name for j in attributed[i]) if i in attributed else (),
-                "overlapped": tuple(loads[j].name for j in touched[i]) if i in touched else (),
-            }
-            for i, c in enumerate(own)
-        ),
-    )
+    cell_rows = [
+        CellRate(
+            uid=c.uid,
+            cell_id=c.cell_id,
+            engine=c.engine,
+            workers=c.workers,
+            start_unix_ns=c.start_unix_ns,
+            end_unix_ns=c.end_unix_ns,
+            elapsed_s=(c.end_unix_ns - c.start_unix_ns) / NS_PER_S,
+            completion_tokens=c.completion_tokens,
+            decode_rate=rates[i],
+            status=c.status,
+            timed_out=timed_out[i],
+            failed=failures[i],
+            baseline=i in baseline_set,
+            windows=tuple(loads[j].name for j in attributed[i]) if i in attributed else (),
+            overlapped=tuple(loads[j].name for j in touched[i]) if i in touched else (),
+        )
+        for i, c in enumerate(own)
+    ]
     return NeighbourReport(
         eval_name=eval_name,
         engine=engine,

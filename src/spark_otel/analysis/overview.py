@@ -27,7 +27,7 @@ from .. import _semconv as sc
 from .._exceptions import ConfigError, InputError
 from ..model import Cell, LoadWindow
 from ..records.rate_curve import RateCurve
-from ._rows import Result
+from ._result import Result
 from .advisor import Advice, AdvisorConfig, advise, choose_curves
 from .concurrency import UNKNOWN_ENGINE, ConcurrencyReport, concurrency
 from .curve import curve_from_concurrency

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import Field
 
 from ..model import Cell, LoadWindow
-from ._rows import Result
+from ._result import Result
 from .neighbour import CellRate, NeighbourReport, neighbour_costs
 from .rates import ceiling_hit
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError
 from ..model import Cell, LoadWindow
-from ._rows import rows
 
 __all__ = [
     "DEFAULT_MERGE_GAP_S",
@@ -115,7 +114,7 @@ def keyed_windows_from_cells(
         if cell.end_unix_ns > cell.start_unix_ns:
             groups[(cell.eval_name, cell.engine, cell.workers)].append(cell)
     keys: list[EvalRun] = []
-    values: list[dict[str, Any]] = []
+    windows: list[LoadWindow] = []
     for (eval_name, engine, workers), group in groups.items():
         runs = split_at_gaps(group, gap_ns, _cell_interval)
         label = f"{eval_name} eval" + (f", {workers} worker{'s' if workers > 1 else ''}" if workers else "")
@@ -123,20 +122,19 @@ def keyed_windows_from_cells(
         for run in runs:
             start = run[0].start_unix_ns
             keys.append((eval_name, workers))
-            values.append(
-                {
-                    "uid": f"eval:{eval_name}:{engine}:{workers}:{start}",
-                    "name": label,
-                    "kind": "eval",
-                    "engine": engine,
-                    "start_unix_ns": start,
-                    "end_unix_ns": max(c.end_unix_ns for c in run),
-                    "streams": workers or peak_concurrency((c.start_unix_ns, c.end_unix_ns) for c in run),
-                    "attributes": {sc.EVAL_NAME: eval_name, "cells": len(run)},
-                }
+            windows.append(
+                LoadWindow(
+                    uid=f"eval:{eval_name}:{engine}:{workers}:{start}",
+                    name=label,
+                    kind="eval",
+                    engine=engine,
+                    start_unix_ns=start,
+                    end_unix_ns=max(c.end_unix_ns for c in run),
+                    streams=workers or peak_concurrency((c.start_unix_ns, c.end_unix_ns) for c in run),
+                    attributes={sc.EVAL_NAME: eval_name, "cells": len(run)},
+                )
             )
-    # Every value comes from validated cells, so the windows skip re-validation.
-    keyed = list(zip(keys, rows(LoadWindow, values), strict=True))
+    keyed = list(zip(keys, windows, strict=True))
     keyed.sort(key=lambda kw: (kw[1].start_unix_ns, kw[1].name))
     return keyed
 

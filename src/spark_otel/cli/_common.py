@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..report.tables import GLOSSARY
 from ..store import Store, default_store_path
+from ..views.tables import GLOSSARY
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from .. import _clock
 from ..receivers.gpu import GpuReading, GpuSource
 from ..receivers.receiver import EngineTarget, Receiver
-from ..report.tables import fmt_number
 from ..telemetry import configure
+from ..views.tables import fmt_number
 from ._common import print_table
 
 

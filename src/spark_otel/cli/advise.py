@@ -26,7 +26,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
-from ..report.tables import model_time, seconds, time_scales
+from ..views.tables import model_time, seconds, time_scales
 from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
 from ._console import status
 

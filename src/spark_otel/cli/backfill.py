@@ -24,7 +24,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ..report.tables import model_time, time_scales
+from ..views.tables import model_time, time_scales
 from ._common import add_store_argument, print_json, print_table
 from ._console import status
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from .._clock import NS_PER_S
-from ..report.tables import model_time, seconds, time_scales
+from ..views.tables import model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def _energy_json(cell: Cell, energy: EnergyShare | None) -> dict[str, object] | 
 
 def _budget(store: Store, cells: list[Cell], *, as_json: bool) -> int:
     from ..analysis.budget import cell_budgets, eval_budgets
-    from ..report.budget import PHASE_NOTES, budget_table, eval_budget_table
+    from ..views.budget import PHASE_NOTES, budget_table, eval_budget_table
 
     requests = [r for c in cells for r in store.requests(cell_uid=c.uid)]
     budgets = cell_budgets(cells, requests, store.server_timings(r.uid for r in requests))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..report.tables import fmt_number, level_table, model_time, seconds, time_scales
+from ..views.tables import fmt_number, level_table, model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table, tables_held
 from ._console import status
 
@@ -160,7 +160,7 @@ def _energy(store: Store, cells: list[Cell], args: argparse.Namespace) -> Energy
 
 def _print_energy(report: EnergyReport | None, n_cells: int, scales: list[float]) -> None:
     from ..analysis.energy import MEASURE_GPU
-    from ..report.tables import energy_lines, energy_table
+    from ..views.tables import energy_lines, energy_table
 
     if report is not None and report.evals:
         print_table(*energy_table(report, scales))

@@ -31,7 +31,8 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigError
-from ..report.tables import fmt_number
+from ..views.gauges import evidence
+from ..views.tables import fmt_number
 from ._common import print_json, print_table
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_acts(result: DemoResult) -> None:
     from ..analysis.neighbour import windows_touched
-    from ..report.tables import probe_table
+    from ..views.tables import probe_table
 
     answers = result.content.answers
     for probe in result.probes:
@@ -128,7 +129,7 @@ def _print_acts(result: DemoResult) -> None:
     energy = result.content.energy
     if energy is not None:
         from ..analysis.energy import restrict
-        from ..report.tables import energy_table
+        from ..views.tables import energy_table
 
         title, columns, rows = energy_table(
             restrict(energy, eval_name=result.review_eval), result.content.scales
@@ -239,7 +240,7 @@ def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
         "instruments": None
         if content.instruments is None
         else [
-            {"instrument": v.instrument, "verdict": v.verdict, "evidence": v.evidence}
+            {"instrument": v.instrument, "verdict": v.verdict, "evidence": evidence(v, content.instruments)}
             for v in content.instruments.instruments
         ],
         "energy": None

@@ -28,7 +28,7 @@ the table gives each verdict's evidence; --readings lists every gauge's value pe
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..report.inputs import DEFAULT_BIN_S, read_inputs, verdicts_of
 from ._common import add_store_argument, open_store, print_json, print_table
@@ -60,84 +60,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-def _num(value: float | None) -> str:
-    from ..analysis.gauges import fmt_value
-
-    return "-" if value is None else fmt_value(value)
-
-
-def _range(low: float | None, high: float | None, unit: str) -> str:
-    if low is None or high is None:
-        return "-"
-    text = _num(low) if _num(low) == _num(high) else f"{_num(low)} to {_num(high)}"
-    return f"{text}%" if unit == "%" else f"{text} {unit}".rstrip()
-
-
-def _tok(low: float | None, high: float | None) -> str:
-    if low is None or high is None:
-        return "-"
-    return f"{low:,.1f}" if f"{low:,.1f}" == f"{high:,.1f}" else f"{low:,.1f} to {high:,.1f}"
-
-
 def print_verdicts(report: InstrumentsReport, *, title: str | None = None) -> None:
     """The verdict table, each verdict's evidence and the notes (the demo prints it too)."""
-    from ..report.tables import model_time
+    from ..views.gauges import evidence, verdict_notes, verdict_table, verdict_title
+    from ..views.tables import model_time
 
-    lo, hi = report.throughput_min or 0.0, report.throughput_max or 0.0
-    ratio = f" ({hi / lo:.1f}x)" if lo > 0 else ""
     when = model_time(i.time_scale for i in report.intervals)
-    th = report.thresholds
-    kind = {"probe": "probe", "receiver": "receiver", "evals": "eval"}.get(report.interval_source or "", "")
+    columns, rows = verdict_table(report)
     print_table(
-        (title + ": " if title else "")
-        + f"{len(report.intervals)} {kind} intervals, {lo:,.1f} to {hi:,.1f} tok/s{ratio}"
-        f"{when}: does each gauge move with load?",
-        [
-            "instrument",
-            "verdict",
-            "intervals",
-            "tok/s",
-            "reads",
-            "elasticity",
-            "rank corr",
-            "zero / constant samples",
-        ],
-        [
-            [
-                v.instrument,
-                v.verdict,
-                v.n_intervals,
-                _tok(v.throughput_min, v.throughput_max),
-                _range(v.gauge_min, v.gauge_max, v.unit),
-                "-" if v.elasticity is None else f"{v.elasticity:.2f}",
-                "-" if v.rank_correlation is None else f"{v.rank_correlation:.2f}",
-                f"{v.zero_samples} / {v.constant_samples} of {v.n_samples}",
-            ]
-            for v in report.instruments
-        ],
-        notes={
-            "elasticity": "least-squares slope of the gauge on throughput, times mean throughput over mean "
-            f"gauge: 1 moves in proportion, 0 not at all; tracks load from {th.tracks_elasticity:g}",
-            "rank corr": f"Spearman rank correlation with throughput; tracks load from "
-            f"{th.tracks_rank_correlation:g}",
-            "zero / constant samples": "samples inside the intervals reading 0, and reading the gauge's "
-            "most common value",
-        },
+        (title + ": " if title else "") + verdict_title(report, when),
+        columns,
+        rows,
+        notes=verdict_notes(report.thresholds),
     )
     print("why:")
     for v in report.instruments:
-        print(f"  {v.instrument}: {v.verdict}: {v.evidence}")
+        print(f"  {v.instrument}: {v.verdict}: {evidence(v, report)}")
     for note in report.notes:
         print(f"note: {note}")
 
 
 def _print_readings(report: InstrumentsReport) -> None:
-    rows: list[list[Any]] = [
-        [v.instrument, r.interval, f"{r.throughput:,.1f}", _range(r.value, r.value, v.unit), r.samples]
-        for v in report.instruments
-        for r in v.readings
-    ]
-    print_table("each gauge per interval", ["instrument", "interval", "tok/s", "reads", "samples"], rows)
+    from ..views.gauges import readings_table
+
+    print_table("each gauge per interval", *readings_table(report))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
             "run `spark-otel receive --engine NAME=URL --gpu auto` beside the load"
         )
     if args.json:
-        print_json(report.model_dump(mode="json"))
+        from ..views.gauges import report_json
+
+        print_json(report_json(report))
         return 0
     print_verdicts(report)
     if args.readings:

@@ -27,7 +27,7 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..report.tables import model_time, seconds, time_scales
+from ..views.tables import model_time, seconds, time_scales
 from ._common import (
     add_advisor_arguments,
     add_store_argument,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ..report.tables import model_time, probe_energy_line, probe_table
+from ..views.tables import model_time, probe_energy_line, probe_table
 from ._common import add_store_argument, open_store, print_table
 from ._console import progress
 

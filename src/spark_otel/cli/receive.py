@@ -27,7 +27,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ..report.tables import fmt_number
+from ..views.tables import fmt_number
 from ._common import add_store_argument, print_json, print_table
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..report.tables import model_time, time_scales
+from ..views.tables import model_time, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
     from ..analysis.timeouts import timeout_verdicts
-    from ..report.budget import timeouts_table
+    from ..views.budget import timeouts_table
 
     with open_store(args) as store:
         cells, windows = store.cells(), store.windows()

@@ -73,9 +73,7 @@ def cell_end_attributes(
     *,
     status: CellStatus,
     elapsed_s: float,
-    deadline_hit: bool,
     salvaged_findings: int = 0,
-    degraded: bool = False,
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
     budget: Mapping[str, float | None] | None = None,
@@ -86,9 +84,10 @@ def cell_end_attributes(
     attrs: dict[str, AttributeValue] = {
         sc.CELL_STATUS: status.value,
         sc.CELL_ELAPSED_S: elapsed_s,
-        sc.CELL_DEADLINE_HIT: deadline_hit,
+        # Both derived from the status, as `Cell`'s are; on the span for queries that filter on them.
+        sc.CELL_DEADLINE_HIT: status is CellStatus.DEADLINE,
         sc.CELL_SALVAGED_FINDINGS: salvaged_findings,
-        sc.CELL_DEGRADED: degraded,
+        sc.CELL_DEGRADED: status is CellStatus.DEADLINE and salvaged_findings > 0,
     }
     if prompt_tokens is not None:
         attrs[sc.CELL_PROMPT_TOKENS] = prompt_tokens
@@ -136,9 +135,7 @@ def cell_span_attributes(cell: Cell) -> dict[str, AttributeValue]:
         cell_end_attributes(
             status=cell.status,
             elapsed_s=cell.elapsed_s,
-            deadline_hit=cell.deadline_hit,
             salvaged_findings=cell.salvaged_findings,
-            degraded=cell.degraded,
             prompt_tokens=cell.prompt_tokens,
             completion_tokens=cell.completion_tokens,
             budget=cell_budget(cell),
@@ -179,10 +176,8 @@ def cell_from_span(span: ReadableSpan) -> Cell:
         completion_tokens=_int(a.get(sc.CELL_COMPLETION_TOKENS)),
         status=CellStatus(status),
         deadline_s=float(a[sc.CELL_DEADLINE_S]) if sc.CELL_DEADLINE_S in a else None,
-        deadline_hit=bool(a.get(sc.CELL_DEADLINE_HIT, False)),
         workers=_int(a.get(sc.CELL_WORKERS)),
         salvaged_findings=_int(a.get(sc.CELL_SALVAGED_FINDINGS)) or 0,
-        degraded=bool(a.get(sc.CELL_DEGRADED, False)),
         source=str(a.get(sc.CELL_SOURCE, "live")),
         trace_id=_hex_trace_id(span),
         **{f"{phase}_s": _seconds(a.get(key)) for phase, key in _BUDGET_ATTRIBUTES.items()},

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from .. import _semconv as sc
 from .._exceptions import InputError
 from ..analysis.outcomes import DeadlineOutcome, deadline_outcomes
+from ..views.tables import time_scales
 from .inputs import ReportInputs
-from .tables import time_scales
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice, AdvisorConfig

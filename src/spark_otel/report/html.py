@@ -18,15 +18,8 @@ from .._version import __version__
 from ..analysis.advisor import describe_curve, engine_url, probe_command
 from ..analysis.neighbour import no_baseline_reason, windows_touched
 from ..model import CellStatus
-from .plots import (
-    curve_png_name,
-    instrument_png_name,
-    neighbour_png_name,
-    plottable,
-    render_images,
-    timeline_png_name,
-)
-from .tables import (
+from ..views.gauges import evidence
+from ..views.tables import (
     GLOSSARY,
     energy_lines,
     energy_table,
@@ -36,6 +29,14 @@ from .tables import (
     probe_energy_line,
     probe_table,
     seconds,
+)
+from .plots import (
+    curve_png_name,
+    instrument_png_name,
+    neighbour_png_name,
+    plottable,
+    render_images,
+    timeline_png_name,
 )
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ def _instruments_section(content: ReportContent, images: dict[str, bytes]) -> st
             v.n_intervals,
             "-" if v.elasticity is None else f"{v.elasticity:.2f}",
             "-" if v.rank_correlation is None else f"{v.rank_correlation:.2f}",
-            v.evidence,
+            evidence(v, report),
         ]
         for v in report.instruments
     ]
@@ -318,7 +319,7 @@ def _outcomes_section(content: ReportContent) -> str:
 
 def _budget_section(content: ReportContent, images: dict[str, bytes]) -> str:
     """Where each eval's wall time went, a bar per cell; then a verdict for every timeout."""
-    from .budget import PHASE_NOTES, eval_budget_table, timeouts_table
+    from ..views.budget import PHASE_NOTES, eval_budget_table, timeouts_table
     from .plots import budget_png_name
 
     parts = ["<h2>Where the time went</h2>"]

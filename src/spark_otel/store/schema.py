@@ -49,6 +49,9 @@ class Column:
     """Record value to SQLite value (None: stored as it is)."""
     decode: Callable[[Any], Any] | None = None
     """SQLite value to record value (None: read as it is)."""
+    derived: bool = False
+    """Written from the record's property of that name, for queries of the store alone (sqlite3,
+    a notebook); never read back: the record derives it from its fields."""
 
     @property
     def ddl(self) -> str:
@@ -69,8 +72,8 @@ def _real(name: str, *, nullable: bool = False) -> Column:
     return Column(name, "REAL", nullable=nullable)
 
 
-def _flag(name: str) -> Column:
-    return Column(name, "INTEGER", encode=int, decode=bool)
+def _flag(name: str, *, derived: bool = False) -> Column:
+    return Column(name, "INTEGER", encode=int, decode=bool, derived=derived)
 
 
 def _json(name: str) -> Column:
@@ -145,8 +148,9 @@ class Table:
         return tuple((c.name, c.encode) for c in self.columns)
 
     @cached_property
-    def _decoders(self) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
-        return tuple((c.name, c.decode) for c in self.columns)
+    def _decoders(self) -> tuple[tuple[str, Callable[[Any], Any] | None] | None, ...]:
+        """Per column, its name and decoder; None for a derived column, which no record field takes."""
+        return tuple(None if c.derived else (c.name, c.decode) for c in self.columns)
 
     def row(self, record: Any) -> tuple[Any, ...]:
         """A record's values in column order, encoded for SQLite."""
@@ -159,8 +163,9 @@ class Table:
     def fields(self, row: Sequence[Any]) -> dict[str, Any]:
         """A row (its values in column order) as the record's fields, decoded."""
         return {
-            name: value if decode is None or value is None else decode(value)
-            for (name, decode), value in zip(self._decoders, row, strict=True)
+            decoder[0]: value if decoder[1] is None or value is None else decoder[1](value)
+            for decoder, value in zip(self._decoders, row, strict=True)
+            if decoder is not None
         }
 
     def record(self, row: Sequence[Any]) -> Any:
@@ -189,10 +194,10 @@ CELLS = Table(
         _integer("completion_tokens", nullable=True),
         _enum("status"),
         _real("deadline_s", nullable=True),
-        _flag("deadline_hit"),
+        _flag("deadline_hit", derived=True),
         _integer("workers", nullable=True),
         _integer("salvaged_findings"),
-        _flag("degraded"),
+        _flag("degraded", derived=True),
         _text("source"),
         _text("trace_id", nullable=True),
         _json("attributes"),

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._rows import Result
+from .._result import Result
 
 __all__ = [
     "ARTICLE_PREFILL_CONTENTION",

@@ -11,7 +11,7 @@ samples and cells into intervals; the ``instruments`` command reads them from th
     grades     the settings and results: `Thresholds`, `LoadInterval`, `InstrumentVerdict`, the report
     catalog    the gauges graded: each one's family, unit, scale and series key; the hints when absent
     series     samples grouped into series, each read per interval (a median, or a counter's rate)
-    verdicts   `instrument_verdicts`: each series' numbers, verdict and evidence; `fmt_value`
+    verdicts   `instrument_verdicts`: each series' figures, verdict and the reason for it
     intervals  load intervals from probe documents, engine counter scrapes and eval runs; the cells' gauge
 
 Per interval a gauge reads the median of its samples inside it (a reading at an edge, the box
@@ -68,9 +68,10 @@ from .grades import (
     LoadInterval,
     Thresholds,
     Verdict,
+    VerdictReason,
 )
 from .intervals import cell_rate_samples, eval_intervals, probe_intervals, receiver_intervals
-from .verdicts import fmt_value, instrument_verdicts
+from .verdicts import instrument_verdicts
 
 __all__ = [
     "GAUGE_METRICS",
@@ -83,10 +84,10 @@ __all__ = [
     "LoadInterval",
     "Thresholds",
     "Verdict",
+    "VerdictReason",
     "cell_rate_samples",
     "elasticity",
     "eval_intervals",
-    "fmt_value",
     "instrument_verdicts",
     "probe_intervals",
     "rank_correlation",

@@ -1,13 +1,15 @@
-"""The instruments analysis's settings and results: the thresholds, load intervals, verdicts."""
+"""The gauge grading's settings and results: the thresholds, load intervals, and each gauge's
+verdict with the reason for it and the figures it rests on (the sentence is `views.gauges`')."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
 
 from ...model import AttributeValue
-from .._rows import Result
+from .._result import Result
 
 __all__ = [
     "InstrumentVerdict",
@@ -17,9 +19,49 @@ __all__ = [
     "LoadInterval",
     "Thresholds",
     "Verdict",
+    "VerdictReason",
 ]
 
-Verdict = Literal["tracks load", "not load", "unsupported", "saturates", "not enough load range"]
+
+class Verdict(StrEnum):
+    """What a gauge is good for, as Appendix F of the article grades the GB10's gauges."""
+
+    TRACKS_LOAD = "tracks load"
+    NOT_LOAD = "not load"
+    UNSUPPORTED = "unsupported"
+    SATURATES = "saturates"
+    NOT_ENOUGH_LOAD_RANGE = "not enough load range"
+
+
+class VerdictReason(StrEnum):
+    """Why the verdict is what it is; each has its own sentence (`views.gauges.evidence`)."""
+
+    NO_READINGS = "no readings"
+    """unsupported: its source recorded other quantities, never this one"""
+    READS_ZERO = "reads zero"
+    """unsupported: every sample reads 0"""
+    DOES_NOT_MOVE = "does not move"
+    """unsupported: a counter that never increased"""
+    FEW_INTERVALS = "few intervals"
+    """not enough load range: readings in fewer intervals than `Thresholds.min_intervals`"""
+    ENGINE_NOT_MEASURED = "engine not measured"
+    """not enough load range: no interval measured the gauge's own engine's throughput"""
+    OUTSIDE_INTERVALS = "outside the intervals"
+    """not enough load range: none of its readings lie in a loaded interval"""
+    NARROW_LOAD = "narrow load range"
+    """not enough load range: throughput moved less than `Thresholds.min_load_ratio`"""
+    PINNED = "pinned"
+    """not load: its range is under `Thresholds.pinned_range` of its mean"""
+    OUT_OF_STEP = "out of step"
+    """not load: its rank correlation with throughput is under the threshold"""
+    MOVES_SLOWLY = "moves slowly"
+    """not load: in step, but its elasticity is under the threshold"""
+    KNEE = "knee"
+    """saturates: tracks throughput up to a knee, then flat"""
+    TRACKS = "tracks"
+    """tracks load: elasticity and rank correlation both past their thresholds, of one sign"""
+
+
 IntervalSource = Literal["probe", "receiver", "evals"]
 
 
@@ -66,7 +108,12 @@ class InstrumentVerdict(Result):
     attributes: dict[str, AttributeValue]
     unit: str
     verdict: Verdict
-    evidence: str
+    reason: VerdictReason
+    engine: str | None = Field(description="the engine an engine or cells gauge belongs to")
+    other_engines: list[str] = Field(
+        description="engine not measured: the engines the loaded intervals measured instead"
+    )
+    n_readings: int = Field(description="the series' samples, inside the intervals or not")
     n_intervals: int = Field(description="intervals with a reading")
     n_samples: int = Field(description="samples inside the intervals")
     zero_samples: int
@@ -80,6 +127,9 @@ class InstrumentVerdict(Result):
     elasticity: float | None = Field(description="slope of gauge on throughput, times their means' ratio")
     rank_correlation: float | None = Field(description="Spearman, per-interval values against throughput")
     knee_throughput: float | None = Field(description="saturates: tok/s above which it is flat")
+    knee_value: float | None = Field(description="saturates: the gauge at the knee")
+    flat_min: float | None = Field(description="saturates: the gauge's lowest above the knee")
+    flat_max: float | None = Field(description="saturates: the gauge's highest above the knee")
     measure: str | None = Field(description="the command that would measure it, when the data cannot")
     readings: list[IntervalReading]
 

@@ -14,7 +14,7 @@ from ...model import AttributeValue, MetricSample
 from .catalog import KEYS, SPECS, Spec
 from .grades import IntervalReading, LoadInterval
 
-__all__ = ["Series", "at", "cumulative", "group", "read_series"]
+__all__ = ["Reading", "Series", "at", "cumulative", "group", "read_series"]
 
 
 @dataclass
@@ -100,7 +100,7 @@ def _counter_rate(times: Sequence[int], totals: Sequence[float], start: int, end
 
 
 @dataclass
-class _Reading:
+class Reading:
     """A series' value over one interval, in its display unit."""
 
     interval: LoadInterval
@@ -114,11 +114,11 @@ class _Reading:
         )
 
 
-def read_series(series: Series, intervals: Sequence[LoadInterval]) -> tuple[list[_Reading], set[int]]:
+def read_series(series: Series, intervals: Sequence[LoadInterval]) -> tuple[list[Reading], set[int]]:
     """The series' value over each interval it can be read in, and which samples lay inside."""
     engine = series.engine if series.spec.family in ("engine", "cells") else None
     totals = cumulative(series.values) if series.spec.counter else []
-    out: list[_Reading] = []
+    out: list[Reading] = []
     inside: set[int] = set()
     for interval in intervals:
         throughput = interval.throughput
@@ -134,5 +134,5 @@ def read_series(series: Series, intervals: Sequence[LoadInterval]) -> tuple[list
         else:
             value = median(series.values[i:j]) if j > i else None
         if value is not None:
-            out.append(_Reading(interval, throughput, value * series.spec.scale, j - i))
+            out.append(Reading(interval, throughput, value * series.spec.scale, j - i))
     return out, inside

@@ -1,50 +1,30 @@
-"""Each gauge series against the load intervals: its range, elasticity and rank correlation, the
-verdict they give under `Thresholds`, and the evidence text that names them."""
+"""Each gauge series against the load intervals: its range, elasticity and rank correlation, and
+the verdict and reason they give under `Thresholds`, with the figures they rest on (the sentence
+that names them is `views.gauges.evidence`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...model import MetricSample
 from ..advisor.evidence import engine_url, probe_command
 from ..stats import elasticity, rank_correlation
 from .catalog import CATALOG, HINTS, KEYS, MEASURE_STREAMS
-from .grades import InstrumentsReport, InstrumentVerdict, IntervalSource, LoadInterval, Thresholds, Verdict
-from .series import Series, group, read_series
+from .grades import (
+    InstrumentsReport,
+    InstrumentVerdict,
+    IntervalSource,
+    LoadInterval,
+    Thresholds,
+    Verdict,
+    VerdictReason,
+)
+from .series import Reading, Series, group, read_series
 
-__all__ = ["fmt_value", "instrument_verdicts"]
-
-
-# -- formatting --------------------------------------------------------------------------------------
-def fmt_value(value: float) -> str:
-    """A gauge value to about three significant digits: 2,405, 96.0, 3.10, 0.0421."""
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    if magnitude >= 1 or magnitude == 0:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
-
-
-def _with_unit(value: float, unit: str) -> str:
-    text = fmt_value(value)
-    return f"{text}%" if unit == "%" else f"{text} {unit}".rstrip()
-
-
-def _span(low: float, high: float, unit: str) -> str:
-    if fmt_value(low) == fmt_value(high):
-        return _with_unit(low, unit)
-    return f"{fmt_value(low)} to {_with_unit(high, unit)}"
-
-
-def _tok(low: float, high: float) -> str:
-    if f"{low:,.1f}" == f"{high:,.1f}":
-        return f"{low:,.1f} tok/s"
-    return f"{low:,.1f} to {high:,.1f} tok/s"
+__all__ = ["instrument_verdicts"]
 
 
 # -- verdicts ----------------------------------------------------------------------------------------
@@ -112,32 +92,74 @@ def _measure(series: Series, intervals: Sequence[LoadInterval], urls: Mapping[st
     return probe_command(engine, engine_url(engine, urls), MEASURE_STREAMS)
 
 
+@dataclass(frozen=True)
+class _Read:
+    """A series read over the intervals: what every verdict step looks at."""
+
+    series: Series
+    readings: list[Reading]
+    raw: list[float]
+    """The samples inside the intervals, in the series' unit as stored."""
+    engine: str | None
+    """The engine an engine or cells gauge pairs with (None for the GPU's and Nsight's)."""
+
+    @property
+    def tps(self) -> list[float]:
+        return [r.throughput for r in self.readings]
+
+    @property
+    def vals(self) -> list[float]:
+        return [r.value for r in self.readings]
+
+
 def _verdict(
     series: Series,
     intervals: Sequence[LoadInterval],
     th: Thresholds,
     urls: Mapping[str, str],
 ) -> InstrumentVerdict:
+    """One series graded: the first step that decides gives the verdict, its reason and figures."""
     readings, inside = read_series(series, intervals)
-    scale, unit = series.spec.scale, series.unit
-    raw = [series.values[i] for i in sorted(inside)]
+    read = _Read(
+        series,
+        readings,
+        [series.values[i] for i in sorted(inside)],
+        series.engine if series.spec.family in ("engine", "cells") else None,
+    )
+    fields = _figures(read)
+    decided = _unsupported(read) or _short_of_load(read, intervals, th)
+    if decided is not None:
+        verdict, reason, more = decided
+    else:
+        verdict, reason, more = _graded(read, th)
+    if verdict is Verdict.NOT_ENOUGH_LOAD_RANGE:
+        more = {**more, "measure": _measure(series, intervals, urls)}
+    return InstrumentVerdict(verdict=verdict, reason=reason, **(fields | more))
+
+
+_Decision = tuple[Verdict, VerdictReason, dict[str, Any]]
+
+
+def _figures(read: _Read) -> dict[str, Any]:
+    """Every figure a verdict shows, whatever it is: the defaults of the ones only some verdicts have."""
+    series, raw, tps, vals = read.series, read.raw, read.tps, read.vals
     counts: dict[float, int] = defaultdict(int)
     for value in raw:
         counts[value] += 1
     modal = max(counts.items(), key=lambda kv: kv[1]) if counts else None
-    n = len(readings)
-    tps = [r.throughput for r in readings]
-    vals = [r.value for r in readings]
-    fields: dict[str, Any] = {
+    return {
         "instrument": series.label,
         "metric": series.spec.metric,
         "attributes": series.attributes,
-        "unit": unit,
-        "n_intervals": n,
+        "unit": series.unit,
+        "engine": read.engine,
+        "other_engines": [],
+        "n_readings": len(series.values),
+        "n_intervals": len(read.readings),
         "n_samples": len(raw),
         "zero_samples": sum(1 for v in raw if v == 0),
         "constant_samples": modal[1] if modal else 0,
-        "constant_value": modal[0] * scale if modal else None,
+        "constant_value": modal[0] * series.spec.scale if modal else None,
         "throughput_min": min(tps) if tps else None,
         "throughput_max": max(tps) if tps else None,
         "gauge_min": min(vals) if vals else None,
@@ -146,100 +168,67 @@ def _verdict(
         "elasticity": None,
         "rank_correlation": None,
         "knee_throughput": None,
+        "knee_value": None,
+        "flat_min": None,
+        "flat_max": None,
         "measure": None,
-        "readings": [r.result() for r in readings],
+        "readings": [r.result() for r in read.readings],
     }
 
-    def done(verdict: Verdict, evidence: str, **more: Any) -> InstrumentVerdict:
-        return InstrumentVerdict(verdict=verdict, evidence=evidence, **(fields | more))
 
-    box = [i.throughput for i in intervals]
-    loaded = f"{len(box)} loaded intervals ({_tok(min(box), max(box))})" if box else "no loaded interval"
-    if not series.values:
-        return done(
-            "unsupported", f"no readings in {loaded}: its source recorded other quantities but not this one"
-        )
-    if (raw and all(v == 0 for v in raw)) or (vals and all(v == 0 for v in vals)):
-        what = "does not move" if series.spec.counter else "reads 0"
-        over_n = f"{n} intervals ({_tok(min(tps), max(tps))})" if tps else loaded
-        return done("unsupported", f"{what} in all {len(raw)} samples over {over_n}")
-    measure = _measure(series, intervals, urls)
-    engine = series.engine if series.spec.family in ("engine", "cells") else None
+def _unsupported(read: _Read) -> _Decision | None:
+    """A gauge its source never reported, or one that reads nothing but 0."""
+    if not read.series.values:
+        return Verdict.UNSUPPORTED, VerdictReason.NO_READINGS, {}
+    if (read.raw and all(v == 0 for v in read.raw)) or (read.vals and all(v == 0 for v in read.vals)):
+        reason = VerdictReason.DOES_NOT_MOVE if read.series.spec.counter else VerdictReason.READS_ZERO
+        return Verdict.UNSUPPORTED, reason, {}
+    return None
+
+
+def _short_of_load(read: _Read, intervals: Sequence[LoadInterval], th: Thresholds) -> _Decision | None:
+    """Too few intervals, or too narrow a throughput range, to tell a flat gauge from a moving one."""
+    n = len(read.readings)
     if n < th.min_intervals:
         if n:
-            where = f"readings in {n} interval{'s' if n != 1 else ''} ({_tok(min(tps), max(tps))}: "
-            where += f"{_span(min(vals), max(vals), unit)})"
-        elif engine is not None and not any(engine in i.engines for i in intervals if i.engines):
+            return Verdict.NOT_ENOUGH_LOAD_RANGE, VerdictReason.FEW_INTERVALS, {}
+        engine = read.engine
+        if engine is not None and not any(engine in i.engines for i in intervals if i.engines):
             others = sorted({name for i in intervals for name in i.engines})
-            where = f"no interval measured {engine}'s throughput (the {loaded} are on {', '.join(others)})"
-        else:
-            where = f"none of its {len(series.values)} readings lie in {loaded}"
-        return done(
-            "not enough load range",
-            f"{where}; {th.min_intervals} at different loads are needed: measure with `{measure}`",
-            measure=measure,
-        )
-    t_low, t_high = min(tps), max(tps)
-    ratio = t_high / t_low
-    over = f"{n} intervals, {_tok(t_low, t_high)} ({ratio:.1f}x)"
-    reads = _span(min(vals), max(vals), unit)
-    if ratio < th.min_load_ratio:
-        return done(
-            "not enough load range",
-            f"{over}: throughput moved less than {th.min_load_ratio:g}x, too little to tell a flat gauge "
-            f"from a moving one (it read {reads}): measure with `{measure}`",
-            measure=measure,
-        )
-    mean = sum(vals) / n
+            return Verdict.NOT_ENOUGH_LOAD_RANGE, VerdictReason.ENGINE_NOT_MEASURED, {"other_engines": others}
+        return Verdict.NOT_ENOUGH_LOAD_RANGE, VerdictReason.OUTSIDE_INTERVALS, {}
+    if max(read.tps) / min(read.tps) < th.min_load_ratio:
+        return Verdict.NOT_ENOUGH_LOAD_RANGE, VerdictReason.NARROW_LOAD, {}
+    return None
+
+
+def _graded(read: _Read, th: Thresholds) -> _Decision:
+    """A gauge read over enough load: pinned, saturating, tracking, or moving some other way."""
+    tps, vals = read.tps, read.vals
+    mean = sum(vals) / len(vals)
     rel = (max(vals) - min(vals)) / abs(mean) if mean else None
     e = elasticity(tps, vals)
     rho = rank_correlation(tps, vals)
-    stats = {"relative_range": rel, "elasticity": e, "rank_correlation": rho}
-    e_text = "-" if e is None else f"{e:.2f}"
-    rho_text = "-" if rho is None else f"{rho:.2f}"
-    numbers = f"elasticity {e_text}, rank correlation {rho_text}"
+    stats: dict[str, Any] = {"relative_range": rel, "elasticity": e, "rank_correlation": rho}
     if rel is not None and rel < th.pinned_range:
-        return done(
-            "not load",
-            f"{over}: pinned at {reads} (moves {rel:.1%}) while throughput moved {ratio:.1f}x ({numbers})",
-            **stats,
-        )
+        return Verdict.NOT_LOAD, VerdictReason.PINNED, stats
     points = sorted(zip(tps, vals, strict=True))
     k = _knee(points, th)
     if k is not None:
-        knee_t, knee_v = points[k]
-        direction = "rises" if points[0][1] < knee_v else "falls"
         flat = [p[1] for p in points[k:]]
-        return done(
-            "saturates",
-            f"{over}: {direction} with throughput to {_with_unit(knee_v, unit)} at {knee_t:,.1f} tok/s, then "
-            f"flat to {t_high:,.1f} tok/s ({_span(min(flat), max(flat), unit)} above the knee; "
-            f"{numbers} overall)",
-            knee_throughput=knee_t,
-            **stats,
-        )
-    tracks = (
+        knee = {"knee_throughput": points[k][0], "knee_value": points[k][1], "flat_min": min(flat)}
+        return Verdict.SATURATES, VerdictReason.KNEE, stats | knee | {"flat_max": max(flat)}
+    if (
         e is not None
         and rho is not None
         and abs(e) >= th.tracks_elasticity
         and abs(rho) >= th.tracks_rank_correlation
         and (e > 0) == (rho > 0)
-    )
-    if tracks:
-        assert e is not None
-        direction = "rises with throughput" if e > 0 else "falls as throughput rises"
-        return done("tracks load", f"{over}: reads {reads}, {direction} ({numbers})", **stats)
+    ):
+        return Verdict.TRACKS_LOAD, VerdictReason.TRACKS, stats
     if rho is None or abs(rho) < th.tracks_rank_correlation:
-        why = (
-            f"out of step with throughput (rank correlation {rho_text} < {th.tracks_rank_correlation:g}; "
-            f"elasticity {e_text})"
-        )
-    else:
-        why = (
-            f"moves {abs(e or 0):.2f}x as fast as throughput "
-            f"(elasticity {e_text} < {th.tracks_elasticity:g}; rank correlation {rho_text})"
-        )
-    return done("not load", f"{over}: reads {reads}, {why}", **stats)
+        return Verdict.NOT_LOAD, VerdictReason.OUT_OF_STEP, stats
+    return Verdict.NOT_LOAD, VerdictReason.MOVES_SLOWLY, stats
 
 
 def instrument_verdicts(

@@ -476,7 +476,6 @@ def cell_from_record(
         completion_tokens=completion,
         status=status,
         deadline_s=deadline,
-        deadline_hit=status is CellStatus.DEADLINE,
         workers=workers,
         source="backfill",
         first_token_s=first_token,

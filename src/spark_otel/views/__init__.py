@@ -1,0 +1,8 @@
+"""The words, tables and JSON shapes people read: what the command line and the HTML report both
+render, from the facts the analyses return, so each sentence and each table exists once.
+
+    tables   table shapes, number formats, units and the glossary the CLI and the report share
+    budget   where each cell's time went, and why each timeout happened, as tables
+    layout   which columns of a list fit a terminal's width (lower-priority ones dropped)
+    gauges   each gauge's verdict and its evidence as a sentence
+"""
