@@ -502,15 +502,11 @@ def _durations_s(
     record: dict[str, Any], mapping: FieldMapping, scale: float
 ) -> tuple[float | None, float | None, float | None]:
     """Time to first token, decode time and queue wait in seconds, each as the record has it."""
-    first_token, decode, queue_wait = (
-        _duration_s(_optional(record, path, _number, what), scale)
-        for path, what in (
-            (mapping.first_token, "time to first token"),
-            (mapping.decode, "decode time"),
-            (mapping.queue_wait, "queue wait"),
-        )
+    return (
+        _duration_s(record, mapping.first_token, "time to first token", scale),
+        _duration_s(record, mapping.decode, "decode time", scale),
+        _duration_s(record, mapping.queue_wait, "queue wait", scale),
     )
-    return first_token, decode, queue_wait
 
 
 def _check_within_elapsed(
@@ -583,8 +579,9 @@ _BUDGET_SLACK = 1e-3
 time, for rounding in the record: more is a unit mistake."""
 
 
-def _duration_s(value: float | None, scale: float) -> float | None:
-    """A duration field (already a finite number >= 0) in seconds: what the record says, never estimated."""
+def _duration_s(record: dict[str, Any], path: str | None, what: str, scale: float) -> float | None:
+    """A duration field (a finite number >= 0) in seconds: what the record says, never estimated."""
+    value = _optional(record, path, _number, what)
     return None if value is None else value * scale
 
 
