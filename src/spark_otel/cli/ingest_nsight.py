@@ -23,11 +23,17 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._clock import NS_PER_S
 from ._common import add_store_argument, print_json, print_table
 from ._console import status
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
+    from ..receivers.nsight import NsightCapture
+    from ..store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,15 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import _semconv as sc
-    from .._exceptions import SparkOtelError
-    from ..receivers.nsight import (
-        MAX_INTERVAL_MS,
-        metrics_data,
-        read_capture,
-        samples_for_store,
-        store_source,
-    )
+    from ..receivers.nsight import MAX_INTERVAL_MS
     from ..telemetry import otlp_configured, otlp_metric_exporter
     from ._common import Bounds
 
@@ -79,41 +77,20 @@ def run(args: argparse.Namespace) -> int:
             of = f"({i:,} of {len(args.captures):,} captures)"
             # One spinner per capture, gone before its table prints.
             with status(f"reading {path} {of}") as phase:
-                try:
-                    capture = read_capture(path, interval_ms=args.interval_ms)
-                except SparkOtelError as exc:
+                capture = _read_capture(path, args.interval_ms)
+                if capture is None:
                     failed += 1
-                    print(f"spark-otel: error: {exc}", file=sys.stderr)
                     continue
-                for line in capture.skipped:  # rows left out; the rest of the capture still loads
-                    print(f"spark-otel: error: {line}", file=sys.stderr)
                 failed += bool(capture.skipped)
-                summary = capture.summary
                 if store is not None:
                     phase.update(f"storing the series of {path} {of}")
-                    # A sample's bucket starts less than an interval before it (the session start
-                    # may even come after every sample): the window holds each stored point.
-                    already = store.has_samples(
-                        sc.NSIGHT_METRIC,
-                        since_unix_ns=summary.start_unix_ns - int(args.interval_ms * 1e6),
-                        until_unix_ns=summary.end_unix_ns + int(args.interval_ms * 1e6),
-                        source=store_source(summary),
-                    )
-                    if not already:
-                        store.write_samples(samples_for_store(capture))
-                    store.put_document(
-                        "nsight_summary", summary.capture, summary.model_dump(mode="json"), uid=summary.uid
-                    )
+                    _store_capture(store, capture, args.interval_ms)
                 if exporter is not None:
-                    from opentelemetry.sdk.metrics.export import MetricExportResult
-
                     phase.update(f"exporting the series of {path} over OTLP {of}")
-                    if exporter.export(metrics_data(capture)) is not MetricExportResult.SUCCESS:
-                        failed += 1
-                        print(f"spark-otel: error: {path}: OTLP export of the series failed", file=sys.stderr)
-            summaries.append(summary.model_dump(mode="json"))
+                    failed += not _export_capture(exporter, capture, path)
+            summaries.append(capture.summary.model_dump(mode="json"))
             if not args.json:
-                _print_summary(summary)
+                _print_summary(capture.summary)
     finally:
         if exporter is not None:
             exporter.shutdown()
@@ -122,6 +99,54 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summaries)
     return 1 if failed else 0
+
+
+def _read_capture(path: str, interval_ms: float) -> NsightCapture | None:
+    """The capture, its rows left out reported (the rest of it still loads); None, reported, for a
+    file that cannot be read, so the other captures still load."""
+    from .._exceptions import SparkOtelError
+    from ..receivers.nsight import read_capture
+
+    try:
+        capture = read_capture(path, interval_ms=interval_ms)
+    except SparkOtelError as exc:
+        print(f"spark-otel: error: {exc}", file=sys.stderr)
+        return None
+    for line in capture.skipped:
+        print(f"spark-otel: error: {line}", file=sys.stderr)
+    return capture
+
+
+def _store_capture(store: Store, capture: NsightCapture, interval_ms: float) -> None:
+    """The series (unless an earlier ingest of this capture stored them) and the summary document:
+    ingesting a capture again adds nothing twice."""
+    from .. import _semconv as sc
+    from ..receivers.nsight import samples_for_store, store_source
+
+    summary = capture.summary
+    # A sample's bucket starts less than an interval before it (the session start may even come
+    # after every sample): the window holds each stored point.
+    already = store.has_samples(
+        sc.NSIGHT_METRIC,
+        since_unix_ns=summary.start_unix_ns - int(interval_ms * 1e6),
+        until_unix_ns=summary.end_unix_ns + int(interval_ms * 1e6),
+        source=store_source(summary),
+    )
+    if not already:
+        store.write_samples(samples_for_store(capture))
+    store.put_document("nsight_summary", summary.capture, summary.model_dump(mode="json"), uid=summary.uid)
+
+
+def _export_capture(exporter: MetricExporter, capture: NsightCapture, path: str) -> bool:
+    """The series over OTLP at their historical times; False, reported, when the export fails."""
+    from opentelemetry.sdk.metrics.export import MetricExportResult
+
+    from ..receivers.nsight import metrics_data
+
+    if exporter.export(metrics_data(capture)) is MetricExportResult.SUCCESS:
+        return True
+    print(f"spark-otel: error: {path}: OTLP export of the series failed", file=sys.stderr)
+    return False
 
 
 def _print_summary(summary: Any) -> None:

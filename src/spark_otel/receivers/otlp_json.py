@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import string
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,32 +105,51 @@ def decode_any_value(value: Any) -> Any:
     Raises ValueError for a value that is not one (any other shape, or a number past a float's).
     """
     value = _fields(value, "attribute value")
-    try:
-        if "stringValue" in value:
-            return str(value["stringValue"])
-        if "boolValue" in value:
-            return bool(value["boolValue"])
-        if "intValue" in value:
-            number = value["intValue"]
-            if isinstance(number, bool) or not isinstance(number, int | str):
-                raise ValueError(f"intValue {_short(number)} is not a whole number")
-            return int(number)
-        if "doubleValue" in value:
-            double = value["doubleValue"]
-            if isinstance(double, bool) or not isinstance(double, int | float | str):
-                raise ValueError(f"doubleValue {_short(double)} is not a number")
-            return float(double)
-    except OverflowError:
-        raise ValueError(f"attribute value {_short(value)} is too large for a number") from None
-    if "arrayValue" in value:
-        array = _fields(value["arrayValue"] or {}, "arrayValue")
-        return tuple(decode_any_value(v) for v in _items(array.get("values"), "arrayValue.values"))
-    if "kvlistValue" in value:
-        kvlist = _fields(value["kvlistValue"] or {}, "kvlistValue")
-        return json.dumps(_attributes(_items(kvlist.get("values"), "kvlistValue.values")), sort_keys=True)
-    if "bytesValue" in value:
-        return str(value["bytesValue"])
+    for key, decode in _ANY_VALUE_DECODERS:
+        if key in value:
+            try:
+                return decode(value[key])
+            except OverflowError:
+                raise ValueError(f"attribute value {_short(value)} is too large for a number") from None
     return None
+
+
+def _int_value(number: Any) -> int:
+    """An ``intValue``: a JSON number or, as proto3 JSON writes 64-bit ints, a string; never a bool."""
+    if isinstance(number, bool) or not isinstance(number, int | str):
+        raise ValueError(f"intValue {_short(number)} is not a whole number")
+    return int(number)
+
+
+def _double_value(double: Any) -> float:
+    """A ``doubleValue``: a JSON number or a string (``"NaN"``, ``"Infinity"``); never a bool."""
+    if isinstance(double, bool) or not isinstance(double, int | float | str):
+        raise ValueError(f"doubleValue {_short(double)} is not a number")
+    return float(double)
+
+
+def _array_value(array: Any) -> tuple[Any, ...]:
+    """An ``arrayValue``'s values, each decoded; a tuple, as the SDK keeps a sequence attribute."""
+    fields = _fields(array or {}, "arrayValue")
+    return tuple(decode_any_value(v) for v in _items(fields.get("values"), "arrayValue.values"))
+
+
+def _kvlist_value(kvlist: Any) -> str:
+    """A ``kvlistValue`` as sorted JSON text: an attribute value holds no mapping."""
+    fields = _fields(kvlist or {}, "kvlistValue")
+    return json.dumps(_attributes(_items(fields.get("values"), "kvlistValue.values")), sort_keys=True)
+
+
+_ANY_VALUE_DECODERS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("stringValue", str),
+    ("boolValue", bool),
+    ("intValue", _int_value),
+    ("doubleValue", _double_value),
+    ("arrayValue", _array_value),
+    ("kvlistValue", _kvlist_value),
+    ("bytesValue", str),
+)
+"""Each ``AnyValue`` field and its decoder, in the order they are looked for: the first present wins."""
 
 
 def _attributes(items: Iterable[Any]) -> dict[str, Any]:

@@ -285,17 +285,46 @@ def parse_metrics(
     if kind is not None and kind not in get_args(EngineKind):
         raise ConfigError(f"engine kind {kind!r}: expected one of {', '.join(get_args(EngineKind))}")
     families = _families(text, url)
+    typed = _samples_by_name(families)
+    engine_kind = kind or _detect_kind(typed)
+    if engine_kind is None:
+        raise EngineError(f"{url}: /metrics has no vLLM, SGLang or llama.cpp metrics (is this an engine?)")
+    served = _served_models(typed, engine_kind)
+    if model_name is not None and served and model_name not in served:
+        raise EngineError(f"{url}: no series for model {model_name!r}; the engine serves {_listing(served)}")
+    created = _model_values(_created_samples(families, engine_kind), model_name)
+    return EngineSnapshot(
+        url=url,
+        kind=engine_kind,
+        unix_ns=unix_ns,
+        model_name=model_name,
+        counters_created_unix_s=max(created) if created else None,
+        model_names=tuple(served),
+        **_snapshot_values(typed, engine_kind, model_name),
+    )
+
+
+_Typed = Mapping[str, tuple[str, list[Any]]]
+"""Sample name -> (its family's ``# TYPE``, its samples)."""
+
+
+def _samples_by_name(families: Iterable[Any]) -> dict[str, tuple[str, list[Any]]]:
+    """Every sample by name with its family's type (a value is read by its ``# TYPE``, never by
+    its name's suffix); ``*_created`` families only tell of restarts, so they are left out."""
     typed: dict[str, tuple[str, list[Any]]] = {}
     for family in families:
         if family.name.endswith("_created"):
             continue
         for sample in family.samples:
             typed.setdefault(sample.name, (family.type, []))[1].append(sample)
-    engine_kind = kind or _detect_kind(typed)
-    if engine_kind is None:
-        raise EngineError(f"{url}: /metrics has no vLLM, SGLang or llama.cpp metrics (is this an engine?)")
+    return typed
+
+
+def _created_samples(families: Iterable[Any], engine_kind: EngineKind) -> list[Any]:
+    """The ``_created`` samples of the engine's generation-token counter: when it last started
+    counting from zero."""
     created_names = {n.removesuffix("_total") + "_created" for n in CONCEPTS[0].names[engine_kind]}
-    created = [
+    return [
         s
         for family in families
         if family.name in created_names
@@ -303,7 +332,10 @@ def parse_metrics(
         if s.name in created_names
     ]
 
-    served = sorted(
+
+def _served_models(typed: _Typed, engine_kind: EngineKind) -> list[str]:
+    """The ``model_name`` labels on the engine's own series, sorted: the models it serves."""
+    return sorted(
         {
             s.labels["model_name"]
             for name, (_, samples) in typed.items()
@@ -312,52 +344,62 @@ def parse_metrics(
             if "model_name" in s.labels
         }
     )
-    if model_name is not None and served and model_name not in served:
-        raise EngineError(f"{url}: no series for model {model_name!r}; the engine serves {_listing(served)}")
 
-    def keep(samples: Iterable[Any]) -> list[float]:
-        numbers = (
-            _finite(s.value)
-            for s in samples
-            if model_name is None or s.labels.get("model_name", model_name) == model_name
-        )
-        return [n for n in numbers if n is not None]
 
-    values: dict[str, float | None] = {}
-    for concept in CONCEPTS:
-        values[concept.field] = None
-        for name in concept.names[engine_kind]:
-            entry = typed.get(name)
-            if entry is None or entry[0] not in (concept.kind, "unknown", "untyped"):
-                continue
-            numbers = keep(entry[1])
-            total = sum(numbers)
-            if not numbers or not math.isfinite(total):
-                continue
-            values[concept.field] = total / len(numbers) if concept.combine == "mean" else total
-            break
-    for histogram in HISTOGRAMS:
-        values[f"{histogram.field}_sum"] = values[f"{histogram.field}_count"] = None
-        for name in histogram.names[engine_kind]:
-            parts = [typed.get(name + suffix) for suffix in ("_sum", "_count")]
-            if any(p is None or p[0] not in ("histogram", "unknown", "untyped") for p in parts):
-                continue
-            sums, counts = (keep(p[1]) for p in parts if p is not None)
-            total_sum, total_count = sum(sums), sum(counts)
-            if not sums or not counts or not (math.isfinite(total_sum) and math.isfinite(total_count)):
-                continue
-            values[f"{histogram.field}_sum"], values[f"{histogram.field}_count"] = total_sum, total_count
-            break
-    created_values = keep(created)
-    return EngineSnapshot(
-        url=url,
-        kind=engine_kind,
-        unix_ns=unix_ns,
-        model_name=model_name,
-        counters_created_unix_s=max(created_values) if created_values else None,
-        model_names=tuple(served),
-        **values,
+def _model_values(samples: Iterable[Any], model_name: str | None) -> list[float]:
+    """The finite values of ``model_name``'s series (all series when None; a series without the
+    label serves every model)."""
+    numbers = (
+        _finite(s.value)
+        for s in samples
+        if model_name is None or s.labels.get("model_name", model_name) == model_name
     )
+    return [n for n in numbers if n is not None]
+
+
+def _snapshot_values(
+    typed: _Typed, engine_kind: EngineKind, model_name: str | None
+) -> dict[str, float | None]:
+    """The snapshot's quantities by field: each concept's value, and each histogram's ``_sum``
+    and ``_count``; None for what the engine does not expose."""
+    values = {c.field: _concept_value(c, typed, engine_kind, model_name) for c in CONCEPTS}
+    for histogram in HISTOGRAMS:
+        totals = _histogram_totals(histogram, typed, engine_kind, model_name)
+        values[f"{histogram.field}_sum"], values[f"{histogram.field}_count"] = totals or (None, None)
+    return values
+
+
+def _concept_value(
+    concept: _Concept, typed: _Typed, engine_kind: EngineKind, model_name: str | None
+) -> float | None:
+    """The concept from the first of its names exposed with its type (or untyped) and a finite
+    total: the sum of the series, or their mean for a fraction."""
+    for name in concept.names[engine_kind]:
+        entry = typed.get(name)
+        if entry is None or entry[0] not in (concept.kind, "unknown", "untyped"):
+            continue
+        numbers = _model_values(entry[1], model_name)
+        total = sum(numbers)
+        if numbers and math.isfinite(total):
+            return total / len(numbers) if concept.combine == "mean" else total
+    return None
+
+
+def _histogram_totals(
+    histogram: _Histogram, typed: _Typed, engine_kind: EngineKind, model_name: str | None
+) -> tuple[float, float] | None:
+    """(sum, count) of the first of the histogram's names whose ``_sum`` and ``_count`` are both
+    exposed with finite totals: both from one name, so a renamed histogram never mixes with its
+    old self."""
+    for name in histogram.names[engine_kind]:
+        parts = [typed.get(name + suffix) for suffix in ("_sum", "_count")]
+        if any(p is None or p[0] not in ("histogram", "unknown", "untyped") for p in parts):
+            continue
+        sums, counts = (_model_values(p[1], model_name) for p in parts if p is not None)
+        total_sum, total_count = sum(sums), sum(counts)
+        if sums and counts and math.isfinite(total_sum) and math.isfinite(total_count):
+            return total_sum, total_count
+    return None
 
 
 def _finite(value: Any) -> float | None:

@@ -33,11 +33,11 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ... import _semconv as sc
 from ..._clock import NS_PER_S
@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 _TEMPLATE = re.compile(r"\{([^{}]+)\}")
+_T = TypeVar("_T")
 # The longest elapsed time a cell can have and still start and end in 2000-2100.
 _MAX_ELAPSED_S = (LATEST_NS - EARLIEST_NS) / NS_PER_S
 
@@ -352,6 +353,57 @@ def cell_from_record(
     """
     if not isinstance(record, dict):
         raise ValueError(f"a record must be an object, got {type(record).__name__}")
+    # Each step raises for the first field that does not fit, in the order the fields are read.
+    cell_id, name, cell_engine = _cell_names(record, mapping, eval_name=eval_name, engine=engine)
+    prompt = _optional(record, mapping.prompt_tokens, _int, "prompt tokens")
+    completion = _optional(record, mapping.completion_tokens, _int, "completion tokens")
+    scale = _SECONDS_PER_UNIT[mapping.elapsed_unit]
+    start, end = _interval_ns(record, mapping, scale, file_mtime_ns=file_mtime_ns, file_records=file_records)
+    first_token, decode, queue_wait = _durations_s(record, mapping, scale)
+    _check_within_elapsed(first_token, decode, (end - start) / NS_PER_S, mapping)
+    status = _status(record, mapping, statuses)
+    return Cell(
+        uid=uid,
+        eval_name=name,
+        cell_id=cell_id,
+        engine=cell_engine,
+        start_unix_ns=start,
+        end_unix_ns=end,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        status=status,
+        deadline_s=_deadline_s(record, mapping),
+        workers=_optional(record, mapping.workers, _int, "workers"),
+        source="backfill",
+        first_token_s=first_token,
+        decode_s=decode,
+        attributes=_cell_attributes(record, mapping, status, queue_wait),
+    )
+
+
+_SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "ns": 1e-9}
+"""Seconds in one of each ``elapsed_unit`` (the unit of every duration field)."""
+
+_UNIT_HINT = "is elapsed_unit right?"
+"""What a time made from an elapsed time that lands outside 2000-2100 most likely means."""
+
+
+def _optional(
+    record: dict[str, Any], path: str | None, convert: Callable[[Any, str], _T], what: str
+) -> _T | None:
+    """An optional field converted, or None where the mapping has no path or the record no value;
+    a value that does not convert raises naming the field and its path."""
+    if not path:
+        return None
+    raw = _lookup(record, path)
+    return None if raw is _MISSING else convert(raw, f"{what} ({path})")
+
+
+def _cell_names(
+    record: dict[str, Any], mapping: FieldMapping, *, eval_name: str | None, engine: str | None
+) -> tuple[str, str, str | None]:
+    """The cell's id, eval and engine: the record's own where the mapping finds them, else the
+    caller's eval and engine. Without an id or an eval name a cell cannot be told apart."""
     cell_id = _text(record, mapping.cell_id)
     if cell_id is _MISSING:
         raise ValueError(f"no cell id at {mapping.cell_id!r}")
@@ -362,48 +414,26 @@ def cell_from_record(
     if not name:
         raise ValueError(f"no eval name at {mapping.eval_name!r}; give --eval NAME")
     record_engine = _text(record, mapping.engine) if mapping.engine else _MISSING
+    return str(cell_id), str(name), (str(record_engine) if record_engine is not _MISSING else engine)
 
-    def optional(path: str | None, convert: Any, what: str) -> Any:
-        if not path:
-            return None
-        raw = _lookup(record, path)
-        return None if raw is _MISSING else convert(raw, f"{what} ({path})")
 
-    prompt = optional(mapping.prompt_tokens, _int, "prompt tokens")
-    completion = optional(mapping.completion_tokens, _int, "completion tokens")
-    scale = {"s": 1.0, "ms": 1e-3, "ns": 1e-9}[mapping.elapsed_unit]
-    elapsed_raw = optional(mapping.elapsed, _number, "elapsed")
-    elapsed_ns: int | None = None
-    if elapsed_raw is not None:
-        if elapsed_raw * scale > _MAX_ELAPSED_S:
-            raise ValueError(
-                f"elapsed ({mapping.elapsed}) is {elapsed_raw:g} {mapping.elapsed_unit}, more than a "
-                "century; is elapsed_unit right?"
-            )
-        elapsed_ns = round(elapsed_raw * scale * NS_PER_S)
-    start = optional(mapping.start, _time_ns, "start")
-    end = optional(mapping.end, _time_ns, "end")
-    if start is not None and end is None and elapsed_ns is not None:
-        end = start + elapsed_ns
-        _check_era(end, "the end (start plus elapsed)", "is elapsed_unit right?")
-    elif end is not None and start is None and elapsed_ns is not None:
-        start = end - elapsed_ns
-        _check_era(start, "the start (end minus elapsed)", "is elapsed_unit right?")
-    elif (
-        start is None
-        and end is None
-        and elapsed_ns is not None
-        and mapping.mtime_is_end
-        and file_mtime_ns is not None
-    ):
-        if file_records != 1:
-            raise ValueError(
-                "cannot place the cell in time: no start or end field, and the file's mtime "
-                f"is used as the end only for a file holding one record (this one holds {file_records})"
-            )
-        _check_era(file_mtime_ns, "the file's mtime")
-        end, start = file_mtime_ns, file_mtime_ns - elapsed_ns
-        _check_era(start, "the start (the file's mtime minus elapsed)", "is elapsed_unit right?")
+def _interval_ns(
+    record: dict[str, Any],
+    mapping: FieldMapping,
+    scale: float,
+    *,
+    file_mtime_ns: int | None,
+    file_records: int,
+) -> tuple[int, int]:
+    """The cell's start and end in Unix ns, from the sources in the module docstring's order;
+    a cell that cannot be placed, or that ends before it starts, raises."""
+    elapsed_ns = _elapsed_ns(record, mapping, scale)
+    start = _optional(record, mapping.start, _time_ns, "start")
+    end = _optional(record, mapping.end, _time_ns, "end")
+    if elapsed_ns is not None:
+        start, end = _completed_by_elapsed(
+            start, end, elapsed_ns, mapping, file_mtime_ns=file_mtime_ns, file_records=file_records
+        )
     if start is None or end is None:
         raise ValueError(
             "cannot place the cell in time: need start and end, or one of them and elapsed"
@@ -415,22 +445,88 @@ def cell_from_record(
         )
     if end < start:
         raise ValueError(f"ends before it starts ({(end - start) / NS_PER_S:.3f} s)")
-    first_token, decode, queue_wait = (
-        _duration_s(optional(path, _number, what), scale)
-        for path, what in (
-            (mapping.first_token, "time to first token"),
-            (mapping.decode, "decode time"),
-            (mapping.queue_wait, "queue wait"),
+    return start, end
+
+
+def _elapsed_ns(record: dict[str, Any], mapping: FieldMapping, scale: float) -> int | None:
+    """The record's elapsed time in ns; more than a century is a unit mistake, not a cell."""
+    elapsed = _optional(record, mapping.elapsed, _number, "elapsed")
+    if elapsed is None:
+        return None
+    if elapsed * scale > _MAX_ELAPSED_S:
+        raise ValueError(
+            f"elapsed ({mapping.elapsed}) is {elapsed:g} {mapping.elapsed_unit}, more than a "
+            f"century; {_UNIT_HINT}"
         )
+    return round(elapsed * scale * NS_PER_S)
+
+
+def _completed_by_elapsed(
+    start: int | None,
+    end: int | None,
+    elapsed_ns: int,
+    mapping: FieldMapping,
+    *,
+    file_mtime_ns: int | None,
+    file_records: int,
+) -> tuple[int | None, int | None]:
+    """Start or end, whichever the record lacks, from the other and elapsed; lacking both, the
+    file's mtime as the end where the mapping allows it. A made time outside 2000-2100 raises."""
+    if start is not None and end is None:
+        end = start + elapsed_ns
+        _check_era(end, "the end (start plus elapsed)", _UNIT_HINT)
+    elif end is not None and start is None:
+        start = end - elapsed_ns
+        _check_era(start, "the start (end minus elapsed)", _UNIT_HINT)
+    elif start is None and end is None and mapping.mtime_is_end and file_mtime_ns is not None:
+        start, end = _interval_from_mtime(file_mtime_ns, elapsed_ns, file_records)
+    return start, end
+
+
+def _interval_from_mtime(file_mtime_ns: int, elapsed_ns: int, file_records: int) -> tuple[int, int]:
+    """(start, end) ending at the file's mtime, only for a file of one record: a file of many was
+    last written when the last of them ended, so its mtime would stack them on one interval."""
+    if file_records != 1:
+        raise ValueError(
+            "cannot place the cell in time: no start or end field, and the file's mtime "
+            f"is used as the end only for a file holding one record (this one holds {file_records})"
+        )
+    _check_era(file_mtime_ns, "the file's mtime")
+    start = file_mtime_ns - elapsed_ns
+    _check_era(start, "the start (the file's mtime minus elapsed)", _UNIT_HINT)
+    return start, file_mtime_ns
+
+
+def _durations_s(
+    record: dict[str, Any], mapping: FieldMapping, scale: float
+) -> tuple[float | None, float | None, float | None]:
+    """Time to first token, decode time and queue wait in seconds, each as the record has it."""
+    return (
+        _duration_s(record, mapping.first_token, "time to first token", scale),
+        _duration_s(record, mapping.decode, "decode time", scale),
+        _duration_s(record, mapping.queue_wait, "queue wait", scale),
     )
+
+
+def _check_within_elapsed(
+    first_token: float | None, decode: float | None, elapsed_s: float, mapping: FieldMapping
+) -> None:
+    """First-token and decode times together past the cell's elapsed time (beyond rounding) mean
+    the duration fields are in another unit than ``elapsed_unit`` says."""
     in_requests = (first_token or 0.0) + (decode or 0.0)
-    elapsed_s = (end - start) / NS_PER_S
     if in_requests > elapsed_s * (1 + _BUDGET_SLACK) + _BUDGET_SLACK:
         raise ValueError(
             f"time to first token and decode time ({in_requests:g} s) are more than the cell's elapsed "
             f"time ({elapsed_s:g} s); is elapsed_unit ({mapping.elapsed_unit!r}) right for them?"
         )
 
+
+def _status(
+    record: dict[str, Any], mapping: FieldMapping, statuses: Mapping[str, CellStatus] | None
+) -> CellStatus:
+    """The record's status through the mapping's status strings (OK without one); a true timeout
+    flag makes it a deadline whatever the status says. A string the mapping does not know raises
+    rather than guessing."""
     status = CellStatus.OK
     if mapping.status:
         raw_status = _lookup(record, mapping.status)
@@ -447,12 +543,22 @@ def cell_from_record(
         raw_flag = _lookup(record, mapping.timeout_flag)
         if raw_flag is not _MISSING and _flag(raw_flag):
             status = CellStatus.DEADLINE
-    deadline: float | None
+    return status
+
+
+def _deadline_s(record: dict[str, Any], mapping: FieldMapping) -> float | None:
+    """The cell's ceiling: a number in the mapping is every record's, a path is each record's own."""
     if isinstance(mapping.deadline_s, int | float):
-        deadline = float(mapping.deadline_s)
-    else:
-        deadline = optional(mapping.deadline_s, _number, "deadline")
-    workers = optional(mapping.workers, _int, "workers")
+        return float(mapping.deadline_s)
+    return _optional(record, mapping.deadline_s, _number, "deadline")
+
+
+def _cell_attributes(
+    record: dict[str, Any], mapping: FieldMapping, status: CellStatus, queue_wait: float | None
+) -> dict[str, str | int | float | bool]:
+    """The mapping's name, the record's scalar attribute fields and its queue wait, and
+    ``error.type`` as a live cell records it (cells.py): its span, and so the cell stored from
+    it, carry it."""
     attributes: dict[str, str | int | float | bool] = {"spark_otel.backfill.mapping": mapping.name}
     for attr, path in mapping.attributes.items():
         value = _lookup(record, path)
@@ -460,28 +566,11 @@ def cell_from_record(
             attributes[attr] = value
     if queue_wait is not None:
         attributes[sc.CELL_QUEUE_WAIT_S] = queue_wait
-    # As a live cell records them (cells.py): its span, and so the cell stored from it, carry error.type.
     if status is CellStatus.DEADLINE:
         attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_DEADLINE
     elif status is CellStatus.ERROR:
         attributes.setdefault(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
-    return Cell(
-        uid=uid,
-        eval_name=str(name),
-        cell_id=str(cell_id),
-        engine=str(record_engine) if record_engine is not _MISSING else engine,
-        start_unix_ns=start,
-        end_unix_ns=end,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        status=status,
-        deadline_s=deadline,
-        workers=workers,
-        source="backfill",
-        first_token_s=first_token,
-        decode_s=decode,
-        attributes=attributes,
-    )
+    return attributes
 
 
 _BUDGET_SLACK = 1e-3
@@ -489,8 +578,9 @@ _BUDGET_SLACK = 1e-3
 time, for rounding in the record: more is a unit mistake."""
 
 
-def _duration_s(value: float | None, scale: float) -> float | None:
-    """A duration field (already a finite number >= 0) in seconds: what the record says, never estimated."""
+def _duration_s(record: dict[str, Any], path: str | None, what: str, scale: float) -> float | None:
+    """A duration field (a finite number >= 0) in seconds: what the record says, never estimated."""
+    value = _optional(record, path, _number, what)
     return None if value is None else value * scale
 
 
