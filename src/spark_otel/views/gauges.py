@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.gauges import InstrumentsReport, InstrumentVerdict
-from ..analysis.gauges.grades import Thresholds, VerdictReason
+from ..analysis.gauges.grades import Thresholds, Verdict, VerdictReason
 
 __all__ = [
     "evidence",
@@ -60,35 +60,39 @@ def evidence(v: InstrumentVerdict, report: InstrumentsReport) -> str:
     th = report.thresholds
     box = [i.throughput for i in report.intervals]
     loaded = f"{len(box)} loaded intervals ({_tok(min(box), max(box))})" if box else "no loaded interval"
-    sentence = _unanswered(v, th, loaded)
-    return sentence if sentence is not None else _graded(v, th)
+    if v.verdict is Verdict.UNSUPPORTED:
+        return _unsupported(v, loaded)
+    if v.verdict is Verdict.NOT_ENOUGH_LOAD_RANGE:
+        return _short_of_load(v, th, loaded)
+    return _graded(v, th)
 
 
-def _unanswered(v: InstrumentVerdict, th: Thresholds, loaded: str) -> str | None:
-    """The sentences of the verdicts the data could not grade: unsupported, or short of load."""
-    reason, n = v.reason, v.n_intervals
-    needed = f"{th.min_intervals} at different loads are needed: measure with `{v.measure}`"
-    if reason is VerdictReason.NO_READINGS:
+def _unsupported(v: InstrumentVerdict, loaded: str) -> str:
+    """A gauge its source never reported, or one that reads nothing but 0."""
+    if v.reason is VerdictReason.NO_READINGS:
         return f"no readings in {loaded}: its source recorded other quantities but not this one"
-    if reason in (VerdictReason.READS_ZERO, VerdictReason.DOES_NOT_MOVE):
-        what = "does not move" if reason is VerdictReason.DOES_NOT_MOVE else "reads 0"
-        over_n = f"{n} intervals ({_tok(*_throughput(v))})" if n else loaded
-        return f"{what} in all {v.n_samples} samples over {over_n}"
-    if reason is VerdictReason.FEW_INTERVALS:
+    what = "does not move" if v.reason is VerdictReason.DOES_NOT_MOVE else "reads 0"
+    over_n = f"{v.n_intervals} intervals ({_tok(*_throughput(v))})" if v.n_intervals else loaded
+    return f"{what} in all {v.n_samples} samples over {over_n}"
+
+
+def _short_of_load(v: InstrumentVerdict, th: Thresholds, loaded: str) -> str:
+    """Too few intervals, or too narrow a range, and the command that would measure more."""
+    n = v.n_intervals
+    needed = f"{th.min_intervals} at different loads are needed: measure with `{v.measure}`"
+    if v.reason is VerdictReason.FEW_INTERVALS:
         low, high = _gauge(v)
         where = f"readings in {n} interval{'s' if n != 1 else ''} ({_tok(*_throughput(v))}: "
         return f"{where}{_span(low, high, v.unit)}); {needed}"
-    if reason is VerdictReason.ENGINE_NOT_MEASURED:
+    if v.reason is VerdictReason.ENGINE_NOT_MEASURED:
         others = ", ".join(v.other_engines)
         return f"no interval measured {v.engine}'s throughput (the {loaded} are on {others}); {needed}"
-    if reason is VerdictReason.OUTSIDE_INTERVALS:
+    if v.reason is VerdictReason.OUTSIDE_INTERVALS:
         return f"none of its {v.n_readings} readings lie in {loaded}; {needed}"
-    if reason is VerdictReason.NARROW_LOAD:
-        return (
-            f"{_over(v)}: throughput moved less than {th.min_load_ratio:g}x, too little to tell a flat "
-            f"gauge from a moving one (it read {_reads(v)}): measure with `{v.measure}`"
-        )
-    return None
+    return (
+        f"{_over(v)}: throughput moved less than {th.min_load_ratio:g}x, too little to tell a flat "
+        f"gauge from a moving one (it read {_reads(v)}): measure with `{v.measure}`"
+    )
 
 
 def _graded(v: InstrumentVerdict, th: Thresholds) -> str:
