@@ -11,11 +11,11 @@ from tests.analysis.builders import S, cell, neighbour_report, window_cost
 
 from spark_otel._exceptions import InputError
 from spark_otel.analysis.advisor.advice_model import AdvisorConfig, RuleKind
-from spark_otel.analysis.answers import Answer, answers, neighbour_answer, speedup_answers
 from spark_otel.analysis.concurrency import concurrency
 from spark_otel.analysis.overview import Overview, overview
 from spark_otel.model import Cell
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.views.answers import Answer, answers, neighbour_answer, speedup_answers
 
 
 def test_an_unknown_eval_is_refused_with_the_evals_there_are() -> None:

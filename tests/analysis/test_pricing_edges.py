@@ -13,6 +13,7 @@ from spark_otel._exceptions import InputError
 from spark_otel.analysis.neighbour import neighbour_cost, neighbour_costs
 from spark_otel.analysis.timeouts import Rerun, TimeoutVerdict, timeout_verdicts
 from spark_otel.model import Cell, CellStatus, LoadWindow
+from spark_otel.views.timeouts import verdict_line
 
 # -- neighbour cost: worker counts and engines ---------------------------------------------------
 
@@ -90,14 +91,15 @@ def test_a_cell_at_exactly_the_slowed_line_with_a_rerun_is_long_by_itself() -> N
         baseline_rate=10.0,
         baseline_n=6,  # the five alone, and the re-run: alone too, at 10 tok/s
         share_of_baseline=0.9,
-        share_source="own rate",
+        share_cells=None,
         loads=[],
         admission_s=None,
         needed_at_baseline_s=90.0,
         rerun=Rerun(uid="again", elapsed_s=120.0, completion_tokens=1200, share_of_baseline=1.0),
         kind="long",
-        verdict="long by itself: its re-run took 120 s at 100% of baseline, ceiling 100 s",
+        unjudged=None,
     )
+    assert verdict_line(v) == "long by itself: its re-run took 120 s at 100% of baseline, ceiling 100 s"
 
 
 def test_the_ceiling_is_the_recorded_deadline_else_the_elapsed_time() -> None:
@@ -106,12 +108,12 @@ def test_the_ceiling_is_the_recorded_deadline_else_the_elapsed_time() -> None:
     late = _cut("late", 10_000, 11_801, 18_010, deadline_s=1800.0)
     unrecorded = _cut("unrecorded", 20_000, 21_800, 18_000, deadline_s=None)
     first, second = timeout_verdicts([*_alone(), late, unrecorded])
-    assert (first.elapsed_s, first.ceiling_s, first.verdict) == (
+    assert (first.elapsed_s, first.ceiling_s, verdict_line(first)) == (
         1801.0,
         1800.0,
         "long by itself: needed at least 1,801 s at baseline, ceiling 1,800 s",
     )
-    assert (second.elapsed_s, second.ceiling_s, second.verdict) == (
+    assert (second.elapsed_s, second.ceiling_s, verdict_line(second)) == (
         1800.0,
         1800.0,
         "long by itself: needed at least 1,800 s at baseline, ceiling 1,800 s",
@@ -121,9 +123,9 @@ def test_the_ceiling_is_the_recorded_deadline_else_the_elapsed_time() -> None:
 def test_a_one_second_cell_is_judged_by_its_own_rate() -> None:
     """10 tokens in a 1 s ceiling is 10 tok/s: the baseline's speed, so long by itself."""
     (v,) = timeout_verdicts([*_alone(), _cut("short", 10_000, 10_001, 10)])
-    assert (v.share_of_baseline, v.share_source, v.kind, v.verdict) == (
+    assert (v.share_of_baseline, v.share_cells, v.kind, verdict_line(v)) == (
         1.0,
-        "own rate",
+        None,
         "long",
         "long by itself: needed at least 1 s at baseline, ceiling 1 s",
     )
@@ -132,13 +134,14 @@ def test_a_one_second_cell_is_judged_by_its_own_rate() -> None:
 def test_a_cut_cell_of_no_duration_has_no_rate_to_judge_it_by() -> None:
     """Tokens in no time at all give no rate (and no division by zero): no verdict."""
     (v,) = timeout_verdicts([*_alone(), _cut("instant", 10_000, 10_000, 10, deadline_s=1.0)])
-    assert (v.share_of_baseline, v.share_source, v.needed_at_baseline_s, v.kind) == (
+    assert (v.share_of_baseline, v.share_cells, v.needed_at_baseline_s, v.kind, v.unjudged) == (
         None,
         None,
         1.0,
         "unknown",
+        "no rate",
     )
-    assert v.verdict == (
+    assert verdict_line(v) == (
         "no verdict: it overlapped no measured load and has no rate; stream it "
         "(spark_otel.stream_with_deadline keeps a cut-off cell's tokens) to judge its next timeout"
     )

@@ -9,6 +9,7 @@ from tests.analysis.article import D_EVAL, S, appendix_d_cells, appendix_d_loads
 from spark_otel import _semconv as sc
 from spark_otel.analysis.timeouts import timeout_verdicts
 from spark_otel.model import Cell, CellStatus
+from spark_otel.views.timeouts import verdict_line
 
 NEMOTRON = "nemotron-cards eval, 4 workers on nemotron"
 
@@ -35,7 +36,7 @@ def test_appendix_d_timeouts_were_slowed_by_the_nemotron_eval() -> None:
         assert v.baseline_n == 113
         assert v.share_of_baseline == pytest.approx(5.25 / 11.51, abs=1e-6)
         assert v.ceiling_s == 1800.0
-    assert verdicts[0].verdict == (
+    assert verdict_line(verdicts[0]) == (
         f"slowed by {NEMOTRON} (ran at 46% of baseline, as the eval's cells inside the load (n=1))"
     )
 
@@ -52,7 +53,7 @@ def test_a_cell_run_again_after_its_timeout_gives_what_it_needed() -> None:
     assert first.rerun.elapsed_s == pytest.approx(11_763 / 10.97, abs=1e-6)
     assert f"{first.rerun.elapsed_s:,.0f}" == "1,072"
     assert first.rerun.share_of_baseline == pytest.approx(10.97 / 11.51, abs=1e-6)
-    assert first.verdict == (
+    assert verdict_line(first) == (
         f"slowed by {NEMOTRON} (ran at 46% of baseline, as the eval's cells inside the load (n=1)); "
         "its re-run took 1,072 s at 95% of baseline, so at 46% it needed about 2,241 s, ceiling 1,800 s"
     )
@@ -84,29 +85,29 @@ def test_a_cell_at_baseline_speed_that_did_not_fit_was_long_by_itself() -> None:
     cut = _cell("big", 10_000, 1800, 18_000, timed_out=True)
     (v,) = timeout_verdicts([*_alone(), cut])
     assert (v.kind, v.share_of_baseline, v.needed_at_baseline_s) == ("long", 1.0, 1800.0)
-    assert v.verdict == "long by itself: needed at least 1,800 s at baseline, ceiling 1,800 s"
+    assert verdict_line(v) == "long by itself: needed at least 1,800 s at baseline, ceiling 1,800 s"
     (v,) = timeout_verdicts([*_alone(), cut, _cell("big", 20_000, 2500, 25_000)])
-    assert v.verdict == "long by itself: its re-run took 2,500 s at 100% of baseline, ceiling 1,800 s"
+    assert verdict_line(v) == "long by itself: its re-run took 2,500 s at 100% of baseline, ceiling 1,800 s"
 
 
 def test_a_cell_the_governor_held_is_queued_first() -> None:
     cut = _cell("held", 10_000, 1800, 18_000, timed_out=True, **{sc.CELL_QUEUE_WAIT_S: 600.0})
     (v,) = timeout_verdicts([*_alone(), cut])
     assert (v.kind, v.admission_s) == ("queued", 600.0)
-    assert v.verdict == "queued 600 s before it started (ceiling 1,800 s)"
+    assert verdict_line(v) == "queued 600 s before it started (ceiling 1,800 s)"
 
 
 def test_without_a_baseline_or_any_tokens_there_is_no_verdict_and_it_says_what_would_give_one() -> None:
     cut = _cell("c", 10_000, 1800, None, timed_out=True)
     (v,) = timeout_verdicts([cut])
     assert v.kind == "unknown"
-    assert v.verdict == (
+    assert verdict_line(v) == (
         "no verdict: review has no baseline (no cell of it ran alone); run some of its cells with "
         "nothing else on the box, then `spark-otel timeouts --eval review`"
     )
     (v,) = timeout_verdicts([*_alone(), cut])
     assert v.kind == "unknown"
-    assert v.verdict.startswith(
+    assert verdict_line(v).startswith(
         "no verdict: it overlapped no measured load and recorded no tokens; stream it"
     )
     assert timeout_verdicts(_alone()) == []

@@ -21,7 +21,6 @@ from tests.report.test_tables import _level, _report
 
 from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule, RuleKind
 from spark_otel.analysis.advisor.advice_model import Evidence
-from spark_otel.analysis.answers import Answer
 from spark_otel.analysis.concurrency import ConcurrencyReport, RunSummary
 from spark_otel.analysis.energy import CellEnergy, EnergyReport, per_eval
 from spark_otel.analysis.neighbour import NeighbourReport
@@ -31,6 +30,7 @@ from spark_otel.cli.demo import _as_json, _pct, _print_acts
 from spark_otel.demo import DemoResult
 from spark_otel.demo.governed import RunFigures
 from spark_otel.records.probe_report import ProbeReport
+from spark_otel.views.answers import Answer
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S  # 2026-09-21 14:13:20 UTC

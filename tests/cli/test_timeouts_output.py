@@ -96,8 +96,9 @@ def test_timeouts_json_and_an_eval_that_hit_no_ceiling(
             "uid": "x1", "eval_name": "lonely", "cell_id": "X1", "engine": "qwen",
             "start_unix_ns": T0 + 1000 * S, "elapsed_s": 100.0, "ceiling_s": 100.0,
             "completion_tokens": None, "rate": None, "baseline_rate": None, "baseline_n": 0,
-            "share_of_baseline": None, "share_source": None, "loads": [], "admission_s": None,
-            "needed_at_baseline_s": None, "rerun": None, "kind": "unknown", "verdict": LONELY_VERDICT,
+            "share_of_baseline": None, "share_cells": None, "loads": [], "admission_s": None,
+            "needed_at_baseline_s": None, "rerun": None, "kind": "unknown", "unjudged": "no baseline",
+            "share_source": None, "verdict": LONELY_VERDICT,
         }
     ]  # fmt: skip
     assert main(["timeouts", "--store", timeouts_store, "--eval", "clean"]) == 0

@@ -12,8 +12,8 @@ from spark_otel.views.budget import (
     budget_table,
     eval_budget_table,
     phase_cell,
-    timeouts_table,
 )
+from spark_otel.views.timeouts import timeouts_table
 
 
 def _cell(cell_id: str, wall_s: float, seconds: dict[str, float]) -> CellBudget:
@@ -30,12 +30,14 @@ def _eval(name: str, unsplit_cells: int, seconds: dict[str, float]) -> EvalBudge
     )  # fmt: skip
 
 
-def _verdict(cell_id: str, tokens: int | None, rate: float | None, share: float | None) -> TimeoutVerdict:
+def _verdict(
+    cell_id: str, tokens: int | None, rate: float | None, share: float | None, kind: str = "slowed"
+) -> TimeoutVerdict:
     return TimeoutVerdict(
         uid=cell_id, eval_name="e", cell_id=cell_id, engine="qwen", start_unix_ns=1_764_000_000 * 10**9,
         elapsed_s=1800.4, ceiling_s=1800.0, completion_tokens=tokens, rate=rate, baseline_rate=10.0,
-        baseline_n=4, share_of_baseline=share, share_source=None, loads=[], admission_s=None,
-        needed_at_baseline_s=None, rerun=None, kind="slowed", verdict="slowed by the probe",
+        baseline_n=4, share_of_baseline=share, share_cells=None, loads=["the probe"], admission_s=None,
+        needed_at_baseline_s=None, rerun=None, kind=kind, unjudged=None,
     )  # fmt: skip
 
 
@@ -72,10 +74,26 @@ def test_the_eval_table_counts_its_cells_and_the_ones_recorded_without_a_budget(
 def test_the_timeouts_table_says_none_and_dash_where_a_figure_was_not_measured() -> None:
     """Start times in UTC whatever the local zone: the column says so."""
     columns, rows = timeouts_table(
-        [_verdict("F#11", 12345, 6.857, 0.6857), _verdict("B#454", None, None, None)]
+        [_verdict("F#11", 12345, 6.857, 0.6857), _verdict("B#454", None, None, None, kind="long")]
     )
     assert columns == ["cell", "started (UTC)", "elapsed s", "output tok", "tok/s", "of baseline", "verdict"]
     assert rows == [
-        ["F#11", "2025-11-24 16:00", "1,800", "12,345", "6.86", "69%", "slowed by the probe"],
-        ["B#454", "2025-11-24 16:00", "1,800", "none", "-", "-", "slowed by the probe"],
+        [
+            "F#11",
+            "2025-11-24 16:00",
+            "1,800",
+            "12,345",
+            "6.86",
+            "69%",
+            "slowed by the probe (ran at 69% of baseline)",
+        ],
+        [
+            "B#454",
+            "2025-11-24 16:00",
+            "1,800",
+            "none",
+            "-",
+            "-",
+            "long by itself: ran at baseline speed, ceiling 1,800 s",
+        ],
     ]

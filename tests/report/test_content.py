@@ -11,7 +11,6 @@ from typing import Any
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.advisor import AdvisorConfig
-from spark_otel.analysis.answers import answers
 from spark_otel.analysis.budget import CellBudget, EvalBudget
 from spark_otel.analysis.outcomes import DeadlineOutcome
 from spark_otel.analysis.overview import overview
@@ -19,6 +18,7 @@ from spark_otel.model import Cell, CellStatus, LoadWindow, MetricSample, Request
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report.content import ReportContent, build_report, eval_time_scales, overview_from_inputs
 from spark_otel.report.inputs import ReportInputs
+from spark_otel.views.answers import answers
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S

@@ -321,12 +321,12 @@ def _cell_budget() -> CellBudget:
     )  # fmt: skip
 
 
-def _timeout(cell_id: str, start_unix_ns: int, verdict: str) -> TimeoutVerdict:
+def _timeout(cell_id: str, start_unix_ns: int, kind: str, loads: list[str]) -> TimeoutVerdict:
     return TimeoutVerdict(
         uid=cell_id, eval_name="review", cell_id=cell_id, engine="qwen", start_unix_ns=start_unix_ns,
         elapsed_s=1800.0, ceiling_s=1800.0, completion_tokens=900, rate=0.5, baseline_rate=1.0,
-        baseline_n=4, share_of_baseline=0.5, share_source="own rate", loads=[], admission_s=None,
-        needed_at_baseline_s=None, rerun=None, kind="long", verdict=verdict,
+        baseline_n=4, share_of_baseline=0.5, share_cells=None, loads=loads, admission_s=None,
+        needed_at_baseline_s=None, rerun=None, kind=kind, unjudged=None,
     )  # fmt: skip
 
 
@@ -337,7 +337,10 @@ def test_where_the_time_went_sums_each_evals_phases_explains_them_and_gives_each
     content = _content(
         eval_budgets=[_eval_budget()],
         budgets=[_cell_budget()],
-        timeouts=[_timeout("B#1", started, "ran long"), _timeout("F#2", started + 3600 * S, "slowed <by> x")],
+        timeouts=[
+            _timeout("B#1", started, "long", []),
+            _timeout("F#2", started + 3600 * S, "slowed", ["<qwen> x"]),
+        ],
     )
     assert page._budget_section(content, {"budget-review.png": b"PNG"}) == (
         "<h2>Where the time went</h2>"
@@ -355,10 +358,11 @@ def test_where_the_time_went_sums_each_evals_phases_explains_them_and_gives_each
         '<th class="num">output tok</th><th class="num">tok/s</th><th class="num">of baseline</th>'
         "<th>verdict</th></tr></thead><tbody>"
         '<tr><td>review</td><td>B#1</td><td>2026-09-21 14:13</td><td class="num">1,800</td>'
-        '<td class="num">900</td><td class="num">0.50</td><td class="num">50%</td><td>ran long</td></tr>'
+        '<td class="num">900</td><td class="num">0.50</td><td class="num">50%</td>'
+        "<td>long by itself: ran at baseline speed, ceiling 1,800 s</td></tr>"
         '<tr><td>review</td><td>F#2</td><td>2026-09-21 15:13</td><td class="num">1,800</td>'
         '<td class="num">900</td><td class="num">0.50</td><td class="num">50%</td>'
-        "<td>slowed &lt;by&gt; x</td></tr>"
+        "<td>slowed by &lt;qwen&gt; x (ran at 50% of baseline)</td></tr>"
         "</tbody></table>"
     )
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule, RuleKind
-from spark_otel.analysis.answers import Answer
 from spark_otel.analysis.concurrency import ConcurrencyReport, EngineConcurrency, LevelSummary, Speedup
 from spark_otel.analysis.energy import EnergyReport, EvalEnergy
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost
@@ -20,6 +19,7 @@ from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeRepo
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report import html as page
 from spark_otel.report.content import ReportContent
+from spark_otel.views.answers import Answer
 
 S = 1_000_000_000
 T0 = int(datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC).timestamp()) * S

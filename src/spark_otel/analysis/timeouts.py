@@ -7,16 +7,18 @@ tokens it produced (a lower bound), and, where the same cell id ran again and co
 run's length and rate. A cut-off cell with no tokens (a non-streamed call returns nothing) is
 judged by the rate of the eval's cells inside the same loads, and says so.
 
-The verdict's rule: queued when the governor held it for at least `QUEUED_SHARE` of its ceiling;
-slowed when it ran (or the eval's cells inside its loads ran) below `SLOWED_BELOW` of baseline;
-long by itself when it ran at baseline speed and still did not fit; otherwise no verdict, with
-what would give one.
+The verdict's rule (`TimeoutKind`): queued when the governor held it for at least
+`QUEUED_SHARE` of its ceiling; slowed when it ran (or the eval's cells inside its loads ran)
+below `SLOWED_BELOW` of baseline; long by itself when it ran at baseline speed and still did not
+fit; otherwise no verdict (`Unjudged` says what is missing). The line a person reads is
+`views.timeouts.verdict_line`'s.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any
 
 from pydantic import Field
@@ -26,13 +28,45 @@ from ._result import Result
 from .neighbour import CellRate, NeighbourReport, neighbour_costs
 from .rates import ceiling_hit
 
-__all__ = ["QUEUED_SHARE", "SLOWED_BELOW", "TimeoutVerdict", "timeout_verdicts"]
+__all__ = [
+    "QUEUED_SHARE",
+    "SLOWED_BELOW",
+    "Rerun",
+    "TimeoutKind",
+    "TimeoutVerdict",
+    "Unjudged",
+    "timeout_verdicts",
+]
 
 SLOWED_BELOW = 0.9
 """A cell that ran below this share of its eval's baseline was slowed (the article's baseline
 spread, p10 to p90, is 10.51 to 11.70 tok/s: within 9% of its median)."""
 QUEUED_SHARE = 0.1
 """A governor wait of at least this share of the ceiling is named as the reason first."""
+
+
+class TimeoutKind(StrEnum):
+    """Why a cell hit its ceiling."""
+
+    QUEUED = "queued"
+    """the governor held it for a share of its ceiling before it started"""
+    SLOWED = "slowed"
+    """it ran below `SLOWED_BELOW` of its eval's baseline, beside other load"""
+    LONG = "long"
+    """it ran at baseline speed and still did not fit"""
+    UNKNOWN = "unknown"
+    """the records cannot say (`Unjudged` names what is missing)"""
+
+
+class Unjudged(StrEnum):
+    """What a cut-off cell without a verdict lacks."""
+
+    NO_BASELINE = "no baseline"
+    """no cell of its eval ran alone"""
+    NO_TOKENS = "no tokens"
+    """it overlapped no measured load and recorded no tokens"""
+    NO_RATE = "no rate"
+    """it overlapped no measured load and has no rate"""
 
 
 class Rerun(Result):
@@ -57,31 +91,31 @@ class TimeoutVerdict(Result):
     share_of_baseline: float | None = Field(
         description="its rate (or the eval's inside its loads) over baseline"
     )
-    share_source: str | None = Field(description='"own rate" or "eval cells inside the load (n=...)"')
+    share_cells: int | None = Field(
+        description="None: the share is its own rate's; else the eval's cells inside its loads it rests on"
+    )
     loads: list[str] = Field(description="the loads it is attributed to")
     admission_s: float | None
     needed_at_baseline_s: float | None = Field(description="its tokens at baseline speed: a lower bound")
     rerun: Rerun | None
-    kind: str = Field(description='"queued", "slowed", "long", or "unknown"')
-    verdict: str
+    kind: TimeoutKind
+    unjudged: Unjudged | None = Field(description="unknown: what is missing for a verdict")
 
 
-def _seconds(value: float) -> str:
-    return f"{value:,.0f} s"
-
-
-def _share(cell_rate: CellRate, report: NeighbourReport) -> tuple[float | None, str | None]:
+def _share(cell_rate: CellRate, report: NeighbourReport) -> tuple[float | None, int | None]:
+    """The cell's rate over its eval's baseline, or the eval's cells' inside its loads (and how
+    many they are); None where neither is known."""
     baseline = report.baseline.median
     if not baseline:
         return None, None
     if cell_rate.completion_tokens and cell_rate.elapsed_s > 0:
-        return cell_rate.completion_tokens / cell_rate.elapsed_s / baseline, "own rate"
+        return cell_rate.completion_tokens / cell_rate.elapsed_s / baseline, None
     inside = [w for w in report.windows if w.name in cell_rate.windows and w.rate.median is not None]
     if not inside:
         return None, None
     n = sum(w.rate.n for w in inside)
     rate = statistics.median(w.rate.median for w in inside if w.rate.median is not None)
-    return rate / baseline, f"the eval's cells inside the load (n={n})"
+    return rate / baseline, n
 
 
 def _rerun(cell: Cell, later: list[Cell], baseline: float | None) -> Rerun | None:
@@ -102,43 +136,18 @@ def _rerun(cell: Cell, later: list[Cell], baseline: float | None) -> Rerun | Non
     return None
 
 
-def _verdict(v: dict[str, Any]) -> tuple[str, str]:
-    """(kind, one line) from the figures of one cut-off cell."""
-    ceiling = f"ceiling {_seconds(v['ceiling_s'])}"
-    share, baseline, rerun = v["share_of_baseline"], v["baseline_rate"], v["rerun"]
+def _kind(v: dict[str, Any]) -> tuple[TimeoutKind, Unjudged | None]:
+    """The verdict of one cut-off cell, from its figures."""
+    share, rerun = v["share_of_baseline"], v["rerun"]
     if v["admission_s"] is not None and v["admission_s"] >= QUEUED_SHARE * v["ceiling_s"]:
-        return "queued", f"queued {_seconds(v['admission_s'])} before it started ({ceiling})"
-    if baseline is None:
-        return "unknown", (
-            f"no verdict: {v['eval_name']} has no baseline (no cell of it ran alone); run some of its "
-            f"cells with nothing else on the box, then `spark-otel timeouts --eval {v['eval_name']}`"
-        )
-    needed = None
-    if v["needed_at_baseline_s"] is not None:
-        needed = f"needed at least {_seconds(v['needed_at_baseline_s'])} at baseline, {ceiling}"
-    if rerun is not None:
-        ran = (
-            f"{rerun.share_of_baseline:.0%} of baseline"
-            if rerun.share_of_baseline is not None
-            else "an unknown rate"
-        )
-        needed = f"its re-run took {_seconds(rerun.elapsed_s)} at {ran}"
-        if share is not None and share < SLOWED_BELOW:
-            at_share = rerun.completion_tokens / (share * baseline)
-            needed += f", so at {share:.0%} it needed about {_seconds(at_share)}"
-        needed += f", {ceiling}"
+        return TimeoutKind.QUEUED, None
+    if v["baseline_rate"] is None:
+        return TimeoutKind.UNKNOWN, Unjudged.NO_BASELINE
     if share is not None and share < SLOWED_BELOW:
-        loads = ", ".join(v["loads"]) or "other load"
-        source = "" if v["share_source"] == "own rate" else f", as {v['share_source']}"
-        line = f"slowed by {loads} (ran at {share:.0%} of baseline{source})"
-        return "slowed", line + (f"; {needed}" if needed else "")
+        return TimeoutKind.SLOWED, None
     if share is not None or (rerun is not None and rerun.elapsed_s >= v["ceiling_s"]):
-        return "long", f"long by itself: {needed or f'ran at baseline speed, {ceiling}'}"
-    what = "recorded no tokens" if not v["completion_tokens"] else "has no rate"
-    return "unknown", (
-        f"no verdict: it overlapped no measured load and {what}; stream it "
-        "(spark_otel.stream_with_deadline keeps a cut-off cell's tokens) to judge its next timeout"
-    )
+        return TimeoutKind.LONG, None
+    return TimeoutKind.UNKNOWN, Unjudged.NO_TOKENS if not v["completion_tokens"] else Unjudged.NO_RATE
 
 
 def timeout_verdicts(
@@ -162,7 +171,7 @@ def timeout_verdicts(
     for c in cut:
         cell_rate, report = placed[c.uid]
         baseline = report.baseline.median
-        share, source = _share(cell_rate, report)
+        share, share_cells = _share(cell_rate, report)
         values: dict[str, Any] = {
             "uid": c.uid,
             "eval_name": c.eval_name,
@@ -176,7 +185,7 @@ def timeout_verdicts(
             "baseline_rate": baseline,
             "baseline_n": report.baseline.n,
             "share_of_baseline": share,
-            "share_source": source,
+            "share_cells": share_cells,
             "loads": list(cell_rate.windows),
             "admission_s": c.admission_s,
             "needed_at_baseline_s": c.completion_tokens / baseline
@@ -184,6 +193,6 @@ def timeout_verdicts(
             else None,
             "rerun": _rerun(c, by_id[(c.eval_name, c.cell_id)], baseline),
         }
-        values["kind"], values["verdict"] = _verdict(values)
+        values["kind"], values["unjudged"] = _kind(values)
         out.append(TimeoutVerdict(**values))
     return out

@@ -36,8 +36,8 @@ from ..views.tables import fmt_number
 from ._common import print_json, print_table
 
 if TYPE_CHECKING:
-    from ..analysis.answers import Answer
     from ..demo import DemoResult
+    from ..views.answers import Answer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
     from ..analysis.timeouts import timeout_verdicts
-    from ..views.budget import timeouts_table
+    from ..views.timeouts import timeouts_table, verdict_json
 
     with open_store(args) as store:
         cells, windows = store.cells(), store.windows()
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--eval {args.eval_name}: no cells of that eval in the store")
     verdicts = timeout_verdicts(cells, windows, eval_name=args.eval_name)
     if args.json:
-        print_json([v.model_dump(mode="json") for v in verdicts])
+        print_json([verdict_json(v) for v in verdicts])
         return 0
     scope = f"eval {args.eval_name}" if args.eval_name else f"{len({c.eval_name for c in cells})} evals"
     if not verdicts:

@@ -14,7 +14,6 @@ from .inputs import ReportInputs
 
 if TYPE_CHECKING:
     from ..analysis.advisor import Advice, AdvisorConfig
-    from ..analysis.answers import Answer
     from ..analysis.budget import CellBudget, EvalBudget
     from ..analysis.concurrency import ConcurrencyReport
     from ..analysis.energy import EnergyReport
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from ..model import Cell
     from ..records.probe_report import ProbeReport
     from ..records.rate_curve import RateCurve
+    from ..views.answers import Answer
 
 __all__ = ["ReportContent", "build_report", "eval_time_scales", "overview_from_inputs"]
 
@@ -51,7 +51,7 @@ class ReportContent:
     scales: list[float] = field(default_factory=lambda: [1.0])
     """The time scales the cells were recorded under (1: real time), for model-time labels."""
     answers: list[Answer] = field(default_factory=list)
-    """The questions answered in a line each (`spark_otel.analysis.answers`): the page opens with them."""
+    """The questions answered in a line each (`spark_otel.views.answers`): the page opens with them."""
     energy: EnergyReport | None = None
     """Each eval's joules per token and per cell, where GPU readings cover its cells."""
     instruments: InstrumentsReport | None = None
@@ -98,10 +98,10 @@ def build_report(
     ceiling and threshold). Raises `InputError` when there is nothing to report."""
     if not (inputs.cells or inputs.probes or inputs.curves or inputs.windows):
         raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
-    from ..analysis.answers import answers
     from ..analysis.budget import cell_budgets, eval_budgets
     from ..analysis.energy import attribute, restrict
     from ..analysis.timeouts import timeout_verdicts
+    from ..views.answers import answers
 
     found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]

@@ -319,7 +319,8 @@ def _outcomes_section(content: ReportContent) -> str:
 
 def _budget_section(content: ReportContent, images: dict[str, bytes]) -> str:
     """Where each eval's wall time went, a bar per cell; then a verdict for every timeout."""
-    from ..views.budget import PHASE_NOTES, eval_budget_table, timeouts_table
+    from ..views.budget import PHASE_NOTES, eval_budget_table
+    from ..views.timeouts import timeouts_table
     from .plots import budget_png_name
 
     parts = ["<h2>Where the time went</h2>"]

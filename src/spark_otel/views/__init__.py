@@ -2,7 +2,9 @@
 render, from the facts the analyses return, so each sentence and each table exists once.
 
     tables   table shapes, number formats, units and the glossary the CLI and the report share
-    budget   where each cell's time went, and why each timeout happened, as tables
+    budget   where each cell's time went, as tables
+    timeouts why each timeout happened: its line, its table and its JSON
     layout   which columns of a list fit a terminal's width (lower-priority ones dropped)
     gauges   each gauge's verdict and its evidence as a sentence
+    answers  the article's two questions answered in one line each (the demo's and the report's)
 """

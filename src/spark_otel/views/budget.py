@@ -4,16 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-
-from .._clock import NS_PER_S
 
 if TYPE_CHECKING:
     from ..analysis.budget import CellBudget, EvalBudget
-    from ..analysis.timeouts import TimeoutVerdict
 
-__all__ = ["PHASE_NOTES", "budget_table", "eval_budget_table", "phase_cell", "timeouts_table"]
+__all__ = ["PHASE_NOTES", "budget_table", "eval_budget_table", "phase_cell"]
 
 PHASE_NOTES: dict[str, str] = {
     "admission": "held by the queue governor before the cell started (outside elapsed)",
@@ -70,22 +66,5 @@ def eval_budget_table(budgets: Sequence[EvalBudget]) -> tuple[list[str], list[li
         ]
         + [phase_cell(b.seconds.get(p), b.share(p)) for p in phases]
         for b in budgets
-    ]
-    return columns, rows
-
-
-def timeouts_table(verdicts: Sequence[TimeoutVerdict]) -> tuple[list[str], list[list[str]]]:
-    columns = ["cell", "started (UTC)", "elapsed s", "output tok", "tok/s", "of baseline", "verdict"]
-    rows = [
-        [
-            v.cell_id,
-            datetime.fromtimestamp(v.start_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M"),
-            f"{v.elapsed_s:,.0f}",
-            f"{v.completion_tokens:,}" if v.completion_tokens is not None else "none",
-            f"{v.rate:.2f}" if v.rate is not None else "-",
-            f"{v.share_of_baseline:.0%}" if v.share_of_baseline is not None else "-",
-            v.verdict,
-        ]
-        for v in verdicts
     ]
     return columns, rows

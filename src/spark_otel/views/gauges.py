@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.gauges import InstrumentsReport, InstrumentVerdict
-from ..analysis.gauges.grades import Thresholds, Verdict, VerdictReason
+from ..analysis.gauges.grades import Thresholds, VerdictReason
 
 __all__ = [
     "evidence",
@@ -60,11 +60,22 @@ def evidence(v: InstrumentVerdict, report: InstrumentsReport) -> str:
     th = report.thresholds
     box = [i.throughput for i in report.intervals]
     loaded = f"{len(box)} loaded intervals ({_tok(min(box), max(box))})" if box else "no loaded interval"
-    if v.verdict is Verdict.UNSUPPORTED:
+    if v.reason in _UNSUPPORTED:
         return _unsupported(v, loaded)
-    if v.verdict is Verdict.NOT_ENOUGH_LOAD_RANGE:
+    if v.reason in _SHORT_OF_LOAD:
         return _short_of_load(v, th, loaded)
     return _graded(v, th)
+
+
+_UNSUPPORTED = frozenset({VerdictReason.NO_READINGS, VerdictReason.READS_ZERO, VerdictReason.DOES_NOT_MOVE})
+_SHORT_OF_LOAD = frozenset(
+    {
+        VerdictReason.FEW_INTERVALS,
+        VerdictReason.ENGINE_NOT_MEASURED,
+        VerdictReason.OUTSIDE_INTERVALS,
+        VerdictReason.NARROW_LOAD,
+    }
+)
 
 
 def _unsupported(v: InstrumentVerdict, loaded: str) -> str:

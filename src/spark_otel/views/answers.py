@@ -15,20 +15,23 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
+from ..analysis.advisor import RuleKind, describe_curve, lane_shape
+from ..analysis.neighbour import NeighbourReport, no_baseline_reason, windows_touched
+from ..analysis.overview import Overview
 from ..records.rate_curve import RateCurve
-from ._result import Result
-from .advisor import RuleKind, describe_curve, lane_shape
-from .neighbour import NeighbourReport, no_baseline_reason, windows_touched
-from .overview import Overview
 
 __all__ = ["Answer", "answers", "curve_answer", "neighbour_answer", "rules_answer", "speedup_answers"]
 
 Topic = Literal["curve", "concurrency", "neighbour", "rules"]
 
 
-class Answer(Result):
+class Answer(BaseModel):
     """One question's answer as a person reads it; ``measured`` is False when the line says
     what is missing instead of answering."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     topic: Topic
     text: str

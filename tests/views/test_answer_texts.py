@@ -6,13 +6,13 @@ from __future__ import annotations
 from tests.analysis.builders import S, cell, neighbour_report, window_cost
 
 from spark_otel.analysis.advisor.advice_model import Advice, AdvisorConfig, QueueRule, RuleKind
-from spark_otel.analysis.answers import Answer, curve_answer, neighbour_answer, rules_answer, speedup_answers
 from spark_otel.analysis.concurrency import concurrency
 from spark_otel.analysis.neighbour import CellRate
 from spark_otel.analysis.overview import Overview
 from spark_otel.analysis.stats import RateSummary
 from spark_otel.model import Cell, CellStatus
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.views.answers import Answer, curve_answer, neighbour_answer, rules_answer, speedup_answers
 
 
 def _curve(*points: tuple[int, float]) -> RateCurve:

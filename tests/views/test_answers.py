@@ -3,11 +3,11 @@ cost, the rules; and what each says when the records cannot answer."""
 
 from __future__ import annotations
 
-from spark_otel.analysis.answers import answers, curve_answer, neighbour_answer, speedup_answers
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.analysis.overview import overview
 from spark_otel.model import Cell, LoadWindow
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.views.answers import answers, curve_answer, neighbour_answer, speedup_answers
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S

@@ -1,5 +1,7 @@
 """The line each cut-off cell gets, word for word, from its figures: every branch of the rule
-(queued, no baseline, slowed, long, unknown) and the boundaries between them."""
+(queued, no baseline, slowed, long, unknown) and the boundaries between them. The kind comes from
+the analysis's rule (`analysis.timeouts._kind`, the private piece this test is about), the line
+from `views.timeouts.verdict_line`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from spark_otel.analysis.timeouts import Rerun, _verdict
+from spark_otel.analysis.timeouts import Rerun, TimeoutVerdict, _kind
+from spark_otel.views.timeouts import verdict_line
 
 
 def _figures(**kw: Any) -> dict[str, Any]:
@@ -17,7 +20,7 @@ def _figures(**kw: Any) -> dict[str, Any]:
         "admission_s": None,
         "baseline_rate": 10.0,
         "share_of_baseline": None,
-        "share_source": "own rate",
+        "share_cells": None,
         "loads": [],
         "needed_at_baseline_s": None,
         "rerun": None,
@@ -32,6 +35,15 @@ def _rerun(elapsed_s: float, share: float | None = 0.6) -> Rerun:
 CEILING = "ceiling 1,800 s"
 NEEDED = "needed at least 2,000 s at baseline, ceiling 1,800 s"
 EVAL_SOURCE = "the eval's cells inside the load (n=4)"
+UNJUDGED_FIELDS = {
+    "uid": "u",
+    "cell_id": "c",
+    "engine": "q",
+    "start_unix_ns": 0,
+    "elapsed_s": 1800.0,
+    "rate": None,
+    "baseline_n": 5,
+}
 
 
 @pytest.mark.parametrize(
@@ -59,7 +71,7 @@ EVAL_SOURCE = "the eval's cells inside the load (n=4)"
             f"slowed by a, b (ran at 50% of baseline); {NEEDED}",
         ),
         (
-            {"share_of_baseline": 0.8, "share_source": EVAL_SOURCE},
+            {"share_of_baseline": 0.8, "share_cells": 4},
             "slowed",
             f"slowed by other load (ran at 80% of baseline, as {EVAL_SOURCE})",
         ),
@@ -108,4 +120,7 @@ EVAL_SOURCE = "the eval's cells inside the load (n=4)"
 def test_each_cut_off_cell_gets_the_line_its_figures_support(
     figures: dict[str, Any], kind: str, line: str
 ) -> None:
-    assert _verdict(_figures(**figures)) == (kind, line)
+    values = _figures(**figures)
+    values["kind"], values["unjudged"] = _kind(values)
+    verdict = TimeoutVerdict(**(UNJUDGED_FIELDS | values))
+    assert (verdict.kind, verdict_line(verdict)) == (kind, line)
