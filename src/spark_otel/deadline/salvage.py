@@ -194,7 +194,11 @@ class JsonFindings:
         self._in_string = False
 
     def _scan_doc(self, found: list[Any]) -> bool:
-        """Scans until the text runs out (False) or the document ends or fails (True)."""
+        """Scans until the text runs out (False) or the document ends or fails (True).
+
+        Strings, ``:`` and ``,`` (most of a document's structure) are handled in this loop;
+        brackets, which come once or twice per finding, go to `_open` and `_close`.
+        """
         text = self._text
         n = len(text)
         pos = self._pos
@@ -214,13 +218,8 @@ class JsonFindings:
                     continue
                 self._in_string = False
                 pos = at + 1
-                if len(stack) == 1 and stack[0] == "{":
-                    try:
-                        self._last_string = json.loads(text[self._string_start : pos])
-                    except ValueError:
-                        self._pos = pos
-                        self._abandon_doc()
-                        return True
+                if len(stack) == 1 and stack[0] == "{" and self._end_top_string(pos):
+                    return True
                 continue
             match = _STRUCT.search(text, pos)
             if match is None:
@@ -232,41 +231,61 @@ class JsonFindings:
             if char == '"':
                 self._in_string = True
                 self._string_start = at
+            elif char in ":,":
+                if len(stack) == 1 and stack[0] == "{":
+                    self._key = self._last_string if char == ":" else None
             elif char in "{[":
-                if not stack:
-                    stack.append(_FINDINGS if char == "[" else "{")
-                elif char == "[" and len(stack) == 1 and stack[0] == "{" and self._key in self._keys:
-                    stack.append(_FINDINGS)
-                else:
-                    if char == "{" and stack[-1] == _FINDINGS:
-                        self._finding_start = at
-                    stack.append(char)
-            elif char in "}]":
-                top = stack.pop() if stack else None
-                opener = "[" if top == _FINDINGS else top
-                if opener != _CLOSERS[char]:
-                    self._pos = at
-                    self._abandon_doc()
-                    return True
-                if char == "}" and stack and stack[-1] == _FINDINGS and self._finding_start >= 0:
-                    self._emit(text[self._finding_start : pos], found)
-                    self._finding_start = -1
-                if not stack:
-                    self._mode = "seek"
-                    self._pos = pos
-                    return True
-            elif char == ":":
-                if len(stack) == 1 and stack[0] == "{":
-                    self._key = self._last_string
-            elif char == ",":
-                if len(stack) == 1 and stack[0] == "{":
-                    self._key = None
-            else:
-                self._pos = at
-                self._abandon_doc()
+                self._open(char, at)
+            elif self._close(char, at, found):
                 return True
         self._pos = pos
         return False
+
+    def _end_top_string(self, end: int) -> bool:
+        """A string ending at ``end`` at depth 1 of an object document may be the key of the
+        findings array, so it is decoded; True when it is not JSON and the document is
+        abandoned."""
+        try:
+            self._last_string = json.loads(self._text[self._string_start : end])
+        except ValueError:
+            self._pos = end
+            self._abandon_doc()
+            return True
+        return False
+
+    def _open(self, char: str, at: int) -> None:
+        """Pushes a bracket. The findings array (the document itself, or the array under one
+        of ``keys``) is pushed as its marker, and an object directly in it starts a finding."""
+        stack = self._stack
+        if not stack:
+            stack.append(_FINDINGS if char == "[" else "{")
+        elif char == "[" and len(stack) == 1 and stack[0] == "{" and self._key in self._keys:
+            stack.append(_FINDINGS)
+        else:
+            if char == "{" and stack[-1] == _FINDINGS:
+                self._finding_start = at
+            stack.append(char)
+
+    def _close(self, char: str, at: int, found: list[Any]) -> bool:
+        """A closing bracket ends its container, and a finding closed in the findings array is
+        emitted; any other character here (a mismatched bracket, one JSON never allows)
+        abandons the document. True when the document is over, ended or abandoned."""
+        stack = self._stack
+        top = stack.pop() if stack else None
+        opener = "[" if top == _FINDINGS else top
+        expected = _CLOSERS.get(char)
+        if expected is None or opener != expected:
+            self._pos = at
+            self._abandon_doc()
+            return True
+        if char == "}" and stack and stack[-1] == _FINDINGS and self._finding_start >= 0:
+            self._emit(self._text[self._finding_start : at + 1], found)
+            self._finding_start = -1
+        if stack:
+            return False
+        self._mode = "seek"
+        self._pos = at + 1
+        return True
 
     def _emit(self, raw: str, found: list[Any]) -> None:
         try:

@@ -215,77 +215,83 @@ def _finish_read(request: RequestTelemetry, response: Any) -> None:
         request.finish()
 
 
+class _ObservedStream:
+    """What both observed byte streams share: the wrapped stream and its observer, everything
+    else read through from the wrapped stream, and the span ended if the body is dropped unread."""
+
+    def __init__(self, inner: Any, observer: _Observer) -> None:
+        self._inner = inner
+        self._observer = observer
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _OWN_ATTRIBUTES:  # not set yet (``__init__`` never ran): no recursion
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def __del__(self) -> None:
+        self._observer.finish(sc.ERROR_TYPE_STREAM_ABANDONED)
+
+
+class _ObservedSync(_ObservedStream):
+    """Passes every block through unchanged; the observer sees it on the way."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        observer = self._observer
+        try:
+            on_block = observer.block_hook()
+            for block in self._inner:
+                try:
+                    on_block(block)
+                except Exception as exc:
+                    report_failure("raw stream bookkeeping", exc)
+                yield block
+        except BaseException as exc:
+            observer.fail(exc)
+            raise
+        observer.finish(None)
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._observer.finish(sc.ERROR_TYPE_STREAM_CLOSED)
+
+
+class _ObservedAsync(_ObservedStream):
+    """`_ObservedSync` for ``async for``."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        observer = self._observer
+        try:
+            on_block = observer.block_hook()
+            async for block in self._inner:
+                try:
+                    on_block(block)
+                except Exception as exc:
+                    report_failure("raw stream bookkeeping", exc)
+                yield block
+        except BaseException as exc:
+            observer.fail(exc)
+            raise
+        observer.finish(None)
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._observer.finish(sc.ERROR_TYPE_STREAM_CLOSED)
+
+
 @functools.cache
 def _stream_classes(sync_base: type, async_base: type) -> tuple[type, type]:
-    """Byte-stream wrappers that subclass the library's own base classes (httpx checks them)."""
+    """Byte-stream wrappers that subclass the library's own base classes (httpx checks them);
+    the observing methods come first, so they override the base's."""
 
-    class ObservedSyncStream(sync_base):
-        def __init__(self, inner: Any, observer: _Observer) -> None:
-            self._inner = inner
-            self._observer = observer
+    class ObservedSyncStream(_ObservedSync, sync_base):
+        pass
 
-        def __iter__(self) -> Iterator[bytes]:
-            observer = self._observer
-            try:
-                on_block = observer.block_hook()
-                for block in self._inner:
-                    try:
-                        on_block(block)
-                    except Exception as exc:
-                        report_failure("raw stream bookkeeping", exc)
-                    yield block
-            except BaseException as exc:
-                observer.fail(exc)
-                raise
-            observer.finish(None)
-
-        def close(self) -> None:
-            try:
-                self._inner.close()
-            finally:
-                self._observer.finish(sc.ERROR_TYPE_STREAM_CLOSED)
-
-        def __getattr__(self, name: str) -> Any:
-            if name in _OWN_ATTRIBUTES:
-                raise AttributeError(name)
-            return getattr(self._inner, name)
-
-        def __del__(self) -> None:
-            self._observer.finish(sc.ERROR_TYPE_STREAM_ABANDONED)
-
-    class ObservedAsyncStream(async_base):
-        def __init__(self, inner: Any, observer: _Observer) -> None:
-            self._inner = inner
-            self._observer = observer
-
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            observer = self._observer
-            try:
-                on_block = observer.block_hook()
-                async for block in self._inner:
-                    try:
-                        on_block(block)
-                    except Exception as exc:
-                        report_failure("raw stream bookkeeping", exc)
-                    yield block
-            except BaseException as exc:
-                observer.fail(exc)
-                raise
-            observer.finish(None)
-
-        async def aclose(self) -> None:
-            try:
-                await self._inner.aclose()
-            finally:
-                self._observer.finish(sc.ERROR_TYPE_STREAM_CLOSED)
-
-        def __getattr__(self, name: str) -> Any:
-            if name in _OWN_ATTRIBUTES:
-                raise AttributeError(name)
-            return getattr(self._inner, name)
-
-        def __del__(self) -> None:
-            self._observer.finish(sc.ERROR_TYPE_STREAM_ABANDONED)
+    class ObservedAsyncStream(_ObservedAsync, async_base):
+        pass
 
     return ObservedSyncStream, ObservedAsyncStream
 
@@ -304,50 +310,35 @@ def _observe_stream(request: RequestTelemetry, response: Any, module: Any, *, is
         request.finish()
 
 
+def _prepare(
+    rt: Runtime, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[RequestTelemetry | None, Any, list[str] | None]:
+    """The request's telemetry, the request, and the trace headers added to it; no telemetry
+    while instrumentation is suppressed or ``send`` got no request."""
+    if _suppressed():
+        return None, None, None
+    request = args[0] if args else kwargs.get("request")
+    if request is None:
+        return None, None, None
+    telemetry, added = _start(rt, request)
+    return telemetry, request, added
+
+
 def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
-    def prepare(
-        args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[RequestTelemetry | None, Any, list[str] | None]:
-        if _suppressed():
-            return None, None, None
-        request = args[0] if args else kwargs.get("request")
-        if request is None:
-            return None, None, None
-        telemetry, added = _start(rt, request)
-        return telemetry, request, added
+    """The ``send`` wrapper, made once per patch: each kind has its own, so no call pays for
+    the choice."""
+    return _async_send(module, rt) if is_async else _sync_send(module, rt)
 
-    if is_async:
 
-        async def traced_async(
-            wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> Any:
-            if not rt.active or IN_OPENAI_CALL.get():  # the openai layer already has the span
-                return await wrapped(*args, **kwargs)
-            telemetry, request, added = prepare(args, kwargs)
-            if telemetry is None:
-                return await wrapped(*args, **kwargs)
-            try:
-                response = await wrapped(*args, **kwargs)
-            except BaseException as exc:
-                telemetry.fail(exc)
-                raise
-            finally:
-                if added:
-                    _remove_trace_headers(request, added)
-            if kwargs.get("stream", False):
-                _observe_stream(telemetry, response, module, is_async=True)
-            else:
-                _finish_read(telemetry, response)
-            return response
-
-        return traced_async
+def _sync_send(module: Any, rt: Runtime) -> Wrapper:
+    """``Client.send``: the span starts before the request goes out and ends with its body."""
 
     def traced(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if not rt.active or IN_OPENAI_CALL.get():  # the openai layer already has the span
             return wrapped(*args, **kwargs)
-        telemetry, request, added = prepare(args, kwargs)
+        telemetry, request, added = _prepare(rt, args, kwargs)
         if telemetry is None:
             return wrapped(*args, **kwargs)
         try:
@@ -365,6 +356,34 @@ def _make(module: Any, *, is_async: bool, rt: Runtime) -> Wrapper:
         return response
 
     return traced
+
+
+def _async_send(module: Any, rt: Runtime) -> Wrapper:
+    """``AsyncClient.send``: `_sync_send`, awaited."""
+
+    async def traced_async(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if not rt.active or IN_OPENAI_CALL.get():  # the openai layer already has the span
+            return await wrapped(*args, **kwargs)
+        telemetry, request, added = _prepare(rt, args, kwargs)
+        if telemetry is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            response = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            telemetry.fail(exc)
+            raise
+        finally:
+            if added:
+                _remove_trace_headers(request, added)
+        if kwargs.get("stream", False):
+            _observe_stream(telemetry, response, module, is_async=True)
+        else:
+            _finish_read(telemetry, response)
+        return response
+
+    return traced_async
 
 
 def httpx_send(module: Any, rt: Runtime) -> Wrapper:

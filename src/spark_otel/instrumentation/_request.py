@@ -24,6 +24,7 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._guard import report_failure
 from ..cells import CellState, current_cell
+from ..telemetry.instruments import Instruments
 from ..time_budget import RequestStamps
 from ._content import get_field, is_mapping, output_content_messages, request_content_messages
 from ._runtime import MetricSets, RequestHistograms, Runtime
@@ -247,67 +248,45 @@ class RequestTelemetry:
         chunks: int | None,
         texts: Mapping[int, list[str]] | None,
     ) -> None:
+        """The outcome, from one set of stamps: on the span, in the metrics, in the cell."""
         notes = self.notes
         if notes is not None and notes.error_type is not None:
             error_type = notes.error_type
-        span = self.span
         model_key = response_model if isinstance(response_model, str) else None
         shape = self.shape
         sets = shape.outcomes.get(model_key) or shape.outcome(model_key)
-        metric_attrs = sets.attributes
-        if span.is_recording():
-            attrs: dict[str, AttributeValue] = {
-                sc.GEN_AI_RESPONSE_FINISH_REASONS: _finish_reasons(reasons, self.choice_count),
-            }
-            if isinstance(response_id, str):
-                attrs[sc.GEN_AI_RESPONSE_ID] = response_id
-            if isinstance(response_model, str):
-                attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
-            if input_tokens is not None:
-                attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-            if output_tokens is not None:
-                attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
-            if self.streaming:
-                if first_ns:
-                    attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
-                        _clock.to_clock_ns(first_ns - self.start_ns) / NS_PER_S
-                    )
-                if chunks is not None:
-                    attrs[sc.REQUEST_CHUNKS] = chunks
-            if self.input_messages is not None:
-                attrs[sc.GEN_AI_INPUT_MESSAGES] = self.input_messages
-            if texts is not None:
-                attrs[sc.GEN_AI_OUTPUT_MESSAGES] = output_content_messages(texts, reasons)
-            if notes is not None and notes.attributes:
-                attrs.update(notes.attributes)
-            if error_type is not None:
-                attrs[sc.ERROR_TYPE] = error_type
-            span.set_attributes(attrs)
-            if error_type is not None:
-                span.set_status(Status(StatusCode.ERROR, error_type))
-
+        if not self.streaming:
+            first_ns = 0  # only a stream has a first chunk
+        first_chunk_s = _clock.to_clock_ns(first_ns - self.start_ns) / NS_PER_S if first_ns else None
+        if self.span.is_recording():
+            self._set_span_outcome(
+                error_type=error_type,
+                response_id=response_id,
+                response_model=response_model,
+                reasons=reasons,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                first_chunk_s=first_chunk_s,
+                chunks=chunks,
+                texts=texts,
+            )
         rt = self.rt
-        if self.streaming and first_ns and intervals and rt.chunk_metrics:
+        if first_ns and intervals and rt.chunk_metrics:
             try:  # a failure here must not cost the request's other metrics
-                self._record_chunk_intervals(intervals, metric_attrs)
+                self._record_chunk_intervals(intervals, sets.attributes)
             except Exception as exc:
                 report_failure("chunk metrics", exc)
         duration_s = _clock.to_clock_ns(end_ns - self.start_ns) / NS_PER_S
-        first_chunk_s = (
-            _clock.to_clock_ns(first_ns - self.start_ns) / NS_PER_S if self.streaming and first_ns else None
-        )
-        if rt.bulk is None:  # the user's own providers: one SDK record per value
-            inst = rt.instruments
-            duration_attrs = (
-                metric_attrs if error_type is None else {**metric_attrs, sc.ERROR_TYPE: error_type}
+        if rt.bulk is None:
+            self._record_sdk(
+                rt.instruments,
+                sets,
+                error_type=error_type,
+                duration_s=duration_s,
+                first_chunk_s=first_chunk_s,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
             )
-            inst.operation_duration.record(duration_s, duration_attrs)
-            if input_tokens is not None:
-                inst.token_usage.record(input_tokens, sets.input_tokens)
-            if output_tokens is not None:
-                inst.token_usage.record(output_tokens, sets.output_tokens)
-            if first_chunk_s is not None:
-                inst.time_to_first_chunk.record(first_chunk_s, metric_attrs)
         else:
             self._record_bulk(
                 rt.bulk,
@@ -323,10 +302,75 @@ class RequestTelemetry:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 error_type=error_type,
-                stamps=RequestStamps(
-                    self.start_ns, first_ns if self.streaming else 0, end_ns, self.streaming
-                ),
+                stamps=RequestStamps(self.start_ns, first_ns, end_ns, self.streaming),
             )
+
+    def _set_span_outcome(
+        self,
+        *,
+        error_type: str | None,
+        response_id: Any,
+        response_model: Any,
+        reasons: Mapping[int, str] | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        first_chunk_s: float | None,
+        chunks: int | None,
+        texts: Mapping[int, list[str]] | None,
+    ) -> None:
+        """The response's attributes in one `set_attributes` call (a recording span only: the
+        dict, reasons and message JSON cost, and a dropped span would throw them away)."""
+        attrs: dict[str, AttributeValue] = {
+            sc.GEN_AI_RESPONSE_FINISH_REASONS: _finish_reasons(reasons, self.choice_count),
+        }
+        if isinstance(response_id, str):
+            attrs[sc.GEN_AI_RESPONSE_ID] = response_id
+        if isinstance(response_model, str):
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
+        if input_tokens is not None:
+            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+        if output_tokens is not None:
+            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
+        if first_chunk_s is not None:
+            attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first_chunk_s
+        if self.streaming and chunks is not None:
+            attrs[sc.REQUEST_CHUNKS] = chunks
+        if self.input_messages is not None:
+            attrs[sc.GEN_AI_INPUT_MESSAGES] = self.input_messages
+        if texts is not None:
+            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = output_content_messages(texts, reasons)
+        notes = self.notes
+        if notes is not None and notes.attributes:
+            attrs.update(notes.attributes)
+        if error_type is not None:
+            attrs[sc.ERROR_TYPE] = error_type
+        span = self.span
+        span.set_attributes(attrs)
+        if error_type is not None:
+            span.set_status(Status(StatusCode.ERROR, error_type))
+
+    def _record_sdk(
+        self,
+        inst: Instruments,
+        sets: MetricSets,
+        *,
+        error_type: str | None,
+        duration_s: float,
+        first_chunk_s: float | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+    ) -> None:
+        """The user's own providers: one SDK record per value."""
+        attrs = sets.attributes
+        inst.operation_duration.record(
+            duration_s, attrs if error_type is None else {**attrs, sc.ERROR_TYPE: error_type}
+        )
+        if input_tokens is not None:
+            inst.token_usage.record(input_tokens, sets.input_tokens)
+        if output_tokens is not None:
+            inst.token_usage.record(output_tokens, sets.output_tokens)
+        if first_chunk_s is not None:
+            inst.time_to_first_chunk.record(first_chunk_s, attrs)
 
     def _record_bulk(
         self,

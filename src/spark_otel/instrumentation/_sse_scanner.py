@@ -141,11 +141,7 @@ class SseScanner:
             if isinstance(first, dict):
                 out.response_id = first.get("id")
                 out.response_model = first.get("model")
-        for data in self.finish_events:
-            for choice in _choices(_loads(data)):
-                reason = choice.get("finish_reason")
-                if reason is not None:
-                    out.reasons[int(choice.get("index") or 0)] = str(reason)
+        _add_reasons(out.reasons, self.finish_events)
         if self.usage_event is not None:
             body = _loads(self.usage_event)
             usage = body.get("usage") if isinstance(body, dict) else None
@@ -155,14 +151,29 @@ class SseScanner:
         if self.error_event is not None:
             out.error_type = error_event_type(_loads(self.error_event))
         if self.content_events is not None:
-            texts: dict[int, list[str]] = {}
-            for data in self.content_events:
-                for choice in _choices(_loads(data)):
-                    text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
-                    if isinstance(text, str) and text:
-                        texts.setdefault(int(choice.get("index") or 0), []).append(text)
-            out.texts = texts
+            out.texts = _texts(self.content_events, chat=chat)
         return out
+
+
+def _add_reasons(reasons: dict[int, str], finish_events: list[bytes]) -> None:
+    """Each choice's finish reason, by its index; a later event's reason wins."""
+    for data in finish_events:
+        for choice in _choices(_loads(data)):
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                reasons[int(choice.get("index") or 0)] = str(reason)
+
+
+def _texts(content_events: list[bytes], *, chat: bool) -> dict[int, list[str]]:
+    """Each choice's content pieces, in order: a chat chunk's ``delta.content``, a completion's
+    ``text``."""
+    texts: dict[int, list[str]] = {}
+    for data in content_events:
+        for choice in _choices(_loads(data)):
+            text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+            if isinstance(text, str) and text:
+                texts.setdefault(int(choice.get("index") or 0), []).append(text)
+    return texts
 
 
 def _followed_by(data: bytes, key: bytes, opener: bytes) -> bool:
