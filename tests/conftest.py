@@ -34,6 +34,8 @@ from spark_otel.store import Store
 
 T = TypeVar("T")
 
+pytest_plugins = ["tests.support.snapshots"]
+
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("SPARK_OTEL_REQUIRE_REAL_COMPONENTS") or os.environ.get("CI"):
     settings.load_profile("ci")

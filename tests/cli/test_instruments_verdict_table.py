@@ -11,6 +11,7 @@ the command on a store."""
 from __future__ import annotations
 
 import pytest
+from tests.support.snapshots import Snapshot
 
 from spark_otel.analysis.gauges import (
     InstrumentsReport,
@@ -97,31 +98,7 @@ LOAD = (312.5, 1250.0)
 PROBE = "spark-otel probe --engine qwen=URL --streams 1,2,4,8,16"
 
 
-RECEIVER_BINS_PRINTED = """\
-                                   3 receiver intervals, 312.5 to 1,250.0 tok/s (4.0x): does each gauge move with load?
-┏━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
-┃ instrument            ┃ verdict               ┃ intervals ┃            tok/s ┃                 reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
-┡━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
-│ GPU 0 utilization     │ not load              │         3 │ 312.5 to 1,250.0 │                 96.0% │       0.00 │         - │ 0 / 30 of 30            │
-│ GPU 0 power           │ not load              │         3 │ 312.5 to 1,250.0 │        34.2 to 39.8 W │       0.04 │      1.00 │ 0 / 2 of 30             │
-│ GPU 0 memory used     │ unsupported           │         0 │                - │                     - │          - │         - │ 0 / 0 of 0              │
-│ SM Issue              │ not enough load range │         1 │          1,250.0 │                  3.10 │          - │         - │ 0 / 1 of 1              │
-│ qwen requests running │ tracks load           │         3 │ 312.5 to 1,250.0 │ 2.00 to 8.00 requests │       0.98 │      1.00 │ 0 / 10 of 30            │
-└───────────────────────┴───────────────────────┴───────────┴──────────────────┴───────────────────────┴────────────┴───────────┴─────────────────────────┘
-elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.5
-rank corr: Spearman rank correlation with throughput; tracks load from 0.8
-zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
-why:
-  GPU 0 utilization: not load: 3 intervals, 312.5 to 1,250.0 tok/s (4.0x): pinned at 96.0% (moves 0.0%) while throughput moved 4.0x (elasticity 0.00, rank correlation -)
-  GPU 0 power: not load: 3 intervals, 312.5 to 1,250.0 tok/s (4.0x): reads 34.2 to 39.8 W, moves 0.04x as fast as throughput (elasticity 0.04 < 0.5; rank correlation 1.00)
-  GPU 0 memory used: unsupported: no readings in 3 loaded intervals (312.5 to 1,250.0 tok/s): its source recorded other quantities but not this one
-  SM Issue: not enough load range: readings in 1 interval (1,250.0 tok/s: 3.10); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
-  qwen requests running: tracks load: 3 intervals, 312.5 to 1,250.0 tok/s (4.0x): reads 2.00 to 8.00 requests, rises with throughput (elasticity 0.98, rank correlation 1.00)
-note: no Nsight captures here
-"""  # noqa: E501
-
-
-def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) -> None:
+def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str], snapshot: Snapshot) -> None:
     """Three bins from 312.5 to 1,250 tok/s (4.0x): a flat percentage, a range in watts, a gauge
     with no readings ("-" in each figure), an Nsight metric (no unit: nothing after its figure)
     read in one interval (one throughput, one value), and a gauge that tracks."""
@@ -196,26 +173,11 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) ->
         notes=["no Nsight captures here"],
     )
     print_verdicts(report)
-    assert printed(capsys) == RECEIVER_BINS_PRINTED
-
-
-DEMO_EVALS_PRINTED = """\
-                     Appendix F: 2 eval intervals, 0.5 to 2.0 tok/s (4.0x) (model time, 20x): does each gauge move with load?
-┏━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
-┃ instrument              ┃ verdict               ┃ intervals ┃      tok/s ┃             reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
-┡━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
-│ qwen cells' decode rate │ not enough load range │         2 │ 0.5 to 2.0 │ 0.5 to 2.00 tok/s │       1.00 │      1.00 │ 0 / 1 of 8              │
-└─────────────────────────┴───────────────────────┴───────────┴────────────┴───────────────────┴────────────┴───────────┴─────────────────────────┘
-elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.75
-rank corr: Spearman rank correlation with throughput; tracks load from 0.9
-zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
-why:
-  qwen cells' decode rate: not enough load range: readings in 2 intervals (0.5 to 2.0 tok/s: 0.5 to 2.00 tok/s); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
-"""  # noqa: E501
+    snapshot(printed(capsys))
 
 
 def test_the_demos_eval_runs_under_a_model_clock_below_one_token_a_second(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], snapshot: Snapshot
 ) -> None:
     """The demo's title before the count; eval runs of 0.5 and 2 tok/s (a ratio although the
     slowest is under 1 tok/s) at 20x model time; the thresholds the report was graded with, in
@@ -246,27 +208,10 @@ def test_the_demos_eval_runs_under_a_model_clock_below_one_token_a_second(
         notes=[],
     )
     print_verdicts(report, title="Appendix F")
-    assert printed(capsys) == DEMO_EVALS_PRINTED
+    snapshot(printed(capsys))
 
 
-NSIGHT_PRINTED = """\
-                           2 probe intervals, 22.0 to 190.0 tok/s (8.6x): does each gauge move with load?
-┏━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
-┃ instrument ┃ verdict               ┃ intervals ┃         tok/s ┃        reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
-┡━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
-│ SM Issue   │ not enough load range │         1 │          22.0 │         3.10 │          - │         - │ 0 / 4 of 4              │
-│ SM Active  │ not enough load range │         2 │ 22.0 to 190.0 │ 28.0 to 35.5 │       0.10 │      1.00 │ 0 / 1 of 8              │
-└────────────┴───────────────────────┴───────────┴───────────────┴──────────────┴────────────┴───────────┴─────────────────────────┘
-elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.5
-rank corr: Spearman rank correlation with throughput; tracks load from 0.8
-zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
-why:
-  SM Issue: not enough load range: readings in 1 interval (22.0 tok/s: 3.10); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
-  SM Active: not enough load range: readings in 2 intervals (22.0 to 190.0 tok/s: 28.0 to 35.5); 3 at different loads are needed: measure with `spark-otel probe --engine qwen=URL --streams 1,2,4,8,16`
-"""  # noqa: E501
-
-
-def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str], snapshot: Snapshot) -> None:
     """Nsight's metrics have no unit: a bare figure or range, right-aligned as the numbers they are
     (a space left after one would make it text, and the column left-aligned)."""
     report = InstrumentsReport(
@@ -304,29 +249,15 @@ def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str])
         notes=[],
     )
     print_verdicts(report)
-    assert printed(capsys) == NSIGHT_PRINTED
+    snapshot(printed(capsys))
 
 
-NO_INTERVALS_PRINTED = """\
-                    0  intervals, 0.0 to 0.0 tok/s: does each gauge move with load?
-┏━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━┳━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┓
-┃ instrument ┃ verdict ┃ intervals ┃ tok/s ┃ reads ┃ elasticity ┃ rank corr ┃ zero / constant samples ┃
-┡━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━╇━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━┩
-└────────────┴─────────┴───────────┴───────┴───────┴────────────┴───────────┴─────────────────────────┘
-elasticity: least-squares slope of the gauge on throughput, times mean throughput over mean gauge: 1 moves in proportion, 0 not at all; tracks load from 0.5
-rank corr: Spearman rank correlation with throughput; tracks load from 0.8
-zero / constant samples: samples inside the intervals reading 0, and reading the gauge's most common value
-why:
-note: no GPU samples: record them beside the load with `spark-otel gpu-sample` (or `spark-otel receive --gpu auto`)
-note: no Nsight captures: ingest one taken under load with `spark-otel ingest-nsight`
-note: no engine /metrics scrapes: run `spark-otel receive --engine NAME=URL` beside the load
-"""  # noqa: E501
-
-
-def test_a_report_with_no_intervals_has_no_ratio_and_no_kind(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_report_with_no_intervals_has_no_ratio_and_no_kind(
+    capsys: pytest.CaptureFixture[str], snapshot: Snapshot
+) -> None:
     """What the analysis gives for nothing at all: no interval source (no kind word), no
     throughput (0.0 to 0.0 and no ratio, never a division by zero), an empty table and the
     hints of what to record. The command refuses such a store before printing; this is the
     function's own floor."""
     print_verdicts(instrument_verdicts([], []))
-    assert printed(capsys) == NO_INTERVALS_PRINTED
+    snapshot(printed(capsys))

@@ -121,6 +121,16 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_hint(text: str, *, indent: str = "") -> None:
+    """A line of advice or explanation, wrapped at the terminal's width (``COLUMNS``, else the
+    terminal's) as `views.hints.wrap` wraps it."""
+    import shutil
+
+    from ..views.hints import wrap
+
+    print(wrap(text, shutil.get_terminal_size().columns, indent=indent))
+
+
 def rich_module(name: str) -> Any:
     """A module of ``rich``, which draws the tables and progress of the CLI (the ``cli`` extra):
     the core install that `instrument()` needs leaves it out, so a command that would draw one
@@ -153,6 +163,8 @@ def print_table(
     rows: list[list[Any]],
     *,
     notes: Mapping[str, str] | None = None,
+    priorities: Sequence[int] | None = None,
+    wide: bool = False,
 ) -> None:
     """A table in the article's style on stdout, as wide as the terminal or ``COLUMNS`` says
     (rich's default where neither does). Text columns are left-aligned and numeric ones
@@ -162,16 +174,33 @@ def print_table(
     term of `GLOSSARY` (or ``notes``) a header uses that no earlier table of the run explained.
     Every text prints as written: rich's markup is not read (a GPU's "[fa2a1d7d-…]" stays, a
     "[/x]" in a file name is no error).
+
+    A list (``priorities``: one per column, 0 always shown) keeps one line per row instead: the
+    columns that do not fit are left out by priority (`views.layout.fit_columns`), and a line
+    under it names them; ``wide`` shows every column.
     """
     Console = rich_module("console").Console
     Text = rich_module("text").Text
 
     cells = [["" if v is None else str(v) for v in row] for row in rows]
     console = Console()
+    left_out: list[str] = []
+    if priorities is not None and not wide:
+        from ..views.layout import fit_columns
+
+        fit = fit_columns(columns, cells, console.width, priorities)
+        left_out = [columns[i] for i in fit.hidden]
+        columns = [columns[i] for i in fit.shown]
+        cells = [[row[i] for i in fit.shown] for row in cells]
     fits, widths = _fitted_widths(console.width, columns, cells)
     drawn = _table(title, columns, cells, widths) if fits else _records(title, columns, cells)
     glossary = {**GLOSSARY, **(notes or {})}
     lines = []
+    if left_out:
+        from ..views.hints import wrap
+
+        said = f"left out to fit {console.width} columns: {', '.join(left_out)} (--wide shows them)"
+        lines.append(Text(wrap(said, console.width)))
     for column in columns:
         if column in glossary and column not in _explained:
             _explained.add(column)

@@ -17,15 +17,12 @@ never estimated.
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from .._clock import NS_PER_S
-from ..views.tables import model_time, seconds, time_scales
-from ._common import add_store_argument, open_store, print_json, print_table
+from ..views.tables import model_time, time_scales
+from ._common import add_store_argument, open_store, print_hint, print_json, print_table
 
 if TYPE_CHECKING:
-    from ..analysis.energy import EnergyShare
     from ..model import Cell
     from ..store import Store
 
@@ -38,11 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--budget", action="store_true", help="where each cell's wall time went (queue, prefill, decode, ...)"
     )
+    parser.add_argument(
+        "--wide", action="store_true", help="every column, however narrow the terminal (rows may wrap)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.energy import energy_shares
+    from ..views.cells import ENERGY_NOTES, cells_json, cells_list
     from ._common import COUNT
 
     COUNT.check("--limit", args.limit)
@@ -52,84 +53,22 @@ def run(args: argparse.Namespace) -> int:
             return _budget(store, cells, as_json=args.json)
         energy = energy_shares(*store.energy_inputs(c.uid for c in cells), [c.uid for c in cells])
     if args.json:
-        print_json(
-            [
-                c.model_dump(mode="json")
-                | {
-                    "elapsed_s": c.elapsed_s,
-                    "decode_rate": c.decode_rate,
-                    "energy": _energy_json(c, energy.get(c.uid)),
-                }
-                for c in cells
-            ]
-        )
+        print_json(cells_json(cells, energy))
         return 0
-    rows = [
-        [
-            c.eval_name,
-            c.cell_id,
-            c.engine,
-            c.workers,
-            c.status.value + (" (degraded)" if c.degraded else ""),
-            c.prompt_tokens,
-            c.completion_tokens,
-            f"{c.elapsed_s:.1f}",
-            f"{c.decode_rate:.2f}" if c.decode_rate is not None else "-",
-            _joules(energy.get(c.uid)),
-            c.salvaged_findings,
-            datetime.fromtimestamp(c.start_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-        ]
-        for c in cells
-    ]
+    columns, rows, priorities = cells_list(cells, energy)
     print_table(
         f"{len(cells)} most recent cells" + model_time(time_scales(cells)),
-        [
-            "eval",
-            "cell",
-            "engine",
-            "workers",
-            "status",
-            "prompt tok",
-            "output tok",
-            f"elapsed {seconds(time_scales(cells))}",
-            "tok/s",
-            "energy J",
-            "salvaged findings",
-            "started (UTC)",
-        ],
+        columns,
         rows,
         notes=ENERGY_NOTES,
+        priorities=priorities,
+        wide=args.wide,
     )
     if cells and not energy:
         from ..analysis.energy import MEASURE_GPU
 
-        print(f"energy: no GPU readings in the store cover these cells; measure with `{MEASURE_GPU}`")
+        print_hint(f"energy: no GPU readings in the store cover these cells; measure with `{MEASURE_GPU}`")
     return 0
-
-
-ENERGY_NOTES = {
-    "energy J": "the cell's share of the box's GPU energy over its lifetime, split by tokens among "
-    "the cells in flight (~: integrated from power, no energy counter); - where no GPU readings "
-    "cover it"
-}
-
-
-def _joules(energy: EnergyShare | None) -> str:
-    if energy is None:
-        return "-"
-    return ("~" if energy.estimated else "") + f"{energy.share_j:,.1f}"
-
-
-def _energy_json(cell: Cell, energy: EnergyShare | None) -> dict[str, object] | None:
-    if energy is None:
-        return None
-    tokens = cell.completion_tokens
-    return {
-        "box_j": energy.box_j,
-        "share_j": energy.share_j,
-        "j_per_token": energy.share_j / tokens if tokens else None,
-        "estimated": energy.estimated,
-    }
 
 
 def _budget(store: Store, cells: list[Cell], *, as_json: bool) -> int:
