@@ -37,3 +37,11 @@ def test_a_wide_character_takes_two_cells_and_a_combining_mark_none() -> None:
     assert display_width("tok/s") == 5
     assert display_width("評価") == 4
     assert display_width("e\u0301") == 1
+
+
+def test_a_header_wraps_at_its_spaces_so_its_longest_word_is_what_it_needs() -> None:
+    columns = ["streams", "per-stream tok/s (median)"]
+    rows = [["1", "11.14"]]
+    # 7 + 10 ("per-stream") + 3 * 2 + 1 = 24: both fit at 24 columns, the second header wrapped.
+    assert fit_columns(columns, rows, 24, [0, 1]) == Fit((0, 1), ())
+    assert fit_columns(columns, rows, 23, [0, 1]) == Fit((0,), (1,))

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
-from ..views.tables import model_time, probe_energy_line, probe_table
-from ._common import add_store_argument, open_store, print_table
+from ..views.tables import PROBE_PRIORITIES, model_time, probe_energy_line, probe_table
+from ._common import add_store_argument, open_store, print_hint, print_table
 from ._console import progress
 
 if TYPE_CHECKING:
@@ -104,6 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-store", action="store_true", help="do not record in the store")
     parser.add_argument(
         "--json", action="store_true", help="print the versioned JSON report instead of the table"
+    )
+    parser.add_argument(
+        "--wide", action="store_true", help="every column of the table, however narrow the terminal"
     )
     parser.add_argument("-o", "--out", metavar="FILE", help="write the versioned JSON report to this file")
     parser.add_argument("--plot", metavar="FILE.png", help="plot per-stream and aggregate tok/s")
@@ -188,10 +191,12 @@ def _print_report(report: ProbeReport, args: argparse.Namespace) -> None:
             + model_time([report.metadata.time_scale]),
             columns,
             rows,
+            priorities=PROBE_PRIORITIES,
+            wide=args.wide,
         )
-        print(probe_energy_line(report))
+        print_hint(probe_energy_line(report))
         for warning in report.warnings:
-            print(f"warning: {warning}")
+            print_hint(f"warning: {warning}")
     said = sys.stderr if args.json else sys.stdout
     if args.out:
         report.save_file(args.out)

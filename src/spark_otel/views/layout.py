@@ -36,13 +36,18 @@ class Fit:
 def fit_columns(
     columns: Sequence[str], rows: Sequence[Sequence[str]], width: int, priorities: Sequence[int]
 ) -> Fit:
-    """The columns that fit ``width`` with every row on one line (a table's borders and padding
-    counted: three cells a column and one more), dropping by priority; every column when all fit,
-    and the priority-0 ones at least, whatever the width."""
+    """The columns that fit ``width`` with every row on one line (a header may wrap at its spaces;
+    a table's borders and padding count three cells a column and one more), dropping by priority;
+    every column when all fit, and the priority-0 ones at least, whatever the width."""
     if len(priorities) != len(columns):
         raise ValueError(f"{len(columns)} columns but {len(priorities)} priorities")
     need = [
-        max([display_width(columns[i]), *(display_width(row[i]) for row in rows if i < len(row))])
+        max(
+            [
+                *(display_width(word) for word in columns[i].split()),
+                *(display_width(row[i]) for row in rows if i < len(row)),
+            ]
+        )
         for i in range(len(columns))
     ]
     shown = list(range(len(columns)))

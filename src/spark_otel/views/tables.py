@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GLOSSARY",
+    "PROBE_PRIORITIES",
     "energy_lines",
     "energy_table",
     "fmt_number",
@@ -85,6 +86,11 @@ def model_time(scales: Iterable[float | None]) -> str:
 def seconds(scales: Iterable[float | None]) -> str:
     """The unit of a duration read off these scales: "model s" when any is model time, else "s"."""
     return "model s" if model_time(scales) else "s"
+
+
+PROBE_PRIORITIES = (0, 0, 0, 2, 0, 0, 1, 1, 2, 2, 3, 3)
+"""The probe table's columns a narrow terminal leaves out first (highest first): Appendix A's own
+(streams, wall, per-stream median, both aggregates, power) stay, one row per level."""
 
 
 def probe_table(report: ProbeReport) -> tuple[list[str], list[list[str]]]:
