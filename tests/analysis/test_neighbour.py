@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.analysis.article import (
+from tests.support.article import (
     APPENDIX_D,
     D_BASELINE,
     D_BASELINE_N,

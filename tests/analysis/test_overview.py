@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.analysis.article import (
+from tests.support.article import (
     C_EVAL,
     D_EVAL,
     NEMOTRON_CURVE,

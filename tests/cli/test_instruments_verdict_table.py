@@ -11,6 +11,7 @@ the command on a store."""
 from __future__ import annotations
 
 import pytest
+from tests.support.printed import stdout_unpadded
 
 from spark_otel.analysis.gauges import (
     InstrumentsReport,
@@ -28,11 +29,6 @@ from spark_otel.cli.instruments import print_verdicts
 def _a_new_command_run() -> None:
     """Each test a command run of its own: every term is explained under the first table again."""
     reset_notes()
-
-
-def printed(capsys: pytest.CaptureFixture[str]) -> str:
-    """stdout without the spaces rich pads a table's title with."""
-    return "\n".join(line.rstrip() for line in capsys.readouterr().out.split("\n"))
 
 
 def _interval(
@@ -196,7 +192,7 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str]) ->
         notes=["no Nsight captures here"],
     )
     print_verdicts(report)
-    assert printed(capsys) == RECEIVER_BINS_PRINTED
+    assert stdout_unpadded(capsys) == RECEIVER_BINS_PRINTED
 
 
 DEMO_EVALS_PRINTED = """\
@@ -246,7 +242,7 @@ def test_the_demos_eval_runs_under_a_model_clock_below_one_token_a_second(
         notes=[],
     )
     print_verdicts(report, title="Appendix F")
-    assert printed(capsys) == DEMO_EVALS_PRINTED
+    assert stdout_unpadded(capsys) == DEMO_EVALS_PRINTED
 
 
 NSIGHT_PRINTED = """\
@@ -304,7 +300,7 @@ def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str])
         notes=[],
     )
     print_verdicts(report)
-    assert printed(capsys) == NSIGHT_PRINTED
+    assert stdout_unpadded(capsys) == NSIGHT_PRINTED
 
 
 NO_INTERVALS_PRINTED = """\
@@ -329,4 +325,4 @@ def test_a_report_with_no_intervals_has_no_ratio_and_no_kind(capsys: pytest.Capt
     hints of what to record. The command refuses such a store before printing; this is the
     function's own floor."""
     print_verdicts(instrument_verdicts([], []))
-    assert printed(capsys) == NO_INTERVALS_PRINTED
+    assert stdout_unpadded(capsys) == NO_INTERVALS_PRINTED

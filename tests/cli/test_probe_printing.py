@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import unpadded
+from tests.support.printed import unpadded
 
 from spark_otel.cli._common import reset_notes
 from spark_otel.cli.probe import _print_report

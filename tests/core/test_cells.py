@@ -8,7 +8,7 @@ import threading
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
-from tests.conftest import metric_points
+from tests.support.metric_points import metric_points
 
 from spark_otel import ContextThreadPoolExecutor, carry_context, cell, current_cell
 from spark_otel import _semconv as sc

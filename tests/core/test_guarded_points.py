@@ -47,8 +47,9 @@ from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace import SpanProcessor, Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.instrumentation.support import MODEL, LocalServer, request_spans
-from tests.receivers.metrics_server import MetricsServer
+from tests.support.engine_server import MODEL, LocalServer
+from tests.support.finished_spans import request_spans
+from tests.support.metrics_server import MetricsServer
 
 import spark_otel
 from spark_otel import _semconv as sc

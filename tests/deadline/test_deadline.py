@@ -29,7 +29,7 @@ import httpx
 import httpx2
 import openai
 import pytest
-from tests.deadline.clients import (
+from tests.support.deadline_clients import (
     KINDS,
     PROMPTNESS_S,
     busy_connections,
@@ -38,7 +38,7 @@ from tests.deadline.clients import (
     run_async,
     run_sync,
 )
-from tests.deadline.deadline_server import DOC, FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer, pieces
+from tests.support.deadline_server import DOC, FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer, pieces
 
 from spark_otel import _clock
 from spark_otel._exceptions import ConfigError

@@ -11,8 +11,8 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.deadline.deadline_server import DOC, FINDINGS
-from tests.instrumentation.support import cell_span
+from tests.support.deadline_server import DOC, FINDINGS
+from tests.support.finished_spans import cell_span
 
 import spark_otel
 import spark_otel._guard

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from tests.conftest import wait_for
+from tests.support.waiting import wait_for
 
 import spark_otel
 from spark_otel import _clock

@@ -29,7 +29,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.fuzz._fuzz import FUZZ, JSON_VALUES, timed
+from tests.support.fuzzing import FUZZ, JSON_VALUES, timed
 
 import spark_otel
 import spark_otel._guard

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points
+from tests.support.metric_points import metric_points
 
 from spark_otel import _semconv as sc
 from spark_otel import governor

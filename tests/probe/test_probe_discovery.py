@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.probe.scripted_engine import MODEL, ScriptedEngine, load_free
+from tests.support.scripted_engine import MODEL, ScriptedEngine, load_free
 
 from spark_otel._exceptions import ConfigError, EngineError
 from spark_otel.probe import ProbeReport, ProbeSettings, run_probe

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.probe.scripted_engine import (
+from tests.support.scripted_engine import (
     DONE_EVENT,
     TOKEN_EVENT,
     Answer,

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.locales import ascii_locale
+from tests.support.locales import ascii_locale
 
 import spark_otel.probe as probe
 from spark_otel._exceptions import InputError

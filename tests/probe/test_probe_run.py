@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.probe.scripted_engine import (
+from tests.support.scripted_engine import (
     MODEL,
     TOKEN_EVENT,
     Answer,

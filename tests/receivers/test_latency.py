@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points
-from tests.receivers.metrics_server import MetricsServer, fixture_text
+from tests.support.metric_points import metric_points
+from tests.support.metrics_pages import fixture_text
+from tests.support.metrics_server import MetricsServer
 
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import EngineError

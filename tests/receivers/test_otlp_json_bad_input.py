@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.receivers.otlp_json_export import CELL, DROP, REQUEST, SERVER, SPAN, START, export, span
+from tests.support.otlp_json_export import CELL, DROP, REQUEST, SERVER, SPAN, START, export, span
 
 from spark_otel import _semconv as sc
 from spark_otel._exceptions import InputError

@@ -13,7 +13,7 @@ import time
 import httpx
 import openai
 import pytest
-from tests.sim.loopback import in_flight, pinned, stream_many, until
+from tests.support.loopback import in_flight, pinned, stream_many, until
 
 from spark_otel import _clock
 from spark_otel._exceptions import ConfigError

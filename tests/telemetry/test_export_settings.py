@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from tests.receivers.metrics_server import OtlpSink
+from tests.support.otlp import OtlpSink
 
 from spark_otel._exceptions import ConfigError
 from spark_otel.store import Store

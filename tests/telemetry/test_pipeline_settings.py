@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, Sum
 from opentelemetry.sdk.trace import SpanProcessor
-from tests.conftest import CapturingExporter
+from tests.support.metric_points import CapturingExporter
 
 from spark_otel import _semconv as sc
 from spark_otel._clock import CLOCK_ENV
