@@ -17,8 +17,8 @@ from tests.support.article import (
     appendix_d_loads,
 )
 
+from spark_otel import ConfigError, InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError, InputError
 from spark_otel.analysis import (
     neighbour_cost,
     neighbour_costs,

@@ -13,8 +13,8 @@ from tests.support.article import (
     appendix_d_loads,
 )
 
+from spark_otel import InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError
 from spark_otel.analysis import (
     AdvisorConfig,
     CurvePoint,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tests.support.cells import S, cell
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.analysis.windows import merge_gap_ns, peak_concurrency, split_at_gaps, windows_from_cells
 
 

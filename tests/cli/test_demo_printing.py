@@ -27,7 +27,7 @@ from tests.support.demo_result import (
 from tests.support.report_content import engine_concurrency
 
 from spark_otel.analysis.concurrency import ConcurrencyReport
-from spark_otel.cli._common import reset_notes
+from spark_otel.cli import reset_notes
 from spark_otel.cli.demo import _as_json, _pct, _print_acts
 
 

@@ -21,7 +21,7 @@ from spark_otel.analysis.gauges import (
     instrument_verdicts,
 )
 from spark_otel.analysis.gauges.grades import IntervalSource, Verdict, VerdictReason
-from spark_otel.cli._common import reset_notes
+from spark_otel.cli import reset_notes
 from spark_otel.cli.instruments import print_verdicts
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tests.support.printed import unpadded
 
-from spark_otel.cli._common import reset_notes
+from spark_otel.cli import reset_notes
 from spark_otel.cli.probe import _print_report
 from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.records.rate_curve import CurvePoint, RateCurve

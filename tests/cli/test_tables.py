@@ -7,7 +7,8 @@ import pytest
 from tests.support.printed import rows_of
 
 from spark_otel import _semconv as sc
-from spark_otel.cli._common import print_table, reset_notes
+from spark_otel.cli import reset_notes
+from spark_otel.cli._common import print_table
 from spark_otel.model import Cell
 from spark_otel.views.tables import model_time, seconds, time_scales
 

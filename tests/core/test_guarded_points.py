@@ -52,9 +52,8 @@ from tests.support.finished_spans import request_spans
 from tests.support.metrics_server import MetricsServer
 
 import spark_otel
+from spark_otel import ConfigError, SparkOtelError, cells
 from spark_otel import _semconv as sc
-from spark_otel import cells
-from spark_otel._exceptions import ConfigError, SparkOtelError
 from spark_otel.cells import CellState
 from spark_otel.deadline import astream_with_deadline, stream_with_deadline
 from spark_otel.governor import Governor, govern, ungovern

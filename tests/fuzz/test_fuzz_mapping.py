@@ -16,7 +16,7 @@ from tests.support.backfill_checks import backfill
 from tests.support.backfill_records import SERIAL
 from tests.support.fuzzing import FUZZ, HOSTILE_NUMBERS, HOSTILE_TEXT, JSON_VALUES, timed
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.model import CellStatus
 from spark_otel.receivers.backfill import BUILTIN_MAPPINGS, FieldMapping, load_mapping
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from tests.support.fuzzing import FUZZ, timed
 from tests.support.nsight import GB10_METRICS, build_capture
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel._validate import EARLIEST_NS, LATEST_NS
 from spark_otel.receivers.nsight import MAX_INTERVAL_MS, NsightCapture, check_interval_ms, read_capture
 

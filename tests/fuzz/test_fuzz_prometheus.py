@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tests.support.data_files import RECEIVER_DATA
 from tests.support.fuzzing import FUZZ, TIME_BOUND_S, finite_or_none, timed
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel.receivers.prometheus import CONCEPTS, HISTOGRAMS, EngineSnapshot, parse_metrics, scrape_engine
 
 URL = "http://127.0.0.1:8011"

@@ -24,8 +24,8 @@ from tests.support.finished_spans import request_spans
 from tests.support.metric_points import metric_points
 
 import spark_otel
+from spark_otel import ConfigError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError
 from spark_otel.instrumentation import InstrumentationConfig
 from spark_otel.instrumentation._config import CHUNK_METRICS_ENV
 from spark_otel.instrumentation._sse_scanner import _MARKED, SseScanner, _followed_by

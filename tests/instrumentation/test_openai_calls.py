@@ -239,7 +239,7 @@ def test_traceparent_is_injected_only_when_asked(
 
 
 def test_bad_instrument_argument_raises_config_error() -> None:
-    from spark_otel._exceptions import ConfigError
+    from spark_otel import ConfigError
 
     with pytest.raises(ConfigError, match="capture_content"):
         spark_otel.instrument(capture_content="yes")  # type: ignore[arg-type]

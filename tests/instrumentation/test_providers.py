@@ -20,8 +20,8 @@ from tests.support.finished_spans import one_span, request_spans
 from tests.support.metric_points import CapturingExporter, metric_points, points_in
 
 import spark_otel
+from spark_otel import ConfigError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError
 from spark_otel.instrumentation import SparkOtelInstrumentor
 from spark_otel.store import Store
 from spark_otel.telemetry import build_providers, current_telemetry

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from tests.support.scripted_engine import MODEL, ScriptedEngine, load_free
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel.probe import ProbeReport, ProbeSettings, run_probe
 
 EPOCH = 10**18  # 2001-09-09: a box's model clock far from the wall clock

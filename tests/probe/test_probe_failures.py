@@ -24,7 +24,7 @@ from tests.support.scripted_engine import (
     usage_event,
 )
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel.model import Cell
 from spark_otel.probe import ProbeIncomplete, ProbeLevel, ProbeSettings, load_probe_report, run_probe
 from spark_otel.store import Store

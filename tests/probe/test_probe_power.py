@@ -20,10 +20,10 @@ import pytest
 from tests.support.gpu_fakes import GB10, H100, H100_ROW, fake_nvml, scripted_smi
 from tests.support.metrics_server import MetricsServer
 
-from spark_otel import _clock
-from spark_otel._exceptions import EngineError, NoGpuError
+from spark_otel import EngineError, NoGpuError, _clock
 from spark_otel.probe.power import PowerMeter, power_meter, sample_power
 from spark_otel.receivers.gpu import NvmlSource, SimGpuSource
+from spark_otel.sim.clock import model_time
 
 NO_ENERGY = {k: v for k, v in GB10.items() if k != "energy"}
 NO_POWER = {k: v for k, v in H100.items() if k != "power"}
@@ -123,7 +123,7 @@ def test_the_sampler_keeps_each_power_reading_skips_failed_ones_and_stops_when_t
         await asyncio.wait_for(task, 1.0)
         return while_failing, out, alive
 
-    with _clock.hold(_clock.Clock(100.0)):
+    with model_time(100.0):
         meter = PowerMeter(SimGpuSource(gpu_server.url))
         assert meter.sample_interval_wall_s == 0.05
         while_failing, kept, alive = asyncio.run(sample(meter))

@@ -30,9 +30,8 @@ from tests.support.scripted_engine import (
 )
 
 import spark_otel.probe.prober as prober
-from spark_otel import _clock
+from spark_otel import __version__, _clock
 from spark_otel import _semconv as sc
-from spark_otel._version import __version__
 from spark_otel.model import LoadWindow
 from spark_otel.probe import ProbeLevel, ProbeReport, ProbeSettings, load_probe_report, run_probe
 from spark_otel.probe.streams import probe_prompt

@@ -11,7 +11,7 @@ from tests.support.boxes import PROBE_BOX_SPEED
 from tests.support.cells import recent_cell
 from tests.support.plain_engine import PlainEngine
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel.probe import ProbeIncomplete, ProbeSettings, run_probe
 from spark_otel.records.probe_report import load_probe_report
 from spark_otel.store import Store

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tests.support.backfill_records import BACKFILL, CSV, SERIAL, utc_ns
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.model import CellStatus
 from spark_otel.receivers.backfill import (
     FieldMapping,

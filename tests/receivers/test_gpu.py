@@ -14,8 +14,8 @@ from tests.support.metric_points import metric_points
 from tests.support.metrics_server import MetricsServer
 from tests.support.waiting import wait_for
 
+from spark_otel import ConfigError, EngineError, NoGpuError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError, EngineError, NoGpuError
 from spark_otel.receivers.gpu import (
     NvmlSource,
     SimGpuSource,

@@ -20,8 +20,8 @@ from tests.support.nsight import (
     small_capture,
 )
 
+from spark_otel import InputError, NoGpuMetricsError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError, NoGpuMetricsError
 from spark_otel.receivers.nsight import (
     NsightLayout,
     percentile_from_counts,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests.support.nsight import SESSION_START_UNIX_NS, SM_ISSUE, damaged
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel.receivers.nsight import read_capture
 
 ROWS = 19 * 50  # 19 metrics, 50 samples each (0.05 s at 1 kHz)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from tests.support.nsight import SESSION_START_UNIX_NS, TYPE_ID, damaged
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel.receivers.nsight import NsightLayout, SeriesPoint, read_capture
 from spark_otel.receivers.nsight.reader import check_interval_ms
 

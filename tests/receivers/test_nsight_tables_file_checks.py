@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.support.nsight import damaged
 
-from spark_otel._exceptions import InputError
+from spark_otel import InputError
 from spark_otel.receivers.nsight import read_capture
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.support.nsight import damaged
 
-from spark_otel._exceptions import InputError, NoGpuMetricsError
+from spark_otel import InputError, NoGpuMetricsError
 from spark_otel._validate import EARLIEST_NS, LATEST_NS
 from spark_otel.receivers.nsight import NsightLayout, read_capture
 

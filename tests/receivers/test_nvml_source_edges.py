@@ -10,8 +10,8 @@ import sys
 import pytest
 from tests.support.gpu_fakes import GB10, H100, NVMLError, fake_nvml
 
+from spark_otel import NoGpuError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import NoGpuError
 from spark_otel.receivers.gpu import GpuReading, NvmlSource, gpu_samples
 
 

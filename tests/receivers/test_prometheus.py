@@ -8,7 +8,7 @@ import pytest
 from tests.support.metrics_pages import SGLANG, VLLM, fixture_text
 from tests.support.metrics_server import MetricsServer
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel.receivers import (
     ascrape_engine,
     counter_delta,

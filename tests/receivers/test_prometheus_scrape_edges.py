@@ -13,7 +13,7 @@ import pytest
 from tests.support.metrics_pages import SGLANG, fixture_text
 from tests.support.metrics_server import MetricsServer
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel._urls import engine_base_url
 from spark_otel.receivers.prometheus import metrics_url, scrape_engine
 

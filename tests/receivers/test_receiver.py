@@ -12,8 +12,8 @@ from tests.support.metrics_pages import counting_text
 from tests.support.metrics_server import MetricsServer
 from tests.support.waiting import wait_for
 
+from spark_otel import ConfigError, EngineError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError, EngineError
 from spark_otel.receivers.receiver import Receiver, parse_engine_spec
 from spark_otel.store import Store
 

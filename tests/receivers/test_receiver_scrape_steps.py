@@ -19,8 +19,8 @@ from tests.support.gpu_fakes import SIM_GPU
 from tests.support.metric_points import metric_points
 from tests.support.metrics_server import MetricsServer
 
+from spark_otel import EngineError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import EngineError
 from spark_otel.model import MetricSample
 from spark_otel.receivers.gpu import SimGpuSource
 from spark_otel.receivers.receiver import EngineTarget, Receiver

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from tests.support.metrics_server import MetricsServer
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel.receivers.gpu import GpuReading, SimGpuSource, open_gpu_source
 
 READOUT = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tests.support.gpu_fakes import FORMAT, H100_ROW, QUERY, fake_pynvml, scripted_smi
 
-from spark_otel._exceptions import ConfigError, NoGpuError
+from spark_otel import ConfigError, NoGpuError
 from spark_otel.receivers.gpu import GpuReading, SmiSource, open_gpu_source, parse_smi_csv
 
 HINT = "use --source sim --sim-url URL to read a simulated box instead"

@@ -19,8 +19,7 @@ import pytest
 from tests.support.report_content import S, instrument_verdict, instruments_report
 
 import spark_otel
-from spark_otel._exceptions import InputError
-from spark_otel._version import __version__
+from spark_otel import InputError, __version__
 from spark_otel.analysis.budget import CellBudget, EvalBudget
 from spark_otel.analysis.energy import CellEnergy, EnergyReport, EvalEnergy
 from spark_otel.analysis.gauges.grades import (

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tests.support.report_records import T0, S, report_records, serial_cell
 
+from spark_otel import InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError
 from spark_otel.analysis.outcomes import deadline_outcomes
 from spark_otel.analysis.probe_levels import LevelMeasurement, curve_of, summarize_level
 from spark_otel.model import Cell, CellStatus

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from tests.support.store_versions import CELL, V, build, build_1, execute, query, version_row
 
-from spark_otel._exceptions import StoreError
+from spark_otel import StoreError
 from spark_otel.store import Store, embedded, versions
 from spark_otel.store.schema import CELL_BUDGET_COLUMNS, DOCUMENTS, TABLES, Column, Table
 

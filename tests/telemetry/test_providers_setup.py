@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tests.support.metric_points import CapturingExporter
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.telemetry.providers import (
     DEFAULT_SERVICE_NAME,
     build_providers,

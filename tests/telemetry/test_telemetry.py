@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import spark_otel
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.store import Store
 from spark_otel.telemetry import configure, otlp_configured
 
