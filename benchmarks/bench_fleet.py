@@ -43,11 +43,18 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "collector"), str(ROOT)]
+sys.path.insert(0, str(ROOT))
 
-import series_checks  # noqa: E402
-from collector_stack import Collector, Fleet, Unusable, resolve_jaeger, resolve_otelcol, start_fleet  # noqa: E402
-from fleet_boxes import BoxRun, start_box  # noqa: E402
+from tests.support import series_checks  # noqa: E402
+from tests.support.collector_stack import (  # noqa: E402
+    Collector,
+    Fleet,
+    Unusable,
+    resolve_jaeger,
+    resolve_otelcol,
+    start_fleet,
+)
+from tests.support.fleet_boxes import BoxRun, start_box  # noqa: E402
 
 from spark_otel.store import Store  # noqa: E402
 

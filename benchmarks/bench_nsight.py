@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd
-from tests.receivers.nsight_capture import build_capture
+from tests.support.nsight import build_capture
 
 from spark_otel.receivers.nsight import read_capture
 

@@ -1,5 +1,7 @@
 """Shared fixtures: in-memory OpenTelemetry providers, a temporary store, free ports, the
-process's model clock put back; and helpers to read metric points and to wait for a condition.
+process's model clock put back; and those several directories share: the simulated box for the
+probe and the live receiver tests, a store the simulated box filled for the gauges, the realistic
+Nsight capture, and an environment without OTLP or store variables. Helpers live in tests/support.
 
 Property tests search at random on a developer's machine and the same examples every time in
 CI (``SPARK_OTEL_REQUIRE_REAL_COMPONENTS`` or ``CI`` set): a build never fails on an example no
@@ -10,37 +12,34 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import settings
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality,
-    InMemoryMetricReader,
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-)
-from opentelemetry.sdk.metrics.view import Aggregation
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.support.boxes import GAUGES_BOX_SPEED, PROBE_BOX_SPEED
+from tests.support.nsight import build_capture
 
+import spark_otel
 from spark_otel import _clock, _guard
+from spark_otel.probe import ProbeSettings, run_probe
+from spark_otel.receivers.gpu import SimGpuSource
+from spark_otel.receivers.receiver import Receiver
+from spark_otel.sim import run_box
 from spark_otel.store import Store
-
-T = TypeVar("T")
 
 pytest_plugins = ["tests.support.snapshots"]
 
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("SPARK_OTEL_REQUIRE_REAL_COMPONENTS") or os.environ.get("CI"):
     settings.load_profile("ci")
-
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -140,64 +139,66 @@ def restore_clock() -> Iterator[None]:
             setattr(anchor, key, value)
 
 
-def points_in(data: MetricsData | None, name: str) -> list[Any]:
-    """Every data point of metric ``name`` in one collection."""
-    if data is None:
-        return []
-    return [
-        point
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == name
-        for point in metric.data.data_points
-    ]
+@pytest.fixture(scope="session")
+def realistic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, np.ndarray]:
+    """10 s at 10 kHz, 19 metrics: about 1.9 million GPU_METRICS rows (built once, a few seconds)."""
+    path = tmp_path_factory.mktemp("nsight") / "capture-0716.sqlite"
+    timestamps, values = build_capture(path, layout="raw", seconds=10, hz=10_000)
+    return path, timestamps, values
 
 
-def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
-    """Every data point of metric ``name`` the reader holds now."""
-    return points_in(reader.get_metrics_data(), name)
+@pytest.fixture(scope="module")
+def live_box() -> Iterator[Any]:
+    """The simulated two-engine box at 100x, one per module: the live receivers' tests."""
+    with run_box({"qwen": "dense", "nemotron": "moe"}, speed=100.0, seed=0) as running:
+        yield running
 
 
-class CapturingExporter(MetricExporter):
-    """A push exporter that keeps every export: the readers spark-otel builds take an exporter,
-    not a pull reader."""
+@pytest.fixture
+def probe_box() -> Iterator[object]:
+    """The simulated two-engine box at the probe tests' speed, one per test."""
+    with run_box({"qwen": "dense", "nemotron": "moe"}, speed=PROBE_BOX_SPEED, seed=0) as b:
+        yield b
 
-    def __init__(
-        self,
-        preferred_temporality: dict[type, AggregationTemporality] | None = None,
-        preferred_aggregation: dict[type, Aggregation] | None = None,
-    ) -> None:
-        super().__init__(
-            preferred_temporality=preferred_temporality, preferred_aggregation=preferred_aggregation
+
+@pytest.fixture(scope="module")
+def sim_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A probe of the simulated box's dense engine at 1, 2, 4 and 8 streams, with the receiver
+    scraping both engines and the box's GPU into the same store meanwhile."""
+    path = tmp_path_factory.mktemp("instruments") / "sim.sqlite"
+    meter_provider = MeterProvider()
+    with (
+        run_box({"qwen": "dense", "nemotron": "moe"}, speed=GAUGES_BOX_SPEED, seed=0) as box,
+        Store(path) as store,
+        Receiver(
+            {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
+            interval_s=1.0,  # model seconds: about ten scrapes in each level
+            meter_provider=meter_provider,
+            store=store,
+            gpu=SimGpuSource(box.url("qwen")),
+            close_gpu=True,
+        ),
+    ):
+        time.sleep(0.1)  # a scrape before the first level, for the counters to start from
+        run_probe(
+            box.url("qwen"), ProbeSettings(streams=[1, 2, 4, 8], tokens=128, name="gauges"), store=store
         )
-        self.exports: list[MetricsData] = []
-
-    @property
-    def last(self) -> MetricsData | None:
-        return self.exports[-1] if self.exports else None
-
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> MetricExportResult:
-        self.exports.append(metrics_data)
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        pass
+        time.sleep(0.1)
+    meter_provider.shutdown()
+    return str(path)
 
 
-def wait_for(predicate: Callable[[], T], what: str, timeout_s: float, interval_s: float = 0.2) -> T:
-    """Poll ``predicate`` until it returns something truthy, and return that; fail the test
-    saying what never happened, rather than letting a later assertion fail on stale data."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g}s waiting for {what} (last: {result!r})")
-        time.sleep(interval_s)
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No OTLP or store variable from the environment reaches `configure()`, or the processes a
+    test starts; spark-otel's telemetry shut down afterwards."""
+    for name in (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "SPARK_OTEL_STORE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    spark_otel.shutdown()

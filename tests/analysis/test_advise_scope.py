@@ -3,7 +3,7 @@ what it says for an engine it cannot advise, and the class a cell without an out
 
 from __future__ import annotations
 
-from tests.analysis.builders import neighbour_report, window_cost
+from tests.support.neighbour_reports import neighbour_report, window_cost
 
 from spark_otel.analysis.advisor import AdvisorConfig, CellClass, QueueRule, RuleKind, advise
 from spark_otel.model import Cell, CellStatus

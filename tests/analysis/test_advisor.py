@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.analysis.article import (
+from tests.support.article import (
     D_EVAL,
     NEMOTRON_CURVE,
     QWEN_CURVE,

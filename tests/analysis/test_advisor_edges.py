@@ -6,7 +6,7 @@ boundaries, and what an engine with a single-level curve and no usable cells is 
 from __future__ import annotations
 
 import pytest
-from tests.analysis.builders import neighbour_report, window_cost
+from tests.support.neighbour_reports import neighbour_report, window_cost
 
 from spark_otel.analysis.advisor import AdvisorConfig, advise, describe_curve, lane_shape
 from spark_otel.analysis.advisor.advice_model import Evidence, QueueRule, RuleKind

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.analysis.article import NEMOTRON_CURVE, QWEN_CURVE, S, appendix_c_cells
+from tests.support.article import NEMOTRON_CURVE, QWEN_CURVE, S, appendix_c_cells
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis import CurvePoint, RateCurve, advise, overview

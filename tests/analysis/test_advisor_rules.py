@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.analysis.builders import BASELINE, neighbour_report, window_cost
+from tests.support.neighbour_reports import BASELINE, neighbour_report, window_cost
 
 from spark_otel.analysis.advisor.advice_model import (
     AdvisorConfig,

@@ -5,15 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.analysis.article import (
-    APPENDIX_C,
-    C_PARALLEL_WALL_S,
-    C_SERIAL_WALL_S,
-    S,
-    appendix_c_cells,
-)
+from tests.support.article import APPENDIX_C, C_PARALLEL_WALL_S, C_SERIAL_WALL_S, S, appendix_c_cells
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel.analysis import (
     CurvePoint,
     RateCurve,

@@ -5,7 +5,7 @@ serial run a speedup is measured against."""
 from __future__ import annotations
 
 import pytest
-from tests.analysis.builders import S, cell
+from tests.support.cells import S, cell
 
 from spark_otel.analysis.concurrency import concurrency, in_flight
 from spark_otel.model import Cell

@@ -4,9 +4,9 @@ in-flight weights, levels, runs, the speedup and the engine's totals."""
 from __future__ import annotations
 
 import pytest
-from tests.analysis.builders import S, cell
+from tests.support.cells import S, cell
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel.analysis.concurrency import concurrency, in_flight, in_flight_level, union_seconds
 from spark_otel.analysis.curve import curve_from_concurrency
 from spark_otel.analysis.stats import summarize

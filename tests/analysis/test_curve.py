@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.analysis.curve import curves_from_documents
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests.support.energy_samples import GPU0, T0, S, cell, counter, power
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.energy import (
@@ -17,51 +18,8 @@ from spark_otel.analysis.energy import (
     restrict,
 )
 from spark_otel.analysis.probe_levels import curve_of
-from spark_otel.model import Cell, CellStatus, MetricSample
+from spark_otel.model import MetricSample
 from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
-
-S = 1_000_000_000
-T0 = 1_700_000_000 * S
-GPU0 = {sc.GPU_ID: "0"}
-
-
-def counter(
-    watts: float, seconds: int, *, every: int = 5, gpu: str = "0", start_j: float = 5_000.0
-) -> list[MetricSample]:
-    """A steady draw read as NVML's cumulative energy counter every ``every`` s."""
-    return [
-        MetricSample(
-            name=sc.GPU_ENERGY,
-            unix_ns=T0 + k * S,
-            value=start_j + watts * k,
-            unit="J",
-            attributes={sc.GPU_ID: gpu},
-        )
-        for k in range(0, seconds + 1, every)
-    ]
-
-
-def power(watts: float, seconds: int, *, every: int = 5) -> list[MetricSample]:
-    return [
-        MetricSample(name=sc.GPU_POWER, unix_ns=T0 + k * S, value=watts, unit="W", attributes=GPU0)
-        for k in range(0, seconds + 1, every)
-    ]
-
-
-def cell(
-    uid: str, start_s: float, end_s: float, tokens: int | None, *, eval_name: str = "ev", workers: int = 2
-) -> Cell:
-    return Cell(
-        uid=uid,
-        eval_name=eval_name,
-        cell_id=uid,
-        engine="qwen",
-        start_unix_ns=T0 + int(start_s * S),
-        end_unix_ns=T0 + int(end_s * S),
-        completion_tokens=tokens,
-        status=CellStatus.OK if tokens else CellStatus.DEADLINE,
-        workers=workers,
-    )
 
 
 def shares(report: object) -> dict[str, float | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.analysis.builders import S, cell
+from tests.support.cells import S, cell
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.energy import (

@@ -7,17 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from tests.support.gauge_series import by_name, said
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.gauges import (
-    InstrumentsReport,
     InstrumentVerdict,
     LoadInterval,
     instrument_verdicts,
 )
 from spark_otel.analysis.gauges.catalog import CELL_RATE_METRIC
 from spark_otel.model import AttributeValue, MetricSample
-from spark_otel.views.gauges import evidence
 
 S = 1_000_000_000
 LOAD = [10.0, 20.0, 40.0, 80.0, 160.0, 320.0]
@@ -52,20 +51,6 @@ def gauge(
         for i, value in zip(intervals, values, strict=True)
         for j in (10, 20, 30)
     ]
-
-
-_GRADED: dict[int, InstrumentsReport] = {}
-"""The report each verdict came from, for the sentence the views layer writes for it."""
-
-
-def by_name(report: InstrumentsReport) -> dict[str, InstrumentVerdict]:
-    _GRADED.update((id(v), report) for v in report.instruments)
-    return {v.instrument: v for v in report.instruments}
-
-
-def said(v: InstrumentVerdict) -> str:
-    """The evidence sentence `views.gauges` writes for ``v`` (graded through `by_name` or `one`)."""
-    return evidence(v, _GRADED[id(v)])
 
 
 def one(intervals: Sequence[LoadInterval], samples: list[MetricSample]) -> InstrumentVerdict:

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from tests.analysis.article import at
+from tests.support.article import at
+from tests.support.gauge_series import GPU, LOAD, S, by_name, gauge, levels, said
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.gauges import (
@@ -23,53 +24,10 @@ from spark_otel.analysis.gauges import (
     receiver_intervals,
 )
 from spark_otel.model import AttributeValue, Cell, CellStatus, MetricSample
-from spark_otel.views.gauges import evidence, fmt_value
+from spark_otel.views.gauges import fmt_value
 
-S = 1_000_000_000
-GPU = {sc.GPU_ID: "0"}
 QWEN = {sc.ENGINE: "qwen"}
 URLS = {"qwen": "http://127.0.0.1:8011", "nemotron": "http://127.0.0.1:8012"}
-
-
-def levels(
-    throughputs: Sequence[float], *, engine: str = "qwen", seconds: int = 10, t0: int = 1_000 * S
-) -> list[LoadInterval]:
-    """Back-to-back levels ``seconds`` long, 5 s apart, each at its throughput on ``engine``."""
-    out = []
-    for k, tp in enumerate(throughputs):
-        start = t0 + k * (seconds + 5) * S
-        out.append(
-            LoadInterval(
-                label=f"level {k}",
-                source="probe",
-                start_unix_ns=start,
-                end_unix_ns=start + seconds * S,
-                throughput=tp,
-                engines={engine: tp},
-            )
-        )
-    return out
-
-
-def gauge(
-    name: str,
-    intervals: Sequence[LoadInterval],
-    values: Sequence[float],
-    attributes: dict[str, AttributeValue],
-    *,
-    per: int = 3,
-) -> list[MetricSample]:
-    """``per`` samples of ``values[k]`` spread inside interval k."""
-    out = []
-    for interval, value in zip(intervals, values, strict=True):
-        step = (interval.end_unix_ns - interval.start_unix_ns) // (per + 1)
-        out.extend(
-            MetricSample(
-                name=name, unix_ns=interval.start_unix_ns + (j + 1) * step, value=value, attributes=attributes
-            )
-            for j in range(per)
-        )
-    return out
 
 
 def counter(
@@ -89,28 +47,11 @@ def counter(
     return out
 
 
-_GRADED: dict[int, InstrumentsReport] = {}
-"""The report each verdict came from, for the sentence the views layer writes for it."""
-
-
-def by_name(report: InstrumentsReport) -> dict[str, InstrumentVerdict]:
-    _GRADED.update((id(v), report) for v in report.instruments)
-    return {v.instrument: v for v in report.instruments}
-
-
-def said(v: InstrumentVerdict) -> str:
-    """The evidence sentence `views.gauges` writes for ``v`` (graded through `by_name` or `one`)."""
-    return evidence(v, _GRADED[id(v)])
-
-
 def one(intervals: Sequence[LoadInterval], samples: list[MetricSample], **kwargs: Any) -> InstrumentVerdict:
     """The verdict on the series of ``samples`` (the report may add quantities its source lacks)."""
     report = instrument_verdicts(intervals, samples, **kwargs)
     [verdict] = [v for v in by_name(report).values() if v.metric == samples[0].name and v.n_samples]
     return verdict
-
-
-LOAD = [10.0, 20.0, 40.0, 80.0, 160.0, 320.0]
 
 
 # -- statistics --------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ refused while it gave the others is unsupported, never read as zero."""
 
 from __future__ import annotations
 
-from tests.analysis.test_instruments import GPU, LOAD, by_name, gauge, levels
+from tests.support.gauge_series import GPU, LOAD, by_name, gauge, levels
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.gauges import instrument_verdicts

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-from tests.analysis.builders import cell
+from tests.support.cells import cell
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.gauges import cell_rate_samples, eval_intervals, receiver_intervals

@@ -7,8 +7,8 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-from tests.analysis.builders import cell
-from tests.analysis.test_probe_intervals import _document, _level
+from tests.support.cells import cell
+from tests.support.probe_documents import probe_document, probe_level
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.gauges import (
@@ -79,7 +79,7 @@ def test_an_interval_under_one_token_per_second_is_still_load() -> None:
 
 # -- probe levels ------------------------------------------------------------------------------------
 def test_a_level_without_a_rate_is_skipped_and_the_levels_after_it_kept() -> None:
-    doc = _document("p", [_level(1, 0, 11.0), _level(2, 1, None), _level(4, 2, 40.0)])
+    doc = probe_document("p", [probe_level(1, 0, 11.0), probe_level(2, 1, None), probe_level(4, 2, 40.0)])
     intervals, notes = probe_intervals([doc])
     assert notes == []
     assert [(i.label, i.throughput) for i in intervals] == [("qwen 1 stream", 11.0), ("qwen 4 streams", 40.0)]

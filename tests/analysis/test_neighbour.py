@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.analysis.article import (
+from tests.support.article import (
     APPENDIX_D,
     D_BASELINE,
     D_BASELINE_N,
@@ -17,8 +17,8 @@ from tests.analysis.article import (
     appendix_d_loads,
 )
 
+from spark_otel import ConfigError, InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError, InputError
 from spark_otel.analysis import (
     neighbour_cost,
     neighbour_costs,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-from tests.analysis.builders import S, cell
+from tests.support.cells import S, cell
 
 from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.model import CellStatus, LoadWindow

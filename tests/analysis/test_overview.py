@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.analysis.article import (
+from tests.support.article import (
     C_EVAL,
     D_EVAL,
     NEMOTRON_CURVE,
@@ -13,8 +13,8 @@ from tests.analysis.article import (
     appendix_d_loads,
 )
 
+from spark_otel import InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError
 from spark_otel.analysis import (
     AdvisorConfig,
     CurvePoint,

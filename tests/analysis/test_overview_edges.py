@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.analysis.builders import S, cell, neighbour_report, window_cost
+from tests.support.cells import S, cell
+from tests.support.neighbour_reports import neighbour_report, window_cost
 
-from spark_otel._exceptions import InputError
+from spark_otel import InputError
 from spark_otel.analysis.advisor.advice_model import AdvisorConfig, RuleKind
 from spark_otel.analysis.concurrency import concurrency
 from spark_otel.analysis.overview import Overview, overview

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.analysis.builders import S, cell
+from tests.support.cells import S, cell
 
-from spark_otel._exceptions import InputError
+from spark_otel import InputError
 from spark_otel.analysis.neighbour import neighbour_cost, neighbour_costs
 from spark_otel.analysis.timeouts import Rerun, TimeoutVerdict, timeout_verdicts
 from spark_otel.model import Cell, CellStatus, LoadWindow

@@ -2,51 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from tests.support.probe_documents import T0, S, probe_document, probe_level
 
 from spark_otel.analysis.gauges import LoadInterval, probe_intervals
-from spark_otel.analysis.probe_levels import curve_of
-from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
-
-S = 1_000_000_000
-T0 = 1_700_000_000 * S
-
-
-def _level(streams: int, k: int, rate: float | None, *, repeat: int = 0, wall_s: float = 10.0) -> ProbeLevel:
-    return ProbeLevel(
-        streams=streams,
-        repeat=repeat,
-        start_unix_ns=T0 + k * 100 * S,
-        end_unix_ns=T0 + k * 100 * S + int(wall_s * S),
-        wall_s=wall_s,
-        tokens_expected=512,
-        probe_tokens=512 * streams,
-        probe_aggregate_rate=rate,
-        per_stream_median=None if rate is None else rate / streams,
-        stream_rates=[] if rate is None else [rate / streams] * streams,
-    )
-
-
-def _document(name: str, levels: list[ProbeLevel], **metadata: Any) -> dict[str, Any]:
-    report = ProbeReport(
-        metadata=ProbeMetadata(
-            created_unix_ns=T0, engine_url="http://127.0.0.1:8011", engine="qwen", model="m", **metadata
-        ),
-        settings=ProbeSettings(),
-        levels=levels,
-        curve=curve_of("qwen", levels),
-    )
-    return {"name": name, "body": report.model_dump(mode="json")}
 
 
 def test_each_measured_level_is_one_interval_at_the_probes_own_rate() -> None:
-    doc = _document(
+    doc = probe_document(
         "p1",
         [
-            _level(1, 0, 11.0),
-            _level(4, 1, 40.0),
-            _level(8, 2, None),  # every stream failed: no rate
-            _level(16, 3, 90.0, wall_s=0.0),  # no wall: no interval
+            probe_level(1, 0, 11.0),
+            probe_level(4, 1, 40.0),
+            probe_level(8, 2, None),  # every stream failed: no rate
+            probe_level(16, 3, 90.0, wall_s=0.0),  # no wall: no interval
         ],
         time_scale=0.5,
     )
@@ -75,7 +43,7 @@ def test_each_measured_level_is_one_interval_at_the_probes_own_rate() -> None:
 
 
 def test_repeated_levels_are_numbered_from_one() -> None:
-    doc = _document("p", [_level(2, 0, 20.0), _level(2, 1, 21.0, repeat=1)])
+    doc = probe_document("p", [probe_level(2, 0, 20.0), probe_level(2, 1, 21.0, repeat=1)])
     intervals, _ = probe_intervals([doc])
     assert [(i.label, i.time_scale) for i in intervals] == [
         ("qwen 2 streams #1", 1.0),
@@ -84,7 +52,7 @@ def test_repeated_levels_are_numbered_from_one() -> None:
 
 
 def test_a_document_that_is_no_probe_report_is_named_and_skipped() -> None:
-    good = _document("good", [_level(1, 0, 11.0)])
+    good = probe_document("good", [probe_level(1, 0, 11.0)])
     old = {"name": "old", "body": {"metadata": {"version": 0}}}
     broken = {"name": "broken", "body": good["body"] | {"levels": "many"}}
     intervals, notes = probe_intervals([old, good, broken])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_otel._exceptions import InputError
+from spark_otel import InputError
 from spark_otel.analysis.probe_levels import (
     LevelMeasurement,
     StreamTiming,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.analysis.article import S
+from tests.support.article import S
 
 from spark_otel.analysis import (
     AdvisorConfig,

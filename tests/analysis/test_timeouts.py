@@ -4,7 +4,7 @@ needed time, a cell long by itself, one queued, and one the data cannot explain.
 from __future__ import annotations
 
 import pytest
-from tests.analysis.article import D_EVAL, S, appendix_d_cells, appendix_d_loads
+from tests.support.article import D_EVAL, S, appendix_d_cells, appendix_d_loads
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.timeouts import timeout_verdicts

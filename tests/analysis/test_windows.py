@@ -4,9 +4,9 @@ gap that joins cells into one load."""
 from __future__ import annotations
 
 import pytest
-from tests.analysis.builders import S, cell
+from tests.support.cells import S, cell
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.analysis.windows import merge_gap_ns, peak_concurrency, split_at_gaps, windows_from_cells
 
 

@@ -7,14 +7,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.analysis.article import (
+from tests.support.article import (
     NEMOTRON_CURVE,
     QWEN_CURVE,
     appendix_c_cells,
     appendix_d_cells,
     appendix_d_loads,
 )
-from tests.receivers.metrics_server import MetricsServer, OtlpSink
+from tests.support.metrics_server import MetricsServer
+from tests.support.otlp import OtlpSink
 
 from spark_otel.store import Store
 

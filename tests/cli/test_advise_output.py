@@ -16,8 +16,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from tests.analysis.builders import cell
-from tests.cli.tables import stderr_on_a_terminal
+from tests.support.advise_store import CURVE, advise_store
+from tests.support.cells import cell
+from tests.support.printed import stderr_on_a_terminal
 
 from spark_otel import _semconv as sc
 from spark_otel._clock import NS_PER_S
@@ -26,49 +27,16 @@ from spark_otel.analysis.advisor import rules_file as governor_advice
 from spark_otel.analysis.advisor.rules_file import dump_rules, rules_from_advice
 from spark_otel.cli import advise, main
 from spark_otel.governor import load_rules
-from spark_otel.model import Cell, CellStatus, Request
-from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.model import CellStatus, Request
 from spark_otel.store import Store
 
-CURVE = RateCurve(
-    engine="q",
-    model="qwen3.8-27b",
-    points=[
-        CurvePoint(streams=1, per_stream_rate=10.0, aggregate_rate=10.0),
-        CurvePoint(streams=2, per_stream_rate=9.0, aggregate_rate=18.0),
-        CurvePoint(streams=4, per_stream_rate=6.0, aggregate_rate=24.0),
-        CurvePoint(streams=8, per_stream_rate=2.5, aggregate_rate=20.0),
-    ],
-)
 WRITTEN_NS = 1_800_000_000 * NS_PER_S  # 2027-01-15 08:00 UTC: the rules file's computed_at
-
-
-def _cells(attributes: dict[str, object]) -> list[Cell]:
-    cards = dict(eval_name="cards", prompt_tokens=5_000, attributes=attributes)
-    gen = dict(eval_name="gen", prompt_tokens=100, attributes=attributes)
-    return [
-        *(cell(f"a{k}", 100 * k, 100 * k + 20, 100, workers=1, **cards) for k in range(4)),
-        *(
-            cell(f"b{k}{j}", 1_000 + 100 * k, 1_000 + 100 * k + 30, 100, workers=2, **cards)
-            for k in range(2)
-            for j in range(2)
-        ),
-        *(cell(f"g{k}", 3_000 + 200 * k, 3_100 + 210 * k, 1_000, workers=1, **gen) for k in range(5)),
-    ]
-
-
-def _store(path: Path, attributes: dict[str, object] | None = None) -> str:
-    """The store the module docstring describes; ``attributes`` on every cell."""
-    with Store(path) as store:
-        store.write_cells(_cells(attributes or {}))
-        store.put_document("probe", "q probe", {"curve": CURVE.model_dump(mode="json")})
-    return str(path)
 
 
 @pytest.fixture
 def small_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("COLUMNS", "96")  # the tables as printed fit a line of this file
-    return _store(tmp_path / "small.sqlite")
+    return advise_store(tmp_path / "small.sqlite")
 
 
 def _centred(title: str) -> str:
@@ -155,7 +123,7 @@ def test_advise_on_a_model_clock_says_so_in_each_title(
     """Cells recorded under a model clock 100x real: the ceiling is in model seconds, and each
     table's title says the figures are model time. Nothing else changes."""
     monkeypatch.setenv("COLUMNS", "96")
-    store = _store(tmp_path / "model.sqlite", {sc.TIME_SCALE: 100.0})
+    store = advise_store(tmp_path / "model.sqlite", {sc.TIME_SCALE: 100.0})
     assert main(["advise", "--store", store, "--ceiling", "115", "--threshold", "0.5"]) == 0
     assert capsys.readouterr().out == _advice_text(
         "queue rules under a 115 model s per-cell ceiling (model time, 100x)",

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.cli.test_advise_output import _store
-from tests.locales import ascii_locale
+from tests.support.advise_store import advise_store
+from tests.support.locales import ascii_locale
 
 from spark_otel.cli import main
 from spark_otel.records.rules_file import load_rules
@@ -17,7 +17,7 @@ from spark_otel.records.rules_file import load_rules
 
 @pytest.mark.skipif(bool(sys.flags.utf8_mode), reason="in UTF-8 mode every locale's text files are UTF-8")
 def test_the_rules_file_is_utf8_under_an_ascii_locale(tmp_path: Path) -> None:
-    store = _store(tmp_path / "mesures-été.sqlite")
+    store = advise_store(tmp_path / "mesures-été.sqlite")
     path = tmp_path / "rules.toml"
     with ascii_locale():
         assert locale.getencoding() != "UTF-8"  # else this test could not tell

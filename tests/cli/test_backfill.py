@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.receivers.metrics_server import OtlpSink
-from tests.receivers.test_backfill import CSV, SERIAL, _ns
+from tests.support.backfill_records import CSV, SERIAL, utc_ns
+from tests.support.otlp import OtlpSink
 
 from spark_otel.cli import main
 from spark_otel.receivers.backfill import backfill_files, load_mapping
@@ -71,7 +71,7 @@ def test_backfill_cli_otlp_sends_cell_spans_with_historical_times(
         spans += [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert len(spans) == 13
     first = min(spans, key=lambda s: s.start_time_unix_nano)
-    assert first.start_time_unix_nano == _ns("2026-09-17T06:39:00")
+    assert first.start_time_unix_nano == utc_ns("2026-09-17T06:39:00")
     assert first.end_time_unix_nano - first.start_time_unix_nano == 740 * 1_000_000_000
     attrs = {a.key: a.value for a in first.attributes}
     assert attrs["spark_otel.span.kind"].string_value == "cell"

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal
-from tests.cli.test_backfill_output import _argv, _document, _stderr, drawn_lines
-from tests.receivers.metrics_server import OtlpSink
+from tests.support.backfill_files import backfill_argv, backfill_document, backfill_stderr
+from tests.support.otlp import OtlpSink
+from tests.support.printed import drawn_lines, stderr_on_a_terminal
 
 from spark_otel.cli import main
 from spark_otel.receivers.backfill.records import record_uid
@@ -71,11 +71,11 @@ def _cells(service: str, tmp_path: Path) -> list[tuple[str, str, str]]:
 def test_otlp_sends_every_cell_under_spark_otel_backfill_and_json_says_so(
     endpoint: OtlpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_argv(tmp_path, "--otlp", "--no-store", "--json")) == 1
+    assert main(backfill_argv(tmp_path, "--otlp", "--no-store", "--json")) == 1
     captured = capsys.readouterr()
-    expected: dict[str, Any] = _document(tmp_path, dry_run=False, store=None, otlp=True)
+    expected: dict[str, Any] = backfill_document(tmp_path, dry_run=False, store=None, otlp=True)
     assert json.loads(captured.out) == expected
-    assert captured.err.splitlines() == _stderr(tmp_path)
+    assert captured.err.splitlines() == backfill_stderr(tmp_path)
     assert _sent(endpoint) == _cells("spark-otel-backfill", tmp_path)
 
 
@@ -83,8 +83,8 @@ def test_otel_service_name_names_the_service(
     endpoint: OtlpSink, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OTEL_SERVICE_NAME", "golden-review-history")
-    assert main(_argv(tmp_path, "--otlp", "--no-store", "--json")) == 1
-    assert capsys.readouterr().err.splitlines() == _stderr(tmp_path)
+    assert main(backfill_argv(tmp_path, "--otlp", "--no-store", "--json")) == 1
+    assert capsys.readouterr().err.splitlines() == backfill_stderr(tmp_path)
     assert _sent(endpoint) == _cells("golden-review-history", tmp_path)
 
 
@@ -93,8 +93,8 @@ def test_a_queue_size_in_the_environment_smaller_than_a_batch_drops_no_cell(
 ) -> None:
     # The SDK's own default would take this (and refuse it: below its 512-span export batch).
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1")
-    assert main(_argv(tmp_path, "--otlp", "--no-store", "--json")) == 1
-    assert capsys.readouterr().err.splitlines() == _stderr(tmp_path)
+    assert main(backfill_argv(tmp_path, "--otlp", "--no-store", "--json")) == 1
+    assert capsys.readouterr().err.splitlines() == backfill_stderr(tmp_path)
     assert _sent(endpoint) == _cells("spark-otel-backfill", tmp_path)
 
 
@@ -124,12 +124,12 @@ def test_on_a_terminal_it_names_the_export(
     endpoint: OtlpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with stderr_on_a_terminal() as terminal:
-        assert main(_argv(tmp_path, "--otlp", "--no-store")) == 1
+        assert main(backfill_argv(tmp_path, "--otlp", "--no-store")) == 1
     assert drawn_lines(terminal.getvalue()) == [
         "reading records",
         f"reading {tmp_path / 'b.csv'} (1 of 2 files)",
         f"reading {tmp_path / 'a.csv'} (2 of 2 files)",
         "exporting 4 cells over OTLP",
-        *_stderr(tmp_path),
+        *backfill_stderr(tmp_path),
     ]
     capsys.readouterr()

@@ -8,8 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.receivers.nsight_capture import build_capture
-from tests.receivers.test_nsight_bad_input import LOOSE
+from tests.support.nsight import LOOSE, build_capture
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main

@@ -8,11 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.telemetry import test_telemetry
+import pytest
 
-# The configure() tests' autouse fixture: no OTLP or store variable from the environment reaches
-# the processes these tests start.
-clean_env = test_telemetry.clean_env
+# No OTLP or store variable from the environment reaches the processes these tests start.
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def test_cells_recorded_in_one_process_are_listed_by_the_cli_in_another(tmp_path: Path) -> None:
@@ -76,13 +75,13 @@ def test_a_read_command_on_a_missing_store_fails_clearly_and_creates_nothing(tmp
 
 
 def test_cells_show_each_cells_energy_as_the_store_keeps_it(tmp_path: Path, capsys) -> None:
-    from tests.cli.tables import rows_of
-    from tests.cli.test_concurrency import _energy_store
+    from tests.support.energy_samples import energy_store
+    from tests.support.printed import rows_of
 
     from spark_otel.cli import main
 
     path = tmp_path / "e.sqlite"
-    _energy_store(path)  # 40 W; s1, s2 alone 20 s each; p1, p2 side by side; early unsampled
+    energy_store(path)  # 40 W; s1, s2 alone 20 s each; p1, p2 side by side; early unsampled
     assert main(["cells", "--store", str(path), "--json"]) == 0
     energy = {c["uid"]: c["energy"] for c in json.loads(capsys.readouterr().out)}
     assert energy["s1"] == {"box_j": 800.0, "share_j": 800.0, "j_per_token": 2.0, "estimated": False}
@@ -97,7 +96,7 @@ def test_cells_show_each_cells_energy_as_the_store_keeps_it(tmp_path: Path, caps
 
 
 def test_cells_without_gpu_readings_say_how_to_measure_their_energy(tmp_path: Path, capsys) -> None:
-    from tests.analysis.test_energy import cell
+    from tests.support.energy_samples import cell
 
     from spark_otel.cli import main
     from spark_otel.store import Store

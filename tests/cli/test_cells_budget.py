@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.cli.test_cells_listing import read_back
+from tests.support.printed import read_back
 
 from spark_otel.cli import main
 from spark_otel.model import Cell, Request, ServerTiming

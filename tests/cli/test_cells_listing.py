@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.analysis.test_energy import cell, power
+from tests.support.energy_samples import cell, power
+from tests.support.printed import read_back
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -66,18 +67,6 @@ NO_READINGS = (
     "`spark-otel receive --engine NAME=URL --gpu auto --interval 1`"
 )
 MIXED_CLOCKS = " (model time, 100x, for the cells recorded under a model clock)"
-
-
-def read_back(out: str) -> list[object]:
-    """The printed text line by line: a table's header and body rows as lists of stripped cells
-    (its rules left out), every other line stripped of rich's padding."""
-    lines: list[object] = []
-    for line in out.splitlines():
-        if line.startswith(("┃", "│")):
-            lines.append([cell.strip() for cell in line[1:-1].replace("┃", "│").split("│")])
-        elif not line.startswith(("┏", "┡", "└")):
-            lines.append(line.strip())
-    return lines
 
 
 def _store(path: Path) -> None:

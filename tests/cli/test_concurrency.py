@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.analysis.article import C_EVAL
+from tests.support.article import C_EVAL
+from tests.support.energy_samples import energy_store
 
 from spark_otel.cli import main
 from spark_otel.store import Store
@@ -40,7 +41,7 @@ def test_empty_store_is_a_clear_error(tmp_path: Path, capsys) -> None:
 
 
 def test_concurrency_splits_runs_at_idle_gaps_unless_told_otherwise(tmp_path: Path, capsys) -> None:
-    from tests.analysis.article import S
+    from tests.support.article import S
 
     from spark_otel.model import Cell
 
@@ -85,30 +86,11 @@ def test_concurrency_explains_each_term_once_however_many_engines(article_store,
     assert out.count("┃ cells in flight ┃") == 2  # nemotron and qwen: one level table each
 
 
-def _energy_store(path: Path) -> None:
-    """Two evals on one box read by NVML's counter at a steady 40 W: a serial one (two cells of
-    400 tokens over 20 s each) and one at two workers (two cells of 400 tokens side by side over
-    20 s), and a cell that ran before the GPU was sampled."""
-    from tests.analysis.test_energy import T0, cell, counter
-
-    cells = [
-        cell("s1", 0, 20, 400, eval_name="serial", workers=1),
-        cell("s2", 20, 40, 400, eval_name="serial", workers=1),
-        cell("p1", 60, 80, 400, eval_name="pair", workers=2),
-        cell("p2", 60, 80, 400, eval_name="pair", workers=2),
-        cell("early", -300, -280, 100, eval_name="serial", workers=1),
-    ]
-    with Store(path) as store:
-        store.write_cells(cells)
-        store.write_samples(counter(40.0, 100))
-    assert T0  # the cells' and samples' shared origin
-
-
 def test_concurrency_shows_joules_per_token_and_per_cell(tmp_path: Path, capsys) -> None:
-    from tests.cli.tables import row_starting
+    from tests.support.printed import row_starting
 
     path = tmp_path / "e.sqlite"
-    _energy_store(path)
+    energy_store(path)
     assert main(["concurrency", "--store", str(path)]) == 0
     out = capsys.readouterr().out.split("energy on the box", 1)[1]
     assert out.startswith(" (GPU 0, energy counter): 2,400 J while cells ran, 800 J idle between them")

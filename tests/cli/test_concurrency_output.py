@@ -10,16 +10,13 @@ whatever the local zone, so the tests run in a zone that is not UTC.
 from __future__ import annotations
 
 import json
-import os
 import re
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.analysis.builders import cell
-from tests.analysis.test_energy import T0, counter
-from tests.cli.tables import phases, stderr_on_a_terminal
+from tests.support.cells import cell
+from tests.support.energy_samples import T0, counter
+from tests.support.printed import phases, read_back_without_blanks, stderr_on_a_terminal
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.concurrency import concurrency
@@ -32,36 +29,8 @@ OTHER_CELLS = "8.0x (other cells)"
 MEASURE = "spark-otel receive --engine NAME=URL --gpu auto --interval 1"
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
-
-@pytest.fixture(autouse=True)
-def _local_zone_is_not_utc() -> Iterator[None]:
-    """Local time 5:30 ahead of UTC (a POSIX zone, no tz database needed)."""
-    saved = os.environ.get("TZ")
-    os.environ["TZ"] = "IST-5:30"
-    time.tzset()
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = saved
-        time.tzset()
-
-
-def read_back(out: str) -> list[str | list[str]]:
-    """Every line of ``out`` but blanks and borders: table rows (headers too) as stripped cells,
-    other lines stripped."""
-    lines: list[str | list[str]] = []
-    for line in out.splitlines():
-        text = line.strip()
-        if not text or text[0] in "┏┡└":
-            continue
-        if text[0] in "┃│":
-            lines.append([c.strip() for c in text[1:-1].replace("┃", "│").split("│")])
-        else:
-            lines.append(text)
-    return lines
+# Local time 5:30 ahead of UTC (a POSIX zone, no tz database needed).
+pytestmark = pytest.mark.usefixtures("india_local_time")
 
 
 LEVELS = [
@@ -152,7 +121,7 @@ def test_every_table_of_every_engine_with_its_cells(tmp_path: Path, capsys) -> N
     # nem: 4,090 tokens over the 450 s some cell ran (0-200, 300-400, 500-550, 600-700): 9.1 tok/s.
     # Speedups against the serial run's 100 s a cell: 50 s a cell at 2 workers (the same cells, a
     # median of 6 against 9: 33 % slower each), 12.5 s at 4 (other cells, 10 against 9: -11 %).
-    assert read_back(capsys.readouterr().out) == [
+    assert read_back_without_blanks(capsys.readouterr().out) == [
         "nem: 9 cells, 4,090 output tokens over 450 s busy = 9.1 tok/s aggregate, 1 ceiling hits, 1 failed",
         ["cells in flight", *LEVELS],
         ["1", "3", "2", "9.00", "8.20", "9.80", "9.00", "0", "0"],
@@ -205,7 +174,7 @@ def test_every_table_of_every_engine_with_its_cells(tmp_path: Path, capsys) -> N
 def test_one_eval_without_cells_lists_runs_only_and_json_is_the_analysis(tmp_path: Path, capsys) -> None:
     store = _runs_store(tmp_path / "runs.sqlite")
     assert main(["concurrency", "--store", store, "--eval", "bg"]) == 0
-    assert read_back(capsys.readouterr().out) == [
+    assert read_back_without_blanks(capsys.readouterr().out) == [
         "nem: 1 cells, 0 output tokens over 100 s busy = 0.0 tok/s aggregate, 0 ceiling hits, 0 failed",
         ["cells in flight", *LEVELS],
         ["1", "1", "0", "-", "-", "-", "-", "0", "0"],
@@ -309,7 +278,7 @@ def test_one_engines_cells_carry_their_share_of_the_whole_boxs_energy(tmp_path: 
     draws its 800 J alone for 200 tokens: 4 J a token."""
     store = _energy_store(tmp_path / "e.sqlite")
     assert main(["concurrency", "--store", store, "--engine", "qwen", "--cells"]) == 0
-    printed = read_back(capsys.readouterr().out)
+    printed = read_back_without_blanks(capsys.readouterr().out)
     assert printed[printed.index("qwen: cells") :] == [
         "qwen: cells",
         CELLS,
@@ -335,7 +304,7 @@ def test_the_energy_table_of_every_engine_says_which_cells_ran_on_a_model_clock(
 ) -> None:
     store = _energy_store(tmp_path / "e.sqlite")
     assert main(["concurrency", "--store", store]) == 0
-    printed = read_back(capsys.readouterr().out)
+    printed = read_back_without_blanks(capsys.readouterr().out)
     start = printed.index(f"{BOX} (model time, 100x, for the")
     assert printed[start:] == [
         f"{BOX} (model time, 100x, for the",

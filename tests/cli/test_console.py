@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal
-from tests.receivers.test_backfill import CSV, SERIAL
-from tests.report.test_report import _records
+from tests.support.backfill_records import CSV, SERIAL
+from tests.support.printed import stderr_on_a_terminal
+from tests.support.report_records import report_records
 
 from spark_otel.cli import main
 from spark_otel.cli._console import cli_logging, progress, status
@@ -51,7 +51,7 @@ def test_a_command_that_warns_twice_prints_the_warning_once(
     # Two stored probe runs of one name, both of a version this spark-otel does not read: each
     # is skipped with the same words, which the command prints once.
     path = tmp_path / "s.sqlite"
-    cells, windows = _records()
+    cells, windows = report_records()
     with Store(path) as store:
         store.write_cells(cells)
         store.write_windows(windows)
@@ -137,7 +137,7 @@ def test_store_commands_name_their_phase_on_a_terminal(
 
 
 def test_report_names_its_phases_on_a_terminal(tmp_path: Path) -> None:
-    cells, windows = _records()
+    cells, windows = report_records()
     path = tmp_path / "s.sqlite"
     with Store(path) as store:
         store.write_cells(cells)
@@ -163,9 +163,9 @@ def test_backfill_names_each_file_on_a_terminal(capsys: pytest.CaptureFixture[st
 def test_ingest_nsight_names_each_capture_on_a_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.receivers.test_nsight import _small
+    from tests.support.nsight import small_capture
 
-    path, _, _ = _small(tmp_path, "raw")
+    path, _, _ = small_capture(tmp_path, "raw")
     with stderr_on_a_terminal() as terminal:
         assert main(["ingest-nsight", str(path), "--store", str(tmp_path / "s.sqlite")]) == 0
     drawn = terminal.getvalue()

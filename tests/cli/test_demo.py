@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.store.test_cell_energy import assert_kept_is_derived, priced
+from tests.support.stored_energy import assert_kept_is_derived, priced
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.neighbour import neighbour_cost

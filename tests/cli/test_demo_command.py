@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal
-from tests.cli.test_demo_printing import (
+from tests.support.demo_result import (
     ACT_2,
     ACT_4,
     NOTHING_BUT_PROBES_AND_LOADS,
@@ -28,6 +27,7 @@ from tests.cli.test_demo_printing import (
     expected_json,
     json_result,
 )
+from tests.support.printed import stderr_on_a_terminal
 
 import spark_otel.demo
 from spark_otel.cli import main

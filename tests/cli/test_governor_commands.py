@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import wait_for
+from tests.support.waiting import wait_for
 
 from spark_otel import cell
 from spark_otel.cli import main

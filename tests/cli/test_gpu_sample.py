@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.receivers.metrics_server import MetricsServer
-from tests.receivers.test_gpu import SIM_GPU, SMI_CSV, _fake_pynvml, _fake_smi
+from tests.support.gpu_fakes import SIM_GPU, SMI_CSV, fake_pynvml, fake_smi
+from tests.support.metrics_server import MetricsServer
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -28,8 +28,8 @@ def test_gpu_sample_cli_without_gpu_exits_1_with_one_line(
 def test_gpu_sample_cli_once_with_fake_smi_prints_the_table_and_stores(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(init_fails=True))
-    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, SMI_CSV)) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_fails=True))
+    monkeypatch.setenv("PATH", str(fake_smi(tmp_path, SMI_CSV)) + os.pathsep + os.environ["PATH"])
     store_path = tmp_path / "s.sqlite"
     assert main(["gpu-sample", "--once", "--store", str(store_path)]) == 0
     out = capsys.readouterr().out

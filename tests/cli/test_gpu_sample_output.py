@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.cli.test_receiving_table_and_loop import printed
-from tests.receivers.metrics_server import MetricsServer, OtlpSink
-from tests.receivers.test_gpu import SIM_GPU, SIM_GPU_JSON, _fake_pynvml
+from tests.support.gpu_fakes import SIM_GPU, SIM_GPU_JSON, fake_pynvml
+from tests.support.metrics_server import MetricsServer
+from tests.support.otlp import OtlpSink
+from tests.support.printed import unpadded
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -41,10 +42,10 @@ def test_once_prints_the_nvml_reading_as_a_table_then_what_the_gpu_cannot_report
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The stand-in reads 96 %, 37,250 mW, 5,000,000 mJ, 2,418 / 4,266 MHz and no memory."""
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     assert main(["gpu-sample", "--once", "--store", str(tmp_path / "s.sqlite")]) == 0  # --source auto
     out, err = capsys.readouterr()
-    assert printed(out) == NVML_TABLE + f"unsupported: {NO_GPM}\n"
+    assert unpadded(out) == NVML_TABLE + f"unsupported: {NO_GPM}\n"
     assert err == ""
 
 
@@ -62,7 +63,7 @@ def test_once_json_prints_the_whole_reading(
 def test_the_sampling_loop_says_its_source_interval_and_what_is_left_out_on_stderr(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     argv = ["gpu-sample", "--interval", "2.5", "--duration", "0", "--store", str(tmp_path / "s.sqlite")]
     assert main(argv) == 0
     assert capsys.readouterr() == (

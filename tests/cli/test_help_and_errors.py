@@ -11,7 +11,7 @@ import argparse
 import pydantic
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.cli import HelpFormatter, _one_line, _run
 from spark_otel.cli._common import COUNT, DURATION_S, FRACTION, INTERVAL_S, Bounds
 

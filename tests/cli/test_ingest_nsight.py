@@ -5,16 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.receivers import test_nsight
-from tests.receivers.metrics_server import OtlpSink
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS
-from tests.receivers.test_nsight import REAL_2026, SM_ISSUE, _index, _small
+from tests.support.nsight import REAL_2026, SESSION_START_UNIX_NS, SM_ISSUE, metric_index, small_capture
+from tests.support.otlp import OtlpSink
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
 from spark_otel.store import Store
-
-realistic = test_nsight.realistic  # the Nsight tests' fixture: the realistic 1.9 M-row capture
 
 
 def test_cli_ingests_good_files_reports_bad_ones_and_does_not_duplicate(
@@ -45,7 +41,7 @@ def test_cli_exports_historical_points_over_otlp(
 
     port = otlp_sink.server.server_address[1]
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"http://127.0.0.1:{port}/v1/metrics")
-    path, _, values = _small(tmp_path, "raw")
+    path, _, values = small_capture(tmp_path, "raw")
     assert main(["ingest-nsight", str(path), "--no-store", "--interval-ms", "500", "--json"]) == 0
     assert '"capture": "raw.sqlite"' in capsys.readouterr().out
     request = ExportMetricsServiceRequest()
@@ -58,5 +54,5 @@ def test_cli_exports_historical_points_over_otlp(
     assert sorted(p.time_unix_nano for p in issue) == [
         SESSION_START_UNIX_NS + k * 500_000_000 for k in range(3)
     ]
-    first_half = values[_index(SM_ISSUE)][:499]  # samples at 1..499 ms fall in the first bucket
+    first_half = values[metric_index(SM_ISSUE)][:499]  # samples at 1..499 ms fall in the first bucket
     assert min(issue, key=lambda p: p.time_unix_nano).as_double == pytest.approx(first_half.mean())

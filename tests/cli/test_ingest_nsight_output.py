@@ -13,46 +13,41 @@ of each row is known.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal, unpadded_lines
-from tests.cli.test_backfill_output import drawn_lines
-from tests.receivers.metrics_server import OtlpSink
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, TYPE_ID, build_capture
+from tests.support.nsight import (
+    GPC_CLOCK_ID,
+    MS,
+    SESSION_START_UNIX_NS,
+    SM_ISSUE_ID,
+    TYPE_ID,
+    capture_with,
+)
+from tests.support.otlp import OtlpSink
+from tests.support.printed import drawn_lines, stderr_on_a_terminal, unpadded_lines
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
 from spark_otel.store import Store
 
 S = SESSION_START_UNIX_NS  # 2026-09-17 06:16:00 UTC
-MS = 1_000_000
 GPU = "fa2a1d7d-0000-4000-8000-0000000000b1"  # the one GPU TARGET_INFO_GPU lists
-SM_ISSUE, GPC_CLOCK = 2, 17  # their metricIds
-
-
-def _capture(path: Path, sql: str) -> Path:
-    build_capture(path, layout="raw", seconds=0.004, hz=1000)  # 19 metrics at 1, 2, 3 and 4 ms
-    with sqlite3.connect(path) as conn:
-        conn.executescript(sql)
-    conn.close()
-    return path
 
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("captures")
-    tiny = _capture(
+    tiny = capture_with(
         folder / "tiny.sqlite",
-        f"DELETE FROM GPU_METRICS WHERE metricId NOT IN ({SM_ISSUE}, {GPC_CLOCK});"
+        f"DELETE FROM GPU_METRICS WHERE metricId NOT IN ({SM_ISSUE_ID}, {GPC_CLOCK_ID});"
         f"UPDATE GPU_METRICS SET value = CASE timestamp WHEN {MS} THEN 1 WHEN {2 * MS} THEN 2 "
-        f"WHEN {3 * MS} THEN 4 ELSE 10 END WHERE metricId = {SM_ISSUE};",
+        f"WHEN {3 * MS} THEN 4 ELSE 10 END WHERE metricId = {SM_ISSUE_ID};",
     )
-    two_gpus = _capture(
+    two_gpus = capture_with(
         folder / "two-gpus.sqlite",
-        f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE} OR timestamp > {MS};"  # 2 % at 1 ms
+        f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE_ID} OR timestamp > {MS};"  # 2 % at 1 ms
         f"UPDATE GPU_METRICS SET typeId = {TYPE_ID | 5};"
         f"INSERT INTO GPU_METRICS SELECT rawTimestamp, timestamp, {TYPE_ID | 3}, metricId, value + 1 "
         "FROM GPU_METRICS;"
@@ -61,9 +56,9 @@ def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "FROM TARGET_INFO_GPU_METRICS;"
         "DELETE FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_VERSION';",
     )
-    late = _capture(  # SM Issue's sample at 4 ms (row 12: metricId 2's 4th) moved past 2100
+    late = capture_with(  # SM Issue's sample at 4 ms (row 12: metricId 2's 4th) moved past 2100
         folder / "late.sqlite",
-        f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE};"
+        f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE_ID};"
         f"UPDATE GPU_METRICS SET timestamp = {LATE_NS} WHERE timestamp = {4 * MS};",
     )
     not_an_export = folder / "notes.sqlite"

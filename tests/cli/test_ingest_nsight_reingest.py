@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.cli.test_ingest_nsight_output import MS, SM_ISSUE, S, _capture
+from tests.support.nsight import MS, SM_ISSUE_ID, capture_with
+from tests.support.nsight import SESSION_START_UNIX_NS as S
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -25,13 +26,13 @@ EARLY = 10 * MS  # how far before the session start the first capture's samples 
     ("sql", "points"),
     [
         pytest.param(  # SM Issue's samples at -9, -8, -7 and -6 ms: 2 ms buckets at -10, -8 and -6 ms
-            f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE};"
+            f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE_ID};"
             f"UPDATE GPU_METRICS SET timestamp = timestamp - {EARLY}, rawTimestamp = timestamp - {EARLY};",
             [S - 10 * MS, S - 8 * MS, S - 6 * MS],
             id="before the session start",
         ),
         pytest.param(  # one sample, at 1 ms: a capture that ends before one interval is over
-            f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE} OR timestamp > {MS};",
+            f"DELETE FROM GPU_METRICS WHERE metricId != {SM_ISSUE_ID} OR timestamp > {MS};",
             [S],
             id="one instant",
         ),
@@ -40,7 +41,7 @@ EARLY = 10 * MS  # how far before the session start the first capture's samples 
 def test_ingesting_a_capture_again_stores_its_points_once(
     sql: str, points: list[int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _capture(tmp_path / "capture.sqlite", sql)
+    path = capture_with(tmp_path / "capture.sqlite", sql)
     store_path = tmp_path / "s.sqlite"
     for _ in range(2):
         assert (

@@ -4,53 +4,19 @@ eval runs, and bad input."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from tests.analysis.article import QWEN_CURVE, appendix_c_cells
-from tests.cli.tables import row_starting, rows_of
+from tests.support.article import QWEN_CURVE, appendix_c_cells
+from tests.support.printed import row_starting, rows_of
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
 from spark_otel.model import MetricSample
-from spark_otel.probe import ProbeSettings, run_probe
-from spark_otel.receivers.gpu import SimGpuSource
-from spark_otel.receivers.receiver import Receiver
-from spark_otel.sim import run_box
 from spark_otel.store import Store
 
 S = 1_000_000_000
-SPEED = 20.0  # slow enough that a loaded 2-core machine keeps up with 8 streams
-
-
-@pytest.fixture(scope="module")
-def sim_store(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A probe of the simulated box's dense engine at 1, 2, 4 and 8 streams, with the receiver
-    scraping both engines and the box's GPU into the same store meanwhile."""
-    path = tmp_path_factory.mktemp("instruments") / "sim.sqlite"
-    meter_provider = MeterProvider()
-    with (
-        run_box({"qwen": "dense", "nemotron": "moe"}, speed=SPEED, seed=0) as box,
-        Store(path) as store,
-        Receiver(
-            {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
-            interval_s=1.0,  # model seconds: about ten scrapes in each level
-            meter_provider=meter_provider,
-            store=store,
-            gpu=SimGpuSource(box.url("qwen")),
-            close_gpu=True,
-        ),
-    ):
-        time.sleep(0.1)  # a scrape before the first level, for the counters to start from
-        run_probe(
-            box.url("qwen"), ProbeSettings(streams=[1, 2, 4, 8], tokens=128, name="gauges"), store=store
-        )
-        time.sleep(0.1)
-    meter_provider.shutdown()
-    return str(path)
 
 
 def verdicts(data: dict[str, Any]) -> dict[str, str]:

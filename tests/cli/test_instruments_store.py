@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.cli.test_instruments_verdict_table import printed
+from tests.support.printed import stdout_unpadded
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -108,7 +108,7 @@ def test_the_verdicts_and_each_gauge_per_interval(scrapes: str, capsys: pytest.C
     32.33 = 0.07, flat; running requests exactly in proportion: 1.00. Memory, which nvidia-smi
     always reports, has no reading: unsupported."""
     assert main(["instruments", "--store", scrapes, "--bin", "60", "--readings"]) == 0
-    assert printed(capsys) == VERDICTS_AND_READINGS_PRINTED
+    assert stdout_unpadded(capsys) == VERDICTS_AND_READINGS_PRINTED
 
 
 def _readings(values: tuple[float, ...]) -> list[dict[str, object]]:

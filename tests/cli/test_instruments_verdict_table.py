@@ -11,6 +11,7 @@ the command on a store."""
 from __future__ import annotations
 
 import pytest
+from tests.support.printed import stdout_unpadded
 from tests.support.snapshots import Snapshot
 
 from spark_otel.analysis.gauges import (
@@ -21,7 +22,7 @@ from spark_otel.analysis.gauges import (
     instrument_verdicts,
 )
 from spark_otel.analysis.gauges.grades import IntervalSource, Verdict, VerdictReason
-from spark_otel.cli._common import reset_notes
+from spark_otel.cli import reset_notes
 from spark_otel.cli.instruments import print_verdicts
 
 
@@ -29,11 +30,6 @@ from spark_otel.cli.instruments import print_verdicts
 def _a_new_command_run() -> None:
     """Each test a command run of its own: every term is explained under the first table again."""
     reset_notes()
-
-
-def printed(capsys: pytest.CaptureFixture[str]) -> str:
-    """stdout without the spaces rich pads a table's title with."""
-    return "\n".join(line.rstrip() for line in capsys.readouterr().out.split("\n"))
 
 
 def _interval(
@@ -173,7 +169,7 @@ def test_receiver_bins_every_kind_of_cell(capsys: pytest.CaptureFixture[str], sn
         notes=["no Nsight captures here"],
     )
     print_verdicts(report)
-    snapshot(printed(capsys))
+    snapshot(stdout_unpadded(capsys))
 
 
 def test_the_demos_eval_runs_under_a_model_clock_below_one_token_a_second(
@@ -208,7 +204,7 @@ def test_the_demos_eval_runs_under_a_model_clock_below_one_token_a_second(
         notes=[],
     )
     print_verdicts(report, title="Appendix F")
-    snapshot(printed(capsys))
+    snapshot(stdout_unpadded(capsys))
 
 
 def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str], snapshot: Snapshot) -> None:
@@ -249,7 +245,7 @@ def test_nsight_metrics_read_as_bare_numbers(capsys: pytest.CaptureFixture[str],
         notes=[],
     )
     print_verdicts(report)
-    snapshot(printed(capsys))
+    snapshot(stdout_unpadded(capsys))
 
 
 def test_a_report_with_no_intervals_has_no_ratio_and_no_kind(
@@ -260,4 +256,4 @@ def test_a_report_with_no_intervals_has_no_ratio_and_no_kind(
     hints of what to record. The command refuses such a store before printing; this is the
     function's own floor."""
     print_verdicts(instrument_verdicts([], []))
-    snapshot(printed(capsys))
+    snapshot(stdout_unpadded(capsys))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.receivers.metrics_server import MetricsServer
+from tests.support.metrics_server import MetricsServer
 
 from spark_otel import _clock
 from spark_otel._clock import NS_PER_S

@@ -9,8 +9,7 @@ import logging
 
 import pytest
 
-from spark_otel import cli
-from spark_otel._version import __version__
+from spark_otel import __version__, cli
 from spark_otel.cli import _run, main
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.analysis.article import C_EVAL, D_EVAL
-from tests.cli.tables import row_starting
+from tests.support.article import C_EVAL, D_EVAL
+from tests.support.printed import row_starting
 
 from spark_otel.cli import main
 

@@ -13,9 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.analysis.builders import cell
-from tests.cli.tables import phases, stderr_on_a_terminal
-from tests.cli.test_concurrency_output import _local_zone_is_not_utc, read_back  # noqa: F401
+from tests.support.cells import cell
+from tests.support.printed import (
+    phases,
+    read_back_without_blanks,
+    stderr_on_a_terminal,
+)
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.neighbour import neighbour_cost, neighbour_costs
@@ -25,6 +28,10 @@ from spark_otel.store import Store
 
 S = 1_000_000_000
 MARCH_7 = 1_772_876_460 * S  # 2026-03-07 09:41:00 UTC
+
+# Local time 5:30 ahead of UTC (a POSIX zone, no tz database needed).
+pytestmark = pytest.mark.usefixtures("india_local_time")
+
 BG = "bg eval, 2 workers on qwen"
 COSTS = [
     "load elsewhere on the box",
@@ -101,7 +108,7 @@ def test_the_costs_and_every_cell_of_an_eval(tmp_path: Path, capsys) -> None:
     beside bg, both past the default 20 %; no rate beside lone and the stall (a timeout only)."""
     store, _, _ = _store(tmp_path / "s.sqlite")
     assert main(["neighbour-cost", "--store", store, "--eval", "ev", "--all-cells"]) == 0
-    assert read_back(capsys.readouterr().out) == [
+    assert read_back_without_blanks(capsys.readouterr().out) == [
         BASELINE,
         COSTS,
         ["a job", "load", "nem", "4", "09:46 to 09:51", "3", "1", "0", "5.50", "5.00 to 6.00", "54 !"],
@@ -131,7 +138,7 @@ def test_a_cost_at_the_threshold_is_not_marked_and_baseline_cells_are_left_out(
 ) -> None:
     store, _, _ = _store(tmp_path / "s.sqlite")
     assert main(["neighbour-cost", "--store", store, "--eval", "ev", "--threshold", "0.25"]) == 0
-    printed = read_back(capsys.readouterr().out)
+    printed = read_back_without_blanks(capsys.readouterr().out)
     assert printed[2:4] == [
         ["a job", "load", "nem", "4", "09:46 to 09:51", "3", "1", "0", "5.50", "5.00 to 6.00", "54 !"],
         [BG, "eval", "qwen (same)", "2", "09:52 to 09:54", "2", "0", "1", "9.00", "-", "25"],
@@ -143,7 +150,7 @@ def test_a_cost_at_the_threshold_is_not_marked_and_baseline_cells_are_left_out(
 def test_an_eval_without_engine_or_baseline_on_a_model_clock(tmp_path: Path, capsys) -> None:
     store, _, _ = _store(tmp_path / "s.sqlite")
     assert main(["neighbour-cost", "--store", store, "--eval", "lone"]) == 0
-    assert read_back(capsys.readouterr().out) == [
+    assert read_back_without_blanks(capsys.readouterr().out) == [
         "lone on unknown engine: no baseline: every one of the 1 cells of lone ran beside other load, so "
         "nothing says what it decodes alone; run a few of its cells with the box otherwise idle "
         "(model time, 100x)",
@@ -158,7 +165,7 @@ def test_the_baseline_title_names_an_unknown_engine(tmp_path: Path, capsys) -> N
     with Store(path) as store:
         store.write_cells([cell(f"c{i}", 10 * i, 10 * i + 10, 50, engine=None, workers=1) for i in range(3)])
     assert main(["neighbour-cost", "--store", str(path), "--eval", "g"]) == 0
-    assert read_back(capsys.readouterr().out)[0] == (
+    assert read_back_without_blanks(capsys.readouterr().out)[0] == (
         "g on unknown engine: baseline over 3 cells overlapping no other load: median 5.00 tok/s, p10 5.00, "
         "p90 5.00"
     )

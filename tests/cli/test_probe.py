@@ -6,30 +6,29 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import row_starting, rows_of
-from tests.probe import test_probe_sim
-from tests.probe.test_probe_sim import SPEED, _cell, _PlainEngine
+from tests.support.boxes import PROBE_BOX_SPEED
+from tests.support.cells import recent_cell
+from tests.support.plain_engine import PlainEngine
+from tests.support.printed import row_starting, rows_of
 
 from spark_otel.cli import main
 from spark_otel.records.probe_report import ProbeReport, load_probe_report
 from spark_otel.store import Store
 
-box = test_probe_sim.box  # the probe tests' fixture: the simulated two-engine box at their speed
-
 
 def test_probe_cli_prints_the_table_and_writes_json_plot_and_store(
-    box, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    probe_box, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "240")  # every header on one line, to read them by name
     store_path, json_path, png = tmp_path / "s.sqlite", tmp_path / "probe.json", tmp_path / "probe.png"
     code = main([
-        "probe", "--engine", box.url("qwen"), "--streams", "1,2", "--tokens", "128", "--repeats", "2",
+        "probe", "--engine", probe_box.url("qwen"), "--streams", "1,2", "--tokens", "128", "--repeats", "2",
         "--store", str(store_path), "--out", str(json_path), "--plot", str(png),
     ])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
     # The simulated box runs on a model clock: the title and the durations say so.
-    assert f"qwen (qwen3.8-27b), 128 tokens per stream (model time, {SPEED:g}x)" in out
+    assert f"qwen (qwen3.8-27b), 128 tokens per stream (model time, {PROBE_BOX_SPEED:g}x)" in out
     header = next(line for line in out.splitlines() if "per-stream tok/s" in line)
     for name in ("wall model s", "engine/probe", "TTFT model s", "streams off pin", "client CPU µs/tok"):
         assert name in header
@@ -57,13 +56,13 @@ def test_probe_cli_prints_the_table_and_writes_json_plot_and_store(
 
 
 def test_probe_of_a_model_the_engine_does_not_serve_fails_with_the_engines_answer(
-    box, capsys: pytest.CaptureFixture[str]
+    probe_box, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
         [
             "probe",
             "--engine",
-            box.url("qwen"),
+            probe_box.url("qwen"),
             "--streams",
             "1",
             "--tokens",
@@ -83,8 +82,8 @@ def test_probe_cli_takes_name_equals_url_and_then_matches_the_cells(
 ) -> None:
     store_path = tmp_path / "s.sqlite"
     with Store(store_path) as store:
-        store.write_cells([_cell("qwen")])
-    with _PlainEngine() as engine:
+        store.write_cells([recent_cell("qwen")])
+    with PlainEngine() as engine:
         code = main([
             "probe", "--engine", f"qwen={engine.url}", "--streams", "1", "--tokens", "32", "--gpu", "none",
             "--store", str(store_path),
@@ -105,7 +104,7 @@ def test_probe_failing_partway_keeps_prints_and_stores_the_levels_it_measured(
 ) -> None:
     store_path, json_path = tmp_path / "s.sqlite", tmp_path / "probe.json"
     # The warm-up and level 1 are answered; every stream of level 2 gets HTTP 503.
-    with _PlainEngine(fail_after=2) as engine:
+    with PlainEngine(fail_after=2) as engine:
         code = main([
             "probe", "--engine", f"qwen={engine.url}", "--streams", "1,2", "--tokens", "32", "--gpu", "none",
             "--store", str(store_path), "-o", str(json_path), "--name", "cut",
@@ -131,7 +130,7 @@ def test_probe_json_prints_the_report_on_stdout_and_out_writes_the_same_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     json_path = tmp_path / "probe.json"
-    with _PlainEngine() as engine:
+    with PlainEngine() as engine:
         code = main([
             "probe", "--engine", f"qwen={engine.url}", "--streams", "1,2", "--tokens", "16", "--gpu", "none",
             "--no-store", "--json", "--out", str(json_path),
@@ -148,7 +147,7 @@ def test_probe_json_prints_the_report_on_stdout_and_out_writes_the_same_file(
 def test_probe_table_in_real_time_says_nothing_of_model_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with _PlainEngine() as engine:
+    with PlainEngine() as engine:
         code = main([
             "probe", "--engine", f"qwen={engine.url}", "--streams", "1", "--tokens", "16", "--gpu", "none",
             "--no-store",

@@ -1,4 +1,4 @@
-"""`spark-otel probe` against a scripted vLLM-like engine on 127.0.0.1 (tests/probe/scripted_engine.py,
+"""`spark-otel probe` against a scripted vLLM-like engine on 127.0.0.1 (tests/support/scripted_engine.py,
 which records every request): each option reaches the run (the settings the report carries, the
 requests the engine saw), the load windows go over OTLP under the probe's own service name while
 ``--no-store`` keeps every store file closed, and on a terminal the bar counts levels of
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal
-from tests.probe.scripted_engine import Answer, ScriptedEngine, default_answer
-from tests.receivers.metrics_server import OtlpSink
+from tests.support.otlp import OtlpSink
+from tests.support.printed import stderr_on_a_terminal
+from tests.support.scripted_engine import Answer, ScriptedEngine, default_answer
 
 from spark_otel.cli import main
 

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import unpadded
+from tests.support.printed import unpadded
 from tests.support.snapshots import Snapshot
 
-from spark_otel.cli._common import reset_notes
+from spark_otel.cli import reset_notes
 from spark_otel.cli.probe import _print_report
 from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.records.rate_curve import CurvePoint, RateCurve

@@ -6,17 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.receivers import test_live_sim
-from tests.receivers.metrics_server import MetricsServer, OtlpSink
-from tests.receivers.test_gpu import SIM_GPU
-from tests.receivers.test_receiver import _counting_text
+from tests.support.gpu_fakes import SIM_GPU
+from tests.support.metrics_pages import counting_text
+from tests.support.metrics_server import MetricsServer
+from tests.support.otlp import OtlpSink
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
 from spark_otel.receivers.gpu import SimGpuSource
 from spark_otel.store import Store
-
-box = test_live_sim.box  # the live-sim tests' fixture: the simulated two-engine box, one per module
 
 
 def test_receive_cli_exports_engine_metrics_over_otlp(
@@ -24,7 +22,7 @@ def test_receive_cli_exports_engine_metrics_over_otlp(
 ) -> None:
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     port = otlp_sink.server.server_address[1]
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
     monkeypatch.delenv("SPARK_OTEL_STORE", raising=False)
@@ -88,15 +86,15 @@ def test_receive_cli_closes_the_gpu_source_when_it_cannot_start(
 
 
 def test_receive_once_cli_prints_both_engines(
-    box: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    live_box: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
         [
             "receive",
             "--engine",
-            f"qwen={box.url('qwen')}",
+            f"qwen={live_box.url('qwen')}",
             "--engine",
-            f"nemotron={box.url('nemotron')}",
+            f"nemotron={live_box.url('nemotron')}",
             "--gpu",
             "sim",
             "--once",
@@ -115,13 +113,13 @@ def test_receive_once_cli_prints_both_engines(
 
 
 def test_receive_once_cli_with_a_dead_engine_exits_1(
-    box: Any, tmp_path: Path, free_port: int, capsys: pytest.CaptureFixture[str]
+    live_box: Any, tmp_path: Path, free_port: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
         [
             "receive",
             "--engine",
-            f"qwen={box.url('qwen')}",
+            f"qwen={live_box.url('qwen')}",
             "--engine",
             f"gone=http://127.0.0.1:{free_port}",
             "--once",
@@ -140,13 +138,13 @@ def test_receive_once_cli_with_a_dead_engine_exits_1(
     )
 
 
-def test_receive_cli_runs_for_a_duration_and_stores_samples(box: Any, tmp_path: Path) -> None:
+def test_receive_cli_runs_for_a_duration_and_stores_samples(live_box: Any, tmp_path: Path) -> None:
     store_path = tmp_path / "s.sqlite"
     code = main(
         [
             "receive",
             "--engine",
-            f"qwen={box.url('qwen')}",
+            f"qwen={live_box.url('qwen')}",
             "--interval",
             "10",
             "--duration",
@@ -168,7 +166,7 @@ def test_receive_under_a_model_clock_scrapes_exports_and_stops_in_model_time(
     export follows the scrapes (every real second), not every 100 real seconds."""
     from spark_otel import _clock
 
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     monkeypatch.setenv("SPARK_OTEL_TIME_SCALE", "100")
     monkeypatch.setenv(
         "OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{otlp_sink.server.server_address[1]}"

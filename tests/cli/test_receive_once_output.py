@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.tables import unpadded
-from tests.receivers.metrics_server import MetricsServer, OtlpSink
-from tests.receivers.test_gpu import SIM_GPU, SIM_GPU_JSON
+from tests.support.gpu_fakes import SIM_GPU, SIM_GPU_JSON
+from tests.support.metrics_server import MetricsServer
+from tests.support.otlp import OtlpSink
+from tests.support.printed import unpadded
 
 from spark_otel import _clock
 from spark_otel.cli import main

@@ -10,9 +10,10 @@ import signal
 import threading
 
 import pytest
-from tests.conftest import wait_for
-from tests.receivers.metrics_server import MetricsServer
-from tests.receivers.test_gpu import SIM_GPU
+from tests.support.gpu_fakes import SIM_GPU
+from tests.support.metrics_server import MetricsServer
+from tests.support.printed import unpadded
+from tests.support.waiting import wait_for
 
 from spark_otel.cli._receiving import print_gpu_table, run_until_stopped
 from spark_otel.receivers.gpu import GpuReading, SimGpuSource
@@ -43,16 +44,11 @@ GPU_TABLE = """\
 """
 
 
-def printed(text: str) -> str:
-    """``text`` with each line's trailing spaces cut: rich pads a centred title to the table's width."""
-    return "".join(line.rstrip() + "\n" for line in text.splitlines())
-
-
 def test_the_gpu_table_shows_every_quantity_in_its_unit_and_dashes_for_the_missing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     print_gpu_table([GB10, NOTHING_REPORTED])
-    assert printed(capsys.readouterr().out) == GPU_TABLE
+    assert unpadded(capsys.readouterr().out) == GPU_TABLE
 
 
 def _gpu_receiver(server: MetricsServer) -> Receiver:

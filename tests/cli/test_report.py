@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.report.test_report import T0, S, _records
+from tests.support.report_records import T0, S, report_records
 
 from spark_otel.cli import main
 from spark_otel.store import Store
@@ -35,7 +35,7 @@ def test_report_cli_on_a_missing_store_or_two_inputs_says_so(
 
 
 def test_report_cli_writes_the_page_for_one_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cells, windows = _records()
+    cells, windows = report_records()
     with Store(tmp_path / "s.sqlite") as store:
         store.write_cells(cells)
         store.write_windows(windows)

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.cli.tables import stderr_on_a_terminal
+from tests.support.printed import stderr_on_a_terminal
 
 from spark_otel.cli import main
 from spark_otel.store import Store, default_store_path

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from tests.receivers.metrics_server import MetricsServer
+from tests.support.metrics_server import MetricsServer
 
 from spark_otel.cli import main, rules
 

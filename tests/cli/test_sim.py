@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from tests.receivers.metrics_server import OtlpSink
+from tests.support.otlp import OtlpSink
 
 from spark_otel.cli import main
 

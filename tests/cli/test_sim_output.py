@@ -20,9 +20,9 @@ import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
-from tests.receivers.metrics_server import OtlpSink
+from tests.support.otlp import OtlpSink
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.cli import build_parser, main
 from spark_otel.cli.sim import _server_tracing
 

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.store.test_schema_versions import CELL, V, build_1, version_row
+from tests.support.store_versions import CELL, V, build_1, version_row
 
 from spark_otel.cli import main
 from spark_otel.store import Store

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.analysis.test_energy import power
-from tests.store.test_schema_versions import V, build, build_1, version_row
+from tests.support.energy_samples import power
+from tests.support.store_versions import V, build, build_1, version_row
 
 from spark_otel.cli import main
 from spark_otel.store import Store

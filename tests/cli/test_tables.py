@@ -4,10 +4,11 @@ numbers right-aligned and text left-aligned per column, terms explained once; mo
 from __future__ import annotations
 
 import pytest
-from tests.cli.tables import rows_of
+from tests.support.printed import rows_of
 
 from spark_otel import _semconv as sc
-from spark_otel.cli._common import print_table, reset_notes
+from spark_otel.cli import reset_notes
+from spark_otel.cli._common import print_table
 from spark_otel.model import Cell
 from spark_otel.views.tables import model_time, seconds, time_scales
 
@@ -168,7 +169,7 @@ def test_rows_of_reads_back_what_print_table_drew(capsys: pytest.CaptureFixture[
 @pytest.fixture
 def model_time_store(tmp_path) -> str:
     """The article's cells as if recorded against the simulated box at 100x."""
-    from tests.analysis.article import appendix_c_cells, appendix_d_cells, appendix_d_loads
+    from tests.support.article import appendix_c_cells, appendix_d_cells, appendix_d_loads
 
     from spark_otel.store import Store
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.analysis.article import D_EVAL
+from tests.support.article import D_EVAL
 
 from spark_otel.cli import main
 from spark_otel.model import Cell

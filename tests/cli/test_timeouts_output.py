@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.cli.test_cells_listing import read_back
+from tests.support.printed import read_back
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main

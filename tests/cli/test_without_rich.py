@@ -50,8 +50,8 @@ def test_json_output_needs_no_rich(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_json_of_commands_with_a_spinner_needs_no_rich(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.cli.tables import stderr_on_a_terminal
-    from tests.receivers.test_backfill import SERIAL
+    from tests.support.backfill_records import SERIAL
+    from tests.support.printed import stderr_on_a_terminal
 
     store = str(_store(tmp_path))
     with stderr_on_a_terminal() as terminal:  # a spinner would draw here, had rich been installed

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
-# The stack helpers sit beside this file; dashboards/ lives at the repository root, outside
-# the installed package.
-for _path in (Path(__file__).parent, Path(__file__).resolve().parents[2]):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+# dashboards/ lives at the repository root, outside the installed package.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
-from collector_stack import (  # noqa: E402
+from tests.support.collector_stack import (  # noqa: E402
     JAEGER_KEY,
     OTELCOL_KEY,
     Fleet,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
-from box_workload import Lane, ceiling_cell, governed_pair
+from tests.support.box_workload import Lane, ceiling_cell, governed_pair
 
 import spark_otel
 from spark_otel import _clock

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import collector_stack
 import httpx
 import pytest
 import yaml
-from collector_stack import (
+from tests.support import collector_stack
+from tests.support.collector_stack import (
     COLLECTOR_DIR,
     ROOT,
     Prometheus,

@@ -18,7 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from collector_stack import (
+from dashboards import build, lint, neighbour_cost, series
+from dashboards.prometheus_names import Kind, base_names, prometheus_name
+from grafana_foundation_sdk.cog.plugins import register_default_plugins
+from grafana_foundation_sdk.models.dashboard import Dashboard
+from tests.support.collector_stack import (
     COLLECTOR_DIR,
     ROOT,
     Prometheus,
@@ -27,11 +31,7 @@ from collector_stack import (
     prometheus_service,
     variable_values,
 )
-from dashboards import build, lint, neighbour_cost, series
-from dashboards.prometheus_names import Kind, base_names, prometheus_name
-from grafana_foundation_sdk.cog.plugins import register_default_plugins
-from grafana_foundation_sdk.models.dashboard import Dashboard
-from tests.conftest import wait_for
+from tests.support.waiting import wait_for
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.advisor import AdvisorConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from collector_stack import COLLECTOR_DIR, Stack
+from tests.support.collector_stack import COLLECTOR_DIR, Stack
 
 pytestmark = pytest.mark.e2e
 

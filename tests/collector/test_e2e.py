@@ -21,7 +21,6 @@ components are required (CI).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import sqlite3
@@ -37,11 +36,20 @@ from typing import Any
 
 import openai
 import pytest
-import trace_checks
 import yaml
-from box_workload import Lane, ceiling_cell, governed_pair
-from collector_stack import COLLECTOR_DIR, E2E_BOX, ROOT, JaegerSpan, Stack, grafana_expr, variable_values
 from dashboards import build, concurrency, lint, neighbour_cost
+from tests.support import trace_checks
+from tests.support.box_workload import Lane, ceiling_cell, governed_pair
+from tests.support.collector_stack import (
+    COLLECTOR_DIR,
+    E2E_BOX,
+    ROOT,
+    JaegerSpan,
+    Stack,
+    grafana_expr,
+    variable_values,
+)
+from tests.support.nsight import build_capture
 
 import spark_otel
 from spark_otel import _clock
@@ -81,19 +89,6 @@ def _cli(store: Path, *args: str) -> Any:
     return json.loads(proc.stdout)
 
 
-def _nsight_capture(path: Path) -> None:
-    """A synthetic Nsight GPU-metrics export (tests/receivers' builder). Built before the box
-    starts: building it holds this process for a while, which would stall the box's engines."""
-    spec = importlib.util.spec_from_file_location(
-        "nsight_capture", ROOT / "tests" / "receivers" / "nsight_capture.py"
-    )
-    if spec is None or spec.loader is None:
-        pytest.fail("tests/receivers/nsight_capture.py is missing")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.build_capture(path, seconds=1.0, hz=1000)
-
-
 def _captured_just_now(path: Path) -> None:
     """Move the capture's start to a few seconds ago: Prometheus accepts recent samples only."""
     with sqlite3.connect(path) as conn:
@@ -126,7 +121,9 @@ def test_eval_through_collector_reaches_traces_prometheus_and_dashboards(
         f"e2e-governed-{run_tag}",
     )
     nsight = tmp_path / "capture.sqlite"
-    _nsight_capture(nsight)
+    # A synthetic Nsight GPU-metrics export, built before the box starts: building it holds this
+    # process for a while, which would stall the box's engines.
+    build_capture(nsight, seconds=1.0, hz=1000)
     run_start = time.time()
     # The box runs this process's clock at its speed, and puts the scale back when it stops.
     with run_box({"qwen": "dense", "nemotron": "moe"}, speed=SPEED, seed=0) as box:

@@ -35,7 +35,6 @@ Never skipped where real components are required (CI).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sqlite3
@@ -48,12 +47,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import series_checks
-import trace_checks
-from collector_stack import ROOT, Fleet, JaegerSpan, Prometheus, grafana_expr, variable_values
 from dashboards import build, lint, neighbour_cost
-from fleet_boxes import SERVICE, BoxRun, otlp_env, start_box
-from tests.conftest import wait_for
+from tests.support import series_checks, trace_checks
+from tests.support.collector_stack import Fleet, JaegerSpan, Prometheus, grafana_expr, variable_values
+from tests.support.fleet_boxes import SERVICE, BoxRun, otlp_env, start_box
+from tests.support.nsight import build_capture
+from tests.support.waiting import wait_for
 
 from spark_otel import _semconv as sc
 from spark_otel.store import Store
@@ -102,18 +101,6 @@ def box_runs() -> Iterator[Callable[..., BoxRun]]:
         run.kill()
 
 
-def _nsight_capture(path: Path) -> None:
-    """A synthetic Nsight GPU-metrics export (tests/receivers' builder), as test_e2e builds it."""
-    spec = importlib.util.spec_from_file_location(
-        "nsight_capture", ROOT / "tests" / "receivers" / "nsight_capture.py"
-    )
-    if spec is None or spec.loader is None:
-        pytest.fail("tests/receivers/nsight_capture.py is missing")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.build_capture(path, seconds=1.0, hz=1000)
-
-
 def _ingest_nsight(capture: Path, box: str, collector_http: str) -> None:
     """`spark-otel ingest-nsight --otlp` of a capture taken a few seconds ago, on the box."""
     with sqlite3.connect(capture) as conn:
@@ -157,7 +144,8 @@ def test_two_boxes_through_one_central_collector(
         "governed": f"fleet-governed-{tag}",
     }
     capture = tmp_path / "capture.sqlite"
-    _nsight_capture(capture)  # before anything runs: building it holds a core for a while
+    # A synthetic Nsight GPU-metrics export, before anything runs: building it holds a core for a while.
+    build_capture(capture, seconds=1.0, hz=1000)
     fleet = fleet_factory(list(BOXES))
     run_start = time.time()
     for box in BOXES:

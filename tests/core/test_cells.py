@@ -8,7 +8,7 @@ import threading
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
-from tests.conftest import metric_points
+from tests.support.metric_points import metric_points
 
 from spark_otel import ContextThreadPoolExecutor, carry_context, cell, current_cell
 from spark_otel import _semconv as sc
@@ -248,13 +248,13 @@ def test_the_span_status_never_carries_the_exception_message(providers, span_exp
 
 @pytest.mark.usefixtures("restore_clock")
 def test_a_cell_under_a_model_clock_says_its_times_are_model_time(providers, span_exporter) -> None:
-    from spark_otel import _clock
+    from spark_otel.sim.clock import model_time
 
     with cell("golden", "real", **providers):
         pass
     assert sc.TIME_SCALE not in only_cell_span(span_exporter).attributes
     span_exporter.clear()
-    with _clock.hold(_clock.Clock(50)), cell("golden", "modelled", **providers):
+    with model_time(50), cell("golden", "modelled", **providers):
         pass
     span = only_cell_span(span_exporter)
     assert span.attributes[sc.TIME_SCALE] == 50.0
@@ -341,7 +341,7 @@ def test_an_error_inside_a_cell_with_a_ceiling_is_not_a_deadline_hit(providers, 
 def test_a_bad_cell_argument_is_refused_by_name_before_anything_is_recorded(
     providers, span_exporter, kwargs, named
 ) -> None:
-    from spark_otel._exceptions import ConfigError
+    from spark_otel import ConfigError
 
     with pytest.raises(ConfigError, match=rf"^cell\({named}="):
         cell("golden", **kwargs, **providers)
@@ -377,7 +377,7 @@ def test_work_submitted_with_keywords_reaches_the_worker(providers) -> None:
 
 
 def test_a_cells_span_is_internal_from_spark_otels_scope(providers, span_exporter) -> None:
-    from spark_otel._version import __version__
+    from spark_otel import __version__
 
     with cell("golden", "x", **providers):
         pass
@@ -391,10 +391,10 @@ def test_a_cells_span_is_internal_from_spark_otels_scope(providers, span_exporte
 def test_a_cells_span_times_are_model_time_and_last_its_elapsed(providers, span_exporter) -> None:
     import time
 
-    from spark_otel import _clock
+    from spark_otel.sim.clock import model_time
 
     epoch = 10**18  # 2001: far from the real clock, so a real-time stamp cannot pass for it
-    with _clock.hold(_clock.Clock(50, epoch)), cell("golden", "modelled", **providers):
+    with model_time(50, epoch_unix_ns=epoch), cell("golden", "modelled", **providers):
         time.sleep(0.02)
     span = only_cell_span(span_exporter)
     assert 0 <= span.start_time - epoch < 60 * 10**9
@@ -569,9 +569,10 @@ def test_under_a_model_clock_a_requests_share_of_the_budget_is_model_time(provid
     import time
 
     from spark_otel import _clock
+    from spark_otel.sim.clock import model_time
     from spark_otel.time_budget import RequestStamps
 
-    with _clock.hold(_clock.Clock(50)), cell("golden", "m", **providers) as c:
+    with model_time(50), cell("golden", "m", **providers) as c:
         start = _clock.real_monotonic_ns()
         time.sleep(0.02)
         c.add_request(

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel import _clock
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError, _clock
 
 pytestmark = pytest.mark.usefixtures("restore_clock")
 

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel._guard import guard, report_failure
 
 

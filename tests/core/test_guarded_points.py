@@ -47,13 +47,13 @@ from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace import SpanProcessor, Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.instrumentation.support import MODEL, LocalServer, request_spans
-from tests.receivers.metrics_server import MetricsServer
+from tests.support.engine_server import MODEL, LocalServer
+from tests.support.finished_spans import request_spans
+from tests.support.metrics_server import MetricsServer
 
 import spark_otel
+from spark_otel import ConfigError, SparkOtelError, cells
 from spark_otel import _semconv as sc
-from spark_otel import cells
-from spark_otel._exceptions import ConfigError, SparkOtelError
 from spark_otel.cells import CellState
 from spark_otel.deadline import astream_with_deadline, stream_with_deadline
 from spark_otel.governor import Governor, govern, ungovern

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel._validate import (
     EARLIEST_NS,
     LATEST_NS,

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from tests.deadline.deadline_server import MisbehavingServer
+from tests.support.deadline_server import MisbehavingServer
 
 
 @pytest.fixture(scope="session")

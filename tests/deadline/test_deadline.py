@@ -29,7 +29,7 @@ import httpx
 import httpx2
 import openai
 import pytest
-from tests.deadline.clients import (
+from tests.support.deadline_clients import (
     KINDS,
     PROMPTNESS_S,
     busy_connections,
@@ -38,10 +38,9 @@ from tests.deadline.clients import (
     run_async,
     run_sync,
 )
-from tests.deadline.deadline_server import DOC, FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer, pieces
+from tests.support.deadline_server import DOC, FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer, pieces
 
-from spark_otel import _clock
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel._semconv import (
     ERROR_TYPE_DEADLINE,
     REQUEST_DEADLINE_STATUS,
@@ -53,6 +52,7 @@ from spark_otel.deadline.run import StreamRun
 from spark_otel.deadline.salvage import json_findings
 from spark_otel.instrumentation.request_notes import RequestNotes, current_request_notes
 from spark_otel.model import CellStatus
+from spark_otel.sim.clock import model_time
 from spark_otel.store import Store
 
 
@@ -396,7 +396,7 @@ def test_absolute_deadline_cuts_off_at_that_time(
 
 
 def test_deadline_and_timings_are_in_model_time(test_server: MisbehavingServer, tag: str) -> None:
-    with _clock.hold(_clock.Clock(10.0)):
+    with model_time(10.0):
         result, took = run_sync(
             "httpx2", test_server, "stall_body", {"tag": tag, "text": HALF}, deadline_s=3.0
         )

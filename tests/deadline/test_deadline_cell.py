@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.deadline.deadline_server import FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer
-from tests.instrumentation.support import cell_span, request_spans
+from tests.support.deadline_server import FINDINGS, HALF, SALVAGE_DEADLINE_S, MisbehavingServer
+from tests.support.finished_spans import cell_span, request_spans
 
 import spark_otel
 from spark_otel import _semconv as sc

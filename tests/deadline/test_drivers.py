@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx2
 import pytest
-from tests.deadline.clients import KINDS, PROMPTNESS_S, request_kwargs, run_async, run_either
-from tests.deadline.deadline_server import MisbehavingServer
+from tests.support.deadline_clients import KINDS, PROMPTNESS_S, request_kwargs, run_async, run_either
+from tests.support.deadline_server import MisbehavingServer
 
 from spark_otel._semconv import REQUEST_DEADLINE_STATUS, REQUEST_SALVAGED_FINDINGS, REQUEST_TOKENS_SOURCE
 from spark_otel.deadline import DeadlineStatus, astream_with_deadline, stream_with_deadline

@@ -13,9 +13,8 @@ import httpx2
 import openai
 import pytest
 
-from spark_otel import _clock
+from spark_otel import ConfigError, _clock
 from spark_otel._clock import NS_PER_S
-from spark_otel._exceptions import ConfigError
 from spark_otel.deadline.arguments import Plan, budget_s, client_kind, make_plan
 
 BASE = "http://127.0.0.1:9"

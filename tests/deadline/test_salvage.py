@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.deadline.salvage import (
     CallableFindings,
     Extractor,

@@ -11,8 +11,8 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.deadline.deadline_server import DOC, FINDINGS
-from tests.instrumentation.support import cell_span
+from tests.support.deadline_server import DOC, FINDINGS
+from tests.support.finished_spans import cell_span
 
 import spark_otel
 import spark_otel._guard
@@ -26,6 +26,7 @@ from spark_otel.deadline.results import Timings, TokenUsage
 from spark_otel.deadline.run import StreamRun
 from spark_otel.deadline.salvage import Extractor
 from spark_otel.instrumentation.request_notes import RequestNotes
+from spark_otel.sim.clock import model_time
 
 
 class Clock:
@@ -259,7 +260,7 @@ def test_the_time_left_is_real_seconds_and_the_timeout_a_grace_past_it(
     clock.at(104)
     assert run.wall_left_s() == pytest.approx(6.0)
     assert run.timeout_s() == pytest.approx(6.02)
-    with _clock.hold(_clock.Clock(10.0)):
+    with model_time(10.0):
         assert run.wall_left_s() == pytest.approx(0.6)  # 6 model seconds at 10x
     clock.at(112)
     assert (run.wall_left_s(), run.timeout_s()) == (0.0, pytest.approx(0.02))

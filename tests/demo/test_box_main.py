@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from tests.conftest import wait_for
+from tests.support.waiting import wait_for
 
 from spark_otel import _clock
 from spark_otel._clock import NS_PER_S

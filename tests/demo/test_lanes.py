@@ -28,12 +28,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from tests.conftest import wait_for
+from tests.support.waiting import wait_for
 
 import spark_otel
-from spark_otel import _clock
+from spark_otel import EngineError, _clock
 from spark_otel._clock import NS_PER_S
-from spark_otel._exceptions import EngineError
 from spark_otel.demo import governed
 from spark_otel.demo.governed import DEMO_ACT, _LoadRunner, load_eval_main
 from spark_otel.demo.load import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.demo import clear_own_store
 from spark_otel.demo import own_store as demo_store
 from spark_otel.demo.own_store import run_tag

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from tests.support.demo_phases import PHASES, SPEED, Phases, Stopped, check_the_box_clock
 
 from spark_otel import _clock
 from spark_otel import _semconv as sc
@@ -32,52 +33,9 @@ from spark_otel.records.probe_report import ProbeSettings
 from spark_otel.records.rules_file import load_rules
 from spark_otel.store import Store
 
-SPEED = 500.0
 PLAN = DemoPlan.quick(SPEED)
 OLD_TAG = "0fad"
 QWEN_MODEL, NEMOTRON_MODEL = "qwen3.8-27b", "nemotron-3.5-30b-a3b"
-
-PHASES = [
-    "starting the simulated box",
-    "Act 2: probe on qwen, the box otherwise idle",
-    "Act 2: probe on nemotron, the box otherwise idle",
-    "Act 3: 8 cells on qwen at one worker",
-    "Act 3: the same cells at 8 workers",
-    "Act 4: the serial eval on qwen, alone",
-    "Act 4: the serial eval beside 1 more qwen stream(s)",
-    "Act 4: the serial eval beside 4 more qwen stream(s)",
-    "Act 4: quiet gap",
-    "Act 4: the serial eval beside an eval at 4 workers on nemotron",
-    "Act 4: the serial eval alone again",
-    "reading the evals' own records",
-    "Act 5: the serial eval and, from another process, nemotron at 4 workers (open)",
-    "Act 5: the serial eval and, from another process, nemotron at 4 workers (governed)",
-    "reading Act 5's records",
-]
-
-
-class _Phases:
-    """The phases as reported, with the clocks read at the two that fix the box's epoch; with
-    ``stop_at``, the run is stopped there (an exception out of the callback)."""
-
-    def __init__(self, stop_at: str | None = None) -> None:
-        self.names: list[str] = []
-        self.stop_at = stop_at
-        self.real_before_box_ns = 0
-        self.real_at_probe_ns = self.model_at_probe_ns = 0
-
-    def __call__(self, name: str) -> None:
-        self.names.append(name)
-        if name == PHASES[0]:
-            self.real_before_box_ns = _clock.real_wall_ns()
-        elif name == PHASES[1]:
-            self.model_at_probe_ns, self.real_at_probe_ns = _clock.wall_ns(), _clock.real_wall_ns()
-        if self.stop_at is not None and name == self.stop_at:
-            raise _Stopped(name)
-
-
-class _Stopped(Exception):
-    pass
 
 
 def _old_run(path: Path, around_ns: int) -> None:
@@ -130,7 +88,7 @@ def test_the_demo_tells_each_act_in_order_and_leaves_its_records(tmp_path: Path)
     store_path, out = tmp_path / "shared" / "store.sqlite", tmp_path / "report"
     store_path.parent.mkdir()
     _old_run(store_path, _clock.real_wall_ns() - int(1.25 * PLAN.expected_model_s * NS_PER_S))
-    phases = _Phases()
+    phases = Phases()
     threads_before = {t.name for t in threading.enumerate()}
     started = _clock.real_monotonic_ns()
     result = run_demo(speed=SPEED, store_path=store_path, out_dir=out, quick=True, on_phase=phases)
@@ -140,7 +98,7 @@ def test_the_demo_tells_each_act_in_order_and_leaves_its_records(tmp_path: Path)
     assert 0 < result.wall_s <= took_s
     assert result.wall_s == pytest.approx(took_s, abs=1.0)
     assert not {t.name for t in threading.enumerate()} - threads_before  # nothing left running
-    _check_the_box_clock(phases, PLAN)
+    check_the_box_clock(phases, PLAN)
     tag = result.run_tag
     assert re.fullmatch(r"[0-9a-f]{4}", tag)
     assert tag != OLD_TAG
@@ -186,19 +144,6 @@ def test_the_demo_tells_each_act_in_order_and_leaves_its_records(tmp_path: Path)
     _check_the_receiver(samples, cells, windows)
     _check_the_analysis(result, cells, windows)
     _check_the_rules(result)
-
-
-def _check_the_box_clock(phases: _Phases, plan: DemoPlan) -> None:
-    """The box's model time starts 1.25 runs' worth of model time before now (so a run at a
-    sensible speed ends near the real present): read between the box's start and the first act."""
-    lead_ns = int(1.25 * plan.expected_model_s * NS_PER_S)
-    box_start_span_ns = phases.real_at_probe_ns - phases.real_before_box_ns
-    slack_ns = 30 * NS_PER_S  # the process's copy of the box's clock, read over HTTP
-    assert phases.real_before_box_ns - lead_ns - slack_ns <= phases.model_at_probe_ns
-    assert (
-        phases.model_at_probe_ns
-        <= phases.real_at_probe_ns - lead_ns + int(SPEED * box_start_span_ns) + slack_ns
-    )
 
 
 def _of(cells: Sequence[Cell], eval_name: str, act: str | None = None) -> list[Cell]:
@@ -444,13 +389,13 @@ def test_a_demo_stopped_at_its_first_act_leaves_nothing_running_and_its_defaults
     """Stopped once the box, the store and the receiver are up: by then the defaults (the full
     schedule, into ./spark-otel-demo) have set the box's clock and written the demo's document."""
     monkeypatch.chdir(tmp_path)
-    phases = _Phases(stop_at=PHASES[1])
+    phases = Phases(stop_at=PHASES[1])
     threads_before = {t.name for t in threading.enumerate()}
-    with pytest.raises(_Stopped):
+    with pytest.raises(Stopped):
         run_demo(speed=SPEED, on_phase=phases)
     assert {t.name for t in threading.enumerate()} - threads_before == set()
     assert phases.names == PHASES[:2]
-    _check_the_box_clock(phases, DemoPlan.full(SPEED))
+    check_the_box_clock(phases, DemoPlan.full(SPEED))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-otel-demo"]
     with Store(tmp_path / "spark-otel-demo" / "store.sqlite", read_only=True) as store:
         [document] = store.documents("demo")
@@ -461,9 +406,9 @@ def test_a_demo_stopped_at_its_first_act_leaves_nothing_running_and_its_defaults
 def test_a_demo_stopped_in_act_4_stops_its_lanes_with_it(tmp_path: Path) -> None:
     """Stopped (as by Ctrl-C) while the serial eval streams its cells: its lanes stop with it,
     instead of the demo waiting on them forever, and nothing is left running."""
-    phases = _Phases(stop_at=PHASES[6])
+    phases = Phases(stop_at=PHASES[6])
     threads_before = {t.name for t in threading.enumerate()}
-    with pytest.raises(_Stopped):
+    with pytest.raises(Stopped):
         run_demo(speed=SPEED, out_dir=tmp_path, quick=True, on_phase=phases)
     assert phases.names == PHASES[:7]
     assert {t.name for t in threading.enumerate()} - threads_before == set()

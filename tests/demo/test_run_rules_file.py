@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.locales import ascii_locale
+from tests.support.locales import ascii_locale
 
 from spark_otel.analysis.advisor.advice_model import Advice, AdvisorConfig
 from spark_otel.analysis.advisor.rules_file import dump_rules

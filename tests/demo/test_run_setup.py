@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.resources import SERVICE_NAME
-from tests.demo.test_run_demo import PHASES, SPEED, _check_the_box_clock, _Phases, _Stopped
+from tests.support.demo_phases import PHASES, SPEED, Phases, Stopped, check_the_box_clock
 
 from spark_otel.demo import DemoPlan, run_demo
 from spark_otel.receivers.gpu import SimGpuSource
@@ -55,7 +55,7 @@ def test_the_demos_defaults_telemetry_and_receiver_as_set_up_and_closed(
     monkeypatch.setattr(Receiver, "start", recording_start)
     monkeypatch.setattr(SimGpuSource, "close", recording_close)
     seen: list[tuple[object, object]] = []
-    phases = _Phases(stop_at=PHASES[1])
+    phases = Phases(stop_at=PHASES[1])
 
     def at_phase(name: str) -> None:
         if name == PHASES[1]:
@@ -65,12 +65,12 @@ def test_the_demos_defaults_telemetry_and_receiver_as_set_up_and_closed(
             seen.append((telemetry.tracer_provider.resource.attributes[SERVICE_NAME], telemetry.store.path))
         phases(name)
 
-    with pytest.raises(_Stopped):
+    with pytest.raises(Stopped):
         run_demo(speed=SPEED, out_dir=tmp_path, on_phase=at_phase)
     assert seen == [("spark-otel-demo", tmp_path / "store.sqlite")]
     assert current_telemetry() is None  # shut down on the way out
     # Not quick by default: the box's clock was set for the full schedule, and the document says so.
-    _check_the_box_clock(phases, DemoPlan.full(SPEED))
+    check_the_box_clock(phases, DemoPlan.full(SPEED))
     with Store(tmp_path / "store.sqlite", read_only=True) as store:
         [document] = store.documents("demo")
     assert (document["body"]["quick"], document["body"]["speed"]) == (False, SPEED)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests.fuzz._backfill import BACKFILL, SERIAL, backfill
-from tests.fuzz._fuzz import FUZZ, HOSTILE_NUMBERS, JSON_VALUES
+from tests.support.backfill_checks import backfill
+from tests.support.backfill_records import BACKFILL, SERIAL
+from tests.support.fuzzing import FUZZ, HOSTILE_NUMBERS, JSON_VALUES
 
 from spark_otel._validate import EARLIEST_NS, LATEST_NS
 from spark_otel.model import Cell

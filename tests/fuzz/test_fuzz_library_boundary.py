@@ -29,13 +29,13 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.fuzz._fuzz import FUZZ, JSON_VALUES, timed
+from tests.support.fuzzing import FUZZ, JSON_VALUES, timed
 
 import spark_otel
 import spark_otel._guard
 import spark_otel.telemetry
+from spark_otel import ConfigError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError
 from spark_otel._validate import MAX_COUNT, check_cell_arguments
 from spark_otel.deadline import DeadlineResult
 from spark_otel.instrumentation import SparkOtelInstrumentor
@@ -494,7 +494,7 @@ def test_instrument_with_an_unusable_store_goes_on(
 
 
 def test_the_unusable_store_fixture_is_one(unusable_store: Path) -> None:
-    from spark_otel._exceptions import StoreError
+    from spark_otel import StoreError
     from spark_otel.store import Store
 
     with pytest.raises(StoreError):

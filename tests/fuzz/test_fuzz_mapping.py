@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests.fuzz._backfill import SERIAL, backfill
-from tests.fuzz._fuzz import FUZZ, HOSTILE_NUMBERS, HOSTILE_TEXT, JSON_VALUES, timed
+from tests.support.backfill_checks import backfill
+from tests.support.backfill_records import SERIAL
+from tests.support.fuzzing import FUZZ, HOSTILE_NUMBERS, HOSTILE_TEXT, JSON_VALUES, timed
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.model import CellStatus
 from spark_otel.receivers.backfill import BUILTIN_MAPPINGS, FieldMapping, load_mapping
 

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
-from tests.fuzz._fuzz import FUZZ, timed
-from tests.receivers.nsight_capture import GB10_METRICS, build_capture
+from tests.support.fuzzing import FUZZ, timed
+from tests.support.nsight import GB10_METRICS, build_capture
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel._validate import EARLIEST_NS, LATEST_NS
 from spark_otel.receivers.nsight import MAX_INTERVAL_MS, NsightCapture, check_interval_ms, read_capture
 

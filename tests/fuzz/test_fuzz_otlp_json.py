@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests.fuzz._backfill import assert_placeable
-from tests.fuzz._fuzz import FUZZ, JSON_VALUES, finite_or_none, timed
+from tests.support.backfill_checks import assert_placeable
+from tests.support.fuzzing import FUZZ, JSON_VALUES, finite_or_none, timed
 
-from spark_otel._exceptions import InputError
+from spark_otel import InputError
 from spark_otel._validate import EARLIEST_NS, LATEST_NS, MAX_COUNT
 from spark_otel.receivers.otlp_json import OtlpRecords, read_otlp_json
 

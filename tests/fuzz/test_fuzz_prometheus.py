@@ -15,10 +15,10 @@ import httpx2
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests.fuzz._fuzz import FUZZ, TIME_BOUND_S, finite_or_none, timed
-from tests.receivers.metrics_server import DATA
+from tests.support.data_files import RECEIVER_DATA
+from tests.support.fuzzing import FUZZ, TIME_BOUND_S, finite_or_none, timed
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel.receivers.prometheus import CONCEPTS, HISTOGRAMS, EngineSnapshot, parse_metrics, scrape_engine
 
 URL = "http://127.0.0.1:8011"
@@ -184,7 +184,7 @@ def cut_points(text: str, stride: int) -> list[int]:
 
 @pytest.mark.parametrize(("name", "kind"), SAMPLES.items())
 def test_a_real_scrape_cut_anywhere_is_a_snapshot_or_an_engine_error(name: str, kind: str) -> None:
-    text = (DATA / name).read_text(encoding="utf-8")
+    text = (RECEIVER_DATA / name).read_text(encoding="utf-8")
     full = parse(text)
     assert isinstance(full, EngineSnapshot)
     assert full.kind == kind
@@ -206,7 +206,7 @@ def test_a_real_scrape_cut_anywhere_is_a_snapshot_or_an_engine_error(name: str, 
 @given(data=st.data())
 def test_a_real_scrape_with_a_line_replaced_by_anything_still_names_that_line(data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(sorted(SAMPLES)))
-    lines = (DATA / name).read_text(encoding="utf-8").split("\n")
+    lines = (RECEIVER_DATA / name).read_text(encoding="utf-8").split("\n")
     index = data.draw(st.integers(0, len(lines) - 1))
     lines[index] = data.draw(LINES)
     outcome = parse("\n".join(lines))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import metric_points, wait_for
+from tests.support.metric_points import metric_points
+from tests.support.waiting import wait_for
 
 from spark_otel import _semconv as sc
 from spark_otel import cell

@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spark_otel import _clock
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError, _clock
 from spark_otel.analysis.advisor.advice_model import (
     Advice,
     AdvisorConfig,

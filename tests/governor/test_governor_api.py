@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points
+from tests.support.metric_points import metric_points
 
+from spark_otel import ConfigError, governor
 from spark_otel import _semconv as sc
-from spark_otel import governor
-from spark_otel._exceptions import ConfigError
 from spark_otel.governor import admission
 from spark_otel.governor.admission import Admission, Governor, GovernorError
 from spark_otel.governor.decision import InFlight

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.governor.decision import InFlight, admitted_in_order, holding_rule
 from spark_otel.records.rules_file import load_rules, parse_rules
 

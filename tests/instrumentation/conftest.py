@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
-from tests.instrumentation.support import LocalServer, ServerLog
+from tests.support.engine_server import LocalServer, ServerLog
 
 import spark_otel
 from spark_otel.instrumentation import SparkOtelInstrumentor

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.instrumentation.support import request_spans
+from tests.support.finished_spans import request_spans
 
 from spark_otel import _semconv as sc
 from spark_otel import cell

@@ -13,7 +13,8 @@ from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.instrumentation.support import MODEL, cell_span, one_span
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import cell_span, one_span
 
 import spark_otel
 from spark_otel import _semconv as sc

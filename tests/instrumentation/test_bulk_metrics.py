@@ -5,9 +5,9 @@ figures as the request's span."""
 from __future__ import annotations
 
 import pytest
-from tests.conftest import points_in
-from tests.instrumentation.support import one_span
-from tests.instrumentation.test_chunk_metrics import _METRICS, _run, _Telemetry
+from tests.support.chunk_runs import GEN_AI_METRICS, RunTelemetry, instrumented_run
+from tests.support.finished_spans import one_span
+from tests.support.metric_points import points_in
 
 import spark_otel
 from spark_otel import _semconv as sc
@@ -15,17 +15,17 @@ from spark_otel import _semconv as sc
 
 @pytest.mark.parametrize("path", ["openai", "async-openai", "raw-httpx2"])
 def test_bulk_and_sdk_pipelines_give_the_same_points(base_url: str, path: str) -> None:
-    bulk, chunks = _run(base_url, path, chunk_metrics=None, pipeline="spark-otel")
-    sdk, chunks_sdk = _run(base_url, path, chunk_metrics=None, pipeline="user-sdk")
+    bulk, chunks = instrumented_run(base_url, path, chunk_metrics=None, pipeline="spark-otel")
+    sdk, chunks_sdk = instrumented_run(base_url, path, chunk_metrics=None, pipeline="user-sdk")
     assert chunks == chunks_sdk
     assert bulk == sdk  # span attributes, every metric's points (attributes, counts), token sums
-    assert all(bulk["points"][name] for name in _METRICS)
+    assert all(bulk["points"][name] for name in GEN_AI_METRICS)
 
 
 def test_a_request_s_figures_are_the_same_on_its_span_and_in_its_metrics(base_url: str) -> None:
     import openai
 
-    telemetry = _Telemetry("spark-otel")
+    telemetry = RunTelemetry("spark-otel")
     spark_otel.instrument(tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider)
     try:
         client = openai.OpenAI(base_url=base_url, api_key="sk")

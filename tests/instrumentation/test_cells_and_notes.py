@@ -10,7 +10,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from tests.instrumentation.support import MODEL, cell_span, one_span, request_spans
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import cell_span, one_span, request_spans
 
 from spark_otel import ContextThreadPoolExecutor, cell
 from spark_otel import _semconv as sc

@@ -11,129 +11,25 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 from typing import Any
 
-import httpx2
 import openai
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import CapturingExporter, metric_points, points_in
-from tests.instrumentation.support import MODEL, one_span, request_spans
+from tests.support.chunk_runs import MESSAGES, instrumented_run
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import request_spans
+from tests.support.metric_points import metric_points
 
 import spark_otel
+from spark_otel import ConfigError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError
 from spark_otel.instrumentation import InstrumentationConfig
 from spark_otel.instrumentation._config import CHUNK_METRICS_ENV
 from spark_otel.instrumentation._sse_scanner import _MARKED, SseScanner, _followed_by
-from spark_otel.telemetry import build_providers
 from spark_otel.telemetry.bulk_histogram import BulkHistogram
-
-MESSAGES = [{"role": "user", "content": "count chunks"}]
-USAGE = {"include_usage": True}
-# Values that differ run to run (times), not by the switch.
-_TIMING_ATTRIBUTES = {sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK}
-_METRICS = (
-    sc.GEN_AI_CLIENT_OPERATION_DURATION,
-    sc.GEN_AI_CLIENT_TOKEN_USAGE,
-    sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK,
-    sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK,
-)
-
-
-class _Telemetry:
-    """Fresh providers for one instrumented run: the user's own SDK providers with an in-memory
-    reader, or the providers spark-otel builds (whose reader takes the per-chunk histogram in bulk)."""
-
-    def __init__(self, pipeline: str) -> None:
-        self.spans = InMemorySpanExporter()
-        processor = SimpleSpanProcessor(self.spans)
-        if pipeline == "spark-otel":
-            exporter = CapturingExporter()
-            self.tracer_provider, self.meter_provider = build_providers([processor], [(exporter, math.inf)])
-            self.read = lambda: self.meter_provider.force_flush() and exporter.last
-        else:
-            reader = InMemoryMetricReader()
-            self.tracer_provider = TracerProvider()
-            self.tracer_provider.add_span_processor(processor)
-            self.meter_provider = MeterProvider(metric_readers=[reader])
-            self.read = reader.get_metrics_data
-
-    def snapshot(self) -> dict[str, Any]:
-        """Span attributes and, per metric, each point's attributes and count (not timed values)."""
-        span = one_span(self.spans)
-        attrs = {k: v for k, v in (span.attributes or {}).items() if k not in _TIMING_ATTRIBUTES}
-        data = self.read()
-        points: dict[str, Any] = {}
-        for name in _METRICS:
-            found = points_in(data, name)
-            points[name] = sorted((json.dumps(dict(p.attributes), sort_keys=True), p.count) for p in found)
-        token_sums = sorted(p.sum for p in points_in(data, sc.GEN_AI_CLIENT_TOKEN_USAGE))
-        return {"name": span.name, "kind": span.kind, "span": attrs, "points": points, "tokens": token_sums}
-
-    def close(self) -> None:
-        self.tracer_provider.shutdown()
-        self.meter_provider.shutdown()
-
-
-def _openai_stream(base_url: str) -> int:
-    client = openai.OpenAI(base_url=base_url, api_key="sk")
-    stream = client.chat.completions.create(  # type: ignore[call-overload]
-        model=MODEL,
-        messages=MESSAGES,
-        max_tokens=6,
-        stream=True,
-        stream_options=USAGE,
-    )
-    return sum(1 for _ in stream)
-
-
-async def _async_openai_stream(base_url: str) -> int:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk")
-    stream = await client.completions.create(  # type: ignore[call-overload]
-        model=MODEL,
-        prompt="a b",
-        max_tokens=6,
-        stream=True,
-        stream_options=USAGE,
-    )
-    return len([chunk async for chunk in stream])
-
-
-def _raw_stream(base_url: str) -> int:
-    body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 6, "stream": True, "stream_options": USAGE}
-    with httpx2.Client() as client, client.stream("POST", f"{base_url}/chat/completions", json=body) as r:
-        return sum(1 for line in r.iter_lines() if line.startswith("data:") and "[DONE]" not in line)
-
-
-def _run(
-    base_url: str, path: str, chunk_metrics: bool | None, pipeline: str = "user-sdk"
-) -> tuple[dict[str, Any], int]:
-    telemetry = _Telemetry(pipeline)
-    spark_otel.instrument(
-        tracer_provider=telemetry.tracer_provider,
-        meter_provider=telemetry.meter_provider,
-        chunk_metrics=chunk_metrics,
-    )
-    try:
-        if path == "async-openai":
-            import asyncio
-
-            chunks = asyncio.run(_async_openai_stream(base_url))
-        else:
-            chunks = (_openai_stream if path == "openai" else _raw_stream)(base_url)
-    finally:
-        spark_otel.uninstrument()
-    try:
-        return telemetry.snapshot(), chunks
-    finally:
-        telemetry.close()
 
 
 @pytest.fixture
@@ -150,8 +46,8 @@ def _no_chunk_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_chunk_metrics_off_drops_only_time_per_output_chunk(base_url: str, path: str, pipeline: str) -> None:
     """Both ways of recording the per-chunk histogram: one SDK record per chunk into the user's
     providers, the whole stream at once into the providers spark-otel builds."""
-    on, chunks = _run(base_url, path, chunk_metrics=None, pipeline=pipeline)  # the default
-    off, chunks_off = _run(base_url, path, chunk_metrics=False, pipeline=pipeline)
+    on, chunks = instrumented_run(base_url, path, chunk_metrics=None, pipeline=pipeline)  # the default
+    off, chunks_off = instrumented_run(base_url, path, chunk_metrics=False, pipeline=pipeline)
     assert chunks == chunks_off > 2
 
     # On (the default): one time-per-output-chunk point counting every chunk after the first.
@@ -183,9 +79,9 @@ def test_only_providers_spark_otel_built_take_a_stream_in_one_bulk_record(
         record_many(self, values, attributes, *args)
 
     monkeypatch.setattr(BulkHistogram, "record_many", spy)
-    _, chunks = _run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
+    _, chunks = instrumented_run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
     assert batches == [chunks - 1]
-    _run(base_url, "openai", chunk_metrics=None, pipeline="user-sdk")
+    instrumented_run(base_url, "openai", chunk_metrics=None, pipeline="user-sdk")
     assert batches == [chunks - 1]  # the user's providers got SDK records instead
 
 
@@ -237,7 +133,7 @@ def test_chunk_metrics_rejects_non_bool() -> None:
 
 def test_env_switches_chunk_metrics_off_end_to_end(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CHUNK_METRICS_ENV, "0")
-    snapshot, _ = _run(base_url, "openai", chunk_metrics=None)
+    snapshot, _ = instrumented_run(base_url, "openai", chunk_metrics=None)
     assert snapshot["points"][sc.GEN_AI_CLIENT_TIME_PER_OUTPUT_CHUNK] == []
     assert len(snapshot["points"][sc.GEN_AI_CLIENT_TIME_TO_FIRST_CHUNK]) == 1
 
@@ -423,8 +319,8 @@ def test_a_failing_bulk_record_costs_only_the_per_chunk_histogram(
     monkeypatch.setattr(BulkHistogram, "record_many", broken)
     # DEBUG: a failure of this kind reported earlier in the process is logged at DEBUG (`report_failure`).
     with caplog.at_level(logging.DEBUG, logger="spark_otel"):
-        failed, chunks = _run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
-    off, chunks_off = _run(base_url, "openai", chunk_metrics=False, pipeline="spark-otel")
+        failed, chunks = instrumented_run(base_url, "openai", chunk_metrics=None, pipeline="spark-otel")
+    off, chunks_off = instrumented_run(base_url, "openai", chunk_metrics=False, pipeline="spark-otel")
     assert chunks == chunks_off > 2
     assert failed == off
     assert "chunk metrics failed" in caplog.text

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.instrumentation._config import (
     CAPTURE_CONTENT_ENV,
     CHUNK_METRICS_ENV,

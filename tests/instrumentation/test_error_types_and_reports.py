@@ -11,8 +11,10 @@ import openai
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import metric_points
-from tests.instrumentation.support import MODEL, one_span, sse_chunk, sse_transport
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import one_span
+from tests.support.metric_points import metric_points
+from tests.support.sse_bodies import sse_chunk, sse_transport
 
 from spark_otel import _semconv as sc
 from spark_otel.instrumentation._stream import StreamState

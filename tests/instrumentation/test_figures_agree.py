@@ -7,8 +7,9 @@ import openai
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import metric_points
-from tests.instrumentation.support import MODEL, request_spans
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import request_spans
+from tests.support.metric_points import metric_points
 
 from spark_otel import _semconv as sc
 

@@ -18,8 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from packaging.requirements import Requirement
 
 import spark_otel
-from spark_otel import instrumentation
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError, instrumentation
 from spark_otel.instrumentation import (
     INSTRUMENTS_ANY,
     InstrumentationConfig,

@@ -10,7 +10,8 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.instrumentation.support import MODEL, request_spans
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import request_spans
 
 import spark_otel
 from spark_otel import _guard

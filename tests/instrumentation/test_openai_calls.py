@@ -11,8 +11,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from tests.conftest import metric_points
-from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans
+from tests.support.engine_server import MODEL, ServerLog
+from tests.support.finished_spans import one_span, request_spans
+from tests.support.metric_points import metric_points
 
 import spark_otel
 from spark_otel import _semconv as sc
@@ -238,7 +239,7 @@ def test_traceparent_is_injected_only_when_asked(
 
 
 def test_bad_instrument_argument_raises_config_error() -> None:
-    from spark_otel._exceptions import ConfigError
+    from spark_otel import ConfigError
 
     with pytest.raises(ConfigError, match="capture_content"):
         spark_otel.instrument(capture_content="yes")  # type: ignore[arg-type]

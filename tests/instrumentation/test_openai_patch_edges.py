@@ -16,7 +16,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans
+from tests.support.engine_server import MODEL, ServerLog
+from tests.support.finished_spans import one_span, request_spans
 
 import spark_otel
 from spark_otel import _semconv as sc

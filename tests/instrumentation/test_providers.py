@@ -15,12 +15,13 @@ from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import CapturingExporter, metric_points, points_in
-from tests.instrumentation.support import MODEL, one_span, request_spans
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import one_span, request_spans
+from tests.support.metric_points import CapturingExporter, metric_points, points_in
 
 import spark_otel
+from spark_otel import ConfigError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError
 from spark_otel.instrumentation import SparkOtelInstrumentor
 from spark_otel.store import Store
 from spark_otel.telemetry import build_providers, current_telemetry

@@ -14,8 +14,10 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from tests.conftest import metric_points
-from tests.instrumentation.support import MODEL, ServerLog, one_span, request_spans, sse_chunk, sse_transport
+from tests.support.engine_server import MODEL, ServerLog
+from tests.support.finished_spans import one_span, request_spans
+from tests.support.metric_points import metric_points
+from tests.support.sse_bodies import sse_chunk, sse_transport
 
 from spark_otel import _semconv as sc
 

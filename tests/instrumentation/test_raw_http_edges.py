@@ -19,7 +19,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from tests.instrumentation.support import MODEL, one_span
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import one_span
 
 import spark_otel
 from spark_otel import _semconv as sc

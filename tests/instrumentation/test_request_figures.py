@@ -14,8 +14,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from tests.conftest import metric_points
-from tests.instrumentation.support import MODEL, cell_span, one_span
+from tests.support.engine_server import MODEL
+from tests.support.finished_spans import cell_span, one_span
+from tests.support.metric_points import metric_points
 
 import spark_otel
 from spark_otel import _semconv as sc
@@ -116,10 +117,10 @@ def test_a_cells_budget_is_its_requests_own_spans(
 @pytest.mark.parametrize("pipeline", ["user-sdk", "spark-otel"])
 @pytest.mark.parametrize("path", ["openai", "raw"])
 def test_per_chunk_times_are_seconds_that_fit_in_the_stream(path: str, pipeline: str, base_url: str) -> None:
-    from tests.conftest import points_in
-    from tests.instrumentation.test_chunk_metrics import _Telemetry
+    from tests.support.chunk_runs import RunTelemetry
+    from tests.support.metric_points import points_in
 
-    telemetry = _Telemetry(pipeline)
+    telemetry = RunTelemetry(pipeline)
     spark_otel.instrument(tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider)
     body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 5, "stream": True, "delay_s": 0.01}
     try:
@@ -237,10 +238,10 @@ def test_token_counts_that_are_not_integers_are_not_recorded(
 def test_on_spark_otels_providers_each_histogram_point_is_one_per_outcome_with_the_requests_exemplar(
     base_url: str,
 ) -> None:
-    from tests.conftest import points_in
-    from tests.instrumentation.test_chunk_metrics import _Telemetry
+    from tests.support.chunk_runs import RunTelemetry
+    from tests.support.metric_points import points_in
 
-    telemetry = _Telemetry("spark-otel")
+    telemetry = RunTelemetry("spark-otel")
     spark_otel.instrument(tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider)
     client = openai.OpenAI(base_url=base_url, api_key="sk", max_retries=0)
     try:

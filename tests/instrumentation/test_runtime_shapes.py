@@ -7,9 +7,9 @@ from __future__ import annotations
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
+from spark_otel import __version__
 from spark_otel import _semconv as sc
-from spark_otel._version import __version__
-from spark_otel.instrumentation._config import InstrumentationConfig
+from spark_otel.instrumentation import InstrumentationConfig
 from spark_otel.instrumentation._runtime import _MAX_SHAPES, RequestShape, Runtime, ShapeKey
 from spark_otel.telemetry.bulk_histogram import attributes_key
 

@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
-from tests.probe.scripted_engine import load_free
-from tests.receivers.test_gpu import _fake_pynvml
+from tests.support.gpu_fakes import fake_pynvml
+from tests.support.scripted_engine import load_free
 
 from spark_otel.probe import ProbeSettings, run_probe
 from spark_otel.sim import run_box
@@ -68,7 +68,7 @@ def test_a_real_gpus_energy_counter_runs_in_real_time_beside_model_timestamps(
     """A 500 W GPU read through NVML while the probe runs on the box's 100x clock: its energy
     over the level's real seconds is 500 W, not a hundredth of it. (The level lasts about 60 ms;
     each reading stamps its time a moment before it reads the counter, hence the tolerance.)"""
-    nvml = _fake_pynvml()
+    nvml = fake_pynvml()
     # Its energy counter in mJ, at 500 W of real time.
     nvml.nvmlDeviceGetTotalEnergyConsumption = lambda handle: time.monotonic_ns() // 2_000  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pynvml", nvml)

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.probe.scripted_engine import MODEL, ScriptedEngine, load_free
+from tests.support.scripted_engine import MODEL, ScriptedEngine, load_free
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel.probe import ProbeReport, ProbeSettings, run_probe
 
 EPOCH = 10**18  # 2001-09-09: a box's model clock far from the wall clock

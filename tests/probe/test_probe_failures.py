@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.probe.scripted_engine import (
+from tests.support.scripted_engine import (
     DONE_EVENT,
     TOKEN_EVENT,
     Answer,
@@ -24,7 +24,7 @@ from tests.probe.scripted_engine import (
     usage_event,
 )
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel.model import Cell
 from spark_otel.probe import ProbeIncomplete, ProbeLevel, ProbeSettings, load_probe_report, run_probe
 from spark_otel.store import Store

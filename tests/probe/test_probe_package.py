@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.locales import ascii_locale
+from tests.support.locales import ascii_locale
 
 import spark_otel.probe as probe
-from spark_otel._exceptions import InputError
+from spark_otel import InputError
 from spark_otel.analysis.probe_levels import LevelMeasurement, StreamTiming, curve_of, summarize_level
 from spark_otel.records.probe_report import ProbeMetadata, ProbeReport, ProbeSettings, load_probe_report
 

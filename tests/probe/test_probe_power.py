@@ -17,14 +17,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.receivers.metrics_server import MetricsServer
-from tests.receivers.test_nvml_source_edges import GB10, H100, _nvml
-from tests.receivers.test_smi_source_edges import H100_ROW, _smi
+from tests.support.gpu_fakes import GB10, H100, H100_ROW, fake_nvml, scripted_smi
+from tests.support.metrics_server import MetricsServer
 
-from spark_otel import _clock
-from spark_otel._exceptions import EngineError, NoGpuError
+from spark_otel import EngineError, NoGpuError, _clock
 from spark_otel.probe.power import PowerMeter, power_meter, sample_power
 from spark_otel.receivers.gpu import NvmlSource, SimGpuSource
+from spark_otel.sim.clock import model_time
 
 NO_ENERGY = {k: v for k, v in GB10.items() if k != "energy"}
 NO_POWER = {k: v for k, v in H100.items() if k != "power"}
@@ -57,7 +56,7 @@ def _read(meter: PowerMeter) -> tuple[int, float | None, float | None] | None:
 
 
 def test_a_reading_is_the_box_sum_over_every_gpu() -> None:
-    meter = PowerMeter(NvmlSource(module=_nvml([H100, GB10])))
+    meter = PowerMeter(NvmlSource(module=fake_nvml([H100, GB10])))
     before = _clock.wall_ns()
     reading = _read(meter)
     after = _clock.wall_ns()
@@ -75,7 +74,7 @@ def test_a_reading_is_the_box_sum_over_every_gpu() -> None:
 def test_a_quantity_one_gpu_lacks_is_left_out_of_the_box_not_under_counted(
     parts: list[dict[str, object]], figures: tuple[float | None, float | None]
 ) -> None:
-    reading = _read(PowerMeter(NvmlSource(module=_nvml(parts))))
+    reading = _read(PowerMeter(NvmlSource(module=fake_nvml(parts))))
     assert reading is not None
     assert reading[1:] == figures
 
@@ -124,7 +123,7 @@ def test_the_sampler_keeps_each_power_reading_skips_failed_ones_and_stops_when_t
         await asyncio.wait_for(task, 1.0)
         return while_failing, out, alive
 
-    with _clock.hold(_clock.Clock(100.0)):
+    with model_time(100.0):
         meter = PowerMeter(SimGpuSource(gpu_server.url))
         assert meter.sample_interval_wall_s == 0.05
         while_failing, kept, alive = asyncio.run(sample(meter))
@@ -158,7 +157,7 @@ def test_auto_elsewhere_reads_a_real_gpu_and_leaves_power_out_without_one(
         "installed; nvidia-smi is not on PATH; use --source sim --sim-url URL to read a simulated box "
         "instead); power is left out",
     )
-    smi = _smi(tmp_path, f'echo "{H100_ROW}"')
+    smi = scripted_smi(tmp_path, f'echo "{H100_ROW}"')
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", str(smi.parent))
         meter = power_meter("auto", gpu_server.url, None)

@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.probe.scripted_engine import (
+from tests.support.scripted_engine import (
     MODEL,
     TOKEN_EVENT,
     Answer,
@@ -30,9 +30,8 @@ from tests.probe.scripted_engine import (
 )
 
 import spark_otel.probe.prober as prober
-from spark_otel import _clock
+from spark_otel import __version__, _clock
 from spark_otel import _semconv as sc
-from spark_otel._version import __version__
 from spark_otel.model import LoadWindow
 from spark_otel.probe import ProbeLevel, ProbeReport, ProbeSettings, load_probe_report, run_probe
 from spark_otel.probe.streams import probe_prompt

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from tests.probe.scripted_engine import DONE_EVENT, TOKEN_EVENT, Answer, ScriptedEngine, usage_event
+from tests.support.scripted_engine import DONE_EVENT, TOKEN_EVENT, Answer, ScriptedEngine, usage_event
 
 from spark_otel.analysis.probe_levels import StreamTiming
 from spark_otel.probe.streams import plain_once, probe_prompt, request_body, stream_once, usage_from_tail

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel._urls import engine_base_url
 from spark_otel.analysis.probe_levels import (
     LevelMeasurement,

@@ -7,10 +7,10 @@ import asyncio
 
 import httpx
 import pytest
-from tests.receivers.metrics_server import MetricsServer, fixture_text
-from tests.receivers.test_prometheus import SGLANG, VLLM
+from tests.support.metrics_pages import SGLANG, VLLM, fixture_text
+from tests.support.metrics_server import MetricsServer
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel.receivers.prometheus import ascrape_engine
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.receivers.metrics_server import DATA
+from tests.support.backfill_records import BACKFILL, CSV, SERIAL, utc_ns
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.model import CellStatus
 from spark_otel.receivers.backfill import (
     FieldMapping,
@@ -25,9 +24,6 @@ from spark_otel.receivers.backfill import (
 from spark_otel.store import Store
 from spark_otel.store.exporters import StoreSpanExporter
 
-BACKFILL = DATA / "backfill"
-SERIAL = BACKFILL / "serial-arm-2026-09-17.jsonl"
-CSV = BACKFILL / "cells-with-bad-rows.csv"
 OPENAI = BACKFILL / "requests-openai-usage.jsonl"
 
 # Appendix D: tok/s per cell as published (elapsed there is rounded to whole seconds).
@@ -45,10 +41,6 @@ APPENDIX_D_RATES = {
 }
 
 
-def _ns(text: str) -> int:
-    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()) * 1_000_000_000
-
-
 def test_appendix_d_records_reproduce_the_published_rates_and_keep_timeouts() -> None:
     result = backfill_files([SERIAL], load_mapping("spark-bench"), eval_name=None)
     assert result.errors == []
@@ -64,7 +56,7 @@ def test_appendix_d_records_reproduce_the_published_rates_and_keep_timeouts() ->
     ]
     assert all(c.decode_rate is None and c.completion_tokens is None and c.deadline_hit for c in timeouts)
     run2 = cells["B #454 tests run2"]
-    assert run2.start_unix_ns == _ns("2026-09-17T06:39:00")
+    assert run2.start_unix_ns == utc_ns("2026-09-17T06:39:00")
     assert run2.elapsed_s == 740
     assert (run2.eval_name, run2.engine, run2.workers, run2.deadline_s) == (
         "golden-review-serial",
@@ -77,7 +69,7 @@ def test_appendix_d_records_reproduce_the_published_rates_and_keep_timeouts() ->
 
 
 def test_start_from_mtime_minus_elapsed_as_in_appendix_d(tmp_path: Path) -> None:
-    end = _ns("2026-09-17T08:24:03")
+    end = utc_ns("2026-09-17T08:24:03")
     record = {
         "pr": "B #454",
         "angle": "security",
@@ -126,7 +118,7 @@ def test_openai_usage_logs_with_a_truncated_line_and_a_record_without_end() -> N
     assert first.engine == "nemotron-3.5-30b-a3b"
     assert first.elapsed_s == pytest.approx(10.1)
     assert first.decode_rate == pytest.approx(178 / 10.1)
-    assert second.start_unix_ns == _ns("2026-09-17T07:00:11")
+    assert second.start_unix_ns == utc_ns("2026-09-17T07:00:11")
     assert second.elapsed_s == pytest.approx(17.8)
 
 
@@ -177,7 +169,7 @@ def test_a_custom_mapping_file_and_bad_mappings(tmp_path: Path) -> None:
     assert [str(e) for e in result.errors] == [f"{records}:3: a record must be an object, got list"]
     a, b = result.cells
     assert a.cell_id == "a#1"
-    assert a.end_unix_ns == _ns("2026-09-19T08:00:00")
+    assert a.end_unix_ns == utc_ns("2026-09-19T08:00:00")
     assert a.decode_rate == pytest.approx(10.0)
     assert b.status is CellStatus.DEADLINE
     assert b.decode_rate is None
@@ -216,7 +208,7 @@ def _jsonl(path: Path, records: list[dict]) -> Path:
 
 
 def test_mtime_places_only_the_single_record_of_a_file_never_a_file_of_many(tmp_path: Path) -> None:
-    end = _ns("2026-09-17T08:24:03")
+    end = utc_ns("2026-09-17T08:24:03")
     record = {"cell_id": "c", "eval": "ev", "usage": {"completion_tokens": 1000}, "elapsed_s": 100}
     many = _jsonl(tmp_path / "many.jsonl", [{**record, "cell_id": f"c{i}"} for i in range(1, 4)])
     one_line = _jsonl(tmp_path / "one.jsonl", [record])
@@ -236,7 +228,9 @@ def test_mtime_places_only_the_single_record_of_a_file_never_a_file_of_many(tmp_
     )
     loaded = backfill_files([timed], load_mapping("spark-bench"), eval_name=None)
     assert loaded.errors == []
-    assert sorted(c.start_unix_ns for c in loaded.cells) == [_ns(f"2026-09-17T0{i}:00:00") for i in (1, 2, 3)]
+    assert sorted(c.start_unix_ns for c in loaded.cells) == [
+        utc_ns(f"2026-09-17T0{i}:00:00") for i in (1, 2, 3)
+    ]
 
 
 def test_unix_times_in_s_ms_us_and_ns_land_on_the_same_moment(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.receivers.backfill import FieldMapping, cell_from_record, load_mapping
 
 BUILTINS = "generic-csv, openai-usage, spark-bench"

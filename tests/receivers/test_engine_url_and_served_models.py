@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel._urls import check_engine_url
 from spark_otel.receivers.prometheus import parse_metrics
 

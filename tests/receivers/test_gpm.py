@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
-from tests.receivers.test_gpu import _fake_pynvml, _NVMLError
+from tests.support.gpu_fakes import NVMLError, fake_pynvml
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
@@ -87,7 +87,7 @@ def _with_gpm(mod: types.ModuleType, *, supported: bool = True, refuse: frozense
 def test_gpm_metrics_are_read_between_consecutive_samples_as_fractions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fake = _fake_pynvml()
+    fake = fake_pynvml()
     _with_gpm(fake)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     source = NvmlSource()
@@ -113,7 +113,7 @@ def test_gpm_metrics_are_read_between_consecutive_samples_as_fractions(
 def test_a_part_without_gpm_says_so_once_and_records_nothing(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    fake = _fake_pynvml()
+    fake = fake_pynvml()
     _with_gpm(fake, supported=False)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     with caplog.at_level(logging.INFO, logger="spark_otel.receivers.gpm"):
@@ -131,7 +131,7 @@ def test_a_part_without_gpm_says_so_once_and_records_nothing(
 
 
 def test_an_older_nvidia_ml_py_without_gpm_calls_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     source = NvmlSource()
     [reading] = source.read()
     assert source.unsupported == {"GPU 0 GPM": "this nvidia-ml-py has no GPM calls"}
@@ -139,11 +139,11 @@ def test_an_older_nvidia_ml_py_without_gpm_calls_is_unsupported(monkeypatch: pyt
 
 
 def test_a_query_that_raises_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _fake_pynvml()
+    fake = fake_pynvml()
     _with_gpm(fake)
 
     def refuse(handle: object) -> object:
-        raise _NVMLError("Not Supported")
+        raise NVMLError("Not Supported")
 
     fake.nvmlGpmQueryDeviceSupport = refuse  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pynvml", fake)
@@ -151,7 +151,7 @@ def test_a_query_that_raises_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_one_metric_the_part_refuses_is_unsupported_the_others_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _fake_pynvml()
+    fake = fake_pynvml()
     _with_gpm(fake, refuse=frozenset({DRAM_BW}))
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     source = NvmlSource()
@@ -164,7 +164,7 @@ def test_one_metric_the_part_refuses_is_unsupported_the_others_read(monkeypatch:
 def test_gpu_sample_once_names_what_is_unsupported(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake = _fake_pynvml()
+    fake = fake_pynvml()
     _with_gpm(fake, supported=False)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)

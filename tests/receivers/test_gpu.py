@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import os
-import stat
 import sys
-import types
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points, wait_for
-from tests.receivers.metrics_server import MetricsServer
+from tests.support.gpu_fakes import SIM_GPU, SMI_CSV, fake_pynvml, fake_smi
+from tests.support.metric_points import metric_points
+from tests.support.metrics_server import MetricsServer
+from tests.support.waiting import wait_for
 
+from spark_otel import ConfigError, EngineError, NoGpuError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError, EngineError, NoGpuError
 from spark_otel.receivers.gpu import (
     NvmlSource,
     SimGpuSource,
@@ -27,98 +27,9 @@ from spark_otel.receivers.gpu import (
 from spark_otel.receivers.receiver import Receiver
 from spark_otel.store import Store
 
-SIM_GPU = {
-    "utilization_gpu_pct": 96.0,
-    "power_w": 37.2,
-    "energy_j": 1234.5,
-    "sm_clock_mhz": 2418.0,
-    "memory_used_bytes": 80 * 2**30,
-    "memory_total_bytes": 128 * 2**30,
-    "unix_ns": 1_790_000_000_000_000_000,
-}
-
-# SIM_GPU as a reading reads in --json (gpu-sample, receive).
-SIM_GPU_JSON = {
-    "gpu_id": "0",
-    "name": "simulated",
-    "unix_ns": SIM_GPU["unix_ns"],
-    "utilization": 0.96,
-    "power_w": 37.2,
-    "energy_j": 1234.5,
-    "sm_clock_mhz": 2418.0,
-    "memory_clock_mhz": None,
-    "memory_used_bytes": 80.0 * 2**30,
-    "memory_total_bytes": 128.0 * 2**30,
-    "sm_occupancy": None,
-    "dram_bandwidth": None,
-    "tensor_activity": None,
-}
-
-
-class _NVMLError(Exception):
-    pass
-
-
-def _fake_pynvml(*, energy_supported: bool = True, init_fails: bool = False) -> types.ModuleType:
-    """A stand-in for nvidia-ml-py with one GB10-like device (no GPU can be produced on demand)."""
-    mod = types.ModuleType("pynvml")
-    mod.NVMLError = _NVMLError  # type: ignore[attr-defined]
-    mod.NVML_CLOCK_SM = 1  # type: ignore[attr-defined]
-    mod.NVML_CLOCK_MEM = 2  # type: ignore[attr-defined]
-    calls: list[str] = []
-    mod.calls = calls  # type: ignore[attr-defined]
-
-    def init() -> None:
-        calls.append("init")
-        if init_fails:
-            raise _NVMLError("Driver Not Loaded")
-
-    def energy(handle: object) -> int:
-        if not energy_supported:
-            raise _NVMLError("Not Supported")
-        return 5_000_000  # mJ
-
-    def memory(handle: object) -> object:
-        raise _NVMLError("Not Supported")  # unified memory: no dedicated framebuffer
-
-    mod.nvmlInit = init  # type: ignore[attr-defined]
-    mod.nvmlShutdown = lambda: calls.append("shutdown")  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetCount = lambda: 1  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetName = lambda h: b"NVIDIA GB10"  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=96, memory=0)  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetPowerUsage = lambda h: 37_250  # type: ignore[attr-defined]  # mW
-    mod.nvmlDeviceGetTotalEnergyConsumption = energy  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetClockInfo = lambda h, kind: {1: 2418, 2: 4266}[kind]  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetMemoryInfo = memory  # type: ignore[attr-defined]
-    return mod
-
-
-def _fake_smi(tmp_path: Path, body: str, exit_code: int = 0) -> Path:
-    """An executable named nvidia-smi that prints ``body`` (real-format CSV or an error)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    script = bindir / "nvidia-smi"
-    stream = ">&2" if exit_code else ""
-    script.write_text(
-        f"#!/bin/sh\n"
-        f'case "$*" in *--query-gpu=index,name,uuid,utilization.gpu,power.draw,clocks.sm,clocks.mem,'
-        f"memory.used,memory.total*--format=csv,noheader,nounits*) ;; *) echo bad args >&2; exit 2;; esac\n"
-        f"cat <<'EOF' {stream}\n{body}EOF\nexit {exit_code}\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return bindir
-
-
-SMI_CSV = (
-    "0, NVIDIA H100 80GB HBM3, GPU-2c3f7a0e-1111-2222-3333-444455556666, "
-    "96, 312.45, 1980, 2619, 40536, 81559\n"
-    "1, NVIDIA GB10, GPU-aaaa, 95, 37.10, 2418, [N/A], [N/A], [N/A]\n"
-)
-
 
 def test_nvml_readout_converts_units_and_keeps_unsupported_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _fake_pynvml()
+    fake = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     source = NvmlSource()
     [reading] = source.read()
@@ -137,7 +48,7 @@ def test_nvml_readout_converts_units_and_keeps_unsupported_as_none(monkeypatch: 
 
 
 def test_nvml_without_energy_counter_reports_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(energy_supported=False))
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(energy_supported=False))
     [reading] = NvmlSource().read()
     assert reading.energy_j is None
     assert reading.power_w == 37.25
@@ -146,8 +57,8 @@ def test_nvml_without_energy_counter_reports_none(monkeypatch: pytest.MonkeyPatc
 def test_auto_falls_back_to_nvidia_smi_when_nvml_cannot_start(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(init_fails=True))
-    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, SMI_CSV)) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_fails=True))
+    monkeypatch.setenv("PATH", str(fake_smi(tmp_path, SMI_CSV)) + os.pathsep + os.environ["PATH"])
     source = open_gpu_source("auto")
     assert source.kind == "smi"
     h100, gb10 = source.read()
@@ -165,7 +76,7 @@ def test_nvidia_smi_failure_is_a_no_gpu_error_with_its_message(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     msg = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
-    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, msg, exit_code=9)) + os.pathsep + "/usr/bin:/bin")
+    monkeypatch.setenv("PATH", str(fake_smi(tmp_path, msg, exit_code=9)) + os.pathsep + "/usr/bin:/bin")
     with pytest.raises(NoGpuError, match="nvidia-smi exited 9: NVIDIA-SMI has failed because"):
         SmiSource()
 

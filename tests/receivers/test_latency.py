@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points
-from tests.receivers.metrics_server import MetricsServer, fixture_text
+from tests.support.metric_points import metric_points
+from tests.support.metrics_pages import fixture_text
+from tests.support.metrics_server import MetricsServer
 
+from spark_otel import EngineError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import EngineError
 from spark_otel.receivers import counter_delta, parse_metrics
 from spark_otel.receivers.receiver import Receiver, engine_samples
 

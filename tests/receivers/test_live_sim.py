@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -12,24 +11,18 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
-from tests.conftest import metric_points, wait_for
+from tests.support.metric_points import metric_points
+from tests.support.waiting import wait_for
 
 from spark_otel import _semconv as sc
 from spark_otel.receivers import counter_delta, scrape_engine
 from spark_otel.receivers.gpu import SimGpuSource
 from spark_otel.receivers.receiver import Receiver
-from spark_otel.sim import run_box
 from spark_otel.store import Store
 
 
-@pytest.fixture(scope="module")
-def box() -> Iterator[Any]:
-    with run_box({"qwen": "dense", "nemotron": "moe"}, speed=100.0, seed=0) as running:
-        yield running
-
-
-def _complete(box: Any, engine: str, tokens: int) -> Any:
-    client = openai.OpenAI(base_url=box.url(engine) + "/v1", api_key="unused")
+def _complete(live_box: Any, engine: str, tokens: int) -> Any:
+    client = openai.OpenAI(base_url=live_box.url(engine) + "/v1", api_key="unused")
     model = client.models.list().data[0].id
     return client.completions.create(
         model=model,
@@ -39,12 +32,12 @@ def _complete(box: Any, engine: str, tokens: int) -> Any:
     )
 
 
-def test_counter_delta_counts_exactly_the_tokens_a_completion_produced(box: Any) -> None:
-    qwen_before = scrape_engine(box.url("qwen"))
-    nemo_before = scrape_engine(box.url("nemotron") + "/v1")
-    result = _complete(box, "qwen", 48)
-    qwen_after = scrape_engine(box.url("qwen"))
-    nemo_after = scrape_engine(box.url("nemotron"))
+def test_counter_delta_counts_exactly_the_tokens_a_completion_produced(live_box: Any) -> None:
+    qwen_before = scrape_engine(live_box.url("qwen"))
+    nemo_before = scrape_engine(live_box.url("nemotron") + "/v1")
+    result = _complete(live_box, "qwen", 48)
+    qwen_after = scrape_engine(live_box.url("qwen"))
+    nemo_after = scrape_engine(live_box.url("nemotron"))
     assert qwen_after.kind == "vllm"
     assert qwen_after.model_names == ("qwen3.8-27b",)
     delta = counter_delta(qwen_before, qwen_after)
@@ -58,11 +51,11 @@ def test_counter_delta_counts_exactly_the_tokens_a_completion_produced(box: Any)
 
 
 def test_receiver_serves_both_engines_and_the_simulated_gpu(
-    box: Any, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader, store: Store
+    live_box: Any, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader, store: Store
 ) -> None:
-    gpu = SimGpuSource(box.url("qwen"))
+    gpu = SimGpuSource(live_box.url("qwen"))
     with Receiver(
-        {"qwen": box.url("qwen"), "nemotron": box.url("nemotron")},
+        {"qwen": live_box.url("qwen"), "nemotron": live_box.url("nemotron")},
         interval_s=0.05,
         meter_provider=meter_provider,
         store=store,
@@ -79,7 +72,7 @@ def test_receiver_serves_both_engines_and_the_simulated_gpu(
         # the tokens and the client returning would otherwise already hold them.
         before = receiver.latest("nemotron")
         assert before is not None
-        _complete(box, "nemotron", 32)
+        _complete(live_box, "nemotron", 32)
         wait_for(
             lambda: (
                 (latest := receiver.latest("nemotron")) is not None
@@ -130,14 +123,14 @@ def _bounds_of_new_observations(before: dict[float, float], after: dict[float, f
 
 
 def test_receiver_mean_latencies_match_the_sims_own_histograms(
-    box: Any, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
+    live_box: Any, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
 ) -> None:
     sim_names = {
         sc.ENGINE_TIME_TO_FIRST_TOKEN: sc.VLLM_TIME_TO_FIRST_TOKEN,
         sc.ENGINE_INTER_TOKEN_LATENCY: sc.VLLM_INTER_TOKEN_LATENCY,
         sc.ENGINE_E2E_LATENCY: sc.VLLM_E2E_REQUEST_LATENCY,
     }
-    url = box.url("qwen")
+    url = live_box.url("qwen")
     receiver = Receiver({"qwen": url}, meter_provider=meter_provider, timeout_s=10)
     try:
         sim_before = {name: _histogram_state(url, sim) for name, sim in sim_names.items()}
@@ -145,7 +138,7 @@ def test_receiver_mean_latencies_match_the_sims_own_histograms(
         longest_wall_s = 0.0
         for tokens in (16, 24, 40):
             started = time.monotonic()
-            assert _complete(box, "qwen", tokens).usage.completion_tokens == tokens
+            assert _complete(live_box, "qwen", tokens).usage.completion_tokens == tokens
             longest_wall_s = max(longest_wall_s, time.monotonic() - started)
         assert not isinstance(receiver.scrape_once()["qwen"], Exception)
         sim_after = {name: _histogram_state(url, sim) for name, sim in sim_names.items()}
@@ -166,6 +159,6 @@ def test_receiver_mean_latencies_match_the_sims_own_histograms(
         assert 0 < ttft < e2e
         assert 0 < itl < e2e
         # model seconds: no request took longer, in model time, than the slowest one the client saw
-        assert e2e <= longest_wall_s * box.speed * 1.5
+        assert e2e <= longest_wall_s * live_box.speed * 1.5
     finally:
         receiver.stop()

@@ -10,11 +10,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.receivers.metrics_server import DATA
-from tests.receivers.nsight_capture import GB10_METRICS, SESSION_START_UNIX_NS, TYPE_ID, build_capture
+from tests.support.data_files import RECEIVER_DATA
+from tests.support.nsight import (
+    REAL_2026,
+    SESSION_START_UNIX_NS,
+    SM_ISSUE,
+    TYPE_ID,
+    metric_index,
+    small_capture,
+)
 
+from spark_otel import InputError, NoGpuMetricsError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError, NoGpuMetricsError
 from spark_otel.receivers.nsight import (
     NsightLayout,
     percentile_from_counts,
@@ -25,27 +32,7 @@ from spark_otel.receivers.nsight import (
 )
 from spark_otel.store import Store
 
-REAL_2026 = DATA / "nsys-2026.1.3-no-gpu-metrics.sqlite"
-REAL_2025 = DATA / "nsys-2025.1.3-no-gpu-metrics.sqlite"
-SM_ISSUE = "SM Issue [Throughput %]"
-
-
-@pytest.fixture(scope="session")
-def realistic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, np.ndarray]:
-    """10 s at 10 kHz, 19 metrics: about 1.9 million GPU_METRICS rows (built once, a few seconds)."""
-    path = tmp_path_factory.mktemp("nsight") / "capture-0716.sqlite"
-    timestamps, values = build_capture(path, layout="raw", seconds=10, hz=10_000)
-    return path, timestamps, values
-
-
-def _small(tmp_path: Path, layout: str, **kw: object) -> tuple[Path, np.ndarray, np.ndarray]:
-    path = tmp_path / f"{layout}.sqlite"
-    ts, values = build_capture(path, layout=layout, seconds=1, hz=1000, **kw)  # type: ignore[arg-type]
-    return path, ts, values
-
-
-def _index(name: str) -> int:
-    return [n for n, _, _ in GB10_METRICS].index(name)
+REAL_2025 = RECEIVER_DATA / "nsys-2025.1.3-no-gpu-metrics.sqlite"
 
 
 def test_realistic_capture_summary_matches_numpy_on_the_same_values(realistic) -> None:
@@ -61,7 +48,7 @@ def test_realistic_capture_summary_matches_numpy_on_the_same_values(realistic) -
         "GR Active [Throughput %]",
         "Tensor Active [Throughput %]",
     ):
-        expected = values[_index(name)]
+        expected = values[metric_index(name)]
         got = summary.metric(name)
         assert got.samples == 100_000
         assert got.mean == pytest.approx(expected.mean())
@@ -95,7 +82,7 @@ def test_realistic_capture_series_are_bucket_means_at_original_times(realistic) 
     points = capture.series[(gpu, SM_ISSUE)]
     buckets = timestamps // 100_000_000
     assert len(points) == len(np.unique(buckets)) == 101  # samples start 1 ms into the session
-    row = values[_index(SM_ISSUE)]
+    row = values[metric_index(SM_ISSUE)]
     for p in (points[0], points[37], points[-1]):
         b = (p.unix_ns - SESSION_START_UNIX_NS) // 100_000_000
         assert p.value == pytest.approx(row[buckets == b].mean())
@@ -119,25 +106,25 @@ def test_mhz_metrics_recorded_in_hz_are_rescaled(realistic) -> None:
 
 @pytest.mark.parametrize("layout", ["plain", "raw", "generic"])
 def test_every_layout_gives_the_same_figures(tmp_path: Path, layout: str) -> None:
-    path, _, values = _small(tmp_path, layout)
+    path, _, values = small_capture(tmp_path, layout)
     summary = read_capture(path, interval_ms=50).summary
     assert summary.layout.value == layout
     for full in ("SMs Active [Throughput %]", SM_ISSUE, "Tensor Active [Throughput %]"):
         short, _ = split_metric_name(full)
         got = summary.metric(short)  # old bare names ("SM Active") normalise to the current ones
-        row = values[_index(full)]
+        row = values[metric_index(full)]
         assert got.mean == pytest.approx(row.mean())
         assert got.p95 == pytest.approx(np.percentile(row, 95))
 
 
 def test_real_values_are_accepted(tmp_path: Path) -> None:
-    path, _, values = _small(tmp_path, "plain", real_values=True)
+    path, _, values = small_capture(tmp_path, "plain", real_values=True)
     got = read_capture(path).summary.metric(SM_ISSUE)
-    assert got.mean == pytest.approx(values[_index(SM_ISSUE)].mean())
+    assert got.mean == pytest.approx(values[metric_index(SM_ISSUE)].mean())
 
 
 def test_join_is_on_type_and_metric_id_and_gpu_comes_from_pw_gpu_id(tmp_path: Path) -> None:
-    path, _, _ = _small(tmp_path, "raw")
+    path, _, _ = small_capture(tmp_path, "raw")
     other_type = 0x1000100000000 | 1
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE TARGET_INFO_GPU SET id = 7")  # device id differs from the PerfWorks id
@@ -174,7 +161,7 @@ def test_real_exports_without_gpu_metrics_say_so(path: Path, version: str) -> No
 
 
 def test_empty_gpu_metrics_table_is_no_gpu_metrics(tmp_path: Path) -> None:
-    path, _, _ = _small(tmp_path, "raw")
+    path, _, _ = small_capture(tmp_path, "raw")
     with sqlite3.connect(path) as conn:
         conn.execute("DELETE FROM GPU_METRICS")
     conn.close()
@@ -187,7 +174,7 @@ def test_corrupt_truncated_and_foreign_files_are_input_errors(tmp_path: Path) ->
     junk.write_bytes(b"this is not a database at all\n" * 100)
     with pytest.raises(InputError, match=r"junk.sqlite: not an Nsight Systems SQLite export"):
         read_capture(junk)
-    path, _, _ = _small(tmp_path, "raw")
+    path, _, _ = small_capture(tmp_path, "raw")
     cut = tmp_path / "cut.sqlite"
     cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(InputError, match=r"cut.sqlite: "):
@@ -219,7 +206,7 @@ def test_percentile_from_counts_equals_numpy(data: list[int], q: float) -> None:
 
 
 def test_stored_samples_are_found_by_their_capture_source(tmp_path: Path) -> None:
-    path, _, _ = _small(tmp_path, "raw")
+    path, _, _ = small_capture(tmp_path, "raw")
     capture = read_capture(path)
     source = store_source(capture.summary)
     with Store(tmp_path / "s.sqlite") as store:
@@ -236,7 +223,7 @@ def test_type_id_constant_encodes_the_gpu_in_its_low_byte() -> None:
 
 
 def test_packed_chunked_path_and_the_plain_group_by_agree(tmp_path: Path) -> None:
-    path, _, _ = _small(tmp_path, "raw")
+    path, _, _ = small_capture(tmp_path, "raw")
     fast = read_capture(path, interval_ms=1).summary
     # below 1 µs the packed key is not used: the single GROUP BY over every row answers instead
     plain = read_capture(path, interval_ms=0.0005).summary
@@ -245,18 +232,18 @@ def test_packed_chunked_path_and_the_plain_group_by_agree(tmp_path: Path) -> Non
 
 
 def test_rows_without_timestamp_are_left_out(tmp_path: Path) -> None:
-    path, _, values = _small(tmp_path, "plain")
+    path, _, values = small_capture(tmp_path, "plain")
     with sqlite3.connect(path) as conn:
         conn.executemany("INSERT INTO GPU_METRICS VALUES (NULL, ?, 2, 99)", [(TYPE_ID,)] * 5)
     conn.close()
     issue = read_capture(path).summary.metric(SM_ISSUE)
     assert issue.samples == 1000
-    assert issue.mean == pytest.approx(values[_index(SM_ISSUE)].mean())
+    assert issue.mean == pytest.approx(values[metric_index(SM_ISSUE)].mean())
 
 
 def test_an_idle_heavy_clock_recorded_in_hz_is_still_rescaled(tmp_path: Path) -> None:
-    path, timestamps, values = _small(tmp_path, "raw")
-    gpc = _index("GPC Clock Frequency [MHz]")
+    path, timestamps, values = small_capture(tmp_path, "raw")
+    gpc = metric_index("GPC Clock Frequency [MHz]")
     idle_until = int(timestamps[int(len(timestamps) * 0.6)])
     with sqlite3.connect(path) as conn:  # the clock reads 0 for the first 60% of the capture
         conn.execute(

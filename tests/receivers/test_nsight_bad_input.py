@@ -3,56 +3,16 @@
 from __future__ import annotations
 
 import math
-import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, build_capture
+from tests.support.nsight import SESSION_START_UNIX_NS, SM_ISSUE, damaged
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel.receivers.nsight import read_capture
 
-SM_ISSUE = "SM Issue [Throughput %]"
 ROWS = 19 * 50  # 19 metrics, 50 samples each (0.05 s at 1 kHz)
-# Columns without NOT NULL, as another tool (or a damaged export) may leave them.
-LOOSE = {
-    "plain": (
-        "CREATE TABLE G (timestamp INTEGER, typeId INTEGER, metricId INTEGER, value INTEGER);"
-        "INSERT INTO G SELECT * FROM GPU_METRICS; DROP TABLE GPU_METRICS;"
-        "ALTER TABLE G RENAME TO GPU_METRICS;"
-        "CREATE TABLE T (typeId INTEGER, sourceId INTEGER, typeName TEXT, metricId INTEGER, metricName TEXT);"
-        "INSERT INTO T SELECT * FROM TARGET_INFO_GPU_METRICS; DROP TABLE TARGET_INFO_GPU_METRICS;"
-        "ALTER TABLE T RENAME TO TARGET_INFO_GPU_METRICS;"
-    ),
-    "generic": (
-        "CREATE TABLE G (rawTimestamp INTEGER, timestamp INTEGER, typeId INTEGER, data TEXT);"
-        "INSERT INTO G SELECT * FROM GENERIC_EVENTS; DROP TABLE GENERIC_EVENTS;"
-        "ALTER TABLE G RENAME TO GENERIC_EVENTS;"
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = {}
-    for layout, loosen in LOOSE.items():
-        path = tmp_path_factory.mktemp("nsight") / f"{layout}.sqlite"
-        build_capture(path, layout=layout, seconds=0.05, hz=1000)
-        with sqlite3.connect(path) as conn:
-            conn.executescript(loosen)
-        conn.close()
-        out[layout] = path
-    return out
-
-
-def damaged(captures: dict[str, Path], tmp_path: Path, layout: str, sql: str) -> Path:
-    path = tmp_path / f"damaged-{layout}.sqlite"
-    shutil.copy(captures[layout], path)
-    with sqlite3.connect(path) as conn:
-        conn.executescript(sql)
-    conn.close()
-    return path
 
 
 def sm_issue_row(conn_path: Path) -> int:

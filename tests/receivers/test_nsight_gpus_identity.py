@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.receivers import test_nsight_bad_input as bad_input
+from tests.support.nsight import damaged
 
 from spark_otel.receivers.nsight import read_capture
 
-captures = bad_input.captures  # 19 metrics x 50 samples on PerfWorks GPU 0, plain and generic layouts
 GPU = "fa2a1d7d-0000-4000-8000-0000000000b1"  # the uuid of the one GPU the captures list
 SM_ISSUE = "SM Issue [Throughput %]"
 
@@ -22,7 +21,7 @@ SM_ISSUE = "SM Issue [Throughput %]"
 def test_a_text_device_id_is_left_out_and_the_next_row_still_names_the_gpu(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",
@@ -40,7 +39,7 @@ def test_a_text_device_id_is_left_out_and_the_next_row_still_names_the_gpu(
 
 
 def test_a_gpu_without_a_uuid_is_named_by_its_device_id(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET uuid = NULL, id = 4")
+    path = damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET uuid = NULL, id = 4")
     capture = read_capture(path)
     assert capture.skipped == []
     assert capture.gpu_names == {"4": "NVIDIA GB10"}  # found by pwGpuId 0, named by id 4
@@ -48,7 +47,7 @@ def test_a_gpu_without_a_uuid_is_named_by_its_device_id(captures: dict[str, Path
 
 
 def test_a_gpu_name_stored_as_a_blob_is_no_name(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET name = X'4742'")
+    path = damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET name = X'4742'")
     capture = read_capture(path)
     assert capture.skipped == []
     assert capture.gpu_names == {GPU: None}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.metrics.export import Gauge
 from opentelemetry.sdk.resources import Resource
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, build_capture
+from tests.support.nsight import SESSION_START_UNIX_NS, build_capture
 
 from spark_otel import _semconv as sc
 from spark_otel.receivers.nsight import metrics_data, read_capture

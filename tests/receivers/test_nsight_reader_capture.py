@@ -17,14 +17,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.receivers import test_nsight_bad_input as bad_input
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, TYPE_ID
+from tests.support.nsight import SESSION_START_UNIX_NS, TYPE_ID, damaged
 
-from spark_otel._exceptions import ConfigError, InputError
+from spark_otel import ConfigError, InputError
 from spark_otel.receivers.nsight import NsightLayout, SeriesPoint, read_capture
 from spark_otel.receivers.nsight.reader import check_interval_ms
 
-captures = bad_input.captures  # 19 metrics x 50 samples, 1 ms apart from 1 ms into the session
 S = SESSION_START_UNIX_NS
 MS = 1_000_000
 GPU = "fa2a1d7d-0000-4000-8000-0000000000b1"
@@ -38,7 +36,7 @@ FOUR_SAMPLES = (
 
 
 def test_four_samples_give_every_figure_worked_out_by_hand(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", FOUR_SAMPLES)
+    path = damaged(captures, tmp_path, "plain", FOUR_SAMPLES)
     capture = read_capture(path, interval_ms=2)
     summary = capture.summary
     assert summary.model_dump(exclude={"metrics"}) == {
@@ -84,7 +82,7 @@ def test_a_gpu_that_target_info_gpu_does_not_list_is_named_by_its_low_byte(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
     third = TYPE_ID | 3  # PerfWorks GPU 3; TARGET_INFO_GPU lists only GPU 0
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",
@@ -99,7 +97,7 @@ def test_a_gpu_that_target_info_gpu_does_not_list_is_named_by_its_low_byte(
 def test_a_capture_whose_last_sample_is_at_the_session_start_ends_there(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures, tmp_path, "plain", FOUR_SAMPLES + f"UPDATE GPU_METRICS SET timestamp = timestamp - {4 * MS}"
     )
     summary = read_capture(path).summary
@@ -110,7 +108,7 @@ def test_a_capture_whose_last_sample_is_at_the_session_start_ends_there(
 def test_a_capture_whose_first_sample_is_at_the_session_start_starts_there(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures, tmp_path, "plain", FOUR_SAMPLES + f"UPDATE GPU_METRICS SET timestamp = timestamp - {MS}"
     )
     summary = read_capture(path).summary
@@ -129,7 +127,7 @@ GPC_CLOCK = "GPC Clock Frequency [MHz]"
 def test_an_mhz_clock_is_rescaled_from_hz_only_above_a_million(
     captures: dict[str, Path], tmp_path: Path, raw: int, mean: float, scaled: bool
 ) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",
@@ -145,7 +143,7 @@ def test_an_mhz_clock_is_rescaled_from_hz_only_above_a_million(
 def test_a_one_nanosecond_interval_gives_each_sample_its_own_point(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",
@@ -164,7 +162,7 @@ def test_a_one_nanosecond_interval_gives_each_sample_its_own_point(
 def test_a_page_sqlite_cannot_read_is_an_input_error_naming_the_file(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", FOUR_SAMPLES)
+    path = damaged(captures, tmp_path, "plain", FOUR_SAMPLES)
     with sqlite3.connect(path) as conn:  # GPU_METRICS' root page: the header and schema stay whole
         root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'GPU_METRICS'").fetchone()[0]
         size = conn.execute("PRAGMA page_size").fetchone()[0]
@@ -192,7 +190,7 @@ def test_an_interval_that_is_not_a_number_is_a_config_error(interval: object) ->
 def test_each_left_out_line_is_logged_at_debug_as_it_reads(
     captures: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET pwGpuId = 'x'")
+    path = damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET pwGpuId = 'x'")
     caplog.set_level(logging.DEBUG, logger="spark_otel.receivers.nsight.reader")
     capture = read_capture(path)
     line = f"{path}: TARGET_INFO_GPU row 1: pwGpuId is 'x', not an integer (1 row of 1 left out)"

@@ -11,13 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.receivers import test_nsight_bad_input as bad_input
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS
+from tests.support.nsight import SESSION_START_UNIX_NS, damaged
 
 from spark_otel._validate import EARLIEST_NS
 from spark_otel.receivers.nsight import read_capture
 
-captures = bad_input.captures  # 50 events (0.05 s at 1 kHz), columns without NOT NULL
 BEFORE_2000 = EARLIEST_NS - SESSION_START_UNIX_NS - 1  # 1999-12-31 23:59:59.999999999
 SET_SM_ISSUE = "UPDATE GENERIC_EVENTS SET data = json_set(data, '$.\"SM Issue\"', {}) WHERE rowid {}"
 
@@ -66,7 +64,7 @@ SET_SM_ISSUE = "UPDATE GENERIC_EVENTS SET data = json_set(data, '$.\"SM Issue\"'
 def test_a_bad_generic_event_or_value_gets_its_own_message(
     captures: dict[str, Path], tmp_path: Path, sql: str, line: str, samples: int
 ) -> None:
-    path = bad_input.damaged(captures, tmp_path, "generic", sql)
+    path = damaged(captures, tmp_path, "generic", sql)
     capture = read_capture(path)
     assert capture.skipped == [f"{path}: GENERIC_EVENTS {line}"]
     assert capture.summary.metric("SM Issue").samples == samples

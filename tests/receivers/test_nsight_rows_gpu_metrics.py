@@ -14,13 +14,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.receivers import test_nsight_bad_input as bad_input
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, TYPE_ID
+from tests.support.nsight import SESSION_START_UNIX_NS, TYPE_ID, WITHOUT_ROWID
 
 from spark_otel._validate import EARLIEST_NS, LATEST_NS
 from spark_otel.receivers.nsight import read_capture
 
-captures = bad_input.captures  # 0.05 s at 1 kHz (19 x 50 rows), columns without NOT NULL
 SM_ISSUE = "SM Issue [Throughput %]"  # metricId 2
 AT_2000 = EARLIEST_NS - SESSION_START_UNIX_NS  # session times of 2000-01-01 and 2100-01-01
 AT_2100 = LATEST_NS - SESSION_START_UNIX_NS
@@ -77,13 +75,6 @@ def test_bad_rows_in_several_groups_are_all_counted(captures: dict[str, Path], t
     assert read_capture(path).skipped == [
         f"{path}: GPU_METRICS row 951: timestamp is NULL, not an integer (3 rows of 953 left out)"
     ]
-
-
-WITHOUT_ROWID = (
-    "CREATE TABLE G (id INTEGER PRIMARY KEY, timestamp, typeId, metricId, value) WITHOUT ROWID;"
-    "INSERT INTO G SELECT rowid, * FROM GPU_METRICS; DROP TABLE GPU_METRICS;"
-    "ALTER TABLE G RENAME TO GPU_METRICS;"
-)
 
 
 def test_a_table_without_rowid_is_read_by_the_plain_group_by(

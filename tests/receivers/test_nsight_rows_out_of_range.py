@@ -15,14 +15,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.receivers import test_nsight_bad_input as bad_input
-from tests.receivers.nsight_capture import SESSION_START_UNIX_NS, TYPE_ID
-from tests.receivers.test_nsight_rows_gpu_metrics import WITHOUT_ROWID
+from tests.support.nsight import SESSION_START_UNIX_NS, TYPE_ID, WITHOUT_ROWID, damaged
 
 from spark_otel._validate import LATEST_NS
 from spark_otel.receivers.nsight import read_capture
 
-captures = bad_input.captures  # 50 samples of 19 metrics (0.05 s at 1 kHz), columns without NOT NULL
 SM_ISSUE = "SM Issue [Throughput %]"  # metricId 2
 START = SESSION_START_UNIX_NS - 7  # 7 ns before a whole number of 100 ms (and of 500 ns) from 2100
 AT_2100 = LATEST_NS - START  # its bucket starts 7 ns before 2100
@@ -78,7 +75,7 @@ def test_the_lowest_integer_value_is_read_in_generic_events(
         "UPDATE GENERIC_EVENTS SET data = json_set(data, '$.\"SM Issue\"', json('-9223372036854775808')) "
         "WHERE rowid = 2"
     )
-    capture = read_capture(bad_input.damaged(captures, tmp_path, "generic", sql))
+    capture = read_capture(damaged(captures, tmp_path, "generic", sql))
     assert capture.skipped == []
     issue = capture.summary.metric("SM Issue")
     assert (issue.samples, issue.min) == (50, float(-(2**63)))

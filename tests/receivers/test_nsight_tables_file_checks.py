@@ -13,12 +13,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.receivers import test_nsight_bad_input as bad_input
+from tests.support.nsight import damaged
 
-from spark_otel._exceptions import InputError
+from spark_otel import InputError
 from spark_otel.receivers.nsight import read_capture
-
-captures = bad_input.captures  # 19 metrics x 50 samples, plain and generic layouts
 
 
 def cut_short_message(path: Path, pages: int, page_size: int) -> str:
@@ -105,7 +103,7 @@ def test_an_sqlite_file_with_neither_nsight_table_is_refused_with_how_to_export(
 
 
 def test_an_export_without_meta_data_is_still_an_export(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", "DROP TABLE META_DATA_EXPORT")
+    path = damaged(captures, tmp_path, "plain", "DROP TABLE META_DATA_EXPORT")
     summary = read_capture(path).summary
     assert (summary.product_version, summary.schema_version) == (None, None)
     assert summary.metric("SM Issue").samples == 50
@@ -114,7 +112,7 @@ def test_an_export_without_meta_data_is_still_an_export(captures: dict[str, Path
 def test_an_export_without_a_session_start_table_says_the_start_is_missing(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", "DROP TABLE TARGET_INFO_SESSION_START_TIME")
+    path = damaged(captures, tmp_path, "plain", "DROP TABLE TARGET_INFO_SESSION_START_TIME")
     assert read_error(path) == (
         f"{path}: no TARGET_INFO_SESSION_START_TIME.utcEpochNs; the samples cannot be placed in time"
     )

@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.receivers import test_nsight_bad_input as bad_input
+from tests.support.nsight import damaged
 
-from spark_otel._exceptions import InputError, NoGpuMetricsError
+from spark_otel import InputError, NoGpuMetricsError
 from spark_otel._validate import EARLIEST_NS, LATEST_NS
 from spark_otel.receivers.nsight import NsightLayout, read_capture
 
-captures = bad_input.captures  # 19 metrics x 50 samples, plain and generic layouts
 START_TABLE = "TARGET_INFO_SESSION_START_TIME"
 NO_GPU_METRICS_ADVICE = (
     "holds no GPU metrics (no GPU_METRICS table): it was captured without them. Capture with "
@@ -35,7 +34,7 @@ def read_error(path: Path, error: type[Exception] = InputError) -> str:
 
 
 def test_gpu_metrics_lacking_columns_lists_them_sorted(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",
@@ -45,14 +44,14 @@ def test_gpu_metrics_lacking_columns_lists_them_sorted(captures: dict[str, Path]
 
 
 def test_gpu_metrics_without_their_names_table_is_refused(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", "DROP TABLE TARGET_INFO_GPU_METRICS")
+    path = damaged(captures, tmp_path, "plain", "DROP TABLE TARGET_INFO_GPU_METRICS")
     assert read_error(path) == (
         f"{path}: GPU_METRICS without TARGET_INFO_GPU_METRICS; the metrics cannot be named"
     )
 
 
 def test_metric_names_lacking_two_columns_lists_both(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",
@@ -67,7 +66,7 @@ def test_metric_names_lacking_two_columns_lists_both(captures: dict[str, Path], 
 def test_no_gpu_metrics_names_the_versions_and_gives_the_whole_advice(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", NO_GPU_METRICS)
+    path = damaged(captures, tmp_path, "plain", NO_GPU_METRICS)
     assert read_error(path, NoGpuMetricsError) == (
         f"{path}: this Nsight Systems export (Nsight Systems 2026.1.3.425, schema 3.24.18) "
         + NO_GPU_METRICS_ADVICE
@@ -75,7 +74,7 @@ def test_no_gpu_metrics_names_the_versions_and_gives_the_whole_advice(
 
 
 def test_no_gpu_metrics_without_versions_names_none(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", NO_GPU_METRICS + "DROP TABLE META_DATA_EXPORT")
+    path = damaged(captures, tmp_path, "plain", NO_GPU_METRICS + "DROP TABLE META_DATA_EXPORT")
     assert (
         read_error(path, NoGpuMetricsError) == f"{path}: this Nsight Systems export " + NO_GPU_METRICS_ADVICE
     )
@@ -84,7 +83,7 @@ def test_no_gpu_metrics_without_versions_names_none(captures: dict[str, Path], t
 def test_generic_events_without_their_data_column_are_no_gpu_metrics(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(captures, tmp_path, "generic", "ALTER TABLE GENERIC_EVENTS DROP COLUMN data")
+    path = damaged(captures, tmp_path, "generic", "ALTER TABLE GENERIC_EVENTS DROP COLUMN data")
     assert read_error(path, NoGpuMetricsError) == (
         f"{path}: this Nsight Systems export (Nsight Systems 2026.1.3.425, schema 3.24.18) "
         + NO_GPU_METRICS_ADVICE
@@ -94,25 +93,21 @@ def test_generic_events_without_their_data_column_are_no_gpu_metrics(
 def test_generic_events_with_exactly_the_columns_needed_read(
     captures: dict[str, Path], tmp_path: Path
 ) -> None:
-    path = bad_input.damaged(
-        captures, tmp_path, "generic", "ALTER TABLE GENERIC_EVENTS DROP COLUMN rawTimestamp"
-    )
+    path = damaged(captures, tmp_path, "generic", "ALTER TABLE GENERIC_EVENTS DROP COLUMN rawTimestamp")
     summary = read_capture(path).summary
     assert summary.layout is NsightLayout.GENERIC
     assert summary.metric("SM Issue").samples == 50
 
 
 def test_meta_data_of_another_shape_is_ignored(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(
-        captures, tmp_path, "plain", "ALTER TABLE META_DATA_EXPORT RENAME COLUMN name TO key"
-    )
+    path = damaged(captures, tmp_path, "plain", "ALTER TABLE META_DATA_EXPORT RENAME COLUMN name TO key")
     capture = read_capture(path)
     assert (capture.summary.product_version, capture.summary.schema_version) == (None, None)
     assert capture.skipped == []
 
 
 def test_a_version_stored_as_a_blob_is_not_a_version(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",
@@ -123,7 +118,7 @@ def test_a_version_stored_as_a_blob_is_not_a_version(captures: dict[str, Path], 
 
 
 def test_a_session_start_table_without_its_column_is_named(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures, tmp_path, "plain", f"ALTER TABLE {START_TABLE} RENAME COLUMN utcEpochNs TO epoch"
     )
     assert read_error(path) == f"{path}: {START_TABLE} lacks column(s) utcEpochNs; is this an Nsight export?"
@@ -137,23 +132,19 @@ def test_a_session_start_table_without_its_column_is_named(captures: dict[str, P
 def test_a_null_or_absent_session_start_is_missing(
     captures: dict[str, Path], tmp_path: Path, sql: str
 ) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", sql)
+    path = damaged(captures, tmp_path, "plain", sql)
     assert read_error(path) == (f"{path}: no {START_TABLE}.utcEpochNs; the samples cannot be placed in time")
 
 
 def test_a_session_starting_at_2000_exactly_is_read(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(
-        captures, tmp_path, "plain", f"UPDATE {START_TABLE} SET utcEpochNs = {EARLIEST_NS}"
-    )
+    path = damaged(captures, tmp_path, "plain", f"UPDATE {START_TABLE} SET utcEpochNs = {EARLIEST_NS}")
     summary = read_capture(path).summary
     assert summary.session_start_unix_ns == EARLIEST_NS
     assert summary.start_unix_ns == EARLIEST_NS + 1_000_000  # the first sample, 1 ms in
 
 
 def test_a_session_starting_at_2100_exactly_is_refused(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(
-        captures, tmp_path, "plain", f"UPDATE {START_TABLE} SET utcEpochNs = {LATEST_NS}"
-    )
+    path = damaged(captures, tmp_path, "plain", f"UPDATE {START_TABLE} SET utcEpochNs = {LATEST_NS}")
     assert read_error(path) == (
         f"{path}: {START_TABLE}.utcEpochNs {LATEST_NS} reads as the year 2100, outside 2000-2100; "
         "the samples cannot be placed in time"
@@ -161,7 +152,7 @@ def test_a_session_starting_at_2100_exactly_is_refused(captures: dict[str, Path]
 
 
 def test_a_gpu_row_with_a_text_perfworks_id_is_left_out(captures: dict[str, Path], tmp_path: Path) -> None:
-    path = bad_input.damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET pwGpuId = 'x'")
+    path = damaged(captures, tmp_path, "plain", "UPDATE TARGET_INFO_GPU SET pwGpuId = 'x'")
     capture = read_capture(path)
     assert capture.skipped == [
         f"{path}: TARGET_INFO_GPU row 1: pwGpuId is 'x', not an integer (1 row of 1 left out)"
@@ -182,7 +173,7 @@ def test_a_gpu_row_with_a_text_perfworks_id_is_left_out(captures: dict[str, Path
 def test_a_metric_name_row_that_cannot_name_says_which_column(
     captures: dict[str, Path], tmp_path: Path, column: str, value: str, problem: str
 ) -> None:
-    path = bad_input.damaged(
+    path = damaged(
         captures,
         tmp_path,
         "plain",

@@ -6,85 +6,13 @@ from __future__ import annotations
 
 import logging
 import sys
-import types
 
 import pytest
+from tests.support.gpu_fakes import GB10, H100, NVMLError, fake_nvml
 
+from spark_otel import NoGpuError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import NoGpuError
 from spark_otel.receivers.gpu import GpuReading, NvmlSource, gpu_samples
-
-SM, MEM = 7, 8  # the clock kinds, other than any default a mutant could fall back on
-
-
-class _NVMLError(Exception):
-    pass
-
-
-H100 = {
-    "name": b"NVIDIA H100 80GB HBM3",  # older nvidia-ml-py returns bytes
-    "util": types.SimpleNamespace(gpu=96, memory=40),
-    "power": 312_450,  # mW
-    "energy": 5_000_000,  # mJ
-    "clock": {SM: 1980, MEM: 2619},
-    "memory": types.SimpleNamespace(used=40536 * 2**20, total=81559 * 2**20, free=0),
-}
-GB10 = {
-    "name": "NVIDIA GB10",  # newer nvidia-ml-py returns str
-    "util": types.SimpleNamespace(gpu=35, memory=0),
-    "power": 37_250,
-    "energy": 1_500,
-    "clock": {SM: 2418, MEM: 4266},
-    # no "memory": unified memory, NVML_ERROR_NOT_SUPPORTED
-}
-
-
-def _nvml(
-    devices: list[dict[str, object]],
-    *,
-    count_fails: bool = False,
-    shutdown_fails: bool = False,
-) -> types.ModuleType:
-    """A fake nvidia-ml-py whose handles are ``("handle", i)``; each query looks its device up by
-    handle, so a query given another handle finds nothing, and a quantity a device lacks raises."""
-    mod = types.ModuleType("pynvml")
-    mod.NVML_CLOCK_SM = SM  # type: ignore[attr-defined]
-    mod.NVML_CLOCK_MEM = MEM  # type: ignore[attr-defined]
-    table = {("handle", i): d for i, d in enumerate(devices)}
-    calls: list[str] = []
-    mod.calls = calls  # type: ignore[attr-defined]
-
-    def query(key: str) -> object:
-        def call(handle: tuple[str, int], *args: int) -> object:
-            values = table[handle]
-            if key not in values:
-                raise _NVMLError("Not Supported")
-            value = values[key]
-            return value[args[0]] if args else value  # type: ignore[index]
-
-        return call
-
-    def count() -> int:
-        if count_fails:
-            raise _NVMLError("Uninitialized")
-        return len(devices)
-
-    def shutdown() -> None:
-        calls.append("shutdown")
-        if shutdown_fails:
-            raise _NVMLError("Driver busy")
-
-    mod.nvmlInit = lambda: calls.append("init")  # type: ignore[attr-defined]
-    mod.nvmlShutdown = shutdown  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetCount = count  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetName = query("name")  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetUtilizationRates = query("util")  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetPowerUsage = query("power")  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetTotalEnergyConsumption = query("energy")  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetClockInfo = query("clock")  # type: ignore[attr-defined]
-    mod.nvmlDeviceGetMemoryInfo = query("memory")  # type: ignore[attr-defined]
-    return mod
 
 
 def _figures(r: GpuReading) -> tuple[object, ...]:
@@ -104,7 +32,7 @@ def _figures(r: GpuReading) -> tuple[object, ...]:
 def test_each_device_is_read_through_its_own_handle_in_the_given_module() -> None:
     """Two parts that answer differently: every figure is its own device's, converted (percent to
     fraction, mW to W, mJ to J, memory bytes as floats); the module passed in is the one used."""
-    fake = _nvml([H100, GB10])
+    fake = fake_nvml([H100, GB10])
     source = NvmlSource(module=fake)
     h100, gb10 = source.read()
     source.close()
@@ -126,7 +54,7 @@ def test_each_device_is_read_through_its_own_handle_in_the_given_module() -> Non
 def test_a_part_without_utilization_or_power_reads_none_for_them() -> None:
     """A quantity the part refuses is None (never 0), and the rest still read."""
     part = {k: v for k, v in GB10.items() if k not in ("util", "power")}
-    [reading] = NvmlSource(module=_nvml([part])).read()
+    [reading] = NvmlSource(module=fake_nvml([part])).read()
     assert _figures(reading) == ("0", "NVIDIA GB10", None, None, 1.5, 2418, 4266, None, None)
 
 
@@ -139,7 +67,7 @@ def test_nvidia_ml_py_not_installed_says_so(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_nvml_that_cannot_list_its_gpus_is_a_no_gpu_error_and_shuts_down() -> None:
-    fake = _nvml([H100], count_fails=True)
+    fake = fake_nvml([H100], count_fails=True)
     with pytest.raises(NoGpuError) as info:
         NvmlSource(module=fake)
     assert str(info.value) == "NVML cannot list GPUs: Uninitialized"
@@ -147,7 +75,7 @@ def test_nvml_that_cannot_list_its_gpus_is_a_no_gpu_error_and_shuts_down() -> No
 
 
 def test_nvml_that_sees_no_gpu_is_a_no_gpu_error_and_shuts_down() -> None:
-    fake = _nvml([])
+    fake = fake_nvml([])
     with pytest.raises(NoGpuError) as info:
         NvmlSource(module=fake)
     assert str(info.value) == "NVML sees no GPU"
@@ -156,7 +84,7 @@ def test_nvml_that_sees_no_gpu_is_a_no_gpu_error_and_shuts_down() -> None:
 
 def test_a_failed_shutdown_is_logged_with_its_traceback_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     """Closing must not fail a run that is ending anyway; the debug line keeps the cause."""
-    fake = _nvml([GB10], shutdown_fails=True)
+    fake = fake_nvml([GB10], shutdown_fails=True)
     source = NvmlSource(module=fake)
     with caplog.at_level(logging.DEBUG, logger="spark_otel.receivers.gpu"):
         source.close()
@@ -164,7 +92,7 @@ def test_a_failed_shutdown_is_logged_with_its_traceback_not_raised(caplog: pytes
     assert [(r.levelno, r.getMessage()) for r in records] == [(logging.DEBUG, "nvmlShutdown failed")]
     exc_info = records[0].exc_info
     assert exc_info is not None
-    assert exc_info[0] is _NVMLError
+    assert exc_info[0] is NVMLError
     assert fake.calls == ["init", "shutdown"]
 
 

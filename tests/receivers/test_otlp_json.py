@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from spark_otel import InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError
 from spark_otel.cells import cell
 from spark_otel.model import CellStatus
 from spark_otel.receivers.otlp_json import decode_any_value, read_otlp_json

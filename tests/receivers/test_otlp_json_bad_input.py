@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.receivers.otlp_json_export import CELL, DROP, REQUEST, SERVER, SPAN, START, export, span
+from tests.support.otlp_json_export import CELL, DROP, REQUEST, SERVER, SPAN, START, export, span
 
+from spark_otel import InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError
 from spark_otel.receivers.otlp_json import read_otlp_json, records_from_export
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.trace import SpanContext, TraceFlags
-from tests.receivers.otlp_json_export import (
+from tests.support.otlp_json_export import (
     CELL,
     DROP,
     REQUEST,

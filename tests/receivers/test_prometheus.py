@@ -5,9 +5,10 @@ from __future__ import annotations
 import httpx
 import httpx2
 import pytest
-from tests.receivers.metrics_server import MetricsServer, fixture_text
+from tests.support.metrics_pages import SGLANG, VLLM, fixture_text
+from tests.support.metrics_server import MetricsServer
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel.receivers import (
     ascrape_engine,
     counter_delta,
@@ -17,8 +18,6 @@ from spark_otel.receivers import (
 )
 from spark_otel.receivers.prometheus import EngineSnapshot
 
-VLLM = "metrics-0.10.x-ngc25.09.txt"
-SGLANG = "metrics-docs-example.txt"
 LLAMACPP = "metrics-b9041.txt"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel.receivers.prometheus import EngineSnapshot, parse_metrics
 
 

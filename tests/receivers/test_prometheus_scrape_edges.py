@@ -10,10 +10,10 @@ from typing import Any
 
 import httpx2
 import pytest
-from tests.receivers.metrics_server import MetricsServer, fixture_text
-from tests.receivers.test_prometheus import SGLANG
+from tests.support.metrics_pages import SGLANG, fixture_text
+from tests.support.metrics_server import MetricsServer
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel._urls import engine_base_url
 from spark_otel.receivers.prometheus import metrics_url, scrape_engine
 

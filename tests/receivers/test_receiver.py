@@ -7,27 +7,15 @@ import threading
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from tests.conftest import metric_points, wait_for
-from tests.receivers.metrics_server import MetricsServer
+from tests.support.metric_points import metric_points
+from tests.support.metrics_pages import counting_text
+from tests.support.metrics_server import MetricsServer
+from tests.support.waiting import wait_for
 
+from spark_otel import ConfigError, EngineError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError, EngineError
 from spark_otel.receivers.receiver import Receiver, parse_engine_spec
 from spark_otel.store import Store
-
-
-def _counting_text(hits: int) -> str:
-    """A vLLM engine that generated 100 tokens more at every scrape."""
-    return (
-        "# TYPE vllm:generation_tokens_total counter\n"
-        f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {100.0 * hits}\n'
-        "# TYPE vllm:prompt_tokens_total counter\n"
-        f'vllm:prompt_tokens_total{{engine="0",model_name="m"}} {10.0 * hits}\n'
-        "# TYPE vllm:num_requests_running gauge\n"
-        'vllm:num_requests_running{engine="0",model_name="m"} 3\n'
-        "# TYPE vllm:kv_cache_usage_perc gauge\n"
-        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5\n'
-    )
 
 
 def _points_by_engine(reader: InMemoryMetricReader, name: str) -> dict[str, float]:
@@ -47,7 +35,7 @@ def test_a_dead_engine_is_reported_and_retried_while_the_live_one_is_served(
     store: Store,
     free_port: int,
 ) -> None:
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     dead = f"http://127.0.0.1:{free_port}"
     receiver = Receiver(
         {"live": metrics_server.url, "dead": dead},
@@ -97,7 +85,7 @@ def test_a_dead_engine_is_reported_and_retried_while_the_live_one_is_served(
 def test_an_engine_that_recovers_is_marked_up_again(
     metrics_server: MetricsServer, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
 ) -> None:
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     metrics_server.status = 500
     with Receiver(
         {"flaky": metrics_server.url}, interval_s=0.05, max_backoff_s=0.1, meter_provider=meter_provider
@@ -113,7 +101,7 @@ def test_an_engine_that_recovers_is_marked_up_again(
 def test_stored_up_is_one_series_before_and_after_the_kind_is_known(
     metrics_server: MetricsServer, meter_provider: MeterProvider, store: Store
 ) -> None:
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     metrics_server.status = 500
     receiver = Receiver({"flaky": metrics_server.url}, meter_provider=meter_provider, store=store)
     try:
@@ -134,7 +122,7 @@ def test_stored_up_is_one_series_before_and_after_the_kind_is_known(
 def test_stop_interrupts_a_long_sleep_and_ends_every_thread(
     metrics_server: MetricsServer, meter_provider: MeterProvider
 ) -> None:
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     receiver = Receiver({"a": metrics_server.url}, interval_s=3600, meter_provider=meter_provider).start()
     wait_for(lambda: receiver.latest("a") is not None, "the first scrape", 20.0, 0.02)
     receiver.stop(timeout_s=10)
@@ -145,7 +133,7 @@ def test_stop_interrupts_a_long_sleep_and_ends_every_thread(
 def test_scrape_once_returns_failures_instead_of_raising(
     metrics_server: MetricsServer, meter_provider: MeterProvider, free_port: int
 ) -> None:
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     receiver = Receiver(
         {"ok": metrics_server.url, "gone": f"http://127.0.0.1:{free_port}"},
         meter_provider=meter_provider,
@@ -180,7 +168,7 @@ def test_engine_spec_and_constructor_checks() -> None:
 def test_a_down_engine_reports_only_up_0_and_errors_not_its_last_values(
     metrics_server: MetricsServer, meter_provider: MeterProvider, metric_reader: InMemoryMetricReader
 ) -> None:
-    metrics_server.text_fn = _counting_text
+    metrics_server.text_fn = counting_text
     receiver = Receiver({"qwen": metrics_server.url}, meter_provider=meter_provider, timeout_s=5)
     engine_metrics = (
         sc.ENGINE_GENERATION_TOKENS,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from spark_otel import ConfigError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import ConfigError
 from spark_otel.model import MetricSample
 from spark_otel.receivers.prometheus import CounterDelta, EngineSnapshot
 from spark_otel.receivers.receiver import Receiver, engine_samples, parse_engine_spec, split_engine_spec

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from tests.conftest import wait_for
-from tests.receivers.metrics_server import MetricsServer
-from tests.receivers.test_gpu import SIM_GPU
-from tests.receivers.test_receiver import _counting_text
+from tests.support.gpu_fakes import SIM_GPU
+from tests.support.metrics_pages import counting_text
+from tests.support.metrics_server import MetricsServer
+from tests.support.waiting import wait_for
 
 from spark_otel.receivers.gpu import GpuReading, SimGpuSource
 from spark_otel.receivers.receiver import Receiver
@@ -35,7 +35,7 @@ def module_server() -> Iterator[MetricsServer]:
 
 @pytest.fixture
 def server(module_server: MetricsServer) -> MetricsServer:
-    module_server.status, module_server.text_fn, module_server.json_body = 200, _counting_text, dict(SIM_GPU)
+    module_server.status, module_server.text_fn, module_server.json_body = 200, counting_text, dict(SIM_GPU)
     return module_server
 
 

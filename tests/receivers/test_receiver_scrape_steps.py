@@ -15,12 +15,12 @@ import httpx2
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import Gauge, InMemoryMetricReader, Sum
-from tests.conftest import metric_points
-from tests.receivers.metrics_server import MetricsServer
-from tests.receivers.test_gpu import SIM_GPU
+from tests.support.gpu_fakes import SIM_GPU
+from tests.support.metric_points import metric_points
+from tests.support.metrics_server import MetricsServer
 
+from spark_otel import EngineError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import EngineError
 from spark_otel.model import MetricSample
 from spark_otel.receivers.gpu import SimGpuSource
 from spark_otel.receivers.receiver import EngineTarget, Receiver

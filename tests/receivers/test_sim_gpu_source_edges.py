@@ -8,9 +8,9 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from tests.receivers.metrics_server import MetricsServer
+from tests.support.metrics_server import MetricsServer
 
-from spark_otel._exceptions import ConfigError, EngineError
+from spark_otel import ConfigError, EngineError
 from spark_otel.receivers.gpu import GpuReading, SimGpuSource, open_gpu_source
 
 READOUT = {

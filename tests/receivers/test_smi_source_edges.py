@@ -4,35 +4,18 @@ messages."""
 
 from __future__ import annotations
 
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from tests.receivers.test_gpu import _fake_pynvml
+from tests.support.gpu_fakes import FORMAT, H100_ROW, QUERY, fake_pynvml, scripted_smi
 
-from spark_otel._exceptions import ConfigError, NoGpuError
+from spark_otel import ConfigError, NoGpuError
 from spark_otel.receivers.gpu import GpuReading, SmiSource, open_gpu_source, parse_smi_csv
 
-QUERY = "--query-gpu=index,name,uuid,utilization.gpu,power.draw,clocks.sm,clocks.mem,memory.used,memory.total"
-FORMAT = "--format=csv,noheader,nounits"
 HINT = "use --source sim --sim-url URL to read a simulated box instead"
-H100_ROW = "0, NVIDIA H100 80GB HBM3, GPU-2c3f7a0e, 96, 312.45, 1980, 2619, 40536, 81559"
 GB10_ROW = "1, NVIDIA GB10, GPU-aaaa, [N/A], 37.10, 2418, [N/A], [N/A], [N/A]"
-
-
-def _smi(tmp_path: Path, script: str) -> Path:
-    """An executable nvidia-smi running ``script`` when given exactly the query and format
-    arguments spark-otel documents; any other arguments exit 2."""
-    path = tmp_path / "bin" / "nvidia-smi"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(
-        f'#!/bin/sh\n[ "$#" = 2 ] && [ "$1" = "{QUERY}" ] && [ "$2" = "{FORMAT}" ] '
-        f"|| {{ echo bad args: $* >&2; exit 2; }}\n{script}\n"
-    )
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
 
 
 def _figures(r: GpuReading) -> tuple[object, ...]:
@@ -71,27 +54,27 @@ def test_a_row_of_the_wrong_shape_is_quoted_whole() -> None:
 
 def test_smi_source_runs_nvidia_smi_with_its_exact_arguments(tmp_path: Path) -> None:
     """The fake refuses anything but the documented query and format."""
-    exe = _smi(tmp_path, f"echo '{H100_ROW}'")
+    exe = scripted_smi(tmp_path, f"echo '{H100_ROW}'")
     [reading] = SmiSource(str(exe)).read()
     assert _figures(reading)[3:] == H100[3:]
 
 
 def test_nvidia_smi_listing_nothing_is_no_gpu(tmp_path: Path) -> None:
     with pytest.raises(NoGpuError) as info:
-        SmiSource(str(_smi(tmp_path, "exit 0")))
+        SmiSource(str(scripted_smi(tmp_path, "exit 0")))
     assert str(info.value) == "nvidia-smi lists no GPU"
 
 
 def test_nvidia_smi_failing_without_a_word_says_no_message(tmp_path: Path) -> None:
     with pytest.raises(NoGpuError) as info:
-        SmiSource(str(_smi(tmp_path, "exit 3")))
+        SmiSource(str(scripted_smi(tmp_path, "exit 3")))
     assert str(info.value) == "nvidia-smi exited 3: no message"
 
 
 def test_a_hung_nvidia_smi_is_cut_off_at_the_timeout(tmp_path: Path) -> None:
     """A wedged driver can hang nvidia-smi; the read gives up after ``timeout_s`` (here 0.3 s,
     against a 3 s hang) with the reason, instead of hanging the sampler."""
-    exe = str(_smi(tmp_path, "exec sleep 3"))
+    exe = str(scripted_smi(tmp_path, "exec sleep 3"))
     with pytest.raises(NoGpuError) as info:
         SmiSource(exe, timeout_s=0.3)
     expected = subprocess.TimeoutExpired([exe, QUERY, FORMAT], 0.3)
@@ -127,8 +110,8 @@ def test_open_gpu_source_by_default_tries_nvml_then_nvidia_smi(
 
 
 def test_smi_asked_for_is_smi_even_where_nvml_works(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
-    monkeypatch.setenv("PATH", str(_smi(tmp_path, f"echo '{H100_ROW}'").parent))
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    monkeypatch.setenv("PATH", str(scripted_smi(tmp_path, f"echo '{H100_ROW}'").parent))
     source = open_gpu_source("smi")
     assert source.kind == "smi"
     [reading] = source.read()
@@ -136,7 +119,7 @@ def test_smi_asked_for_is_smi_even_where_nvml_works(monkeypatch: pytest.MonkeyPa
 
 
 def test_smi_asked_for_and_missing_names_nvidia_smi(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(NoGpuError) as info:
         open_gpu_source("smi")
@@ -144,7 +127,7 @@ def test_smi_asked_for_and_missing_names_nvidia_smi(monkeypatch: pytest.MonkeyPa
 
 
 def test_nvml_asked_for_and_failing_gives_its_reason_and_the_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(init_fails=True))
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_fails=True))
     with pytest.raises(NoGpuError) as info:
         open_gpu_source("nvml")
     assert str(info.value) == (

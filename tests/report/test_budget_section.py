@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from tests.analysis.article import D_EVAL, appendix_d_cells, appendix_d_loads
+from tests.support.article import D_EVAL, appendix_d_cells, appendix_d_loads
 
 from spark_otel.model import Cell
 from spark_otel.report import ReportInputs, build_report, render_html, write_report

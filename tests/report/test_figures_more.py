@@ -19,7 +19,7 @@ import pytest
 from matplotlib.colors import to_hex
 from tests.support.gauges import verdict as gauge_verdict
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.analysis.budget import CellBudget, eval_budgets
 from spark_otel.analysis.concurrency import concurrency
 from spark_otel.analysis.gauges.grades import (

@@ -16,20 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.gauges import verdict as gauge_verdict
+from tests.support.report_content import S, instrument_verdict, instruments_report
 
 import spark_otel
-from spark_otel._exceptions import InputError
-from spark_otel._version import __version__
+from spark_otel import InputError, __version__
 from spark_otel.analysis.budget import CellBudget, EvalBudget
 from spark_otel.analysis.energy import CellEnergy, EnergyReport, EvalEnergy
 from spark_otel.analysis.gauges.grades import (
     InstrumentsReport,
-    InstrumentVerdict,
     IntervalReading,
-    LoadInterval,
-    Thresholds,
-    VerdictReason,
 )
 from spark_otel.analysis.stats import summarize
 from spark_otel.analysis.timeouts import TimeoutVerdict
@@ -38,7 +33,6 @@ from spark_otel.report.content import ReportContent
 from spark_otel.report.plots import render_images
 from spark_otel.views.gauges import evidence
 
-S = 1_000_000_000
 NOW = int(datetime(2026, 3, 4, 23, 50, 30, tzinfo=UTC).timestamp()) * S
 """The page's generation time: 05:20 the next day in India, so a local time reads as another day."""
 MEASURE = "spark-otel receive --engine NAME=URL --gpu auto --interval 1"
@@ -136,41 +130,9 @@ def test_the_glossary_explains_each_term_once_under_the_first_table_that_shows_i
 
 
 # -- the Instruments section --------------------------------------------------------------------------
-def _verdict(name: str, verdict: str, n: int, elasticity: float | None, rank: float | None,
-             readings: list[IntervalReading] | None = None) -> InstrumentVerdict:  # fmt: skip
-    """A verdict whose reason needs no figure the test leaves out: unsupported, no readings."""
-    return gauge_verdict(
-        name, verdict, metric="gpu.power", unit="W", reason=VerdictReason.NO_READINGS, n_intervals=n,
-        n_samples=n, elasticity=elasticity, rank_correlation=rank, readings=readings or [],
-    )  # fmt: skip
-
-
 def _said(report: InstrumentsReport, k: int) -> str:
     """The evidence cell of the ``k``-th gauge: the views layer's sentence, escaped."""
     return html.escape(evidence(report.instruments[k], report))
-
-
-def _interval(label: str, throughput: float, scale: float = 1.0) -> LoadInterval:
-    return LoadInterval(
-        label=label, source="probe", start_unix_ns=0, end_unix_ns=S, throughput=throughput, time_scale=scale
-    )
-
-
-def _instruments(**kw: Any) -> InstrumentsReport:
-    fields: dict[str, Any] = {
-        "interval_source": "probe",
-        "intervals": [_interval("1 stream", 12.5, 100.0), _interval("8 streams", 1234.5, 100.0)],
-        "throughput_min": 12.5,
-        "throughput_max": 1234.56,
-        "thresholds": Thresholds(),
-        "instruments": [
-            _verdict("GPU 0 power", "not load", 2, 0.04, None),
-            _verdict("qwen requests running", "tracks load", 3, None, 0.9512),
-        ],
-        "notes": ["no GPU samples & no Nsight", "one engine"],
-    }
-    fields.update(kw)
-    return InstrumentsReport(**fields)
 
 
 HEAD = "<h2>Instruments: which gauge measures load</h2>"
@@ -188,7 +150,7 @@ def test_the_instruments_section_grades_each_gauge_and_shows_its_plot_and_the_no
     """The intervals and their throughput range in model time, one row per gauge (a missing figure
     is a dash, two decimals otherwise), every plot there is in a row of gauges, then each note."""
     images = {"instrument-1-gpu-0-power.png": b"AB", "instrument-2-qwen-requests-running.png": b"CD"}
-    report = _instruments()
+    report = instruments_report()
     assert page._instruments_section(_content(instruments=report), images) == (
         HEAD + '<p class="note">2 probe intervals, 12.5 to 1,234.6 tok/s (model time, 100x): '
         "each gauge's value per interval against the interval's throughput.</p>"
@@ -213,12 +175,12 @@ def test_without_a_source_or_throughput_the_section_reads_zero_and_a_gauge_witho
 ):
     """No interval source is a blank word, no throughput 0.0 to 0.0; a gauge read in under two
     intervals has no plot (an empty row of gauges), and no notes add nothing."""
-    report = _instruments(
+    report = instruments_report(
         interval_source=None,
         intervals=[],
         throughput_min=None,
         throughput_max=None,
-        instruments=[_verdict("qwen cells' decode rate", "unsupported", 1, 1.25, -0.5)],
+        instruments=[instrument_verdict("qwen cells' decode rate", "unsupported", 1, 1.25, -0.5)],
         notes=[],
     )
     assert page._instruments_section(_content(instruments=report), {"instrument-2-x.png": b"AB"}) == (
@@ -443,8 +405,8 @@ def _plotted_content() -> ReportContent:
         IntervalReading(interval="1 stream", throughput=12.5, value=40.0, samples=3),
         IntervalReading(interval="8 streams", throughput=1234.5, value=90.0, samples=3),
     ]
-    report = _instruments(
-        instruments=[_verdict("GPU 0 power", "tracks load", 2, 0.8, 1.0, readings)], notes=[]
+    report = instruments_report(
+        instruments=[instrument_verdict("GPU 0 power", "tracks load", 2, 0.8, 1.0, readings)], notes=[]
     )
     return _content(instruments=report, eval_budgets=[_eval_budget()], budgets=[_cell_budget()], n_cells=1)
 
@@ -499,7 +461,9 @@ def test_a_report_directory_that_cannot_be_created_is_an_input_error_naming_it(t
 def _utf8_content() -> ReportContent:
     return _content(
         n_cells=1,
-        instruments=_instruments(instruments=[_verdict("client CPU µs/tok", "not load", 1, None, None)]),
+        instruments=instruments_report(
+            instruments=[instrument_verdict("client CPU µs/tok", "not load", 1, None, None)]
+        ),
     )
 
 

@@ -4,42 +4,20 @@ notes and the embedded plots. A changed word, format, condition or column reads 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.support.report_content import T0, S, engine_concurrency, probe_curve, report_content, speedup_of
 
 from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule, RuleKind
-from spark_otel.analysis.concurrency import ConcurrencyReport, EngineConcurrency, LevelSummary, Speedup
+from spark_otel.analysis.concurrency import ConcurrencyReport, LevelSummary
 from spark_otel.analysis.energy import EnergyReport, EvalEnergy
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost
 from spark_otel.analysis.outcomes import DeadlineOutcome
 from spark_otel.analysis.stats import RateSummary, summarize
 from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
-from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report import html as page
-from spark_otel.report.content import ReportContent
 from spark_otel.views.answers import Answer
-
-S = 1_000_000_000
-T0 = int(datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC).timestamp()) * S
-
-
-def _content(**kw: Any) -> ReportContent:
-    fields: dict[str, Any] = {
-        "source": "store.db",
-        "eval_name": None,
-        "n_cells": 0,
-        "n_windows": 0,
-        "probes": [],
-        "curves": [],
-        "concurrency": None,
-        "neighbours": [],
-        "outcomes": [],
-        "advice": None,
-    }
-    fields.update(kw)
-    return ReportContent(**fields)
 
 
 def _advice(*rules: tuple[str, str], threshold: float = 0.2, ceiling_s: float = 1800.0) -> Advice:
@@ -116,7 +94,7 @@ def test_the_neighbour_table_prices_each_touched_window_and_marks_a_cost_past_th
         _window("untouched", "eval", "nemo", False, 0, cost=0.9),
         _window("other", "load", None, None, 1),
     ]  # fmt: skip
-    content = _content(
+    content = report_content(
         neighbours=[_neighbour("review", windows, workers=2)],
         advice=_advice(threshold=0.25),
         time_scales={"review": 100.0, "cards": 10.0},
@@ -160,7 +138,7 @@ def test_without_advice_a_cost_is_unmarked_and_an_eval_off_the_model_clock_reads
         cost=0.75,
     )
     alone = _window("probe", "probe", "qwen", True, 0)
-    content = _content(
+    content = report_content(
         neighbours=[
             _neighbour("cards", [priced]),
             _neighbour("review", [alone], workers=1, timeouts=0, failures=0),
@@ -189,7 +167,7 @@ def test_an_eval_without_a_baseline_says_why_and_shows_only_its_timeline() -> No
     drawn (the neighbour plot is not)."""
     result = _neighbour("review", [], baseline=RateSummary(n=0), n_cells=4)
     images = {"neighbour-review.png": b"nb", "timeline-review.png": b"tl"}
-    assert page._neighbour_section(_content(neighbours=[result]), images, page._Glossary()) == (
+    assert page._neighbour_section(report_content(neighbours=[result]), images, page._Glossary()) == (
         "<h2>Neighbour cost: what other load cost an eval</h2><h3>review</h3>"
         '<p class="empty">No baseline: every one of the 4 cells of review ran beside other load, so nothing '
         "says what it decodes alone; run a few of its cells with the box otherwise idle.</p>"
@@ -199,44 +177,10 @@ def test_an_eval_without_a_baseline_says_why_and_shows_only_its_timeline() -> No
 
 def test_without_any_neighbour_report_the_section_says_no_eval_had_enough_cells() -> None:
     """The empty note, word for word, under the section's header."""
-    assert page._neighbour_section(_content(), {}, page._Glossary()) == (
+    assert page._neighbour_section(report_content(), {}, page._Glossary()) == (
         "<h2>Neighbour cost: what other load cost an eval</h2>"
         '<p class="empty">No eval with enough cells to compare against a baseline.</p>'
     )
-
-
-def _curve(engine: str, *streams: int) -> RateCurve:
-    points = [CurvePoint(streams=n, per_stream_rate=10.0 / n, aggregate_rate=10.0, n=n) for n in streams]
-    return RateCurve(engine=engine, points=points, measured_unix_ns=T0)
-
-
-def _speedup(workers: int, wall_s: float, base_wall_s: float, speedup: float, **kw: Any) -> Speedup:
-    fields: dict[str, Any] = {
-        "eval_name": "review",
-        "engine": "qwen",
-        "base_workers": 1,
-        "workers": workers,
-        "base_start_unix_ns": T0,
-        "start_unix_ns": T0 + 10_000 * S,
-        "base_wall_s": base_wall_s,
-        "wall_s": wall_s,
-        "base_cells": 4,
-        "n_cells": 4,
-        "speedup": speedup,
-        "same_cells": True,
-        "base_rate_median": 11.0,
-        "rate_median": 5.0,
-        "per_cell_cost": None,
-    }
-    fields.update(kw)
-    return Speedup.model_validate(fields)
-
-
-def _engine(name: str, levels: list[LevelSummary], speedups: list[Speedup]) -> EngineConcurrency:
-    return EngineConcurrency(
-        engine=name, n_cells=6, wall_s=100.0, completion_tokens=600, aggregate_rate=6.0, ceiling_hits=1,
-        failures=0, levels=levels, by_workers=[], runs=[], speedups=speedups, cells=[],
-    )  # fmt: skip
 
 
 def _energy() -> EnergyReport:
@@ -268,12 +212,12 @@ def test_the_concurrency_section_draws_curves_tables_each_engines_levels_and_spe
         ),
     ]  # fmt: skip
     speedups = [
-        _speedup(2, 1234.4, 4567.8, 3.7, per_cell_cost=0.9),
-        _speedup(4, 900.6, 4567.8, 5.0, same_cells=False),
+        speedup_of(2, 1234.4, 4567.8, 3.7, per_cell_cost=0.9),
+        speedup_of(4, 900.6, 4567.8, 5.0, same_cells=False),
     ]
-    content = _content(
-        curves=[_curve("qwen", 1, 2), _curve("nemo <x>", 1)],
-        concurrency=ConcurrencyReport(eval_name=None, engines=[_engine("qwen", levels, speedups)]),
+    content = report_content(
+        curves=[probe_curve("qwen", 1, 2), probe_curve("nemo <x>", 1)],
+        concurrency=ConcurrencyReport(eval_name=None, engines=[engine_concurrency("qwen", levels, speedups)]),
         energy=_energy(),
         n_cells=6,
         engine_urls={"nemo <x>": "http://n:1"},
@@ -324,8 +268,10 @@ def test_a_model_clock_labels_the_engines_title_and_its_wall_columns() -> None:
     """Cells recorded at 100x: the engine's title says model time, the speedup walls "model s"."""
     rate = RateSummary(n=1, median=5.0, p10=5.0, p90=5.0, mean=5.0)
     levels = [LevelSummary(level=1, n_cells=1, rate=rate, ceiling_hits=0, failures=0)]
-    engine = _engine("qwen", levels, [_speedup(2, 10.0, 20.0, 2.0, per_cell_cost=0.0)])
-    content = _content(concurrency=ConcurrencyReport(eval_name="review", engines=[engine]), scales=[100.0])
+    engine = engine_concurrency("qwen", levels, [speedup_of(2, 10.0, 20.0, 2.0, per_cell_cost=0.0)])
+    content = report_content(
+        concurrency=ConcurrencyReport(eval_name="review", engines=[engine]), scales=[100.0]
+    )
     section = page._concurrency_section(content, {}, page._Glossary())
     assert "<h3>Recorded cells on qwen (model time, 100x)</h3>" in section
     assert (
@@ -339,7 +285,7 @@ def test_a_model_clock_labels_the_engines_title_and_its_wall_columns() -> None:
 
 def test_without_probes_curves_or_cells_the_concurrency_section_says_so() -> None:
     """Nothing to show: the header and the empty note, and nothing else."""
-    assert page._concurrency_section(_content(), {"concurrency.png": b"cc"}, page._Glossary()) == (
+    assert page._concurrency_section(report_content(), {"concurrency.png": b"cc"}, page._Glossary()) == (
         '<h2>Concurrency: what more streams buy</h2><p class="empty">No probe runs or cells recorded.</p>'
     )
 
@@ -370,7 +316,7 @@ _OUTCOME_HEAD = (
 def test_the_outcomes_table_counts_each_status_and_marks_ceiling_hits() -> None:
     """Ungoverned cells: one row per eval and worker count with each status in CellStatus order, a
     dash for no worker count, a nonzero ceiling-hit count as a warn cell; no queue columns or note."""
-    content = _content(outcomes=[_outcome("cards", None, 5, 0), _outcome("review", 4, 7, 2)])
+    content = report_content(outcomes=[_outcome("cards", None, 5, 0), _outcome("review", 4, 7, 2)])
     assert page._outcomes_section(content) == (
         _OUTCOME_HEAD + "</tr></thead><tbody>"
         '<tr><td>cards</td><td class="num">-</td><td class="num">6</td><td class="num">5</td>'
@@ -386,7 +332,7 @@ def test_the_outcomes_table_counts_each_status_and_marks_ceiling_hits() -> None:
 def test_governed_outcomes_add_the_queue_columns_and_say_what_a_wait_is() -> None:
     """One eval the governor held: every row gets the queued count, the longest wait to the second,
     the waits past the ceiling and the rule that held them (a dash where none did), then the note."""
-    content = _content(
+    content = report_content(
         outcomes=[
             _outcome("cards", 1, 5, 0),
             _outcome("review", 4, 7, 2, queued=3, longest_wait_s=1234.6, waits_past_deadline=1, held_by="q"),
@@ -412,13 +358,13 @@ def test_governed_outcomes_add_the_queue_columns_and_say_what_a_wait_is() -> Non
 def test_without_cells_the_outcomes_section_says_so() -> None:
     """No outcome: the header and the empty note only."""
     empty = '<h2>Deadline outcomes</h2><p class="empty">No cells recorded.</p>'
-    assert page._outcomes_section(_content()) == empty
+    assert page._outcomes_section(report_content()) == empty
 
 
 def test_the_answers_box_lists_each_answer_then_the_rules_under_their_capitalised_summary() -> None:
     """Answers other than the rules summary as a list, an unmeasured one marked so; the summary with
     its first letter raised and a colon; the advisor's rules, in order, as a numbered list."""
-    content = _content(
+    content = report_content(
         answers=[
             Answer(topic="curve", text="qwen gains 3.0x at 8 streams", measured=True),
             Answer(topic="neighbour", text="no baseline for <review>", measured=False),
@@ -438,11 +384,11 @@ def test_the_answers_box_lists_each_answer_then_the_rules_under_their_capitalise
 def test_the_answers_box_leaves_out_the_list_the_summary_or_the_rules_it_has_none_of() -> None:
     """Only a summary and no advice: the box holds just the summary; only rules and no answers:
     just the rules."""
-    summary_only = _content(answers=[Answer(topic="rules", text="no rules yet", measured=False)])
+    summary_only = report_content(answers=[Answer(topic="rules", text="no rules yet", measured=False)])
     assert page._answers_section(summary_only) == (
         '<section class="answers"><h2>Answers</h2><p>No rules yet:</p></section>'
     )
-    rules_only = _content(advice=_advice(("cap qwen at 8 streams", "e2")))
+    rules_only = report_content(advice=_advice(("cap qwen at 8 streams", "e2")))
     assert page._answers_section(rules_only) == (
         '<section class="answers"><h2>Answers</h2><ol><li>cap qwen at 8 streams</li></ol></section>'
     )
@@ -450,8 +396,8 @@ def test_the_answers_box_leaves_out_the_list_the_summary_or_the_rules_it_has_non
 
 def test_without_answers_or_rules_the_page_has_no_answers_box() -> None:
     """Nothing to answer, with no advice or advice without rules: no box at all, not an empty one."""
-    assert page._answers_section(_content()) == ""
-    assert page._answers_section(_content(advice=_advice())) == ""
+    assert page._answers_section(report_content()) == ""
+    assert page._answers_section(report_content(advice=_advice())) == ""
 
 
 _SETTINGS: dict[str, Any] = {"ceiling_s": 12_345.0, "threshold": 0.15}
@@ -461,7 +407,7 @@ def test_the_queue_rules_table_shows_each_rule_with_its_evidence_under_the_advis
     """The advisor's ceiling (thousands separated) and threshold (whole percent) in the note, then
     one row per rule, in order, its evidence escaped."""
     rules = [("run 2 workers", "curve <1, 2>"), ("cap q at 8", "falls")]
-    content = _content(advice=_advice(*rules, **_SETTINGS))
+    content = report_content(advice=_advice(*rules, **_SETTINGS))
     assert page._advice_section(content) == (
         "<h2>Queue rules</h2>"
         '<p class="note">Under a 12,345 s per-cell ceiling; cross-engine loads flagged past '
@@ -476,8 +422,8 @@ def test_the_queue_rules_table_shows_each_rule_with_its_evidence_under_the_advis
 def test_without_rules_the_queue_rules_section_says_the_advisor_had_nothing_to_reason_from() -> None:
     """No advice: the empty note alone; advice without rules: its settings, then the empty note."""
     empty = '<p class="empty">The advisor had no measured curve or neighbour cost to reason from.</p>'
-    assert page._advice_section(_content()) == "<h2>Queue rules</h2>" + empty
-    assert page._advice_section(_content(advice=_advice(**_SETTINGS))) == (
+    assert page._advice_section(report_content()) == "<h2>Queue rules</h2>" + empty
+    assert page._advice_section(report_content(advice=_advice(**_SETTINGS))) == (
         "<h2>Queue rules</h2>"
         '<p class="note">Under a 12,345 s per-cell ceiling; cross-engine loads flagged past '
         "a 15% neighbour cost (as spark-otel advise).</p>" + empty
@@ -515,7 +461,7 @@ def _probe(levels: list[ProbeLevel], warnings: list[str], **meta: Any) -> ProbeR
         ),
         settings=ProbeSettings(streams=[lv.streams for lv in levels], tokens=100, mode="plain"),
         levels=levels,
-        curve=_curve("qwen", *[lv.streams for lv in levels]),
+        curve=probe_curve("qwen", *[lv.streams for lv in levels]),
         warnings=warnings,
     )  # fmt: skip
 

@@ -25,9 +25,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from spark_otel import _clock
+from spark_otel import InputError, _clock
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError
 from spark_otel.analysis.gauges import LoadInterval
 from spark_otel.cells import cell
 from spark_otel.model import Cell, CellStatus, LoadWindow, MetricSample, Request, ServerTiming

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.test_instruments_command import sim_store
-
 from spark_otel.report import build_report, inputs_from_store, write_report
 from spark_otel.store import Store
-
-__all__ = ["sim_store"]  # the module fixture, shared with the instruments command's tests
 
 
 def test_the_report_grades_the_simulated_boxs_gauges_and_plots_each(sim_store: str, tmp_path: Path) -> None:
@@ -36,7 +32,7 @@ def test_the_report_grades_the_simulated_boxs_gauges_and_plots_each(sim_store: s
 
 
 def test_a_store_without_gauges_says_what_would_record_them(tmp_path: Path) -> None:
-    from tests.analysis.article import appendix_c_cells
+    from tests.support.article import appendix_c_cells
 
     path = tmp_path / "cells.sqlite"
     with Store(path) as store:

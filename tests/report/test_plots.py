@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.analysis.neighbour import neighbour_cost, no_baseline_reason
 from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.records.rate_curve import CurvePoint, RateCurve

@@ -7,12 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.support.report_records import T0, S, report_records, serial_cell
 
+from spark_otel import InputError
 from spark_otel import _semconv as sc
-from spark_otel._exceptions import InputError
 from spark_otel.analysis.outcomes import deadline_outcomes
 from spark_otel.analysis.probe_levels import LevelMeasurement, curve_of, summarize_level
-from spark_otel.model import Cell, CellStatus, LoadWindow
+from spark_otel.model import Cell, CellStatus
 from spark_otel.records.probe_report import ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.report import (
     ReportInputs,
@@ -22,67 +23,6 @@ from spark_otel.report import (
     write_report,
 )
 from spark_otel.store import Store
-
-S = 1_000_000_000
-T0 = 1_790_000_000 * S
-
-
-def _serial_cell(i: int, start_s: float, elapsed_s: float, tokens: int | None, **kw: object) -> Cell:
-    return Cell(
-        uid=f"serial-{i}",
-        eval_name="serial-review",
-        cell_id=f"c{i}",
-        engine="qwen",
-        start_unix_ns=T0 + int(start_s * S),
-        end_unix_ns=T0 + int((start_s + elapsed_s) * S),
-        prompt_tokens=5000,
-        completion_tokens=tokens,
-        workers=1,
-        deadline_s=1800,
-        **kw,
-    )
-
-
-def _records() -> tuple[list[Cell], list[LoadWindow]]:
-    """Six baseline cells at 11.5 tok/s, then three inside a nemotron window at 5.25, one timeout."""
-    cells = [_serial_cell(i, i * 1000.0, 1000.0, 11_500) for i in range(6)]
-    cells += [_serial_cell(6 + i, 6000.0 + i * 1000.0, 1000.0, 5_250) for i in range(3)]
-    cells.append(
-        _serial_cell(
-            9,
-            9000.0,
-            1800.0,
-            None,
-            status=CellStatus.DEADLINE,
-            salvaged_findings=2,
-        )
-    )
-    cells += [
-        Cell(
-            uid=f"nemo-{i}",
-            eval_name="nemotron-cards",
-            cell_id=f"n{i}",
-            engine="nemotron",
-            start_unix_ns=T0 + int((6000 + i * 900) * S),
-            end_unix_ns=T0 + int((6000 + i * 900 + 880) * S),
-            prompt_tokens=12_000,
-            completion_tokens=300,
-            workers=4,
-        )
-        for i in range(4)
-    ]
-    windows = [
-        LoadWindow(
-            uid="probe-8",
-            name="probe 8 streams",
-            kind="probe",
-            engine="qwen",
-            start_unix_ns=T0 + 20_000 * S,
-            end_unix_ns=T0 + 20_050 * S,
-            streams=8,
-        )
-    ]
-    return cells, windows
 
 
 def _probe_report() -> ProbeReport:
@@ -111,7 +51,7 @@ def _probe_report() -> ProbeReport:
 
 
 def test_deadline_outcomes_count_statuses_hits_findings_and_degraded_cells_per_eval_and_workers() -> None:
-    cells, _ = _records()
+    cells, _ = report_records()
     outcomes = {(o.eval_name, o.workers): o for o in deadline_outcomes(cells)}
     serial = outcomes[("serial-review", 1)]
     assert serial.cells == 10
@@ -123,12 +63,12 @@ def test_deadline_outcomes_count_statuses_hits_findings_and_degraded_cells_per_e
 def test_outcomes_count_the_cells_the_governor_held_and_the_report_shows_their_waits() -> None:
     rule = "nemotron yields while serial-review runs on qwen"
     cells = [
-        _serial_cell(
+        serial_cell(
             i, i * 1000.0, 1000.0, 11_500, attributes={sc.CELL_QUEUE_WAIT_S: wait, sc.CELL_QUEUE_RULE: rule}
         )
         for i, wait in enumerate((0.0, 40.0, 2400.0))  # the last waited past its 1800 s ceiling
     ]
-    cells.append(_serial_cell(3, 3000.0, 1000.0, 11_500))
+    cells.append(serial_cell(3, 3000.0, 1000.0, 11_500))
     [outcome] = deadline_outcomes(cells)
     assert (outcome.queued, outcome.longest_wait_s, outcome.waits_past_deadline) == (2, 2400.0, 1)
     assert outcome.held_by == rule
@@ -146,7 +86,7 @@ def test_outcomes_count_the_cells_the_governor_held_and_the_report_shows_their_w
 
 
 def test_report_from_the_store_has_every_section_and_embeds_its_plots(tmp_path: Path) -> None:
-    cells, windows = _records()
+    cells, windows = report_records()
     probe = _probe_report()
     with Store(tmp_path / "s.sqlite") as store:
         store.write_cells(cells)
@@ -191,7 +131,7 @@ def test_report_from_the_store_has_every_section_and_embeds_its_plots(tmp_path: 
 
 
 def test_tables_mark_a_nonzero_count_and_never_a_zero() -> None:
-    cells, windows = _records()
+    cells, windows = report_records()
     page = render_html(build_report(ReportInputs(source="t", cells=cells, windows=windows)), {})
     marked = re.findall(r'<td class="num warn">([^<]*)</td>', page)
     assert "1" in marked  # the serial eval's ceiling hit
@@ -200,7 +140,7 @@ def test_tables_mark_a_nonzero_count_and_never_a_zero() -> None:
 
 
 def test_numbers_align_right_and_text_left() -> None:
-    cells, windows = _records()
+    cells, windows = report_records()
     page = render_html(build_report(ReportInputs(source="t", cells=cells, windows=windows)), {})
     assert "<td>serial-review</td>" in page  # a name: left
     assert '<th class="num">cells</th>' in page  # a column of counts: right, header and all
@@ -209,7 +149,7 @@ def test_numbers_align_right_and_text_left() -> None:
 
 
 def test_report_for_one_eval_names_an_unknown_eval(tmp_path: Path) -> None:
-    cells, _windows = _records()
+    cells, _windows = report_records()
     with Store(tmp_path / "s.sqlite") as store:
         store.write_cells(cells)
         inputs = inputs_from_store(store)
@@ -218,7 +158,7 @@ def test_report_for_one_eval_names_an_unknown_eval(tmp_path: Path) -> None:
 
 
 def test_report_prices_a_mixed_worker_eval_per_worker_count_and_counts_failures_apart(tmp_path: Path) -> None:
-    cells, windows = _records()
+    cells, windows = report_records()
     # The serial eval again at four workers, later, alone: its own batching is no neighbour's cost.
     cells += [
         Cell(
@@ -235,7 +175,7 @@ def test_report_prices_a_mixed_worker_eval_per_worker_count_and_counts_failures_
         for i in range(4)
     ]
     # A failed cell inside the nemotron window: counted as failed, never as a timeout.
-    cells.append(_serial_cell(20, 8500.0, 400.0, 100, status=CellStatus.ERROR))
+    cells.append(serial_cell(20, 8500.0, 400.0, 100, status=CellStatus.ERROR))
     with Store(tmp_path / "s.sqlite") as store:
         store.write_cells(cells)
         store.write_windows(windows)
@@ -259,7 +199,7 @@ def test_report_prices_a_mixed_worker_eval_per_worker_count_and_counts_failures_
 def test_the_page_opens_with_the_answers_and_the_rules() -> None:
     import html as html_lib
 
-    cells, windows = _records()
+    cells, windows = report_records()
     content = build_report(ReportInputs(source="t", cells=cells, windows=windows))
     page = html_lib.unescape(render_html(content, {}))
     box = page[page.index('<section class="answers">') : page.index("</section>")]
@@ -285,7 +225,7 @@ def test_the_page_names_figures_as_the_command_line_does_and_explains_each_once(
 
     from spark_otel.views.tables import GLOSSARY, probe_table
 
-    cells, windows = _records()
+    cells, windows = report_records()
     probe = _probe_report()
     page = html_lib.unescape(
         render_html(build_report(ReportInputs(source="t", cells=cells, windows=windows, probes=[probe])), {})

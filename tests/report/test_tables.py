@@ -8,14 +8,13 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from tests.support.probe_figures import T0, S, level_with_figures, report_of_levels
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.concurrency import LevelSummary
 from spark_otel.analysis.energy import EnergyReport, EvalEnergy
 from spark_otel.analysis.stats import RateSummary, summarize
 from spark_otel.model import Cell
-from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
-from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.views.tables import (
     energy_lines,
     energy_table,
@@ -28,51 +27,11 @@ from spark_otel.views.tables import (
     time_scales,
 )
 
-S = 1_000_000_000
-T0 = 1_790_000_000 * S
-
-
-def _level(streams: int, *, repeat: int = 0, power_w: float | None = 200.0, **kw: object) -> ProbeLevel:
-    fields: dict[str, object] = {
-        "streams": streams,
-        "repeat": repeat,
-        "start_unix_ns": T0,
-        "end_unix_ns": T0 + 10 * S,
-        "wall_s": 10.0,
-        "tokens_expected": 100,
-        "probe_tokens": 100 * streams,
-        "per_stream_median": 10.25,
-        "per_stream_p10": 9.5,
-        "per_stream_p90": 11.125,
-        "probe_aggregate_rate": 10.0 * streams,
-        "engine_aggregate_rate": 12.5 * streams,
-        "engine_probe_ratio": 1.25,
-        "ttft_s_median": 0.125,
-        "power_w": power_w,
-        "client_cpu_us_per_token": 7.25,
-    }
-    fields.update(kw)
-    return ProbeLevel.model_validate(fields)
-
-
-def _report(
-    levels: list[ProbeLevel], *, repeats: int = 1, time_scale: float = 1.0, gpu: str | None = "nvml"
-) -> ProbeReport:
-    return ProbeReport(
-        metadata=ProbeMetadata(
-            created_unix_ns=T0, engine_url="http://127.0.0.1:8011", engine="qwen", model="q",
-            time_scale=time_scale, gpu_source=gpu,
-        ),
-        settings=ProbeSettings(streams=sorted({lv.streams for lv in levels}), repeats=repeats),
-        levels=levels,
-        curve=RateCurve(
-            engine="qwen", points=[CurvePoint(streams=1, per_stream_rate=10.0, aggregate_rate=10.0, n=1)]
-        ),
-    )  # fmt: skip
-
 
 def test_the_probe_table_puts_each_figure_in_its_column_with_its_digits() -> None:
-    columns, rows = probe_table(_report([_level(1), _level(4, token_mismatches=2, errors=1)]))
+    columns, rows = probe_table(
+        report_of_levels([level_with_figures(1), level_with_figures(4, token_mismatches=2, errors=1)])
+    )
     assert columns == [
         "streams", "wall s", "per-stream tok/s (median)", "p10 to p90 tok/s", "probe aggregate tok/s",
         "engine aggregate tok/s", "engine/probe", "power W", "J/tok", "TTFT s", "client CPU µs/tok",
@@ -99,8 +58,11 @@ def test_the_probe_table_puts_each_figure_in_its_column_with_its_digits() -> Non
 
 
 def test_the_probe_table_numbers_repeated_rounds_marks_a_client_over_budget_and_says_model_s() -> None:
-    levels = [_level(2, repeat=0), _level(2, repeat=1, client_cpu_over_budget=True, power_w=None)]
-    columns, rows = probe_table(_report(levels, repeats=2, time_scale=100.0))
+    levels = [
+        level_with_figures(2, repeat=0),
+        level_with_figures(2, repeat=1, client_cpu_over_budget=True, power_w=None),
+    ]
+    columns, rows = probe_table(report_of_levels(levels, repeats=2, time_scale=100.0))
     assert (columns[1], columns[9]) == ("wall model s", "TTFT model s")
     assert [r[0] for r in rows] == ["2 #1", "2 #2"]
     assert [r[10] for r in rows] == ["7.2", "7.2 !"]
@@ -108,20 +70,22 @@ def test_the_probe_table_numbers_repeated_rounds_marks_a_client_over_budget_and_
 
 
 def test_the_probe_energy_line_compares_the_most_streams_with_the_fewest_or_says_why_not() -> None:
-    assert probe_energy_line(_report([_level(1), _level(4)])) == (
+    assert probe_energy_line(report_of_levels([level_with_figures(1), level_with_figures(4)])) == (
         "energy (power x wall, over the probe's own tokens): 4 streams: 5 J/token against 20 at 1 (4.0x less)"
     )
-    assert probe_energy_line(_report([_level(1), _level(4)], gpu="smi")).startswith(
-        "energy (mean power samples (nvidia-smi), estimated, over the probe's own tokens): "
-    )
-    assert probe_energy_line(_report([_level(1), _level(4, power_w=None)])) == (
-        "energy: one level measured, nothing to compare its J/token with"
-    )
-    assert probe_energy_line(_report([_level(1, power_w=None)], gpu=None)) == (
+    assert probe_energy_line(
+        report_of_levels([level_with_figures(1), level_with_figures(4)], gpu="smi")
+    ).startswith("energy (mean power samples (nvidia-smi), estimated, over the probe's own tokens): ")
+    assert probe_energy_line(
+        report_of_levels([level_with_figures(1), level_with_figures(4, power_w=None)])
+    ) == ("energy: one level measured, nothing to compare its J/token with")
+    assert probe_energy_line(report_of_levels([level_with_figures(1, power_w=None)], gpu=None)) == (
         "energy: no GPU power was read at any level (power source none); measure with "
         "`spark-otel probe --gpu nvml ...`, or record the GPU beside it with `spark-otel receive --gpu auto`"
     )
-    assert "(power source sim)" in probe_energy_line(_report([_level(1, power_w=None)], gpu="sim"))
+    assert "(power source sim)" in probe_energy_line(
+        report_of_levels([level_with_figures(1, power_w=None)], gpu="sim")
+    )
 
 
 def _eval(name: str, workers: int | None, measured: int, **kw: object) -> EvalEnergy:

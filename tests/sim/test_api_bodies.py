@@ -26,7 +26,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.sim.loopback import stream_many, until
+from tests.support.loopback import stream_many, until
 
 from spark_otel.sim import DENSE, Box, BoxModel, run_box
 

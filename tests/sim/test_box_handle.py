@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.sim import DENSE, MOE, EngineSpec, parse_engine_spec, run_box
 from spark_otel.sim import server as sim_server
 

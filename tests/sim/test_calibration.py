@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from tests.sim.loopback import probe_level
+from tests.support.loopback import probe_level
 
 from spark_otel.sim import DENSE, MOE, Profile, run_box
 

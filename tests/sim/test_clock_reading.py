@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel import _clock
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError, _clock
 from spark_otel.sim import run_box
 from spark_otel.sim.clock import BoxClock, box_clock, read_box_clock
 

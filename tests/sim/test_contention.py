@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 
 import pytest
-from tests.sim.loopback import StreamResult, in_flight, pinned, stream_many, until
+from tests.support.loopback import StreamResult, in_flight, pinned, stream_many, until
 
 from spark_otel.sim import DENSE, MOE, run_box
 

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
-from tests.sim.loopback import until
+from tests.support.loopback import until
 
 from spark_otel import _clock
 from spark_otel.sim import DENSE, BoxModel, EngineStats, GpuReadout, RequestTiming

@@ -13,10 +13,9 @@ import time
 import httpx
 import openai
 import pytest
-from tests.sim.loopback import in_flight, pinned, stream_many, until
+from tests.support.loopback import in_flight, pinned, stream_many, until
 
-from spark_otel import _clock
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError, _clock
 from spark_otel.sim import DENSE, EngineSpec, parse_engine_spec, run_box
 
 

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.sim.loopback import in_flight, pinned, stream_many, until
+from tests.support.loopback import in_flight, pinned, stream_many, until
 
 from spark_otel import _semconv as sc
 from spark_otel.sim import MOE, run_box

@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from tests.sim.loopback import in_flight, pinned, until
+from tests.support.loopback import in_flight, pinned, until
 
 from spark_otel.sim import Box, run_box
 

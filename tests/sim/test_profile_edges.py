@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.sim import DENSE, Profile, draw_output_tokens
 
 STEP = dataclasses.replace(DENSE, name="step", rate_curve=((1, 10.0), (3, 5.0)))  # 0.1 s, then 0.2 s at 3

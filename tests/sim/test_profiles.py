@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.sim import DENSE, MOE, PROFILES, Profile, draw_output_tokens, get_profile
 
 

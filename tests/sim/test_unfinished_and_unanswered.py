@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from spark_otel._exceptions import EngineError
+from spark_otel import EngineError
 from spark_otel.sim import DENSE, BoxModel
 from spark_otel.sim import clock as sim_clock
 from spark_otel.sim.box import SimRequest

@@ -10,44 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.analysis.test_energy import T0, S, cell, counter, power
+from tests.support.energy_samples import T0, S, cell, counter, power
+from tests.support.stored_energy import assert_kept_is_derived, kept, priced
 
 from spark_otel import _semconv as sc
-from spark_otel.analysis.energy import EnergyShare, attribute, energy_shares
 from spark_otel.model import Cell, MetricSample
 from spark_otel.store import Store
 from spark_otel.store import versions as store_versions
-
-
-def derived(store: Store) -> dict[str, tuple[float, float, bool]]:
-    """Each covered cell's (box J, share J, estimated) as a reader derives them from everything."""
-    samples = store.samples(sc.GPU_ENERGY) + store.samples(sc.GPU_POWER)
-    report = attribute(store.cells(), samples)
-    if report is None:
-        return {}
-    return {
-        c.uid: (c.box_j, c.share_j, report.estimated)
-        for c in report.cells
-        if c.box_j is not None and c.share_j is not None
-    }
-
-
-def priced(store: Store, uids: list[str] | None = None) -> dict[str, EnergyShare]:
-    """The shares of ``uids`` (all cells for None) as a command prices them on read."""
-    return energy_shares(*store.energy_inputs(uids), uids)
-
-
-def kept(store: Store) -> dict[str, tuple[float, float, bool]]:
-    return {uid: (e.box_j, e.share_j, e.estimated) for uid, e in priced(store).items()}
-
-
-def assert_kept_is_derived(store: Store) -> None:
-    want, got = derived(store), kept(store)
-    assert set(got) == set(want)
-    for uid, (box_j, share_j, estimated) in want.items():
-        assert got[uid][0] == pytest.approx(box_j, rel=1e-9, abs=1e-9), uid
-        assert got[uid][1] == pytest.approx(share_j, rel=1e-9, abs=1e-9), uid
-        assert got[uid][2] is estimated, uid
 
 
 def test_a_cell_written_before_the_reading_past_its_end_gets_its_energy_from_that_reading(

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel import Cell, CellStatus, LoadWindow, MetricSample, Request
-from spark_otel._exceptions import StoreError
+from spark_otel import Cell, CellStatus, LoadWindow, MetricSample, Request, StoreError
 from spark_otel.store import Store, default_store_path
 
 T0 = 1_790_000_000_000_000_000

@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, TraceFlags
-from tests.conftest import CapturingExporter, points_in
+from tests.support.metric_points import CapturingExporter, points_in
 
 from spark_otel import _semconv as sc
 from spark_otel.telemetry.bulk_histogram import (

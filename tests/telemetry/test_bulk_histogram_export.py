@@ -28,7 +28,7 @@ from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, TraceFlags
-from tests.conftest import CapturingExporter, points_in
+from tests.support.metric_points import CapturingExporter, points_in
 
 from spark_otel import _clock
 from spark_otel.telemetry.bulk_histogram import (

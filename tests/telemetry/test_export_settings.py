@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from tests.receivers.metrics_server import OtlpSink
+from tests.support.otlp import OtlpSink
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.store import Store
 from spark_otel.telemetry import configure
 from spark_otel.telemetry.settings import BatchSettings, ExportSettings, export_settings

@@ -9,9 +9,8 @@ import time
 
 import pytest
 
-from spark_otel import _clock
+from spark_otel import ConfigError, _clock
 from spark_otel._clock import CLOCK_ENV, Clock
-from spark_otel._exceptions import ConfigError
 from spark_otel.telemetry import configure
 from spark_otel.telemetry.pipeline import RETIRED_MODEL_CLOCK_ENV, TIME_SCALE_ENV, _held_clock
 

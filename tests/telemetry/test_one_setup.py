@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.instrumentation.support import LocalServer
+from tests.support.engine_server import LocalServer
 
 from spark_otel.store import Store
 

@@ -15,11 +15,11 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, Sum
 from opentelemetry.sdk.trace import SpanProcessor
-from tests.conftest import CapturingExporter
+from tests.support.metric_points import CapturingExporter
 
+from spark_otel import __version__
 from spark_otel import _semconv as sc
 from spark_otel._clock import CLOCK_ENV
-from spark_otel._version import __version__
 from spark_otel.store import STORE_ENV
 from spark_otel.telemetry import build_providers, configure
 from spark_otel.telemetry.bulk_histogram import bulk_histograms_of

@@ -16,9 +16,9 @@ from opentelemetry.sdk.resources import SERVICE_NAME
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.conftest import CapturingExporter
+from tests.support.metric_points import CapturingExporter
 
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.telemetry.providers import (
     DEFAULT_SERVICE_NAME,
     build_providers,

@@ -11,23 +11,11 @@ from pathlib import Path
 import pytest
 
 import spark_otel
-from spark_otel._exceptions import ConfigError
+from spark_otel import ConfigError
 from spark_otel.store import Store
 from spark_otel.telemetry import configure, otlp_configured
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch):
-    for name in (
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_PROTOCOL",
-        "SPARK_OTEL_STORE",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    yield
-    spark_otel.shutdown()
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def test_without_an_endpoint_cells_go_to_the_store(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@ rests on, and what each says is missing when the records cannot answer."""
 
 from __future__ import annotations
 
-from tests.analysis.builders import S, cell, neighbour_report, window_cost
+from tests.support.cells import S, cell
+from tests.support.neighbour_reports import neighbour_report, window_cost
 
 from spark_otel.analysis.advisor.advice_model import Advice, AdvisorConfig, QueueRule, RuleKind
 from spark_otel.analysis.concurrency import concurrency

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from collector_stack import ROOT
+from tests.support.collector_stack import ROOT
 
-RUNNER = Path(__file__).with_name("fleet_box_runner.py")
+RUNNER = ROOT / "tests" / "collector" / "fleet_box_runner.py"
 SERVICE = "spark-otel-fleet"
 EXPORT_TIMEOUT_S = 2.0
 
@@ -133,6 +133,8 @@ def start_box(name: str, workdir: Path, collector_http: str, config: dict[str, A
     ``workdir``; the caller waits for its "ready" and kills it (``BoxRun.kill``) if it must."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = otlp_env(collector_http, name, workdir / "store.sqlite")
+    # The runner, a script, imports its workload from tests.support.
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     with (workdir / "runner.log").open("ab") as log:
         proc = subprocess.Popen(
             [sys.executable, str(RUNNER), json.dumps({**config, "box": name, "workdir": str(workdir)})],

@@ -1,6 +1,6 @@
 """The instrumented eval both end-to-end tests run on a simulated box: lanes of cells back to back,
 one cell cut off at its ceiling, and a governed pair. test_e2e.py runs it in the test's process;
-fleet_box_runner.py runs it in each box's own process (as a script beside this module)."""
+tests/collector/fleet_box_runner.py runs it in each box's own process."""
 
 from __future__ import annotations
 

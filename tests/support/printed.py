@@ -1,5 +1,6 @@
-"""Reading the command line's tables back: body rows as cells, a fake terminal on stderr, and the
-phases a spinner showed on it."""
+"""Reading what the command line printed: tables' body rows as cells, lines without rich's
+padding, the text read back line by line, a fake terminal on stderr, and the phases a spinner
+showed on it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import pytest
 
 
 def rows_of(out: str) -> list[list[str]]:
@@ -67,3 +70,46 @@ def unpadded_lines(out: str) -> list[str]:
 def unpadded(out: str) -> str:
     """``out`` as `unpadded_lines` reads it, each line ending in a newline."""
     return "".join(f"{line}\n" for line in unpadded_lines(out))
+
+
+def drawn_lines(drawn: str) -> list[str]:
+    """What a terminal showed, in order: each spinner frame's text (the spinner's dot cut off)
+    and each printed line, once where frames repeat it."""
+    frames = [_CONTROL.sub("", frame) for frame in re.split(r"[\r\n]", drawn)]
+    texts = [frame[2:] if frame[:1] in _SPINNER_DOTS else frame for frame in frames if frame]
+    return [text for i, text in enumerate(texts) if i == 0 or text != texts[i - 1]]
+
+
+_SPINNER_DOTS = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def read_back(out: str) -> list[object]:
+    """The printed text line by line: a table's header and body rows as lists of stripped cells
+    (its rules left out), every other line stripped of rich's padding."""
+    lines: list[object] = []
+    for line in out.splitlines():
+        if line.startswith(("┃", "│")):
+            lines.append([cell.strip() for cell in line[1:-1].replace("┃", "│").split("│")])
+        elif not line.startswith(("┏", "┡", "└")):
+            lines.append(line.strip())
+    return lines
+
+
+def read_back_without_blanks(out: str) -> list[str | list[str]]:
+    """Every line of ``out`` but blanks and borders: table rows (headers too) as stripped cells,
+    other lines stripped."""
+    lines: list[str | list[str]] = []
+    for line in out.splitlines():
+        text = line.strip()
+        if not text or text[0] in "┏┡└":
+            continue
+        if text[0] in "┃│":
+            lines.append([c.strip() for c in text[1:-1].replace("┃", "│").split("│")])
+        else:
+            lines.append(text)
+    return lines
+
+
+def stdout_unpadded(capsys: pytest.CaptureFixture[str]) -> str:
+    """stdout without the spaces rich pads a table's title with."""
+    return "\n".join(line.rstrip() for line in capsys.readouterr().out.split("\n"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from collector_stack import Prometheus
+from tests.support.collector_stack import Prometheus
 
 from spark_otel.store import Store
 

@@ -1,7 +1,7 @@
 """A vLLM-like engine on 127.0.0.1 whose routes answer as a test scripts them, and which records
 what its clients sent: each completion's headers, body and connection, and every route's hits.
 
-`_PlainEngine` (test_probe_sim.py) answers one fixed script; the probe's faults need each answer
+`PlainEngine` (tests/support/plain_engine.py) answers one fixed script; the probe's faults need each answer
 chosen per request: JSON that is no object at ``/sim/info``, a ``/v1/models`` that fails, a
 ``/metrics`` that fails or resets at one scrape, a completion that stalls silently, trickles,
 breaks off or ends without its usage chunk. A stdlib server starts at once, and its keep-alive

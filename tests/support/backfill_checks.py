@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fuzz._fuzz import finite_or_none, timed
-from tests.receivers.metrics_server import DATA
+from tests.support.fuzzing import finite_or_none, timed
 
 from spark_otel._validate import EARLIEST_NS, LATEST_NS, MAX_COUNT
 from spark_otel.model import Cell
 from spark_otel.receivers.backfill import BackfillResult, FieldMapping, backfill_files
-
-BACKFILL = DATA / "backfill"
-SERIAL = BACKFILL / "serial-arm-2026-09-17.jsonl"
 
 
 def backfill(path: Path, mapping: FieldMapping, eval_name: str | None = "fuzz") -> BackfillResult:

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from collector_stack import Jaeger, JaegerSpan
-from tests.conftest import wait_for
+from tests.support.collector_stack import Jaeger, JaegerSpan
+from tests.support.waiting import wait_for
 
 from spark_otel import _semconv as sc
 from spark_otel.model import Cell, Request

@@ -9,10 +9,12 @@ a seeded generator around the levels the article's Appendix B reports for a GB10
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import numpy as np
+from tests.support.data_files import RECEIVER_DATA
 
 SESSION_START_UNIX_NS = 1_789_625_760_000_000_000  # 2026-09-17 07:16 UTC, the article's first capture
 PW_GPU_ID = 0
@@ -157,3 +159,67 @@ def build_capture(
             raise ValueError(f"unknown layout {layout!r}")
     conn.close()
     return timestamps, values
+
+
+MS = 1_000_000
+
+
+SM_ISSUE_ID, GPC_CLOCK_ID = 2, 17  # their metricIds
+
+
+def capture_with(path: Path, sql: str) -> Path:
+    build_capture(path, layout="raw", seconds=0.004, hz=1000)  # 19 metrics at 1, 2, 3 and 4 ms
+    with sqlite3.connect(path) as conn:
+        conn.executescript(sql)
+    conn.close()
+    return path
+
+
+REAL_2026 = RECEIVER_DATA / "nsys-2026.1.3-no-gpu-metrics.sqlite"
+
+
+SM_ISSUE = "SM Issue [Throughput %]"
+
+
+def small_capture(tmp_path: Path, layout: str, **kw: object) -> tuple[Path, np.ndarray, np.ndarray]:
+    path = tmp_path / f"{layout}.sqlite"
+    ts, values = build_capture(path, layout=layout, seconds=1, hz=1000, **kw)  # type: ignore[arg-type]
+    return path, ts, values
+
+
+def metric_index(name: str) -> int:
+    return [n for n, _, _ in GB10_METRICS].index(name)
+
+
+# Columns without NOT NULL, as another tool (or a damaged export) may leave them.
+LOOSE = {
+    "plain": (
+        "CREATE TABLE G (timestamp INTEGER, typeId INTEGER, metricId INTEGER, value INTEGER);"
+        "INSERT INTO G SELECT * FROM GPU_METRICS; DROP TABLE GPU_METRICS;"
+        "ALTER TABLE G RENAME TO GPU_METRICS;"
+        "CREATE TABLE T (typeId INTEGER, sourceId INTEGER, typeName TEXT, metricId INTEGER, metricName TEXT);"
+        "INSERT INTO T SELECT * FROM TARGET_INFO_GPU_METRICS; DROP TABLE TARGET_INFO_GPU_METRICS;"
+        "ALTER TABLE T RENAME TO TARGET_INFO_GPU_METRICS;"
+    ),
+    "generic": (
+        "CREATE TABLE G (rawTimestamp INTEGER, timestamp INTEGER, typeId INTEGER, data TEXT);"
+        "INSERT INTO G SELECT * FROM GENERIC_EVENTS; DROP TABLE GENERIC_EVENTS;"
+        "ALTER TABLE G RENAME TO GENERIC_EVENTS;"
+    ),
+}
+
+
+def damaged(captures: dict[str, Path], tmp_path: Path, layout: str, sql: str) -> Path:
+    path = tmp_path / f"damaged-{layout}.sqlite"
+    shutil.copy(captures[layout], path)
+    with sqlite3.connect(path) as conn:
+        conn.executescript(sql)
+    conn.close()
+    return path
+
+
+WITHOUT_ROWID = (
+    "CREATE TABLE G (id INTEGER PRIMARY KEY, timestamp, typeId, metricId, value) WITHOUT ROWID;"
+    "INSERT INTO G SELECT rowid, * FROM GPU_METRICS; DROP TABLE GPU_METRICS;"
+    "ALTER TABLE G RENAME TO GPU_METRICS;"
+)

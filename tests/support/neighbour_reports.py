@@ -1,4 +1,5 @@
-"""Analysis results built from plain figures, for tests that read what is derived from them."""
+"""Neighbour-cost results built from plain figures: a window's cost, and an eval's report beside
+its baseline."""
 
 from __future__ import annotations
 
@@ -6,38 +7,6 @@ from typing import Any
 
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost
 from spark_otel.analysis.stats import RateSummary
-from spark_otel.model import Cell
-
-S = 1_000_000_000
-
-
-def cell(
-    uid: str,
-    start_s: float,
-    end_s: float,
-    tokens: int | None = None,
-    *,
-    eval_name: str = "g",
-    engine: str | None = "q",
-    cell_id: str | None = None,
-    workers: int | None = None,
-    t0_ns: int = 0,
-    **fields: Any,
-) -> Cell:
-    """A cell of eval g on engine q, ``start_s`` to ``end_s`` seconds after ``t0_ns``, its cell id
-    its uid unless given; ``fields`` set the rest (status, prompt tokens, attributes)."""
-    return Cell(
-        uid=uid,
-        eval_name=eval_name,
-        cell_id=cell_id or uid,
-        engine=engine,
-        workers=workers,
-        start_unix_ns=t0_ns + int(start_s * S),
-        end_unix_ns=t0_ns + int(end_s * S),
-        completion_tokens=tokens,
-        **fields,
-    )
-
 
 BASELINE = RateSummary(n=20, median=10.0, ci_low=9.0, ci_high=11.0)
 

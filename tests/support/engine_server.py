@@ -1,4 +1,4 @@
-"""A small OpenAI-compatible test server on 127.0.0.1, and helpers the instrumentation tests share.
+"""A small OpenAI-compatible test server on 127.0.0.1, the instrumentation tests' engine.
 
 The server is real HTTP (uvicorn + starlette) so the real openai client, httpx2 and httpx talk
 to it as they would to vLLM. Its answers are deterministic: ``max_tokens`` words ``w0 w1 ...``
@@ -15,63 +15,16 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
 import uvicorn
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from spark_otel import _semconv as sc
-
 MODEL = "test-model-7b"
-
-
-def request_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    """Finished GenAI request spans (cell spans excluded)."""
-    return [s for s in exporter.get_finished_spans() if "gen_ai.operation.name" in (s.attributes or {})]
-
-
-def one_span(exporter: InMemorySpanExporter) -> ReadableSpan:
-    found = request_spans(exporter)
-    assert len(found) == 1, [s.name for s in found]
-    return found[0]
-
-
-def cell_span(exporter: InMemorySpanExporter) -> ReadableSpan:
-    """The one finished cell span."""
-    (found,) = [
-        s for s in exporter.get_finished_spans() if (s.attributes or {}).get(sc.SPAN_KIND_ATTR) == "cell"
-    ]
-    return found
-
-
-def sse_transport(blocks: list[bytes], *, fail: BaseException | None = None) -> httpx2.MockTransport:
-    """An SSE body of ``blocks``, then ``fail`` raised mid-stream: what a real peer cannot
-    produce on demand (a reset, a KeyboardInterrupt, events split at chosen bytes)."""
-
-    class Body(httpx2.SyncByteStream):
-        def __iter__(self) -> Iterator[bytes]:
-            yield from blocks
-            if fail is not None:
-                raise fail
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
-
-    return httpx2.MockTransport(handler)
-
-
-def sse_chunk(text: str, reason: str | None = None) -> bytes:
-    """One chat-completion chunk event carrying ``text``."""
-    choice = {"index": 0, "delta": {"content": text}, "finish_reason": reason}
-    body = {"id": "r1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
 class ServerLog:

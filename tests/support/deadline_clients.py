@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import httpx2
 import openai
-from tests.deadline.deadline_server import MisbehavingServer
+from tests.support.deadline_server import MisbehavingServer
 
 from spark_otel.deadline import astream_with_deadline, stream_with_deadline
 
