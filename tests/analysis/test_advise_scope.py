@@ -8,6 +8,7 @@ from tests.support.neighbour_reports import neighbour_report, window_cost
 from spark_otel.analysis.advisor import AdvisorConfig, CellClass, QueueRule, RuleKind, advise
 from spark_otel.model import Cell, CellStatus
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.views.rules import rule_evidence, rule_text
 
 S = 1_000_000_000
 
@@ -60,15 +61,15 @@ def _rules(advice: object, kind: RuleKind) -> list[tuple[str | None, str | None]
 
 def _measure_first(advice: object) -> list[QueueRule]:
     """The rules saying what to measure before a worker count (not a lane's "measure past")."""
-    return [r for r in advice.rules if r.rule.startswith("Measure ")]  # type: ignore[attr-defined]
+    return [r for r in advice.rules if rule_text(r).startswith("Measure ")]
 
 
 def test_an_engine_whose_cells_say_nothing_about_length_gets_one_measure_first_rule() -> None:
     advice = advise(_failed("n", 4) + _cells("q"), [_curve("q")], engine_urls={"n": "http://127.0.0.1:8012"})
     (measure,) = _measure_first(advice)
     assert (measure.engine, measure.eval_name, measure.figures.n_cells) == ("n", None, 4)
-    assert measure.rule == "Measure n first: no worker count for n yet"
-    assert measure.evidence == (
+    assert rule_text(measure) == "Measure n first: no worker count for n yet"
+    assert rule_evidence(measure) == (
         "4 cells recorded, no rate curve; run: spark-otel probe --engine n=http://127.0.0.1:8012 "
         "--streams 1,2,4,8, or run the eval at 1 and N workers"
     )

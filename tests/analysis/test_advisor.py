@@ -26,6 +26,7 @@ from spark_otel.analysis import (
     neighbour_cost,
 )
 from spark_otel.model import Cell, CellStatus
+from spark_otel.views.rules import rule_evidence, rule_text
 
 CURVE = RateCurve(
     engine="q",
@@ -122,8 +123,8 @@ def test_advisor_backs_off_when_more_workers_would_push_a_cell_past_the_ceiling(
     assert a.speedup == pytest.approx(by_n[1].wall_s / by_n[2].wall_s)
     rule = next(r for r in advice.rules if r.kind == "batch")
     assert rule.workers == 2
-    assert "batch to 2" in rule.rule
-    assert "4 would predict 14% timeouts" in rule.evidence
+    assert "batch to 2" in rule_text(rule)
+    assert "4 would predict 14% timeouts" in rule_evidence(rule)
 
 
 def test_advisor_prefers_fewer_workers_when_speedups_tie() -> None:
@@ -157,11 +158,11 @@ def test_advisor_caps_each_lane_where_the_aggregate_peaks() -> None:
     caps = {r.engine: r for r in advice.rules if r.kind == "cap"}
     assert set(caps) == {"nemotron"}
     assert caps["nemotron"].workers == 8  # Act 2: 262 tok/s at 8, 181 at 16
-    assert "262" in caps["nemotron"].evidence
-    assert "181" in caps["nemotron"].evidence
+    assert "262" in rule_evidence(caps["nemotron"])
+    assert "181" in rule_evidence(caps["nemotron"])
     # Qwen3.8 still gained at 32 streams, the most measured: no cap, a reason to measure higher.
     (higher,) = [r for r in advice.rules if r.kind == "measure" and r.engine == "qwen"]
-    assert "still rising at 32 streams" in higher.evidence
+    assert "still rising at 32 streams" in rule_evidence(higher)
     assert higher.command == "spark-otel probe --engine qwen=URL --streams 32,64,128"
 
 
@@ -202,7 +203,7 @@ def test_prompt_heavy_cells_cap_near_two_times() -> None:
     by_n = {c.workers: c for c in a.candidates}
     assert by_n[8].speedup < 2.5
     (rule,) = [r for r in advice.rules if r.kind == "batch"]
-    assert f"prefill-bound, the gain caps near {a.speedup:.1f}x" in rule.rule
+    assert f"prefill-bound, the gain caps near {a.speedup:.1f}x" in rule_text(rule)
 
 
 def test_cross_engine_load_past_the_threshold_is_flagged() -> None:
@@ -214,11 +215,11 @@ def test_cross_engine_load_past_the_threshold_is_flagged() -> None:
     assert len(flags) == 1
     # "The Nemotron lane yields while any Qwen3.8 eval with a per-cell ceiling is in flight":
     # nemotron never ran at one worker beside it, so nothing says one cell would be harmless.
-    assert flags[0].rule == f"nemotron yields while {D_EVAL} runs on qwen"
+    assert rule_text(flags[0]) == f"nemotron yields while {D_EVAL} runs on qwen"
     assert (flags[0].engine, flags[0].while_engine, flags[0].workers) == ("nemotron", "qwen", 0)
-    assert "5.25 tok/s (n=1) against its 11.51 baseline (n=113)" in flags[0].evidence
-    assert "cost 54%" in flags[0].evidence
-    assert "3 of 4 cells in the window timed out" in flags[0].evidence
+    assert "5.25 tok/s (n=1) against its 11.51 baseline (n=113)" in rule_evidence(flags[0])
+    assert "cost 54%" in rule_evidence(flags[0])
+    assert "3 of 4 cells in the window timed out" in rule_evidence(flags[0])
     assert flags[0].figures.neighbour_cost == pytest.approx(0.54, abs=0.01)
     # Same-engine loads (the probes cost 17 to 27%) are batching, not cross-engine neighbours.
     none = advise(cells, [QWEN_CURVE], neighbour=[report], config=AdvisorConfig(threshold=0.6))
@@ -230,9 +231,9 @@ def test_gauge_rule_needs_a_pinned_gauge_and_varying_token_rates() -> None:
     pinned = [96.0, 96.2, 95.9, 96.1, 96.0]
     advice = advise(cells, [CURVE], gpu_utilization=pinned, token_rates=[11.1, 80.5, 184.4])
     (gauge,) = [r for r in advice.rules if r.kind == "gauge"]
-    assert gauge.rule == "Read load from token counts, never from the GPU utilization gauge"
-    assert "utilization median 96%" in gauge.evidence
-    assert "11.1 to 184.4 tok/s (16.6x)" in gauge.evidence
+    assert rule_text(gauge) == "Read load from token counts, never from the GPU utilization gauge"
+    assert "utilization median 96%" in rule_evidence(gauge)
+    assert "11.1 to 184.4 tok/s (16.6x)" in rule_evidence(gauge)
     moving = advise(cells, [CURVE], gpu_utilization=[0.2, 0.5, 0.9, 0.95], token_rates=[11.1, 184.4])
     assert not [r for r in moving.rules if r.kind == "gauge"]
     flat_rates = advise(cells, [CURVE], gpu_utilization=pinned, token_rates=[11.0, 12.0])
@@ -245,9 +246,9 @@ def test_an_engine_without_a_curve_gets_a_measure_first_rule() -> None:
     assert advice.classes == []
     (rule,) = advice.rules
     assert rule.kind == "measure"
-    assert "no rate curve" in rule.evidence
+    assert "no rate curve" in rule_evidence(rule)
     assert rule.command == "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 1,2,4,8"
-    assert rule.command in rule.evidence
+    assert rule.command in rule_evidence(rule)
 
 
 def test_timeouts_join_their_eval_class_and_count_at_every_depth() -> None:
@@ -324,9 +325,9 @@ def test_cross_engine_rules_are_one_per_engine_and_eval() -> None:
     # The same report twice (as two worker-count reports of one eval would be) changes nothing.
     advice = advise(cells, [CURVE], neighbour=[report, report])
     (flag,) = [r for r in advice.rules if r.kind == "cross-engine"]
-    assert flag.rule == "nemotron yields while g runs on q"
-    assert "cost 60%" in flag.evidence  # the costliest window is the evidence
-    assert "1 more window on nemotron past the threshold" in flag.evidence
+    assert rule_text(flag) == "nemotron yields while g runs on q"
+    assert "cost 60%" in rule_evidence(flag)  # the costliest window is the evidence
+    assert "1 more window on nemotron past the threshold" in rule_evidence(flag)
 
 
 def test_advice_narrowed_to_an_eval_or_engine_still_sees_all_the_load() -> None:

@@ -7,9 +7,10 @@ from tests.support.article import NEMOTRON_CURVE, QWEN_CURVE, S, appendix_c_cell
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis import CurvePoint, RateCurve, advise, overview
-from spark_otel.analysis.advisor import AdvisorConfig, RuleKind, choose_curves, describe_curve, lane_shape
-from spark_otel.analysis.advisor.evidence import LaneShape
+from spark_otel.analysis.advisor import AdvisorConfig, LaneShape, RuleKind, choose_curves, lane_shape
 from spark_otel.model import Cell, LoadWindow
+from spark_otel.views.curves import describe_curve, lane_evidence
+from spark_otel.views.rules import rule_evidence, rule_text
 
 URLS = {"q": "http://127.0.0.1:8011"}
 
@@ -62,16 +63,18 @@ def test_no_single_stream_point_means_measure_first_with_the_exact_command() -> 
     advice = advise(_cells(), [curve], engine_urls=URLS)
     assert advice.classes == []
     (rule,) = [r for r in advice.rules if r.eval_name == "g"]
-    assert rule.kind is RuleKind.MEASURE
-    assert "no single-stream rate: the curve starts at 2 streams" in rule.evidence
+    assert (rule.kind, rule.missing) == (RuleKind.MEASURE, "no single stream")
+    assert "no single-stream rate: the curve starts at 2 streams" in rule_evidence(rule)
     assert rule.command == "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 1,2,4,8"
-    assert "or run the eval at 1 and N workers" in rule.evidence
+    assert "or run the eval at 1 and N workers" in rule_evidence(rule)
 
 
 def test_a_single_level_is_nothing_to_compare() -> None:
     advice = advise(_cells(), [_curve([_point(1, 10)])], engine_urls=URLS)
     assert advice.classes == []
-    assert "one level only" in next(r for r in advice.rules if r.eval_name == "g").evidence
+    rule = next(r for r in advice.rules if r.eval_name == "g")
+    assert (rule.kind, rule.missing) == (RuleKind.MEASURE, "one level")
+    assert "one level only" in rule_evidence(rule)
 
 
 def test_with_both_a_worker_count_is_given_and_shows_n_levels_and_intervals() -> None:
@@ -87,10 +90,10 @@ def test_with_both_a_worker_count_is_given_and_shows_n_levels_and_intervals() ->
     assert low <= a.speedup <= high
     assert rule.figures.levels == [1, 2, 4]
     assert rule.figures.n_cells == 6
-    assert "n=6 cells" in rule.evidence
-    assert "at 1, 2, 4 streams" in rule.evidence
-    assert "(95% CI 0% to 19%)" in rule.evidence
-    assert f"(95% CI {low:.1f}x to {high:.1f}x)" in rule.evidence
+    assert "n=6 cells" in rule_evidence(rule)
+    assert "at 1, 2, 4 streams" in rule_evidence(rule)
+    assert "(95% CI 0% to 19%)" in rule_evidence(rule)
+    assert f"(95% CI {low:.1f}x to {high:.1f}x)" in rule_evidence(rule)
 
 
 # -- a curve measured under load is used only when nothing better exists ----------------------------
@@ -111,9 +114,9 @@ def test_a_rule_resting_on_a_curve_under_load_says_so_and_how_to_remeasure() -> 
     loaded = _curve([_point(1, 5), _point(2, 4.5)], under_load="engine/probe 2.00 at 1 streams")
     (rule,) = [r for r in advise(_cells(), [loaded], engine_urls=URLS).rules if r.kind is RuleKind.BATCH]
     assert rule.figures.under_load
-    assert "under load (engine/probe 2.00 at 1 streams)" in rule.evidence
-    assert "used because nothing better was measured" in rule.evidence
-    assert "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 1,2" in rule.evidence
+    assert "under load (engine/probe 2.00 at 1 streams)" in rule_evidence(rule)
+    assert "used because nothing better was measured" in rule_evidence(rule)
+    assert "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 1,2" in rule_evidence(rule)
 
 
 def test_a_probe_beside_cells_on_its_engine_is_marked_under_load_in_the_overview() -> None:
@@ -171,12 +174,17 @@ def test_a_lane_still_rising_is_measure_higher_not_a_cap() -> None:
     rules = advise(_cells(), [rising], engine_urls=URLS).rules
     assert not [r for r in rules if r.kind is RuleKind.CAP]
     (higher,) = [r for r in rules if r.kind is RuleKind.MEASURE]
-    assert higher.rule == "q: no lane cap yet, measure past 4 streams"
+    assert (higher.missing, rule_text(higher)) == (
+        "lane still rising",
+        "q: no lane cap yet, measure past 4 streams",
+    )
     assert higher.command == "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 4,8,16"
     flat = _curve([_point(1, 10), _point(2, 9), _point(4, 4.6)])
     (cap,) = [r for r in advise(_cells(), [flat]).rules if r.kind is RuleKind.CAP]
     assert cap.workers == 2
-    assert "flattens" in cap.evidence
+    assert cap.shape is not None
+    assert cap.shape.kind == "flattens"
+    assert "flattens" in rule_evidence(cap)
 
 
 # -- the article's own rows still give its queue rules ---------------------------------------------
@@ -218,14 +226,14 @@ def test_of_equal_curves_the_newest_wins_then_the_later_given() -> None:
 
 def test_a_lane_shape_at_its_edges() -> None:
     gain = AdvisorConfig().flat_gain
-    assert lane_shape(_curve([_point(1, 10)]), gain) == LaneShape(
-        "single", 1, "one level measured (1 stream)"
-    )
-    assert lane_shape(_curve([_point(4, 10)]), gain).evidence == "one level measured (4 streams)"
+    assert lane_shape(_curve([_point(1, 10)]), gain) == LaneShape(kind="single", streams=1)
+    assert lane_evidence(lane_shape(_curve([_point(1, 10)]), gain)) == "one level measured (1 stream)"
+    assert lane_evidence(lane_shape(_curve([_point(4, 10)]), gain)) == "one level measured (4 streams)"
     # Equal aggregates at 1 and 2: the peak is the fewer streams, and 2 does not fall below it.
     equal = lane_shape(_curve([_point(1, 10), _point(2, 5), _point(4, 2)]), gain)
     assert (equal.kind, equal.streams) == ("flattens", 1)
     exact = lane_shape(_curve([_point(1, 8.0), _point(2, 5.0)]), 0.25)  # +25% exactly: still gaining
     assert exact.kind == "rising"
     idle_first = _curve([CurvePoint(streams=1, per_stream_rate=1, aggregate_rate=0.0), _point(2, 5)])
-    assert lane_shape(idle_first, gain).evidence.endswith("(+inf%)")
+    assert lane_shape(idle_first, gain).gain == float("inf")
+    assert lane_evidence(lane_shape(idle_first, gain)).endswith("(+inf%)")

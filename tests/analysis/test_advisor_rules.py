@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 from tests.support.neighbour_reports import BASELINE, neighbour_report, window_cost
+from tests.support.queue_rules import candidate, class_advice
 
 from spark_otel.analysis.advisor.advice_model import (
     AdvisorConfig,
-    CandidatePrediction,
     CellClass,
-    ClassAdvice,
     Evidence,
     QueueRule,
     RuleKind,
@@ -26,6 +25,21 @@ from spark_otel.analysis.advisor.queue_rules import (
 )
 from spark_otel.analysis.stats import RateSummary
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
+from spark_otel.views.rules import rule_evidence, rule_text
+
+
+def said(rule: QueueRule) -> tuple[str, str, QueueRule]:
+    """The rule's words, as `views.rules` writes them, and its facts without the records they rest
+    on (the curve, the class's prediction, the lane's shape, the window): what a test pins whole."""
+    bare = rule.model_copy(
+        update={"curve": None, "advice": None, "shape": None, "missing": None, "cross": None, "gauge": None}
+    )
+    return rule_text(rule), rule_evidence(rule), bare
+
+
+def expected(rule: str, evidence: str, **facts: Any) -> tuple[str, str, QueueRule]:
+    """What `said` gives for a rule with these words and facts."""
+    return rule, evidence, QueueRule(**facts)
 
 
 def test_a_costly_cross_engine_window_limits_the_other_engine_to_one_cell_when_one_was_harmless() -> None:
@@ -42,7 +56,7 @@ def test_a_costly_cross_engine_window_limits_the_other_engine_to_one_cell_when_o
         ]
     )
     (rule,) = cross_engine_rules([report], set(), 0.2)
-    assert rule == QueueRule(
+    assert said(rule) == expected(
         rule="Do not batch nemotron while g runs on q",
         evidence=(
             "run w1: g decoded 4.00 tok/s (n=5) against its 10.00 baseline (n=20), cost 60% "
@@ -68,12 +82,12 @@ def test_a_costly_cross_engine_window_limits_the_other_engine_to_one_cell_when_o
 def test_without_a_harmless_single_cell_the_other_engine_yields() -> None:
     unmeasured = neighbour_report([window_cost("w1", 0.6), window_cost("w2", 0.5), window_cost("w3", 0.3)])
     (rule,) = cross_engine_rules([unmeasured], {("q", "g")}, 0.2)
-    assert (rule.rule, rule.workers, rule.ceiling_bound) == (
+    assert (rule_text(rule), rule.workers, rule.ceiling_bound) == (
         "nemotron yields while a ceiling-bound eval runs on q",
         0,
         True,
     )
-    assert rule.evidence.endswith(
+    assert rule_evidence(rule).endswith(
         "2 of 5 cells in the window timed out; 2 more windows on nemotron past the threshold; "
         "nemotron at one worker beside it was not measured under the threshold: it yields"
     )
@@ -88,13 +102,13 @@ def test_the_costliest_sighting_of_a_window_is_the_evidence_across_reports() -> 
     at_one = neighbour_report([window_cost("w1", 0.4)], workers=1)
     at_four = neighbour_report([window_cost("w1", 0.7, rate=RateSummary(n=3, median=3.0))], workers=4)
     (rule,) = cross_engine_rules([at_one, at_four, at_one], set(), 0.2)
-    assert rule.evidence.startswith(
+    assert rule_evidence(rule).startswith(
         "run w1: g at 4 workers decoded 3.00 tok/s (n=3) against its 10.00 baseline (n=20), cost 70% > 20%; "
     )
     assert rule.figures.neighbour_cost_interval is None  # the window's rate has no interval
     (rule,) = cross_engine_rules([at_four, at_one], set(), 0.2)
     assert rule.figures.neighbour_cost == 0.7
-    assert "more window" not in rule.evidence  # one window, seen twice
+    assert "more window" not in rule_evidence(rule)  # one window, seen twice
 
 
 def test_a_report_without_a_baseline_and_an_engine_not_named_give_no_rule() -> None:
@@ -141,7 +155,7 @@ PINNED = [96.0, 96.2, 95.9, 96.1, 96.0]
 
 def test_the_gauge_rule_states_the_pinned_gauge_and_the_token_rates_it_contradicts() -> None:
     rule = gauge_rule(PINNED, [11.1, 0.0, 80.5, 184.4], CONFIG)
-    assert rule == QueueRule(
+    assert said(rule) == expected(
         rule="Read load from token counts, never from the GPU utilization gauge",
         evidence=(
             "utilization median 96% (p10 96%, p90 96%) over 5 samples while token rate ranged 11.1 to "
@@ -152,7 +166,7 @@ def test_the_gauge_rule_states_the_pinned_gauge_and_the_token_rates_it_contradic
     )
     fraction = gauge_rule([u / 100 for u in PINNED], [11.1, 184.4], CONFIG)
     assert fraction is not None
-    assert fraction.evidence == rule.evidence
+    assert rule_evidence(fraction) == rule_evidence(rule)
 
 
 @pytest.mark.parametrize(
@@ -180,8 +194,8 @@ def test_the_gauge_rule_reads_percent_and_fraction_alike() -> None:
     assert percent is not None
     assert fraction is not None
     assert (
-        percent.evidence
-        == fraction.evidence
+        rule_evidence(percent)
+        == rule_evidence(fraction)
         == (
             "utilization median 92% (p10 90%, p90 94%) over 3 samples while token rate ranged 10.0 to "
             "40.0 tok/s (4.0x)"
@@ -209,47 +223,12 @@ def _curve(*points: tuple[int, float, float], **kw: Any) -> RateCurve:
 RISING = _curve((1, 10.0, 10.0), (2, 9.0, 18.0), (4, 8.0, 32.0))
 
 
-def _candidate(workers: int, rate: float, timeouts: float, speedup: float) -> CandidatePrediction:
-    return CandidatePrediction(
-        workers=workers, per_stream_rate=rate, timeout_fraction=timeouts, wall_s=100.0, speedup=speedup
-    )
-
-
-def _advice(**kw: Any) -> ClassAdvice:
-    fields: dict[str, Any] = {
-        "engine": "q",
-        "eval_name": "g",
-        "cell_class": CellClass.GENERATION_HEAVY,
-        "ceiling_bound": False,
-        "n_cells": 40,
-        "historical_timeouts": 0,
-        "prompt_tokens_median": 1234.0,
-        "output_tokens_p90": 5678.0,
-        "prefill_contention": 0.37,
-        "prefill_contention_fitted": False,
-        "recommended_workers": 2,
-        "timeout_fraction": 0.025,
-        "serial_timeout_fraction": 0.0,
-        "speedup": 1.8,
-        "speedup_interval": (1.6, 1.95),
-        "per_stream_cost": 0.1,
-        "per_stream_cost_interval": (0.05, 0.15),
-        "candidates": [
-            _candidate(1, 10.0, 0.0, 1.0),
-            _candidate(2, 9.0, 0.025, 1.8),
-            _candidate(4, 8.0, 0.3, 3.2),
-            _candidate(8, 6.0, 0.6, 4.8),
-        ],
-    }
-    return ClassAdvice(**(fields | kw))
-
-
 CURVE_PHRASE = "probe 'p1' of 2026-05-28 20:26 UTC, idle, at 1, 2, 4 streams"
 
 
 def test_a_batch_rule_names_its_class_n_curve_intervals_and_the_next_count_it_turned_down() -> None:
-    rule = batch_rule(_advice(), RISING, URLS)
-    assert rule == QueueRule(
+    rule = batch_rule(class_advice(), RISING, URLS)
+    assert said(rule) == expected(
         rule="g generation-heavy cells on q batch to 2",
         evidence=(
             f"n=40 cells (p90 output 5,678 tok, median prompt 1,234 tok); curve: {CURVE_PHRASE}; at 2: "
@@ -265,7 +244,6 @@ def test_a_batch_rule_names_its_class_n_curve_intervals_and_the_next_count_it_tu
         figures=Evidence(
             n_cells=40,
             levels=[1, 2, 4],
-            curve=CURVE_PHRASE,
             under_load=False,
             model="m",
             measured_unix_ns=WHEN,
@@ -279,7 +257,7 @@ def test_a_batch_rule_names_its_class_n_curve_intervals_and_the_next_count_it_tu
 
 def test_a_serial_prompt_heavy_ceiling_bound_class_on_a_loaded_curve_says_each() -> None:
     loaded = _curve((1, 10.0, 10.0), (2, 9.0, 18.0), under_load="beside nemotron")
-    serial = _advice(
+    serial = class_advice(
         recommended_workers=1,
         cell_class=CellClass.PROMPT_HEAVY,
         ceiling_bound=True,
@@ -289,30 +267,32 @@ def test_a_serial_prompt_heavy_ceiling_bound_class_on_a_loaded_curve_says_each()
         per_stream_cost_interval=None,
         output_tokens_p90=None,
         prompt_tokens_median=None,
-        candidates=[_candidate(1, 10.0, 0.0, 1.0)],
+        candidates=[candidate(1, 10.0, 0.0, 1.0)],
     )
     rule = batch_rule(serial, loaded, {})
-    assert (rule.rule, rule.workers, rule.ceiling_bound, rule.figures.under_load) == (
+    assert (rule_text(rule), rule.workers, rule.ceiling_bound, rule.figures.under_load) == (
         "g prompt-heavy ceiling-bound cells on q: stay serial",
         1,
         True,
         True,
     )
-    assert rule.evidence == (
+    assert rule_evidence(rule) == (
         "n=40 cells (p90 output 0 tok, median prompt 0 tok); curve: probe 'p1' of 2026-05-28 20:26 UTC, "
         "under load (beside nemotron), at 1, 2 streams; at 1: 10.00 tok/s per stream, 0% slower, "
         "predicted 1.0x wall, 2% timeouts vs 0% serial; the curve was measured under load and is used "
         "because nothing better was measured: re-measure on an idle engine with "
         "spark-otel probe --engine q=URL --streams 1,2"
     )
-    batched = batch_rule(_advice(cell_class=CellClass.LONG_CONTEXT), RISING, URLS)
-    assert batched.rule == "g long-context cells on q batch to 2; prefill-bound, the gain caps near 1.8x"
+    batched = batch_rule(class_advice(cell_class=CellClass.LONG_CONTEXT), RISING, URLS)
+    assert (
+        rule_text(batched) == "g long-context cells on q batch to 2; prefill-bound, the gain caps near 1.8x"
+    )
 
 
 def test_a_measure_first_rule_says_what_is_missing_and_the_probe_that_measures_it() -> None:
     command = "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 1,2,4,8"
     none = measure_first_rule("q", "g", 12, None, URLS)
-    assert none == QueueRule(
+    assert said(none) == expected(
         rule="Measure q first: no worker count for g cells on q yet",
         evidence=f"12 cells recorded, no rate curve; run: {command}, or run the eval at 1 and N workers",
         kind=RuleKind.MEASURE,
@@ -323,8 +303,8 @@ def test_a_measure_first_rule_says_what_is_missing_and_the_probe_that_measures_i
     )
     from_two = _curve((2, 9.0, 18.0), (4, 8.0, 32.0))
     rule = measure_first_rule("q", None, 3, from_two, {})
-    assert rule.rule == "Measure q first: no worker count for q yet"
-    assert rule.evidence == (
+    assert rule_text(rule) == "Measure q first: no worker count for q yet"
+    assert rule_evidence(rule) == (
         "3 cells recorded, no single-stream rate: the curve starts at 2 streams "
         "(probe 'p1' of 2026-05-28 20:26 UTC, idle, at 2, 4 streams); "
         "run: spark-otel probe --engine q=URL --streams 1,2,4,8, or run the eval at 1 and N workers"
@@ -332,12 +312,11 @@ def test_a_measure_first_rule_says_what_is_missing_and_the_probe_that_measures_i
     assert rule.figures == Evidence(
         n_cells=3,
         levels=[2, 4],
-        curve="probe 'p1' of 2026-05-28 20:26 UTC, idle, at 2, 4 streams",
         model="m",
         measured_unix_ns=WHEN,
     )
     one = measure_first_rule("q", "g", 3, _curve((1, 10.0, 10.0)), URLS)
-    assert one.evidence.startswith(
+    assert rule_evidence(one).startswith(
         "3 cells recorded, one level only (1 stream): nothing to compare "
         "(probe 'p1' of 2026-05-28 20:26 UTC, idle, at 1 stream); run: "
     )
@@ -346,7 +325,7 @@ def test_a_measure_first_rule_says_what_is_missing_and_the_probe_that_measures_i
 def test_a_lane_is_capped_where_its_aggregate_falls_and_measured_further_while_it_rises() -> None:
     falls = _curve((1, 10.0, 10.0), (2, 9.0, 18.0), (4, 4.0, 16.0))
     cap = lane_rule(falls, CONFIG, URLS)
-    assert cap == QueueRule(
+    assert said(cap) == expected(
         rule="q lane at most 2 streams",
         evidence=(
             "aggregate peaks at 18 tok/s at 2 streams and falls to 16 at 4 "
@@ -357,16 +336,15 @@ def test_a_lane_is_capped_where_its_aggregate_falls_and_measured_further_while_i
         workers=2,
         figures=Evidence(
             levels=[1, 2, 4],
-            curve="probe 'p1' of 2026-05-28 20:26 UTC, idle, at 1, 2, 4 streams",
             model="m",
             measured_unix_ns=WHEN,
         ),
     )
     flat = lane_rule(_curve((1, 10.0, 10.0), (2, 5.1, 10.2), (4, 4.0, 16.0)), CONFIG, URLS)
-    assert (flat.kind, flat.workers, flat.rule) == (RuleKind.CAP, 1, "q lane at most 1 stream")
+    assert (flat.kind, flat.workers, rule_text(flat)) == (RuleKind.CAP, 1, "q lane at most 1 stream")
     measure = lane_rule(RISING, CONFIG, URLS)
     command = "spark-otel probe --engine q=http://127.0.0.1:8011 --streams 4,8,16"
-    assert measure == QueueRule(
+    assert said(measure) == expected(
         rule="q: no lane cap yet, measure past 4 streams",
         evidence=(
             "aggregate still rising at 4 streams, the most measured: 18 tok/s at 2, 32 at 4 (+78%) "
@@ -379,7 +357,7 @@ def test_a_lane_is_capped_where_its_aggregate_falls_and_measured_further_while_i
         figures=cap.figures,
     )
     single = lane_rule(_curve((1, 10.0, 10.0)), CONFIG, {})
-    assert (single.rule, single.command) == (
+    assert (rule_text(single), single.command) == (
         "q: no lane cap yet, measure past 1 stream",
         "spark-otel probe --engine q=URL --streams 1,2,4",
     )

@@ -25,6 +25,7 @@ from spark_otel.analysis import (
 )
 from spark_otel.analysis.overview import _beside_unseen_load, _probe_under_load
 from spark_otel.model import Cell, LoadWindow
+from spark_otel.views.rules import rule_evidence
 
 
 def test_overview_takes_the_newest_probe_curve_and_falls_back_to_cells() -> None:
@@ -50,7 +51,7 @@ def test_overview_prices_every_eval_per_worker_count_and_advises_once() -> None:
     assert found.advice is not None
     flags = [r for r in found.advice.rules if r.kind == "cross-engine"]
     assert [(r.engine, r.eval_name) for r in flags] == [("nemotron", D_EVAL)]
-    assert "cost 54%" in flags[0].evidence
+    assert "cost 54%" in rule_evidence(flags[0])
     narrowed = overview(cells, probes, [QWEN_CURVE, NEMOTRON_CURVE], eval_name=D_EVAL)
     assert {n.eval_name for n in narrowed.neighbours} == {D_EVAL}
     assert narrowed.concurrency is not None

@@ -18,6 +18,7 @@ from spark_otel.demo.governed import DEMO_ACT
 from spark_otel.model import CellStatus
 from spark_otel.records.rules_file import load_rules
 from spark_otel.store import Store
+from spark_otel.views.rules import rule_text
 
 # Slow enough that the instrumented client keeps pace with the streams on a loaded 2-core box (30x
 # fell behind in a CI run, the same-engine load costing 0.11 against its 0.074): the
@@ -82,7 +83,7 @@ def test_each_act_recovers_the_simulated_truth(demo: tuple[DemoResult, Path]) ->
     content = result.content
     # Act 2: nemotron's aggregate falls past 8 streams: its lane's cap.
     assert content.advice is not None
-    rules = [r.rule for r in content.advice.rules]
+    rules = [rule_text(r) for r in content.advice.rules]
     assert "nemotron lane at most 8 streams" in rules
     assert "qwen: no lane cap yet, measure past 8 streams" in rules
     # Act 3: eight workers cost each cell what the simulation says eight streams cost one.

@@ -480,7 +480,7 @@ def test_make_test_runs_what_ci_runs() -> None:
     """`make test` promises CI's steps: .ci/run's test command, each step in the venv, in order."""
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     steps = [step.strip() for step in ci.split("&&")]
-    assert steps == ["ruff check .", "mypy", "pytest -q"]
+    assert steps == ["ruff check .", "ruff format --check .", "lint-imports", "mypy", "pytest -q"]
     proc = subprocess.run(
         ["make", "-n", "-C", str(ROOT), "test"], capture_output=True, text=True, timeout=60, check=True
     )
@@ -488,3 +488,6 @@ def test_make_test_runs_what_ci_runs() -> None:
     positions = [recipe.find(f".venv/bin/{step}") for step in steps]
     assert -1 not in positions, recipe
     assert positions == sorted(positions), recipe
+    # With every real component required, as .ci/run exports: a missing one fails, never skips.
+    assert "SPARK_OTEL_REQUIRE_REAL_COMPONENTS=1 .venv/bin/pytest -q" in recipe
+    assert "SPARK_OTEL_JAEGER=" in recipe

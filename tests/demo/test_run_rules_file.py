@@ -13,11 +13,11 @@ import pytest
 from tests.support.locales import ascii_locale
 
 from spark_otel.analysis.advisor.advice_model import Advice, AdvisorConfig
-from spark_otel.analysis.advisor.rules_file import dump_rules
 from spark_otel.demo import DemoPlan
 from spark_otel.demo.run import _write_rules
 from spark_otel.records.rules_file import RulesFile, load_rules
 from spark_otel.report import ReportContent
+from spark_otel.views.rules_file import dump_rules
 
 PLAN = DemoPlan.quick(500.0)
 SOURCE = "/données/store.sqlite (demo run ab12)"

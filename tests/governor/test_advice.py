@@ -7,53 +7,44 @@ import sys
 from datetime import UTC, datetime
 
 import pytest
+from tests.support.queue_rules import batched_rule, cap_rule, gauge_rule, measure_rule, yields_rule
 
 from spark_otel import ConfigError, _clock
 from spark_otel.analysis.advisor.advice_model import (
     Advice,
     AdvisorConfig,
-    CellClass,
     Evidence,
-    QueueRule,
-    RuleKind,
 )
-from spark_otel.analysis.advisor.rules_file import dump_rules, rules_from_advice
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.records.rules_file import CrossEngineRule, EngineInfo, LaneRule, LimitRule, parse_rules
+from spark_otel.views.rules import rule_evidence
+from spark_otel.views.rules_file import dump_rules, rules_from_advice
 
 MEASURED_NS = 1_790_000_000_500_000_000
 MEASURED = datetime(2026, 9, 21, 14, 13, 20, 500_000, tzinfo=UTC)
 FIGURES = Evidence(n_cells=40, levels=[1, 2, 4, 8], speedup=5.5, speedup_interval=(4.1, 6.0))
 
 
-def _rule(kind: RuleKind, **fields: object) -> QueueRule:
-    return QueueRule.model_validate(
-        {"rule": f"a {kind} rule", "evidence": f"{kind} evidence", "kind": kind, **fields}
-    )
-
-
 def _advice() -> Advice:
+    """Every kind of rule the advisor writes, and the ones with nothing to enforce."""
     figures = FIGURES.model_copy(update={"measured_unix_ns": MEASURED_NS})
+    review = batched_rule("qwen", "review", 8)
+    cap = cap_rule("nemotron", 8, peak=40.0, after=30.0)
+    yields = yields_rule("nemotron", "review", "qwen", cost=0.5)
+    at_most_one = yields_rule("llama", "finder", "qwen", cost=0.4, cost_at_one=0.1)
     rules = [
-        _rule(
-            RuleKind.BATCH,
-            engine="qwen",
-            eval_name="review",
-            cell_class=CellClass.GENERATION_HEAVY,
-            workers=8,
-            figures=figures,
-        ),
-        _rule(RuleKind.BATCH, engine="qwen", eval_name="finder", workers=2),  # no class: the eval's cells
-        _rule(RuleKind.BATCH, engine="qwen", eval_name="no-workers"),  # nothing to enforce
-        _rule(RuleKind.CAP, engine="nemotron", workers=8, figures=figures),
-        _rule(RuleKind.CAP, workers=8),  # no engine: nothing to enforce
-        _rule(RuleKind.GAUGE, engine="qwen", workers=3),  # gauge advice is not a queue rule
-        _rule(RuleKind.CROSS_ENGINE, engine="nemotron", while_engine="qwen", workers=0),
-        _rule(RuleKind.CROSS_ENGINE, engine="llama", while_engine="qwen", eval_name="finder", workers=1),
-        _rule(RuleKind.CROSS_ENGINE, engine="nemotron", workers=0),  # no while_engine
-        _rule(RuleKind.CROSS_ENGINE, engine="nemotron", while_engine="qwen"),  # no limit
-        _rule(RuleKind.MEASURE, command="spark-otel probe --engine gemma=URL --streams 1,2,4,8"),
-        _rule(RuleKind.MEASURE),
+        review.model_copy(update={"figures": figures}),
+        batched_rule("qwen", "finder", 2).model_copy(update={"cell_class": None}),  # the eval's cells
+        review.model_copy(update={"workers": None}),  # nothing to enforce
+        cap.model_copy(update={"figures": figures}),
+        cap.model_copy(update={"engine": None}),  # no engine: nothing to enforce
+        gauge_rule("qwen"),  # gauge advice is not a queue rule
+        yields,
+        at_most_one,
+        yields.model_copy(update={"while_engine": None}),
+        yields.model_copy(update={"workers": None}),  # no limit
+        measure_rule("gemma"),
+        measure_rule("gemma").model_copy(update={"command": None}),
     ]
     return Advice(config=AdvisorConfig(ceiling_s=900.0), classes=[], rules=rules)
 
@@ -65,14 +56,16 @@ def _curve(engine: str, model: str | None) -> RateCurve:
 
 
 def test_only_enforceable_rules_become_rules_with_their_evidence_and_engines() -> None:
+    advice = _advice()
     before = _clock.real_wall_ns()
     rules = rules_from_advice(
-        _advice(),
+        advice,
         [_curve("qwen", "qwen3.8-27b"), _curve("nemotron", None), _curve("gemma", "gemma-4")],
         engine_urls={"qwen": "http://127.0.0.1:8011", "gemma": "http://127.0.0.1:8013"},
         source="store.sqlite",
     )
     after = _clock.real_wall_ns()
+    review, finder, _, _, _, _, yields, at_most_one, *_ = advice.rules
     figures = {"n_cells": 40, "levels": [1, 2, 4, 8], "measured_unix_ns": MEASURED_NS, "speedup": 5.5}
     figures["speedup_interval"] = [4.1, 6.0]  # JSON's list, as a TOML array reads back
     assert rules.limit == [
@@ -81,28 +74,51 @@ def test_only_enforceable_rules_become_rules_with_their_evidence_and_engines() -
             eval="review",
             cell_class="generation-heavy",
             cells=8,
-            evidence="batch evidence",
+            evidence=rule_evidence(review),
             measured_at=MEASURED,
-            figures=figures,
+            figures=figures | {"curve": "probe, idle, at 1, 2, 4 streams"},
         ),
-        LimitRule(engine="qwen", eval="finder", cells=2, evidence="batch evidence"),
+        LimitRule(
+            engine="qwen",
+            eval="finder",
+            cells=2,
+            evidence=rule_evidence(finder),
+            figures=finder.figures.model_dump(mode="json", exclude_defaults=True)
+            | {"curve": "probe, idle, at 1, 2, 4 streams"},
+        ),
     ]
     assert rules.lane == [
-        LaneRule(engine="nemotron", cells=8, evidence="cap evidence", measured_at=MEASURED, figures=figures)
+        LaneRule(
+            engine="nemotron",
+            cells=8,
+            evidence="aggregate peaks at 40 tok/s at 8 streams and falls to 30 at 16 (probe, idle, at 1, 8, "
+            "16 streams)",
+            measured_at=MEASURED,
+            figures=figures | {"curve": "probe, idle, at 1, 8, 16 streams"},
+        )
     ]
     assert rules.cross_engine == [
-        CrossEngineRule(engine="nemotron", cells=0, while_engine="qwen", evidence="cross-engine evidence"),
+        CrossEngineRule(
+            engine="nemotron",
+            cells=0,
+            while_engine="qwen",
+            while_eval="review",
+            evidence=rule_evidence(yields),
+            figures={"n_cells": 5, "neighbour_cost": 0.5},
+        ),
         CrossEngineRule(
             engine="llama",
             cells=1,
             while_engine="qwen",
             while_eval="finder",
-            evidence="cross-engine evidence",
+            evidence=rule_evidence(at_most_one),
+            figures={"n_cells": 5, "neighbour_cost": 0.4},
         ),
     ]
     assert rules.unmeasured == [
-        "a measure rule: spark-otel probe --engine gemma=URL --streams 1,2,4,8",
-        "a measure rule",
+        "Measure gemma first: no worker count for gemma yet: spark-otel probe --engine gemma=URL "
+        "--streams 1,2,4,8",
+        "Measure gemma first: no worker count for gemma yet",
     ]
     # The engines the rules name (gemma is in no rule), with the model each curve recorded.
     assert rules.engines == {
@@ -125,12 +141,15 @@ def test_without_urls_or_curves_the_engines_are_named_bare() -> None:
 
 def test_the_written_file_reads_back_as_the_same_rules_without_kinds_or_empty_figures() -> None:
     rules = rules_from_advice(_advice(), [_curve("qwen", "qwen3.8-27b")], source="store.sqlite")
+    bare = rules.cross_engine[0].model_copy(update={"figures": {}})  # as a hand-written rule has them
+    rules = rules.model_copy(update={"cross_engine": [bare, *rules.cross_engine[1:]]})
     text = dump_rules(rules)
     assert text.startswith("# Queue rules for spark-otel's governor: spark_otel.govern(FILE)")
     assert "kind" not in text
-    assert text.count("figures") == 2  # the review limit's and the nemotron lane's; the others have none
-    assert "[lane.figures]" in text
-    assert "[limit.figures]" in text
+    assert text.count("figures") == 4  # every rule's but the bare one's
+    assert text.count("[limit.figures]") == 2
+    assert text.count("[lane.figures]") == 1
+    assert text.count("[cross_engine.figures]") == 1
     assert parse_rules(text, where="written") == rules
 
 

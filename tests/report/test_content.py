@@ -19,6 +19,7 @@ from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report.content import ReportContent, build_report, eval_time_scales, overview_from_inputs
 from spark_otel.report.inputs import ReportInputs
 from spark_otel.views.answers import answers
+from spark_otel.views.rules import rule_evidence, rule_text
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S
@@ -206,7 +207,7 @@ def test_the_overview_is_the_one_call_advise_makes_with_every_recorded_input() -
         None,
     ]
     gauge = found.advice.rules[-1]
-    assert (gauge.rule, gauge.evidence) == (
+    assert (rule_text(gauge), rule_evidence(gauge)) == (
         "Read load from token counts, never from the GPU utilization gauge",
         "utilization median 99% (p10 99%, p90 99%) over 5 samples while token rate ranged 10.0 to 40.0 tok/s"
         " (4.0x)",

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.queue_rules import cap_rule, measure_rule
 from tests.support.report_content import T0, S, engine_concurrency, probe_curve, report_content, speedup_of
 
-from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule, RuleKind
+from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule
 from spark_otel.analysis.concurrency import ConcurrencyReport, LevelSummary
 from spark_otel.analysis.energy import EnergyReport, EvalEnergy
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost
@@ -20,12 +21,23 @@ from spark_otel.report import html as page
 from spark_otel.views.answers import Answer
 
 
-def _advice(*rules: tuple[str, str], threshold: float = 0.2, ceiling_s: float = 1800.0) -> Advice:
+def _advice(*rules: QueueRule, threshold: float = 0.2, ceiling_s: float = 1800.0) -> Advice:
     return Advice(
-        config=AdvisorConfig(threshold=threshold, ceiling_s=ceiling_s),
-        classes=[],
-        rules=[QueueRule(rule=r, evidence=e, kind=RuleKind.BATCH) for r, e in rules],
+        config=AdvisorConfig(threshold=threshold, ceiling_s=ceiling_s), classes=[], rules=list(rules)
     )
+
+
+CAP = cap_rule("qwen", 8, peak=40.0, after=30.0)
+MEASURE = measure_rule("qwen", "<review>")
+CAP_TEXT = "qwen lane at most 8 streams"
+CAP_EVIDENCE = (
+    "aggregate peaks at 40 tok/s at 8 streams and falls to 30 at 16 (probe, idle, at 1, 8, 16 streams)"
+)
+MEASURE_TEXT = "Measure qwen first: no worker count for <review> cells on qwen yet"
+MEASURE_EVIDENCE = (
+    "12 cells recorded, no rate curve; run: spark-otel probe --engine qwen=URL --streams 1,2,4,8, "
+    "or run the eval at 1 and N workers"
+)
 
 
 def _window(name: str, kind: str, engine: str | None, same: bool | None, cells: int, **kw: Any) -> WindowCost:
@@ -370,14 +382,15 @@ def test_the_answers_box_lists_each_answer_then_the_rules_under_their_capitalise
             Answer(topic="neighbour", text="no baseline for <review>", measured=False),
             Answer(topic="rules", text="three rules from the records", measured=True),
         ],
-        advice=_advice(("run 2 workers of review on qwen", "e1"), ("cap qwen at 8 streams", "e2")),
+        advice=_advice(MEASURE, CAP),
     )
     assert page._answers_section(content) == (
         '<section class="answers"><h2>Answers</h2>'
         "<ul><li>qwen gains 3.0x at 8 streams</li>"
         '<li class="unmeasured">no baseline for &lt;review&gt;</li></ul>'
         "<p>Three rules from the records:</p>"
-        "<ol><li>run 2 workers of review on qwen</li><li>cap qwen at 8 streams</li></ol></section>"
+        "<ol><li>Measure qwen first: no worker count for &lt;review&gt; cells on qwen yet</li>"
+        "<li>qwen lane at most 8 streams</li></ol></section>"
     )
 
 
@@ -388,9 +401,9 @@ def test_the_answers_box_leaves_out_the_list_the_summary_or_the_rules_it_has_non
     assert page._answers_section(summary_only) == (
         '<section class="answers"><h2>Answers</h2><p>No rules yet:</p></section>'
     )
-    rules_only = report_content(advice=_advice(("cap qwen at 8 streams", "e2")))
+    rules_only = report_content(advice=_advice(CAP))
     assert page._answers_section(rules_only) == (
-        '<section class="answers"><h2>Answers</h2><ol><li>cap qwen at 8 streams</li></ol></section>'
+        '<section class="answers"><h2>Answers</h2><ol><li>qwen lane at most 8 streams</li></ol></section>'
     )
 
 
@@ -406,17 +419,18 @@ _SETTINGS: dict[str, Any] = {"ceiling_s": 12_345.0, "threshold": 0.15}
 def test_the_queue_rules_table_shows_each_rule_with_its_evidence_under_the_advisors_settings() -> None:
     """The advisor's ceiling (thousands separated) and threshold (whole percent) in the note, then
     one row per rule, in order, its evidence escaped."""
-    rules = [("run 2 workers", "curve <1, 2>"), ("cap q at 8", "falls")]
-    content = report_content(advice=_advice(*rules, **_SETTINGS))
+    content = report_content(advice=_advice(MEASURE, CAP, **_SETTINGS))
     assert page._advice_section(content) == (
         "<h2>Queue rules</h2>"
         '<p class="note">Under a 12,345 s per-cell ceiling; cross-engine loads flagged past '
         "a 15% neighbour cost (as spark-otel advise).</p>"
         "<table><thead><tr><th>queue rule</th><th>evidence</th></tr></thead><tbody>"
-        "<tr><td>run 2 workers</td><td>curve &lt;1, 2&gt;</td></tr><tr><td>cap q at 8</td><td>falls</td></tr>"
+        "<tr><td>Measure qwen first: no worker count for &lt;review&gt; cells on qwen yet</td>"
+        f"<td>{MEASURE_EVIDENCE}</td></tr>"
+        f"<tr><td>{CAP_TEXT}</td><td>{CAP_EVIDENCE}</td></tr>"
         "</tbody></table>"
     )
-    assert page._advice_rules(content.advice) == [["run 2 workers", "curve <1, 2>"], ["cap q at 8", "falls"]]
+    assert page._advice_rules(content.advice) == [[MEASURE_TEXT, MEASURE_EVIDENCE], [CAP_TEXT, CAP_EVIDENCE]]
 
 
 def test_without_rules_the_queue_rules_section_says_the_advisor_had_nothing_to_reason_from() -> None:

@@ -23,6 +23,7 @@ from spark_otel.report import (
     write_report,
 )
 from spark_otel.store import Store
+from spark_otel.views.rules import rule_text
 
 
 def _probe_report() -> ProbeReport:
@@ -217,7 +218,7 @@ def test_the_page_opens_with_the_answers_and_the_rules() -> None:
         assert f"{tag}{answer.text}</li>" in box
     assert content.advice is not None
     for rule in content.advice.rules:
-        assert f"<li>{rule.rule}</li>" in box
+        assert f"<li>{rule_text(rule)}</li>" in box
 
 
 def test_the_page_names_figures_as_the_command_line_does_and_explains_each_once() -> None:

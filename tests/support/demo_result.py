@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.support.neighbour_reports import neighbour_report, window_cost
 from tests.support.probe_figures import level_with_figures, report_of_levels
+from tests.support.queue_rules import cap_rule, yields_rule
 from tests.support.report_content import (
     engine_concurrency,
     instrument_verdict,
@@ -17,8 +18,7 @@ from tests.support.report_content import (
     speedup_of,
 )
 
-from spark_otel.analysis.advisor import Advice, AdvisorConfig, QueueRule, RuleKind
-from spark_otel.analysis.advisor.advice_model import Evidence
+from spark_otel.analysis.advisor import Advice, AdvisorConfig
 from spark_otel.analysis.concurrency import ConcurrencyReport, RunSummary
 from spark_otel.analysis.energy import CellEnergy, EnergyReport, per_eval
 from spark_otel.analysis.neighbour import NeighbourReport
@@ -87,16 +87,10 @@ ANSWERS = [
 ]
 
 
-CAP = QueueRule(
-    rule="nemotron lane at most 8 streams", evidence="aggregate peaks at 8 streams", kind=RuleKind.CAP,
-    engine="nemotron", workers=8, figures=Evidence(levels=[1, 8], per_stream_cost_interval=(0.25, 0.5)),
-)  # fmt: skip
+CAP = cap_rule("nemotron", 8, peak=40.0, after=30.0)
 
 
-YIELDS = QueueRule(
-    rule=f"nemotron yields while {SERIAL} runs on qwen", evidence="cost 62% (n=5)",
-    kind=RuleKind.CROSS_ENGINE, engine="nemotron", eval_name=SERIAL, workers=0, while_engine="qwen",
-)  # fmt: skip
+YIELDS = yields_rule("nemotron", SERIAL, "qwen", cost=0.62)
 
 
 GROUND_TRUTH = {"load": 0.6, "1 more qwen stream": 0.074, "4 more qwen streams": 0.26}
@@ -361,32 +355,13 @@ def expected_json(out: Path, speed: float) -> dict[str, Any]:
             "warnings": [],
         },
         "ground_truth": {"load": 0.6, "1 more qwen stream": 0.074, "4 more qwen streams": 0.26},
+        # The rule's facts as they are, its words beside them.
         "rules": [
-            {
+            CAP.model_dump(mode="json")
+            | {
                 "rule": "nemotron lane at most 8 streams",
-                "evidence": "aggregate peaks at 8 streams",
-                "kind": "cap",
-                "engine": "nemotron",
-                "eval_name": None,
-                "cell_class": None,
-                "workers": 8,
-                "while_engine": None,
-                "ceiling_bound": False,
-                "command": None,
-                "figures": {
-                    "n_cells": None,
-                    "levels": [1, 8],
-                    "curve": None,
-                    "under_load": False,
-                    "model": None,
-                    "measured_unix_ns": None,
-                    "per_stream_cost": None,
-                    "per_stream_cost_interval": [0.25, 0.5],
-                    "speedup": None,
-                    "speedup_interval": None,
-                    "neighbour_cost": None,
-                    "neighbour_cost_interval": None,
-                },
+                "evidence": "aggregate peaks at 40 tok/s at 8 streams and falls to 30 at 16 (probe, idle, at "
+                "1, 8, 16 streams)",
             }
         ],
         "rules_file": f"{out}/rules.toml",

@@ -124,7 +124,7 @@ def _overview(rules: list[QueueRule] | None) -> Overview:
 
 
 def _rule(kind: RuleKind) -> QueueRule:
-    return QueueRule(rule="r", evidence="e", kind=kind)
+    return QueueRule(kind=kind)
 
 
 def test_the_rules_answer_counts_the_rules_from_evidence_and_the_ones_to_measure_first() -> None:

@@ -26,6 +26,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
+from ..views.rules import advice_json, rules_table
 from ..views.tables import model_time, seconds, time_scales
 from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
 from ._console import status
@@ -64,14 +65,13 @@ def run(args: argparse.Namespace) -> int:
     if args.write_rules:
         _write_rules(args.write_rules, found, inputs)
     if args.json:
-        print_json(advice.model_dump(mode="json"))
+        print_json(advice_json(advice))
         return 0
     scales = time_scales(inputs.cells)
     when, unit = model_time(scales), seconds(scales)
     print_table(
         f"queue rules under a {args.ceiling:,.0f} {unit} per-cell ceiling{when}",
-        ["queue rule", "evidence"],
-        [[r.rule, r.evidence] for r in advice.rules],
+        *rules_table(advice),
     )
     print_table(
         f"worker count per cell class (predicted){when}",
@@ -139,7 +139,7 @@ def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
     from pathlib import Path
 
     from .._exceptions import InputError
-    from ..analysis.advisor.rules_file import dump_rules, rules_from_advice
+    from ..views.rules_file import dump_rules, rules_from_advice
 
     assert found.advice is not None
     rules = rules_from_advice(

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._exceptions import ConfigError
 from ..views.gauges import evidence
+from ..views.rules import advice_json, rules_table
 from ..views.tables import fmt_number
 from ._common import print_json, print_table
 
@@ -168,7 +169,7 @@ def _print_acts(result: DemoResult) -> None:
 
     advice = result.content.advice
     if advice is not None:
-        print_table("Queue rules", ["queue rule", "evidence"], [[r.rule, r.evidence] for r in advice.rules])
+        print_table("Queue rules", *rules_table(advice))
         _say(answers, "rules")
     _print_governed(result)
 
@@ -234,7 +235,7 @@ def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
         else [s.model_dump(mode="json") for e in conc.engines for s in e.speedups],
         "neighbour": result.neighbour.model_dump(mode="json", exclude={"cells"}),
         "ground_truth": result.ground_truth,
-        "rules": [] if content.advice is None else [r.model_dump(mode="json") for r in content.advice.rules],
+        "rules": [] if content.advice is None else advice_json(content.advice)["rules"],
         "rules_file": str(result.rules_path),
         "governed": [run.as_dict() for run in result.governed],
         "instruments": None

@@ -405,7 +405,7 @@ def _scrape_interval_s(speed: float) -> float:
 
 def _write_rules(content: ReportContent, out: Path, plan: DemoPlan) -> Path:
     """The rules Acts 2 to 4 gave, as `spark-otel advise --write-rules` writes them."""
-    from ..analysis.advisor.rules_file import dump_rules, rules_from_advice
+    from ..views.rules_file import dump_rules, rules_from_advice
 
     assert content.advice is not None
     rules = rules_from_advice(

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 from .._clock import NS_PER_S, real_wall_ns
 from .._exceptions import InputError
 from .._version import __version__
-from ..analysis.advisor import describe_curve, engine_url, probe_command
+from ..analysis.advisor import engine_url, probe_command
 from ..analysis.neighbour import no_baseline_reason, windows_touched
 from ..model import CellStatus
+from ..views.curves import describe_curve
 from ..views.gauges import evidence
+from ..views.rules import rule_text, rules_table
 from ..views.tables import (
     GLOSSARY,
     energy_lines,
@@ -381,7 +383,7 @@ def _answers_section(content: ReportContent) -> str:
         if a.topic != "rules"
     ]
     rules = [] if content.advice is None else content.advice.rules
-    rule_items = "".join(f"<li>{html.escape(r.rule)}</li>" for r in rules)
+    rule_items = "".join(f"<li>{html.escape(rule_text(r))}</li>" for r in rules)
     summary = next((a for a in content.answers if a.topic == "rules"), None)
     return (
         '<section class="answers"><h2>Answers</h2>'
@@ -393,7 +395,7 @@ def _answers_section(content: ReportContent) -> str:
 
 
 def _advice_rules(advice: Advice | None) -> list[list[str]]:
-    return [] if advice is None else [[r.rule, r.evidence] for r in advice.rules]
+    return [] if advice is None else rules_table(advice)[1]
 
 
 def render_html(content: ReportContent, images: dict[str, bytes]) -> str:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError
-from ..analysis.advisor import describe_curve
 from ..analysis.neighbour import windows_touched
+from ..views.curves import describe_curve
 
 if TYPE_CHECKING:
     from ..analysis.budget import CellBudget

@@ -17,10 +17,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..analysis.advisor import RuleKind, describe_curve, lane_shape
+from ..analysis.advisor import RuleKind, lane_shape
 from ..analysis.neighbour import NeighbourReport, no_baseline_reason, windows_touched
 from ..analysis.overview import Overview
 from ..records.rate_curve import RateCurve
+from .curves import describe_curve, lane_evidence
 
 __all__ = ["Answer", "answers", "curve_answer", "neighbour_answer", "rules_answer", "speedup_answers"]
 
@@ -60,7 +61,7 @@ def curve_answer(curve: RateCurve, *, flat_gain: float = 0.05) -> Answer:
         what = (
             f"{peak.streams} streams bought {peak.aggregate_rate / one.aggregate_rate:.1f}x the aggregate "
             f"of one stream for {1 - peak.per_stream_rate / one.per_stream_rate:.0%} per stream, "
-            f"then no more: {shape.evidence}"
+            f"then no more: {lane_evidence(shape)}"
         )
     else:
         top = curve.points[-1]

@@ -4,8 +4,7 @@ batch beside, and for whatever the records cannot answer, the command that would
     advice_model  settings and results: classes, predictions, rules and their evidence
     evidence      which curve to trust, single-stream and lane-shape checks, the commands to measure
     predict       the timeout and speedup model of a class's cells at N workers, with intervals
-    queue_rules   each rule as a person reads it, with n, levels and intervals
-    rules_file    the rules as a governor rules file (`advise --write-rules`)
+    queue_rules   each rule with the facts it rests on: n, levels, intervals, the curve, the window
     advice        `advise`: all of it from one box's records
 """
 
@@ -19,11 +18,14 @@ from .advice_model import (
     CandidatePrediction,
     CellClass,
     ClassAdvice,
+    CrossEngineEvidence,
     Evidence,
+    GaugeEvidence,
+    LaneShape,
     QueueRule,
     RuleKind,
 )
-from .evidence import choose_curves, describe_curve, engine_url, lane_shape, probe_command
+from .evidence import choose_curves, engine_url, lane_shape, probe_command
 from .predict import classify, fit_prefill_contention
 
 __all__ = [
@@ -33,13 +35,15 @@ __all__ = [
     "CandidatePrediction",
     "CellClass",
     "ClassAdvice",
+    "CrossEngineEvidence",
     "Evidence",
+    "GaugeEvidence",
+    "LaneShape",
     "QueueRule",
     "RuleKind",
     "advise",
     "choose_curves",
     "classify",
-    "describe_curve",
     "engine_url",
     "fit_prefill_contention",
     "lane_shape",

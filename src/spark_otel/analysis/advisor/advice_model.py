@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...records.rate_curve import CurvePoint, RateCurve
 from .._result import Result
 
 __all__ = [
@@ -15,7 +17,10 @@ __all__ = [
     "CandidatePrediction",
     "CellClass",
     "ClassAdvice",
+    "CrossEngineEvidence",
     "Evidence",
+    "GaugeEvidence",
+    "LaneShape",
     "QueueRule",
     "RuleKind",
 ]
@@ -108,7 +113,6 @@ class Evidence(Result):
 
     n_cells: int | None = None
     levels: list[int] = Field(default_factory=list, description="stream counts the curve measured")
-    curve: str | None = Field(default=None, description="which curve, and how it was measured")
     under_load: bool = False
     model: str | None = Field(default=None, description="the model the engine served when measured")
     measured_unix_ns: int | None = None
@@ -120,9 +124,62 @@ class Evidence(Result):
     neighbour_cost_interval: Interval | None = None
 
 
+class LaneShape(Result):
+    """Where an engine's aggregate stopped gaining, as the curve measured it, and the two levels
+    that show it (none for a single level)."""
+
+    kind: Literal["falls", "flattens", "rising", "single"]
+    streams: int = Field(description="falls/flattens: the level to cap at; rising/single: the most measured")
+    low: CurvePoint | None = Field(default=None, description="falls: the peak; else the lower of the two")
+    high: CurvePoint | None = Field(default=None, description="the level after it")
+
+    @property
+    def gain(self) -> float | None:
+        """The aggregate's change from ``low`` to ``high`` (+0.05: 5% more)."""
+        if self.low is None or self.high is None:
+            return None
+        if self.low.aggregate_rate <= 0:
+            return float("inf")
+        return self.high.aggregate_rate / self.low.aggregate_rate - 1
+
+
+class CrossEngineEvidence(Result):
+    """What a cross-engine rule rests on: the costliest window of the other engine's load beside
+    the eval, against the eval's baseline, and the eval beside one cell of that engine."""
+
+    window: str
+    eval_label: str = Field(description="the eval (and workers) the costs are of")
+    rate: float = Field(description="the eval's median tok/s inside the window")
+    rate_n: int
+    baseline: float
+    baseline_n: int
+    threshold: float
+    timeouts: int
+    failures: int
+    n_cells: int = Field(description="the eval's cells in the window")
+    more_windows: int = Field(description="other windows of that engine past the threshold")
+    cost_at_one: float | None = Field(
+        description="the cost beside one cell of that engine (at most the threshold); None: not measured so"
+    )
+
+
+class GaugeEvidence(Result):
+    """What the gauge rule rests on: a pinned utilization while the token rate varied."""
+
+    utilization_median: float
+    utilization_p10: float
+    utilization_p90: float
+    samples: int
+    rate_min: float
+    rate_max: float
+
+
+MeasureReason = Literal["no curve", "no single stream", "one level", "lane still rising"]
+
+
 class QueueRule(Result):
-    rule: str
-    evidence: str
+    """One rule, and the facts its words rest on (`views.rules` writes the rule and its evidence)."""
+
     kind: RuleKind
     engine: str | None = Field(default=None, description="the engine the rule limits")
     eval_name: str | None = None
@@ -132,8 +189,14 @@ class QueueRule(Result):
         default=None, description="cross-engine: the limit holds while the eval runs on this engine"
     )
     ceiling_bound: bool = False
-    command: str | None = Field(default=None, description="measure: the command that would measure it")
+    command: str | None = Field(default=None, description="the command that would measure what is missing")
     figures: Evidence = Field(default_factory=Evidence)
+    curve: RateCurve | None = Field(default=None, description="the curve the rule rests on")
+    advice: ClassAdvice | None = Field(default=None, description="batch: the class's prediction")
+    shape: LaneShape | None = Field(default=None, description="cap, or a lane still rising: its shape")
+    missing: MeasureReason | None = Field(default=None, description="measure: what stands in the way")
+    cross: CrossEngineEvidence | None = None
+    gauge: GaugeEvidence | None = None
 
 
 class Advice(Result):

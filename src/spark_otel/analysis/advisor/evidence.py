@@ -12,41 +12,14 @@ most streams measured is a reason to measure higher, not a cap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from itertools import pairwise
-from typing import Literal
 
-from ..._clock import NS_PER_S
 from ...records.rate_curve import CurvePoint, RateCurve
+from .advice_model import LaneShape
 
-__all__ = [
-    "LaneShape",
-    "choose_curves",
-    "describe_curve",
-    "engine_url",
-    "lane_shape",
-    "probe_command",
-]
+__all__ = ["choose_curves", "engine_url", "lane_shape", "probe_command"]
 
 _PLACEHOLDER_URL = "URL"
-
-
-def _when(unix_ns: int) -> str:
-    return datetime.fromtimestamp(unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def describe_curve(curve: RateCurve) -> str:
-    """One phrase: which curve, when, measured idle or under load, at which levels."""
-    levels = ", ".join(str(s) for s in curve.streams)
-    if curve.source == "probe":
-        what = f"probe {curve.run!r}" if curve.run else "probe"
-    else:
-        what = f"the {curve.engine} cells"
-    state = f"under load ({curve.under_load})" if curve.under_load else "idle"
-    plural = "s" if levels != "1" else ""
-    when = f" of {_when(curve.measured_unix_ns)}" if curve.measured_unix_ns is not None else ""
-    return f"{what}{when}, {state}, at {levels} stream{plural}"
 
 
 def _rank(curve: RateCurve) -> tuple[bool, int, int]:
@@ -73,48 +46,21 @@ def choose_curves(candidates: Iterable[RateCurve]) -> dict[str, RateCurve]:
     return best
 
 
-@dataclass(frozen=True)
-class LaneShape:
-    """Where an engine's aggregate stopped gaining, as the curve measured it."""
-
-    kind: Literal["falls", "flattens", "rising", "single"]
-    streams: int
-    """falls/flattens: the level to cap at; rising/single: the most streams measured."""
-    evidence: str
-
-
 def lane_shape(curve: RateCurve, flat_gain: float) -> LaneShape:
     """``falls`` after its peak, ``flattens`` (the next level gains less than ``flat_gain``),
-    ``rising`` through the most streams measured, or ``single`` (one level: no shape yet)."""
+    ``rising`` through the most streams measured, or ``single`` (one level: no shape yet); with
+    the two levels that show it (`views.curves.lane_evidence` says it in words)."""
     pts = curve.points
     if len(pts) == 1:
-        one = pts[0].streams
-        return LaneShape("single", one, f"one level measured ({one} stream{'s' if one > 1 else ''})")
+        return LaneShape(kind="single", streams=pts[0].streams)
     peak = max(pts, key=lambda p: (p.aggregate_rate, -p.streams))
     after = [p for p in pts if p.streams > peak.streams]
     if after and after[0].aggregate_rate < peak.aggregate_rate:
-        return LaneShape(
-            "falls",
-            peak.streams,
-            f"aggregate peaks at {peak.aggregate_rate:,.0f} tok/s at {peak.streams} streams and falls to "
-            f"{after[0].aggregate_rate:,.0f} at {after[0].streams}",
-        )
+        return LaneShape(kind="falls", streams=peak.streams, low=peak, high=after[0])
     for low, high in pairwise(pts):
-        gain = _gain(low, high)
-        if gain < flat_gain:
-            return LaneShape(
-                "flattens",
-                low.streams,
-                f"aggregate flattens: {low.aggregate_rate:,.0f} tok/s at {low.streams} streams, "
-                f"{high.aggregate_rate:,.0f} at {high.streams} ({gain:+.0%})",
-            )
-    top, below = pts[-1], pts[-2]
-    return LaneShape(
-        "rising",
-        top.streams,
-        f"aggregate still rising at {top.streams} streams, the most measured: {below.aggregate_rate:,.0f} "
-        f"tok/s at {below.streams}, {top.aggregate_rate:,.0f} at {top.streams} ({_gain(below, top):+.0%})",
-    )
+        if _gain(low, high) < flat_gain:
+            return LaneShape(kind="flattens", streams=low.streams, low=low, high=high)
+    return LaneShape(kind="rising", streams=pts[-1].streams, low=pts[-2], high=pts[-1])
 
 
 def _gain(low: CurvePoint, high: CurvePoint) -> float:

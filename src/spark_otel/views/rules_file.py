@@ -13,11 +13,13 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..._clock import NS_PER_S, real_wall_ns
-from ..._exceptions import ConfigError
-from ...records.rate_curve import RateCurve
-from ...records.rules_file import CrossEngineRule, EngineInfo, LaneRule, LimitRule, RulesFile
-from . import Advice, QueueRule, RuleKind
+from .._clock import NS_PER_S, real_wall_ns
+from .._exceptions import ConfigError
+from ..analysis.advisor import Advice, QueueRule, RuleKind
+from ..records.rate_curve import RateCurve
+from ..records.rules_file import CrossEngineRule, EngineInfo, LaneRule, LimitRule, RulesFile
+from .curves import describe_curve
+from .rules import rule_evidence, rule_text
 
 __all__ = ["dump_rules", "rules_from_advice"]
 
@@ -38,7 +40,11 @@ def _when(unix_ns: int | None) -> datetime | None:
 
 
 def _figures(rule: QueueRule) -> dict[str, Any]:
-    return rule.figures.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    """The figures a rule rests on, for scripts; the curve in words, where the rule rests on one."""
+    figures = rule.figures.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    if rule.curve is not None:
+        figures["curve"] = describe_curve(rule.curve)
+    return figures
 
 
 def rules_from_advice(
@@ -55,7 +61,7 @@ def rules_from_advice(
     unmeasured: list[str] = []
     for r in advice.rules:
         common: dict[str, Any] = {
-            "evidence": r.evidence,
+            "evidence": rule_evidence(r),
             "measured_at": _when(r.figures.measured_unix_ns),
             "figures": _figures(r),
         }
@@ -77,7 +83,7 @@ def rules_from_advice(
                 )
             )
         elif r.kind is RuleKind.MEASURE:
-            unmeasured.append(f"{r.rule}: {r.command}" if r.command else r.rule)
+            unmeasured.append(f"{rule_text(r)}: {r.command}" if r.command else rule_text(r))
     urls = dict(engine_urls or {})
     models = {c.engine: c.model for c in curves if c.model}
     named = {x.engine for x in (*lanes, *limits, *cross)} | {x.while_engine for x in cross}
