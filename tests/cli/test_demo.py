@@ -26,6 +26,13 @@ from spark_otel.views.rules import rule_text
 SPEED = 20.0
 
 
+@pytest.fixture(autouse=True)
+def _hints_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A terminal wide enough that no answer wraps: these tests find each one whole in the output
+    (how a hint wraps is tests/cli/test_demo_printing's)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, Path]:
     # The user's own store (named by the environment, as in production) must stay untouched:

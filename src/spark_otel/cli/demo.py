@@ -34,7 +34,7 @@ from .._exceptions import ConfigError
 from ..views.gauges import evidence
 from ..views.rules import advice_json, rules_table
 from ..views.tables import fmt_number
-from ._common import print_json, print_table
+from ._common import print_hint, print_json, print_table
 
 if TYPE_CHECKING:
     from ..demo import DemoResult
@@ -62,7 +62,7 @@ def _say(answers: list[Answer], topic: str, **match: str) -> None:
     """The act's one-line answers, under its tables."""
     for answer in answers:
         if answer.topic == topic and all(m in answer.text for m in match.values()):
-            print(f"=> {answer.text}")
+            print_hint(f"=> {answer.text}")
     print()
 
 
@@ -214,7 +214,7 @@ def _print_governed(result: DemoResult) -> None:
             "cost %": "1 - serial tok/s (of the cells beside it, else of all) over its Act 4 baseline alone",
         },
     )
-    print(f"=> {governed_answer(result.serial_eval, *result.governed)}")
+    print_hint(f"=> {governed_answer(result.serial_eval, *result.governed)}")
     print()
 
 

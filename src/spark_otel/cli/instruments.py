@@ -31,7 +31,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..report.inputs import DEFAULT_BIN_S, read_inputs, verdicts_of
-from ._common import add_store_argument, open_store, print_json, print_table
+from ._common import add_store_argument, open_store, print_hint, print_json, print_table
 
 if TYPE_CHECKING:
     from ..analysis.gauges import InstrumentsReport
@@ -75,9 +75,9 @@ def print_verdicts(report: InstrumentsReport, *, title: str | None = None) -> No
     )
     print("why:")
     for v in report.instruments:
-        print(f"  {v.instrument}: {v.verdict}: {evidence(v, report)}")
+        print_hint(f"{v.instrument}: {v.verdict}: {evidence(v, report)}", indent="  ")
     for note in report.notes:
-        print(f"note: {note}")
+        print_hint(f"note: {note}")
 
 
 def _print_readings(report: InstrumentsReport) -> None:

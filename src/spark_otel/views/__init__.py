@@ -9,4 +9,7 @@ render, from the facts the analyses return, so each sentence and each table exis
     hints    hint lines wrap at the terminal's width, a backticked command kept whole
     gauges   each gauge's verdict and its evidence as a sentence
     answers  the article's two questions answered in one line each (the demo's and the report's)
+    curves   a rate curve and a lane's shape in words
+    rules    each queue rule and its evidence in words, as a table and as advise's JSON
+    rules_file  the advisor's rules as the governor's rules file (TOML)
 """
