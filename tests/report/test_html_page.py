@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.report_content import S, instrument_verdict, instruments_report
+from tests.support.report_content import S, instrument_verdict, instruments_report, report_content
 
 import spark_otel
 from spark_otel import InputError, __version__
@@ -36,23 +36,6 @@ from spark_otel.views.gauges import evidence
 NOW = int(datetime(2026, 3, 4, 23, 50, 30, tzinfo=UTC).timestamp()) * S
 """The page's generation time: 05:20 the next day in India, so a local time reads as another day."""
 MEASURE = "spark-otel receive --engine NAME=URL --gpu auto --interval 1"
-
-
-def _content(**kw: Any) -> ReportContent:
-    fields: dict[str, Any] = {
-        "source": "store.db",
-        "eval_name": None,
-        "n_cells": 0,
-        "n_windows": 0,
-        "probes": [],
-        "curves": [],
-        "concurrency": None,
-        "neighbours": [],
-        "outcomes": [],
-        "advice": None,
-    }
-    fields.update(kw)
-    return ReportContent(**fields)
 
 
 @pytest.fixture
@@ -151,7 +134,7 @@ def test_the_instruments_section_grades_each_gauge_and_shows_its_plot_and_the_no
     is a dash, two decimals otherwise), every plot there is in a row of gauges, then each note."""
     images = {"instrument-1-gpu-0-power.png": b"AB", "instrument-2-qwen-requests-running.png": b"CD"}
     report = instruments_report()
-    assert page._instruments_section(_content(instruments=report), images) == (
+    assert page._instruments_section(report_content(instruments=report), images) == (
         HEAD + '<p class="note">2 probe intervals, 12.5 to 1,234.6 tok/s (model time, 100x): '
         "each gauge's value per interval against the interval's throughput.</p>"
         + INSTRUMENTS_HEAD
@@ -183,7 +166,7 @@ def test_without_a_source_or_throughput_the_section_reads_zero_and_a_gauge_witho
         instruments=[instrument_verdict("qwen cells' decode rate", "unsupported", 1, 1.25, -0.5)],
         notes=[],
     )
-    assert page._instruments_section(_content(instruments=report), {"instrument-2-x.png": b"AB"}) == (
+    assert page._instruments_section(report_content(instruments=report), {"instrument-2-x.png": b"AB"}) == (
         HEAD + '<p class="note">0  intervals, 0.0 to 0.0 tok/s: '
         "each gauge's value per interval against the interval's throughput.</p>"
         + INSTRUMENTS_HEAD
@@ -196,7 +179,7 @@ def test_without_a_source_or_throughput_the_section_reads_zero_and_a_gauge_witho
 
 def test_a_report_without_gauges_says_which_commands_would_record_them() -> None:
     """No instruments report: the section is its title and the two commands, nothing else."""
-    assert page._instruments_section(_content(), {}) == (
+    assert page._instruments_section(report_content(), {}) == (
         HEAD + '<p class="empty">No gauge recorded beside a measured load. Record the GPU and the engines '
         "beside a probe: <code>spark-otel receive --engine NAME=URL --gpu auto --interval 1</code> and "
         "<code>spark-otel probe --engine NAME=URL --streams 1,2,4,8,16</code>.</p>"
@@ -236,7 +219,7 @@ SPLIT = (
 def test_the_energy_part_shows_each_evals_joules_under_a_capitalised_title_then_its_terms_and_lines() -> None:
     """The title in model time for the content's scales, capitalised; the table; the glossary of its
     two energy columns; the unmeasured cells with the command that would measure them; the split."""
-    content = _content(energy=_energy(), n_cells=3, scales=[1.0, 50.0])
+    content = report_content(energy=_energy(), n_cells=3, scales=[1.0, 50.0])
     assert page._energy_part(content, page._Glossary()) == (
         "<h3>Energy on the box (GPU 0, 1, energy counter): 123,457 J while cells ran, 2,000 J idle between "
         "them (model time, 50x, for the cells recorded under a model clock)</h3>"
@@ -259,13 +242,13 @@ def test_the_energy_part_shows_each_evals_joules_under_a_capitalised_title_then_
 def test_without_gpu_readings_the_energy_part_says_how_to_measure_and_without_cells_says_nothing() -> None:
     """No energy report: one line naming the cells and the receiver command; no evals measured: the
     lines alone, no table; no cells at all: nothing (there is nothing to measure)."""
-    assert page._energy_part(_content(n_cells=4), page._Glossary()) == (
+    assert page._energy_part(report_content(n_cells=4), page._Glossary()) == (
         '<p class="note">energy: no GPU readings in the store for these 4 cells; measure with '
         f"`{MEASURE}`</p>"
     )
     bare = _energy(evals=[], unmeasured=0)
-    assert page._energy_part(_content(energy=bare, n_cells=3), page._Glossary()) == SPLIT
-    assert page._energy_part(_content(), page._Glossary()) == ""
+    assert page._energy_part(report_content(energy=bare, n_cells=3), page._Glossary()) == SPLIT
+    assert page._energy_part(report_content(), page._Glossary()) == ""
 
 
 # -- where the time went ------------------------------------------------------------------------------
@@ -296,7 +279,7 @@ def test_where_the_time_went_sums_each_evals_phases_explains_them_and_gives_each
     """The eval's phases, the notes of the phases shown (only those), its plot, then each timeout's row
     under the eval's name."""
     started = int(datetime(2026, 9, 21, 14, 13, tzinfo=UTC).timestamp()) * S
-    content = _content(
+    content = report_content(
         eval_budgets=[_eval_budget()],
         budgets=[_cell_budget()],
         timeouts=[
@@ -331,7 +314,7 @@ def test_where_the_time_went_sums_each_evals_phases_explains_them_and_gives_each
 
 def test_without_budgets_or_timeouts_the_section_says_why_each_is_empty() -> None:
     """No budget: why older cells have none; no timeout: that no cell hit its ceiling."""
-    assert page._budget_section(_content(), {}) == (
+    assert page._budget_section(report_content(), {}) == (
         "<h2>Where the time went</h2>"
         '<p class="empty">No cell was recorded with a time budget (a live cell() records one; '
         "older and backfilled cells have none unless their records say).</p>"
@@ -370,7 +353,7 @@ def _split(text: str) -> tuple[str, str]:
 def test_the_page_of_all_evals_names_its_source_counts_and_creation_minute_in_utc() -> None:
     """The title, the generator's version, the counts, "all evals" and the minute generated in UTC
     (not the local zone's), then each section's empty note and no warnings list."""
-    head, body = _split(page.render_html(_content(n_cells=0, n_windows=2), {}))
+    head, body = _split(page.render_html(report_content(n_cells=0, n_windows=2), {}))
     assert head.startswith(
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="generator" content="spark-otel {__version__}">\n<title>spark-otel report</title>\n'
@@ -385,7 +368,7 @@ def test_the_page_of_all_evals_names_its_source_counts_and_creation_minute_in_ut
 @pytest.mark.usefixtures("fixed_clock")
 def test_the_page_of_one_eval_names_it_in_the_title_and_lists_the_analyses_notes_as_warnings() -> None:
     """The eval in the title and the scope, the escaped notes as the warnings list after the sections."""
-    content = _content(eval_name="re<view>", n_cells=3, notes=["no baseline for <x>", "only 1 probe"])
+    content = report_content(eval_name="re<view>", n_cells=3, notes=["no baseline for <x>", "only 1 probe"])
     head, body = _split(page.render_html(content, {}))
     assert "<title>spark-otel report: re&lt;view&gt;</title>\n" in head
     assert body == (
@@ -399,7 +382,7 @@ def test_the_page_of_one_eval_names_it_in_the_title_and_lists_the_analyses_notes
 
 
 # -- the files written --------------------------------------------------------------------------------
-def _plotted_content() -> ReportContent:
+def _plottedreport_content() -> ReportContent:
     """A gauge read in two intervals (one plot) and an eval's budget over one cell (another)."""
     readings = [
         IntervalReading(interval="1 stream", throughput=12.5, value=40.0, samples=3),
@@ -408,14 +391,16 @@ def _plotted_content() -> ReportContent:
     report = instruments_report(
         instruments=[instrument_verdict("GPU 0 power", "tracks load", 2, 0.8, 1.0, readings)], notes=[]
     )
-    return _content(instruments=report, eval_budgets=[_eval_budget()], budgets=[_cell_budget()], n_cells=1)
+    return report_content(
+        instruments=report, eval_budgets=[_eval_budget()], budgets=[_cell_budget()], n_cells=1
+    )
 
 
 @pytest.mark.usefixtures("fixed_clock")
 def test_write_report_creates_the_directory_and_writes_the_page_and_every_plot(tmp_path: Path) -> None:
     """A directory two levels down is created; it holds the page, as `render_html` renders it over
     `render_images`' plots, and each plot under its name with exactly those bytes."""
-    content = _plotted_content()
+    content = _plottedreport_content()
     out = tmp_path / "reports" / "today"
     written = page.write_report(content, out)
     images = render_images(content)
@@ -441,7 +426,7 @@ def test_write_report_creates_the_directory_and_writes_the_page_and_every_plot(t
 def test_write_report_writes_into_a_directory_that_exists_over_an_earlier_page(tmp_path: Path) -> None:
     """The report directory may exist already (a rerun): the page is written over the old one."""
     (tmp_path / "report.html").write_text("old", encoding="utf-8")
-    content = _content(n_cells=1)
+    content = report_content(n_cells=1)
     assert page.write_report(content, tmp_path) == tmp_path / "report.html"
     assert (tmp_path / "report.html").read_text("utf-8") == page.render_html(content, {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
@@ -452,14 +437,14 @@ def test_a_report_directory_that_cannot_be_created_is_an_input_error_naming_it(t
     (tmp_path / "file").write_text("x", encoding="utf-8")
     out = tmp_path / "file" / "report"
     with pytest.raises(InputError) as caught:
-        page.write_report(_content(n_cells=1), out)
+        page.write_report(report_content(n_cells=1), out)
     assert str(caught.value) == (
         f"{out}: cannot create the report directory: [Errno 20] Not a directory: '{out}'"
     )
 
 
-def _utf8_content() -> ReportContent:
-    return _content(
+def _utf8report_content() -> ReportContent:
+    return report_content(
         n_cells=1,
         instruments=instruments_report(
             instruments=[instrument_verdict("client CPU µs/tok", "not load", 1, None, None)]
@@ -470,13 +455,13 @@ def _utf8_content() -> ReportContent:
 def write_utf8_page(out_dir: str) -> None:
     """The page of `_utf8_content` at the fixed clock: what the C-locale child process writes."""
     page.real_wall_ns = lambda: NOW
-    page.write_report(_utf8_content(), out_dir)
+    page.write_report(_utf8report_content(), out_dir)
 
 
 @pytest.mark.usefixtures("fixed_clock")
 def test_the_page_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
     """A process in the C locale (ASCII) writes the same UTF-8 page, "µ" and all, as this one does."""
-    here = page.write_report(_utf8_content(), tmp_path / "here")
+    here = page.write_report(_utf8report_content(), tmp_path / "here")
     assert "<td>client CPU µs/tok</td>" in here.read_text("utf-8")
     root = Path(__file__).resolve().parents[2]
     env = {
