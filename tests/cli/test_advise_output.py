@@ -1,5 +1,5 @@
-"""`spark-otel advise`, whole: both tables and their notes, the --write-rules file and its line on
-stderr, and each refusal word for word.
+"""`spark-otel advise`, whole: both tables and their notes (snapshots), the --write-rules file and
+its line on stderr, and each refusal.
 
 The store is small and built here so every figure the tables format can be checked against
 the cells: engine q, probed at 1, 2, 4 and 8 streams (10, 9, 6 and 2.5 tok/s per stream; the
@@ -19,11 +19,12 @@ import pytest
 from tests.support.advise_store import CURVE, advise_store
 from tests.support.cells import cell
 from tests.support.printed import stderr_on_a_terminal
+from tests.support.snapshots import Snapshot
 
 from spark_otel import _semconv as sc
 from spark_otel._clock import NS_PER_S
 from spark_otel.analysis.advisor import Advice
-from spark_otel.cli import advise, main
+from spark_otel.cli import main
 from spark_otel.governor import load_rules
 from spark_otel.model import CellStatus, Request
 from spark_otel.store import Store
@@ -39,96 +40,26 @@ def small_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return advise_store(tmp_path / "small.sqlite")
 
 
-def _centred(title: str) -> str:
-    """A table's title as rich prints it over a table 96 columns wide."""
-    return title.center(96)
-
-
-def _lines(*lines: str) -> str:
-    return "".join(f"{line}\n" for line in lines)
-
-
-RULES_TABLE = (
-    "┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓",
-    "┃ queue rule                                   ┃ evidence                                      ┃",
-    "┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩",
-    "│ cards prompt-heavy cells on q batch to 4;    │ n=8 cells (p90 output 100 tok, median prompt  │",
-    "│ prefill-bound, the gain caps near 1.9x       │ 5,000 tok); curve: probe, idle, at 1, 2, 4, 8 │",
-    "│                                              │ streams; at 4: 6.00 tok/s per stream, 40%     │",
-    "│                                              │ slower, predicted 1.9x wall (95% CI 1.9x to   │",
-    "│                                              │ 1.9x), 0% timeouts vs 0% serial               │",
-    "│ gen generation-heavy ceiling-bound cells on  │ n=5 cells (p90 output 1,000 tok, median       │",
-    "│ q: stay serial                               │ prompt 100 tok); curve: probe, idle, at 1, 2, │",
-    "│                                              │ 4, 8 streams; at 1: 10.00 tok/s per stream,   │",
-    "│                                              │ 0% slower, predicted 1.0x wall, 80% timeouts  │",
-    "│                                              │ vs 80% serial; 2 would predict 100% timeouts  │",
-    "│                                              │ and 1.9x                                      │",
-    "│ q lane at most 4 streams                     │ aggregate peaks at 24 tok/s at 4 streams and  │",
-    "│                                              │ falls to 20 at 8 (probe, idle, at 1, 2, 4, 8  │",
-    "│                                              │ streams)                                      │",
-    "└──────────────────────────────────────────────┴───────────────────────────────────────────────┘",
-)
-"""The rules table under its title: the analysis's rule and evidence texts, wrapped at spaces."""
-CLASS_RECORDS_AND_NOTES = (
-    "",
-    "engine               q           ",
-    "eval                 cards       ",
-    "class                prompt-heavy",
-    "cells                8           ",
-    "ceiling-bound        no          ",
-    "workers              4           ",
-    "timeouts % (serial)  0 (0)       ",
-    "wall speedup         1.9x        ",
-    "prefill contention   0.50 fitted ",
-    "",
-    "engine               q               ",
-    "eval                 gen             ",
-    "class                generation-heavy",
-    "cells                5               ",
-    "ceiling-bound        yes             ",
-    "workers              1               ",
-    "timeouts % (serial)  80 (80)         ",
-    "wall speedup         1.0x            ",
-    "prefill contention   0.37            ",
-    "ceiling-bound: the class's p90 serial cell time reaches 75% of the ceiling",
-    "timeouts % (serial): share of the class's cells predicted to time out at that worker count (at ",
-    "one worker)",
-    "wall speedup: predicted wall time of one run over the class's cells: serial over at that worker ",
-    "count",
-    "prefill contention: prefill time grows by this share per further stream (fitted: from the ",
-    "class's own cells; else 0.37, the article's)",
-)
-"""The class table, too wide for 96 columns, as one "header  value" line per column, then the
-notes on its headers."""
-
-
-def _advice_text(rules_title: str, classes_title: str) -> str:
-    return _lines(_centred(rules_title), *RULES_TABLE, classes_title, *CLASS_RECORDS_AND_NOTES)
-
-
 def test_advise_prints_the_rules_and_the_worker_count_per_class(
-    small_store: str, capsys: pytest.CaptureFixture[str]
+    small_store: str, capsys: pytest.CaptureFixture[str], snapshot: Snapshot
 ) -> None:
+    """The rules table (each rule and its evidence, wrapped at spaces), then the class table, too
+    wide for 96 columns, as one "header  value" line per column, and the notes on its headers."""
     assert main(["advise", "--store", small_store, "--ceiling", "115"]) == 0
     out, err = capsys.readouterr()
-    assert out == _advice_text(
-        "queue rules under a 115 s per-cell ceiling", "worker count per cell class (predicted)"
-    )
+    snapshot(out)
     assert err == ""
 
 
 def test_advise_on_a_model_clock_says_so_in_each_title(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], snapshot: Snapshot
 ) -> None:
     """Cells recorded under a model clock 100x real: the ceiling is in model seconds, and each
     table's title says the figures are model time. Nothing else changes."""
     monkeypatch.setenv("COLUMNS", "96")
     store = advise_store(tmp_path / "model.sqlite", {sc.TIME_SCALE: 100.0})
     assert main(["advise", "--store", store, "--ceiling", "115", "--threshold", "0.5"]) == 0
-    assert capsys.readouterr().out == _advice_text(
-        "queue rules under a 115 model s per-cell ceiling (model time, 100x)",
-        "worker count per cell class (predicted) (model time, 100x)",
-    )
+    snapshot(capsys.readouterr().out)
 
 
 def test_advise_writes_the_rules_file_and_says_what_it_holds(
@@ -217,28 +148,14 @@ def test_advise_for_an_engine_without_cells_names_every_engine_there_is(
 
 
 def test_advise_help_names_each_option_and_its_default(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], snapshot: Snapshot
 ) -> None:
     monkeypatch.setenv("COLUMNS", "96")
     monkeypatch.setenv("SPARK_OTEL_STORE", "/data/store.sqlite")
     with pytest.raises(SystemExit) as exited:
         main(["advise", "--help"])
     assert exited.value.code == 0
-    assert capsys.readouterr().out == (
-        "usage: spark-otel advise [-h] [--store PATH] [--ceiling SECONDS] [--threshold FRACTION]\n"
-        "                         [--engine E] [--json] [--write-rules FILE]\n\n"
-        f"{(advise.__doc__ or '').strip()}\n\n"
-        "options:\n"
-        "  -h, --help            show this help message and exit\n"
-        "  --store PATH          embedded store file (default: $SPARK_OTEL_STORE or /data/store.sqlite)\n"
-        "  --ceiling SECONDS     per-cell ceiling in seconds; model seconds for cells recorded under a\n"
-        "                        model clock (default: 1800.0)\n"
-        "  --threshold FRACTION  neighbour cost past which a load is flagged, as a fraction (0.2 is\n"
-        "                        20%) (default: 0.2)\n"
-        "  --engine E            only advise on this engine\n"
-        "  --json                print JSON instead of tables\n"
-        "  --write-rules FILE    also write the enforceable rules as a governor rules file (TOML)\n"
-    )
+    snapshot(capsys.readouterr().out)
 
 
 def test_advise_logs_each_note_of_the_analysis(
