@@ -1,6 +1,6 @@
 """`spark-otel concurrency`'s whole output over small stores whose every figure is worked out by
-hand: each table's title, header, rows and notes, the energy lines, the `--json` document, the
-refusals and the spinner's phases.
+hand: each table's title, header, rows and notes and the energy lines (snapshots, under
+tests/snapshots/), the `--json` document, the refusals and the spinner's phases.
 
 The other tests of the command read a few figures out of the article's store; a changed title,
 column, placeholder or option that reached the wrong place went unseen. Times are printed in UTC
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from tests.support.cells import cell
 from tests.support.energy_samples import T0, counter
-from tests.support.printed import phases, read_back_without_blanks, stderr_on_a_terminal
+from tests.support.printed import phases, stderr_on_a_terminal
+from tests.support.snapshots import Snapshot
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.concurrency import concurrency
@@ -31,62 +32,6 @@ _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # Local time 5:30 ahead of UTC (a POSIX zone, no tz database needed).
 pytestmark = pytest.mark.usefixtures("india_local_time")
-
-
-LEVELS = [
-    "cells",
-    "cells with a rate",
-    "median tok/s",
-    "p10 tok/s",
-    "p90 tok/s",
-    "mean tok/s",
-    "ceiling hits",
-    "failed",
-]
-RUNS = [
-    "eval",
-    "workers",
-    "started (UTC)",
-    "cells",
-    "wall s",
-    "aggregate tok/s",
-    "median tok/s",
-    "mean tok/s",
-    "ceiling hits",
-    "wall speedup",
-    "per-cell cost %",
-]
-CELLS = [
-    "cell",
-    "eval",
-    "workers",
-    "cells in flight",
-    "elapsed s",
-    "output tok",
-    "tok/s",
-    "energy J",
-    "J/tok",
-    "status",
-]
-NOTE_IN_FLIGHT = (
-    "cells in flight: time-weighted mean number of the engine's cells running while a cell ran, "
-    "itself included"
-)
-NOTE_CEILING = "ceiling hits: cells cut off at their per-cell ceiling: counted, never rated"
-NOTE_SPEEDUP = "wall speedup: wall time per cell of the serial run over this run's"
-NOTE_COST = "per-cell cost %: 1 - the run's median tok/s over the serial run's: how much slower each cell ran"
-NOTE_J_TOK = (
-    "J/tok: joules per output token: the box's GPU energy over the level (mean power x wall) over "
-    "the probe's tokens, or a cell's share over its tokens"
-)
-NOTE_J_CELL = (
-    "J/cell (median, 95% CI): each cell's share of the box's energy: split by tokens among the cells "
-    "in flight, stretch by stretch; median over the cells and its 95% interval"
-)
-ENERGY_SPLIT = (
-    "energy: the box's energy split by tokens among the cells in flight, stretch by stretch; load that "
-    "is not a recorded cell (a probe, another client) is charged to the cells beside it"
-)
 
 
 def _runs_store(path: Path) -> str:
@@ -115,78 +60,21 @@ def _runs_store(path: Path) -> str:
     return str(path)
 
 
-def test_every_table_of_every_engine_with_its_cells(tmp_path: Path, capsys) -> None:
+def test_every_table_of_every_engine_with_its_cells(tmp_path: Path, capsys, snapshot: Snapshot) -> None:
+    """nem: 4,090 tokens over the 450 s some cell ran (0-200, 300-400, 500-550, 600-700): 9.1 tok/s.
+    Speedups against the serial run's 100 s a cell: 50 s a cell at 2 workers (the same cells, a
+    median of 6 against 9: 33 % slower each), 12.5 s at 4 (other cells, 10 against 9: -11 %)."""
     store = _runs_store(tmp_path / "runs.sqlite")
     assert main(["concurrency", "--store", store, "--cells"]) == 0
-    # nem: 4,090 tokens over the 450 s some cell ran (0-200, 300-400, 500-550, 600-700): 9.1 tok/s.
-    # Speedups against the serial run's 100 s a cell: 50 s a cell at 2 workers (the same cells, a
-    # median of 6 against 9: 33 % slower each), 12.5 s at 4 (other cells, 10 against 9: -11 %).
-    assert read_back_without_blanks(capsys.readouterr().out) == [
-        "nem: 9 cells, 4,090 output tokens over 450 s busy = 9.1 tok/s aggregate, 1 ceiling hits, 1 failed",
-        ["cells in flight", *LEVELS],
-        ["1", "3", "2", "9.00", "8.20", "9.80", "9.00", "0", "0"],
-        ["2", "2", "2", "6.00", "6.00", "6.00", "6.00", "0", "0"],
-        ["4", "4", "2", "10.00", "10.00", "10.00", "10.00", "1", "1"],
-        NOTE_IN_FLIGHT,
-        NOTE_CEILING,
-        "nem: by worker count",
-        ["workers", *LEVELS],
-        ["1", "2", "2", "9.00", "8.20", "9.80", "9.00", "0", "0"],
-        ["2", "2", "2", "6.00", "6.00", "6.00", "6.00", "0", "0"],
-        ["4", "4", "2", "10.00", "10.00", "10.00", "10.00", "1", "1"],
-        "nem: runs (one eval at one worker count, without idle gaps)",
-        RUNS,
-        ["bg", "-", "2026-03-07 09:51", "1", "100", "0.0", "-", "-", "0", "-", "-"],
-        ["rev", "1", "2026-03-07 09:41", "2", "200", "9.0", "9.00", "9.00", "0", "-", "-"],
-        ["rev", "2", "2026-03-07 09:46", "2", "100", "12.0", "6.00", "6.00", "0", "2.0x", "33"],
-        ["rev", "4", "2026-03-07 09:49", "4", "50", "21.8", "10.00", "10.00", "1", OTHER_CELLS, "-11"],
-        NOTE_SPEEDUP,
-        NOTE_COST,
-        "nem: cells",
-        CELLS,
-        ["r1", "rev", "1", "1.00", "100", "1,000", "10.00", "-", "-", "ok"],
-        ["r2", "rev", "1", "1.00", "100", "800", "8.00", "-", "-", "ok"],
-        ["r1", "rev", "2", "2.00", "100", "600", "6.00", "-", "-", "ok"],
-        ["r2", "rev", "2", "2.00", "100", "600", "6.00", "-", "-", "ok"],
-        ["t1", "rev", "4", "4.00", "50", "500", "10.00", "-", "-", "ok"],
-        ["t2", "rev", "4", "4.00", "50", "500", "10.00", "-", "-", "ok"],
-        ["t3", "rev", "4", "4.00", "50", "90", "-", "-", "-", "timeout"],
-        ["t4", "rev", "4", "4.00", "50", "-", "-", "-", "-", "error"],
-        ["b1", "bg", "", "1.00", "100", "-", "-", "-", "-", "ok"],
-        NOTE_J_TOK,
-        "q: 1 cells, 3,000 output tokens over 30 model s busy = 100.0 tok/s aggregate, 0 ceiling hits, "
-        "0 failed (model time, 100x)",
-        ["cells in flight", *LEVELS],
-        ["1", "1", "1", "100.00", "100.00", "100.00", "100.00", "0", "0"],
-        "q: by worker count (model time, 100x)",
-        ["workers", *LEVELS],
-        ["1", "1", "1", "100.00", "100.00", "100.00", "100.00", "0", "0"],
-        "q: runs (one eval at one worker count, without idle gaps) (model time, 100x)",
-        [*RUNS[:4], "wall model s", *RUNS[5:]],
-        ["sim", "1", "2026-03-07 09:41", "1", "30", "100.0", "100.00", "100.00", "0", "-", "-"],
-        "q: cells (model time, 100x)",
-        [*CELLS[:4], "elapsed model s", *CELLS[5:]],
-        ["s1", "sim", "1", "1.00", "30", "3,000", "100.00", "-", "-", "ok"],
-        f"energy: no GPU readings in the store for these 10 cells; measure with `{MEASURE}`",
-    ]
+    snapshot(capsys.readouterr().out)
 
 
-def test_one_eval_without_cells_lists_runs_only_and_json_is_the_analysis(tmp_path: Path, capsys) -> None:
+def test_one_eval_without_cells_lists_runs_only_and_json_is_the_analysis(
+    tmp_path: Path, capsys, snapshot: Snapshot
+) -> None:
     store = _runs_store(tmp_path / "runs.sqlite")
     assert main(["concurrency", "--store", store, "--eval", "bg"]) == 0
-    assert read_back_without_blanks(capsys.readouterr().out) == [
-        "nem: 1 cells, 0 output tokens over 100 s busy = 0.0 tok/s aggregate, 0 ceiling hits, 0 failed",
-        ["cells in flight", *LEVELS],
-        ["1", "1", "0", "-", "-", "-", "-", "0", "0"],
-        NOTE_IN_FLIGHT,
-        NOTE_CEILING,
-        "nem: runs (one eval at one worker count, without idle gaps)",
-        RUNS,
-        ["bg", "-", "2026-03-07 09:51", "1", "100", "0.0", "-", "-", "0", "-", "-"],
-        NOTE_SPEEDUP,
-        NOTE_COST,
-        f"energy: no GPU readings in the store for these 1 cells; measure with `{MEASURE}`",
-    ]
+    snapshot(capsys.readouterr().out)
     assert main(["concurrency", "--store", store, "--eval", "rev", "--engine", "nem", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     with Store(store, read_only=True) as opened:
@@ -268,56 +156,22 @@ def _energy_store(path: Path) -> str:
     return str(path)
 
 
-ENERGY = ["eval", "workers", "cells measured", "output tok", "energy J", "J/tok"]
-ENERGY_COLUMNS = [*ENERGY, "J/cell (median, 95% CI)", "span (UTC)"]
-BOX = "energy on the box (GPU 0, energy counter): 1,600 J while cells ran, 800 J idle between them"
-
-
-def test_one_engines_cells_carry_their_share_of_the_whole_boxs_energy(tmp_path: Path, capsys) -> None:
+def test_one_engines_cells_carry_their_share_of_the_whole_boxs_energy(
+    tmp_path: Path, capsys, snapshot: Snapshot
+) -> None:
     """a1 shares its 800 J with n1 on the other engine, 400 J each for 400 tokens: 1 J a token; a2
     draws its 800 J alone for 200 tokens: 4 J a token."""
     store = _energy_store(tmp_path / "e.sqlite")
     assert main(["concurrency", "--store", store, "--engine", "qwen", "--cells"]) == 0
-    printed = read_back_without_blanks(capsys.readouterr().out)
-    assert printed[printed.index("qwen: cells") :] == [
-        "qwen: cells",
-        CELLS,
-        ["early", "a", "1", "1.00", "20", "100", "5.00", "-", "-", "ok"],
-        ["a1", "a", "1", "1.00", "20", "400", "20.00", "400", "1.000", "ok"],
-        ["a2", "a", "1", "1.00", "20", "200", "10.00", "800", "4.000", "ok"],
-        NOTE_J_TOK,
-        BOX,
-        ENERGY_COLUMNS,
-        ["a", "1", "2 of 3", "600", "1,200", "2.000", "600 [400 to 800]", "11-14 22:13 to 11-14 22:14"],
-        NOTE_J_CELL,
-        f"energy: 1 of 3 cells ran outside the GPU readings (no energy for them); measure with `{MEASURE}` "
-        "beside the eval",
-        ENERGY_SPLIT,
-    ]
-    assert printed[:1] == [
-        "qwen: 3 cells, 700 output tokens over 60 s busy = 11.7 tok/s aggregate, 0 ceiling hits, 0 failed"
-    ]
+    snapshot(capsys.readouterr().out)
 
 
 def test_the_energy_table_of_every_engine_says_which_cells_ran_on_a_model_clock(
-    tmp_path: Path, capsys
+    tmp_path: Path, capsys, snapshot: Snapshot
 ) -> None:
     store = _energy_store(tmp_path / "e.sqlite")
     assert main(["concurrency", "--store", store]) == 0
-    printed = read_back_without_blanks(capsys.readouterr().out)
-    start = printed.index(f"{BOX} (model time, 100x, for the")
-    assert printed[start:] == [
-        f"{BOX} (model time, 100x, for the",
-        "cells recorded under a model clock)",
-        ENERGY_COLUMNS,
-        ["a", "1", "2 of 3", "600", "1,200", "2.000", "600 [400 to 800]", "11-14 22:13 to 11-14 22:14"],
-        ["n", "1", "1 of 1", "400", "400", "1.000", "400", "11-14 22:13 to 11-14 22:13"],
-        NOTE_J_TOK,  # no cells table before it explained the term
-        NOTE_J_CELL,
-        f"energy: 1 of 4 cells ran outside the GPU readings (no energy for them); measure with `{MEASURE}` "
-        "beside the eval",
-        ENERGY_SPLIT,
-    ]
+    snapshot(capsys.readouterr().out)
 
 
 def test_json_energy_is_the_selected_evals_share_of_the_box(tmp_path: Path, capsys) -> None:
