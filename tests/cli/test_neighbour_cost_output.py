@@ -1,5 +1,5 @@
 """`spark-otel neighbour-cost`'s whole output over a small store whose every figure is worked out
-by hand: both tables (title, header, rows, notes), the no-baseline line, the `--json` document
+by hand: both tables (title, header, rows, notes) and the no-baseline line (snapshots), the `--json` document
 for each way of choosing the reports, the refusals, the spinner's phases and the plots' files.
 
 The other tests of the command read a few figures out of the article's store; a changed
@@ -19,6 +19,7 @@ from tests.support.printed import (
     read_back_without_blanks,
     stderr_on_a_terminal,
 )
+from tests.support.snapshots import Snapshot
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.neighbour import neighbour_cost, neighbour_costs
@@ -33,24 +34,6 @@ MARCH_7 = 1_772_876_460 * S  # 2026-03-07 09:41:00 UTC
 pytestmark = pytest.mark.usefixtures("india_local_time")
 
 BG = "bg eval, 2 workers on qwen"
-COSTS = [
-    "load elsewhere on the box",
-    "kind",
-    "engine",
-    "streams",
-    "window (UTC)",
-    "cells",
-    "timeouts",
-    "failed",
-    "median tok/s",
-    "range tok/s",
-    "cost %",
-]
-CELLS = ["cell", "window (UTC)", "elapsed s", "output tok", "tok/s", "overlapped"]
-BASELINE = (
-    "ev on qwen: baseline over 3 cells overlapping no other load: median 12.00 tok/s, p10 10.40, p90 13.60"
-)
-NOTE_MEDIAN = "median tok/s: median decode rate of ev's cells inside the window"
 
 
 def _store(path: Path) -> tuple[str, list, list[LoadWindow]]:
@@ -103,34 +86,12 @@ def _store(path: Path) -> tuple[str, list, list[LoadWindow]]:
     return str(path), cells, windows
 
 
-def test_the_costs_and_every_cell_of_an_eval(tmp_path: Path, capsys) -> None:
+def test_the_costs_and_every_cell_of_an_eval(tmp_path: Path, capsys, snapshot: Snapshot) -> None:
     """Costs against the 12 tok/s baseline: 1 - 5.5/12 = 54 % beside the job, 1 - 9/12 = 25 %
     beside bg, both past the default 20 %; no rate beside lone and the stall (a timeout only)."""
     store, _, _ = _store(tmp_path / "s.sqlite")
     assert main(["neighbour-cost", "--store", store, "--eval", "ev", "--all-cells"]) == 0
-    assert read_back_without_blanks(capsys.readouterr().out) == [
-        BASELINE,
-        COSTS,
-        ["a job", "load", "nem", "4", "09:46 to 09:51", "3", "1", "0", "5.50", "5.00 to 6.00", "54 !"],
-        [BG, "eval", "qwen (same)", "2", "09:52 to 09:54", "2", "0", "1", "9.00", "-", "25 !"],
-        ["lone eval", "eval", "-", "1", "09:59 to 10:01", "1", "1", "0", "-", "-", "-"],
-        ["stall", "load", "-", "", "09:59 to 10:01", "1", "1", "0", "-", "-", "-"],
-        NOTE_MEDIAN,
-        "cost %: 1 - that median over the baseline median; ! past --threshold (20%)",
-        "ev: cells (2 timeouts and 1 failed, kept out of rates)",
-        CELLS,
-        ["b1", "09:41 to 09:42", "100", "1,000", "10.00", "baseline"],
-        ["b2", "09:42 to 09:44", "100", "1,200", "12.00", "baseline"],
-        ["b3", "09:44 to 09:46", "100", "1,400", "14.00", "baseline"],
-        ["j1", "09:46 to 09:47", "100", "600", "6.00", "a job"],
-        ["j2", "09:47 to 09:49", "100", "500", "5.00", "a job"],
-        ["j3", "09:49 to 09:51", "100", "timeout", "-", "a job"],
-        ["g1", "09:52 to 09:54", "100", "900", "9.00", BG],
-        ["g2", "09:52 to 09:54", "100", "failed", "-", BG],
-        ["x1", "09:54 to 09:56", "100", "1,000", "10.00", f"(brushed: {BG}, probe 8)"],
-        ["s1", "09:59 to 10:01", "100", "timeout", "-", "lone eval, stall"],
-        ["n1", "10:02 to 10:04", "100", "-", "-", "baseline"],
-    ]
+    snapshot(capsys.readouterr().out)
 
 
 def test_a_cost_at_the_threshold_is_not_marked_and_baseline_cells_are_left_out(
@@ -147,17 +108,12 @@ def test_a_cost_at_the_threshold_is_not_marked_and_baseline_cells_are_left_out(
     assert [row[0] for row in printed[10:]] == ["j1", "j2", "j3", "g1", "g2", "x1", "s1"]
 
 
-def test_an_eval_without_engine_or_baseline_on_a_model_clock(tmp_path: Path, capsys) -> None:
+def test_an_eval_without_engine_or_baseline_on_a_model_clock(
+    tmp_path: Path, capsys, snapshot: Snapshot
+) -> None:
     store, _, _ = _store(tmp_path / "s.sqlite")
     assert main(["neighbour-cost", "--store", store, "--eval", "lone"]) == 0
-    assert read_back_without_blanks(capsys.readouterr().out) == [
-        "lone on unknown engine: no baseline: every one of the 1 cells of lone ran beside other load, so "
-        "nothing says what it decodes alone; run a few of its cells with the box otherwise idle "
-        "(model time, 100x)",
-        "lone: cells (0 timeouts and 0 failed, kept out of rates) (model time, 100x)",
-        [*CELLS[:2], "elapsed model s", *CELLS[3:]],
-        ["l1", "09:59 to 10:01", "100", "500", "5.00", "ev eval, 1 worker on qwen, stall"],
-    ]
+    snapshot(capsys.readouterr().out)
 
 
 def test_the_baseline_title_names_an_unknown_engine(tmp_path: Path, capsys) -> None:
