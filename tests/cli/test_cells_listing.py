@@ -1,5 +1,6 @@
 """`spark-otel cells`' whole output on a small store worked out by hand: every title, header and
-row of the table, the energy note and hint, the filters and their order, and the whole --json.
+row of the table, the energy note and hint, the filters and their order (snapshots), and the whole
+--json.
 
 The command's own tests check a cell id or one column; here every column is pinned, so a renamed
 header, a lost filter (--eval, --engine, -n), the oldest cells listed instead of the newest, a
@@ -15,58 +16,12 @@ from pathlib import Path
 
 import pytest
 from tests.support.energy_samples import cell, power
-from tests.support.printed import read_back
+from tests.support.snapshots import Snapshot
 
 from spark_otel import _semconv as sc
 from spark_otel.cli import main
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
-
-HEADER = [
-    "eval",
-    "cell",
-    "engine",
-    "workers",
-    "status",
-    "prompt tok",
-    "output tok",
-    "elapsed s",
-    "tok/s",
-    "energy J",
-    "salvaged findings",
-    "started (UTC)",
-]
-MODEL_HEADER = [*HEADER[:7], "elapsed model s", *HEADER[8:]]
-# T0 (1,700,000,000 s) is 2023-11-14 22:13:20 UTC; each cell starts that many seconds later.
-M1 = ["modelled", "m1", "nemo", "2", "ok", "", "700", "10.0", "70.00", "-", "0", "2023-11-14 22:15:20"]
-B1 = ["other", "b1", "nemo", "2", "error", "80", "50", "10.0", "5.00", "-", "0", "2023-11-14 22:15:00"]
-A2 = [
-    *["golden", "a2", "qwen", "1", "deadline (degraded)", "", "", "10.0", "-", "~1,000.0", "2"],
-    "2023-11-14 22:13:50",
-]
-A1 = [
-    "golden",
-    "a1",
-    "qwen",
-    "2",
-    "ok",
-    "1200",
-    "400",
-    "20.0",
-    "20.00",
-    "~2,000.0",
-    "3",
-    "2023-11-14 22:13:20",
-]
-ENERGY_NOTE = (
-    "energy J: the cell's share of the box's GPU energy over its lifetime, split by tokens among the "
-    "cells in flight (~: integrated from power, no energy counter); - where no GPU readings cover it"
-)
-NO_READINGS = (
-    "energy: no GPU readings in the store cover these cells; measure with "
-    "`spark-otel receive --engine NAME=URL --gpu auto --interval 1`"
-)
-MIXED_CLOCKS = " (model time, 100x, for the cells recorded under a model clock)"
 
 
 def _store(path: Path) -> None:
@@ -98,37 +53,20 @@ def cells_store(tmp_path: Path) -> str:
 
 
 def test_cells_print_every_column_of_every_cell_newest_first_in_utc(
-    cells_store: str, capsys: pytest.CaptureFixture[str], india_local_time: None
+    cells_store: str, capsys: pytest.CaptureFixture[str], india_local_time: None, snapshot: Snapshot
 ) -> None:
     assert main(["cells", "--store", cells_store]) == 0
-    assert read_back(capsys.readouterr().out) == [
-        "4 most recent cells" + MIXED_CLOCKS,
-        MODEL_HEADER,
-        M1,
-        B1,
-        A2,
-        A1,
-        ENERGY_NOTE,
-    ]
+    snapshot(capsys.readouterr().out)
 
 
 def test_limit_engine_and_eval_each_narrow_the_list_and_the_hint_reads_only_the_cells_listed(
-    cells_store: str, capsys: pytest.CaptureFixture[str]
+    cells_store: str, capsys: pytest.CaptureFixture[str], snapshot: Snapshot
 ) -> None:
-    assert main(["cells", "--store", cells_store, "-n", "2"]) == 0
-    assert read_back(capsys.readouterr().out) == [
-        "2 most recent cells" + MIXED_CLOCKS,
-        MODEL_HEADER,
-        M1,
-        B1,
-        ENERGY_NOTE,
-        NO_READINGS,
-    ]
-    assert main(["cells", "--store", cells_store, "--engine", "qwen"]) == 0
-    assert read_back(capsys.readouterr().out) == ["2 most recent cells", HEADER, A2, A1, ENERGY_NOTE]
-    # The golden eval's cells have energy; b1 has none, so the hint is printed for it alone.
-    assert main(["cells", "--store", cells_store, "--eval", "other"]) == 0
-    assert read_back(capsys.readouterr().out) == ["1 most recent cells", HEADER, B1, ENERGY_NOTE, NO_READINGS]
+    """-n 2 lists m1 and b1, neither covered by the GPU readings, so the hint follows; the golden
+    eval's cells (--engine qwen) have energy, so no hint; b1 alone (--eval other) has none."""
+    for name, argv in (("n2", ["-n", "2"]), ("qwen", ["--engine", "qwen"]), ("other", ["--eval", "other"])):
+        assert main(["cells", "--store", cells_store, *argv]) == 0
+        snapshot(capsys.readouterr().out, name)
 
 
 def _json_cell(uid: str, start_s: int, end_s: int, **fields: object) -> dict[str, object]:
