@@ -1,6 +1,6 @@
 """`spark-otel cells --budget`'s whole output on a store worked out by hand: both tables, the line
-that says where the queue/prefill split comes from (joined, or not split), each phase's note once,
-the whole --json, and what it says when no cell read has a budget.
+that says where the queue/prefill split comes from (joined, or not split), each phase's note once
+(snapshots), the whole --json, and what it says when no cell read has a budget.
 
 The command's first test checks some figures; here every line is pinned, so requests read for
 the wrong cell (or for every cell), server timings not passed, the joined count lost, a title or
@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.printed import read_back
+from tests.support.snapshots import Snapshot
 
 from spark_otel.cli import main
 from spark_otel.model import Cell, Request, ServerTiming
@@ -26,17 +26,6 @@ from spark_otel.store import Store
 
 S = 1_000_000_000
 ENGINE = "engine server spans"
-NOTES = [
-    "admission: held by the queue governor before the cell started (outside elapsed)",
-    "queue: the engine's queue, from its server spans: the share of the wait for first tokens the "
-    "engine spent queued",
-    "prefill: the engine's prefill, from its server spans: the rest of the wait for first tokens",
-    "first token: waiting for the first token of a streamed request (engine queue, prefill, network)",
-    "decode: a streamed request past its first token: tokens flowing",
-    "unsplit: inside a request that was not streamed (the client cannot tell its prefill from its decode)",
-    "other: no request in flight: the runner's own work between requests",
-]
-PHASES = ["admission", "queue", "prefill", "first token", "decode", "unsplit", "other"]
 
 
 def _cell(uid: str, eval_name: str, start_s: int, end_s: int, **fields: object) -> Cell:
@@ -96,46 +85,19 @@ def budget_store(tmp_path: Path) -> str:
 
 
 def test_budget_tables_split_the_wait_by_the_engines_spans_and_note_each_phase_once(
-    budget_store: str, capsys: pytest.CaptureFixture[str]
+    budget_store: str, capsys: pytest.CaptureFixture[str], snapshot: Snapshot
 ) -> None:
+    """Shares of wall time: r1 125 s (25 + 100), review 135 s, smoke 4 s; 0.125 prints as 12%."""
     assert main(["cells", "--store", budget_store, "--budget"]) == 0
-    # Shares of wall time: r1 125 s (25 + 100), review 135 s, smoke 4 s; 0.125 prints as 12%.
-    assert read_back(capsys.readouterr().out) == [
-        "where the wall time went: queue and prefill from the engine's server spans (2 of 4 requests joined)",
-        "3 most recent cells",
-        ["eval", "cell", "status", "wall s", *PHASES],
-        ["smoke", "S1", "ok", "4.0", "-", "0.5 s (12%)", "0.5 s (12%)", "-", "3.0 s (75%)", "-", "-"],
-        ["review", "R2", "ok", "10.0", "-", "-", "-", "2.0 s (20%)", "8.0 s (80%)", "-", "0.0 s (0%)"],
-        [
-            *["review", "R1", "ok", "125.0", "25.0 s (20%)", "7.5 s (6%)", "22.5 s (18%)", "-"],
-            *["60.0 s (48%)", "0.0 s (0%)", "10.0 s (8%)"],
-        ],
-        *NOTES,
-        "per eval, summed over its cells",
-        ["eval", "cells", "wall s", *PHASES],
-        [
-            *["review", "2 (+1 unsplit)", "135", "25.0 s (19%)", "7.5 s (6%)", "22.5 s (17%)", "2.0 s (1%)"],
-            *["68.0 s (50%)", "0.0 s (0%)", "10.0 s (7%)"],
-        ],
-        ["smoke", "1", "4", "-", "0.5 s (12%)", "0.5 s (12%)", "-", "3.0 s (75%)", "-", "-"],
-    ]
+    snapshot(capsys.readouterr().out)
 
 
 def test_budget_says_the_wait_is_not_split_where_no_request_was_joined(
-    budget_store: str, capsys: pytest.CaptureFixture[str]
+    budget_store: str, capsys: pytest.CaptureFixture[str], snapshot: Snapshot
 ) -> None:
-    assert main(["cells", "--store", budget_store, "--budget", "--eval", "review", "-n", "2"]) == 0  # r3, r2
-    assert read_back(capsys.readouterr().out) == [
-        "where the wall time went: the wait for first tokens is not split: no engine server span was "
-        "joined (vLLM: --otlp-traces-endpoint, and instrument(inject_traceparent=True))",
-        "1 most recent cells",
-        ["eval", "cell", "status", "wall s", "first token", "decode", "other"],
-        ["review", "R2", "ok", "10.0", "2.0 s (20%)", "8.0 s (80%)", "0.0 s (0%)"],
-        *(note for note in NOTES if note.startswith(("first token:", "decode:", "other:"))),
-        "per eval, summed over its cells",
-        ["eval", "cells", "wall s", "first token", "decode", "other"],
-        ["review", "1 (+1 unsplit)", "10", "2.0 s (20%)", "8.0 s (80%)", "0.0 s (0%)"],
-    ]
+    """r3 (no budget) and r2, whose one request the engine did not answer: only the phases r2 has."""
+    assert main(["cells", "--store", budget_store, "--budget", "--eval", "review", "-n", "2"]) == 0
+    snapshot(capsys.readouterr().out)
 
 
 def test_budget_json_is_every_cells_budget_and_every_evals_sum_with_their_sources(
