@@ -13,7 +13,8 @@ own types, so this module needs no Inspect import:
   other cells name it (``--engine``);
 - workers is the run's concurrency: the smaller of ``max_samples`` and ``max_connections``
   where set, else unknown (Inspect then sizes it itself);
-- the ceiling is the sample's time limit, else its working limit;
+- the ceiling is the time or working limit that halted the sample, else its time limit, else its
+  working limit;
 - the status is Inspect's own outcome: a time or working limit is ``deadline``, any other limit
   on what the sample may use (tokens, messages, turns, context, cost, a custom limit)
   ``length_cap``, an operator's stop or an error ``error``;
@@ -95,9 +96,12 @@ def workers(max_samples: int | None, max_connections: int | None) -> int | None:
     return min(given) if given else None
 
 
-def ceiling_s(time_limit: float | None, working_limit: float | None) -> float | None:
-    """The cell's ceiling: the clock-time limit, else the working-time limit, else none."""
-    for limit in (time_limit, working_limit):
+def ceiling_s(
+    time_limit: float | None, working_limit: float | None, halted_at: float | None = None
+) -> float | None:
+    """The cell's ceiling: the time or working limit that halted the sample (a scoped limit inside
+    a solver, say), else its clock-time limit, else its working-time limit, else none."""
+    for limit in (halted_at, time_limit, working_limit):
         if limit is not None and limit > 0:
             return float(limit)
     return None

@@ -216,7 +216,11 @@ def _cell(sample: Any, run: _Run, uid: str) -> Cell:
         prompt_tokens=max(0, prompt - scored_prompt),
         completion_tokens=max(0, completion - scored_completion),
         status=status,
-        deadline_s=rules.ceiling_s(sample.time_limit or run.time_limit, run.working_limit),
+        deadline_s=rules.ceiling_s(
+            sample.time_limit or run.time_limit,
+            run.working_limit,
+            halted_at=sample.limit.limit if status is CellStatus.DEADLINE else None,
+        ),
         workers=run.workers,
         source="backfill",
         unsplit_s=budget["unsplit"] if budget else None,

@@ -205,11 +205,23 @@ def value_of(spec: FieldSpec, scope: Scope) -> Any:
     matched = False
     for path in spec.sum_paths():
         for value in _lookup_all(scope.record, segments(path)):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{shown(spec)} adds up {value!r}, not a number")
-            total += value
+            total += _addend(value, spec)
             matched = True
     return total if matched else MISSING
+
+
+def _addend(value: Any, spec: Source) -> int | float:
+    """A number a sum adds: a JSON number, or text that reads as one (a CSV's cells are text)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                return kind(value.strip())
+            except ValueError:
+                continue
+    shown_value = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    raise ValueError(f"{shown(spec)} adds up {shown_value}, not a number")
 
 
 def text_of(spec: FieldSpec, scope: Scope) -> Any:
