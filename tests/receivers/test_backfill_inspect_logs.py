@@ -36,13 +36,14 @@ SAMPLES, EPOCHS, MAX_CONNECTIONS, TIME_LIMIT = 3, 2, 2, 30
 STALL_LIMIT_S = 0.5
 
 # The task: each sample asks the simulated engine once; the sample "s2" then stalls under a scoped
-# time limit, which halts it as Inspect halts a sample that runs out of time.
+# time limit, which halts it as Inspect halts a sample that runs out of time. A second task's
+# answers are graded by a model (the same engine), as model_graded_qa does.
 EVAL_SCRIPT = """
 import asyncio, sys
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
-from inspect_ai.scorer import match
-from inspect_ai.solver import solver
+from inspect_ai.scorer import match, model_graded_qa
+from inspect_ai.solver import generate, solver
 from inspect_ai.util import time_limit
 
 
@@ -79,13 +80,30 @@ for log_format in ("eval", "json"):
         time_limit={time_limit},
         display="none",
     )
-    print(log.location)
+    print(log_format, log.location)
+
+graded = Task(
+    name="graded-qa",
+    dataset=[Sample(input=f"question {{i}}", target="x", id=f"g{{i}}") for i in range({samples})],
+    solver=generate(),
+    scorer=model_graded_qa(),
+)
+[log] = eval(
+    graded,
+    model="openai-api/sim/qwen",
+    model_base_url=sys.argv[1],
+    log_dir=sys.argv[2],
+    log_format="json",
+    display="none",
+)
+print("graded", log.location)
 """
 
 
 @pytest.fixture(scope="module")
 def logs(live_box: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The ``.eval`` and ``.json`` logs of two runs of the tiny task, by format."""
+    """The ``.eval`` and ``.json`` logs of two runs of the tiny task, by format, and the graded
+    task's ``.json`` log."""
     where = tmp_path_factory.mktemp("inspect-logs")
     script = where / "tiny_eval.py"
     script.write_text(
@@ -114,8 +132,7 @@ def logs(live_box: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    paths = [Path(line) for line in done.stdout.split()]
-    return {path.suffix.lstrip("."): path for path in paths}
+    return {label: Path(location) for label, location in (line.split() for line in done.stdout.splitlines())}
 
 
 def _ns(moment: str | datetime) -> int:
@@ -191,6 +208,27 @@ def test_a_cells_time_is_split_into_its_model_calls_and_the_rest(logs: dict[str,
         assert sample.total_time is not None
         assert cell.attributes[sc.INSPECT_WORKING_S] == pytest.approx(sample.working_time)
         assert cell.attributes[sc.INSPECT_WAITING_S] == pytest.approx(sample.total_time - sample.working_time)
+
+
+def test_a_model_graded_scorers_calls_are_not_the_answers_tokens_or_time(logs: dict[str, Path]) -> None:
+    """Inspect counts the grader's calls in the sample's ``model_usage``; the cell keeps the
+    answer's own call: its tokens, and its working time as the cell's only request."""
+    log = read_eval_log(str(logs["graded"]))
+    assert log.samples is not None
+    result = backfill_files([logs["graded"]], INSPECT, eval_name=None)
+    cells = {cell.cell_id: cell for cell in result.cells}
+    for sample in log.samples:
+        answer, grading = [e for e in sample.events if e.event == "model"]
+        assert answer.output.usage is not None
+        assert grading.output.usage is not None
+        cell = cells[f"{sample.id}_epoch_1"]
+        assert cell.completion_tokens == answer.output.usage.output_tokens
+        assert cell.completion_tokens == (
+            sum(u.output_tokens for u in sample.model_usage.values()) - grading.output.usage.output_tokens
+        )
+        assert cell.prompt_tokens == answer.output.usage.input_tokens
+        assert answer.working_time is not None
+        assert cell.unsplit_s == pytest.approx(answer.working_time, abs=1e-6)
 
 
 def test_the_same_run_read_from_its_eval_and_its_json_is_the_same_cells(
