@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -91,8 +92,10 @@ class Scope:
     document: Any
 
 
+@lru_cache(maxsize=4096)
 def segments(path: SegmentedPath) -> tuple[str, ...]:
-    """A path's segments: a dotted string split at its dots (each stripped), a list as it is."""
+    """A path's segments: a dotted string split at its dots (each stripped), a list as it is
+    (cached: a mapping has a few paths, read for every record)."""
     if isinstance(path, str):
         return tuple(part.strip() for part in path.split("."))
     return path
