@@ -148,8 +148,10 @@ def check_template(field: str, spec: str) -> None:
             raise ValueError(f"{field}: template {alternative!r} has an unclosed '{{'")
 
 
+@lru_cache(maxsize=4096)
 def shown(spec: FieldSpec) -> str:
-    """The spec as its mapping wrote it, for a message."""
+    """The spec as its mapping wrote it, for a message (cached: a field's label is made for every
+    record it is read from)."""
     if isinstance(spec, str):
         return spec
     return json.dumps(spec.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
