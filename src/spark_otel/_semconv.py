@@ -322,3 +322,10 @@ VLLM_LATENCY_TIME_IN_MODEL_INFERENCE = "gen_ai.latency.time_in_model_inference"
 VLLM_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # vLLM's pre-1.27 names
 VLLM_USAGE_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
 VLLM_REQUEST_ID = "gen_ai.request.id"
+
+# --- Inspect AI samples as cells (issue 36): records/inspect_sample, backfill's inspect reader ------
+INSPECT_MODEL = "spark_otel.inspect.model"  # attribute on a cell: Inspect's model name ("vllm/qwen")
+INSPECT_LIMIT = "spark_otel.inspect.limit"  # the limit that halted the sample ("time", "token", ...)
+INSPECT_RETRIES = "spark_otel.inspect.retries"  # the sample's errors Inspect retried
+INSPECT_WORKING_S = "spark_otel.inspect.working_s"  # Inspect's working time of the sample
+INSPECT_WAITING_S = "spark_otel.inspect.waiting_s"  # its clock time minus working time (connections, retries)

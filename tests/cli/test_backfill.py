@@ -52,7 +52,7 @@ def test_backfill_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         main(["backfill", str(missing), "--mapping", "spark-bench", "--store", str(tmp_path / "s.sqlite")])
         == 1
     )
-    assert f"spark-otel: error: {missing}: cannot read" in capsys.readouterr().err
+    assert f"spark-otel: error: {missing}: no such file" in capsys.readouterr().err
 
 
 def test_backfill_cli_otlp_sends_cell_spans_with_historical_times(

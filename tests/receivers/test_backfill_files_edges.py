@@ -117,8 +117,8 @@ def test_a_missing_file_and_a_directory_are_errors_naming_them_and_the_other_fil
     result = backfill_files([missing, folder, good], MAPPING, eval_name="ev")
     assert _ids(result) == ["a"]
     assert result.errors == [
-        RecordError(str(missing), None, "cannot read: No such file or directory"),
-        RecordError(str(folder), None, f"cannot read: [Errno 21] Is a directory: {str(folder)!r}"),
+        RecordError(str(missing), None, "no such file"),
+        RecordError(str(folder), None, "is a directory, not a regular file; nothing was read"),
     ]
 
 

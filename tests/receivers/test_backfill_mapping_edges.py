@@ -20,7 +20,7 @@ import pytest
 from spark_otel import ConfigError
 from spark_otel.receivers.backfill import FieldMapping, cell_from_record, load_mapping
 
-BUILTINS = "generic-csv, openai-usage, spark-bench"
+BUILTINS = "generic-csv, inspect, openai-usage, spark-bench"
 
 
 def _refusal(tmp_path: Path, obj: object) -> str:

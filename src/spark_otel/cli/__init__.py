@@ -35,7 +35,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("ingest-nsight", "ingest_nsight", "read Nsight Systems SQLite exports: GPU metrics and summaries"),
     ("gpu-sample", "gpu_sample", "sample GPU utilization, power and clocks (NVML or nvidia-smi)"),
     ("instruments", "instruments", "which gauges measure load: each against token throughput (Appendix F)"),
-    ("backfill", "backfill", "turn existing eval records (JSON, JSONL, CSV) into cells"),
+    ("backfill", "backfill", "turn existing eval records (JSON, JSONL, CSV, Inspect logs) into cells"),
     ("sim", "sim", "serve simulated vLLM-compatible engines on 127.0.0.1"),
     ("store", "store", "the embedded store's schema and rows; migrate an older one in place"),
 )

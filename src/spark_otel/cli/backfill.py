@@ -1,8 +1,10 @@
-"""Turn existing eval records (JSON, JSON Lines, CSV) into cells with their historical times.
+"""Turn existing eval records (JSON, JSON Lines, CSV, Inspect AI logs) into cells with their historical times.
 
 A field mapping says where each cell field lives in a record: --mapping spark-bench (the
 article's per-cell records), generic-csv (plain columns), openai-usage (logs keeping the
-OpenAI response body), or a JSON file of your own (see docs/receivers.md). Tokens come from
+OpenAI response body), or a JSON file of your own (see docs/receivers.md). --mapping inspect
+reads Inspect AI's logs (.eval and .json; needs spark-otel[inspect]): one cell per sample and
+epoch, named after the task, with the sample's tokens, times and limit. Tokens come from
 e.g. usage.completion_tokens, elapsed from elapsed_s; the start from a field, or from the
 record file's mtime minus elapsed (the article's Appendix D; only for a file holding one
 record). Timeouts are kept as timeouts: listed, never averaged into a rate, even when they
@@ -13,9 +15,11 @@ Cells go to the embedded store (or --store PATH), and with --otlp also over OTLP
 spans carrying their historical start and end times. Re-running on the same files replaces
 their cells instead of duplicating them. A record that does not fit is reported with its
 file and line, the rest still load, and the exit code is non-zero. --json prints the cells
-(written, or with --dry-run that would be), the rejected records and the counts.
+(written, or with --dry-run that would be), the rejected records and the counts. Only regular
+files of at most 512 MiB are read; a FIFO, a device or a directory is refused by name.
 
   spark-otel backfill runs/2026-09-17/*.json --mapping spark-bench --eval golden-review --engine qwen
+  spark-otel backfill logs/*.eval --mapping inspect --engine qwen
 """
 
 from __future__ import annotations
@@ -34,15 +38,28 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "records", nargs="+", metavar="RECORDS", help="JSON, JSON Lines (.jsonl) or CSV files"
+        "records",
+        nargs="+",
+        metavar="RECORDS",
+        help="JSON, JSON Lines (.jsonl) or CSV files; Inspect AI logs (.eval, .json) with --mapping inspect",
     )
     parser.add_argument(
-        "--mapping", required=True, metavar="NAME|FILE.json", help="built-in mapping or a JSON file"
+        "--mapping",
+        required=True,
+        metavar="NAME|FILE.json",
+        help="built-in mapping (spark-bench, generic-csv, openai-usage, inspect) or a JSON file",
     )
     parser.add_argument(
-        "--eval", dest="eval_name", metavar="NAME", help="eval name (when records do not carry one)"
+        "--eval",
+        dest="eval_name",
+        metavar="NAME",
+        help="eval name (when records do not carry one; for Inspect logs, instead of the task's name)",
     )
-    parser.add_argument("--engine", metavar="E", help="engine name (when records do not carry one)")
+    parser.add_argument(
+        "--engine",
+        metavar="E",
+        help="engine name (when records do not carry one; for Inspect logs, instead of the model's name)",
+    )
     parser.add_argument("--otlp", action="store_true", help="also export the cells as spans over OTLP")
     parser.add_argument(
         "--no-store", action="store_true", help="do not write the embedded store (with --otlp)"

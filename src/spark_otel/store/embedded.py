@@ -54,6 +54,8 @@ _logger = logging.getLogger(__name__)
 
 _BUSY_TIMEOUT_MS = 30_000
 _WRITE_ATTEMPTS = 5
+_LOCK_NOTICE_MS = 500
+"""How long a write waits on another writer's lock before it says so (once per handle)."""
 
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -135,6 +137,7 @@ class Store:
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         self.read_only = read_only
         self._lock = threading.RLock()
+        self._lock_noticed = False
         self._conn = self._connect()
         try:
             shape = versions.read_shape(self._conn, self.path)
@@ -221,7 +224,7 @@ class Store:
         for attempt in range(_WRITE_ATTEMPTS):
             with self._lock:
                 try:
-                    self._conn.execute("BEGIN IMMEDIATE")
+                    self._begin()
                 except sqlite3.Error as exc:
                     if "locked" in str(exc) and attempt + 1 < _WRITE_ATTEMPTS:
                         time.sleep(0.05 * (attempt + 1))
@@ -235,6 +238,29 @@ class Store:
                 else:
                     self._conn.execute("COMMIT")
                 return
+
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE. Another writer's lock held past `_LOCK_NOTICE_MS` is said once per
+        handle, naming the file, and then waited for as before (the busy timeout)."""
+        if self._lock_noticed:
+            self._conn.execute("BEGIN IMMEDIATE")
+            return
+        self._conn.execute(f"PRAGMA busy_timeout={_LOCK_NOTICE_MS}")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        self._lock_noticed = True
+        _logger.warning(
+            "%s: another process is writing to this store; waiting for its lock (up to %d s)",
+            self.path,
+            _BUSY_TIMEOUT_MS * _WRITE_ATTEMPTS // 1000,
+        )
+        self._conn.execute("BEGIN IMMEDIATE")
 
     # -- writes --------------------------------------------------------------------------------------
     def _write(self, table: Table, records: Iterable[Any]) -> int:

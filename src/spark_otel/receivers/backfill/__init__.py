@@ -1,13 +1,16 @@
-"""Backfill: eval records that already exist (JSON, JSON Lines, CSV) as cells with their real times.
+"""Backfill: eval records that already exist (JSON, JSON Lines, CSV, Inspect logs) as cells.
 
-mapping   where a record keeps each cell field (`FieldMapping`), and the built-in layouts
-records   reading record files and turning each record into a `Cell`
-spans     backfilled cells as spans with their historical times
+mapping     where a record keeps each cell field (`FieldMapping`), and the built-in layouts
+values      where a field's value comes from: paths, templates, the enclosing document, sums, literals
+records     reading record files (regular files, under a cap) and turning each record into a `Cell`
+inspect_log Inspect AI's logs (.eval, .json): one cell per sample and epoch
+lm_eval     lm-eval's --log_samples files, recognised and refused with what they lack
+spans       backfilled cells as spans with their historical times
 """
 
 from __future__ import annotations
 
-from .mapping import BUILTIN_MAPPINGS, FieldMapping, load_mapping
+from .mapping import BUILTIN_MAPPINGS, INSPECT, BuiltinReader, FieldMapping, Layout, load_mapping
 from .records import (
     BackfillResult,
     RecordError,
@@ -20,9 +23,12 @@ from .spans import FixedIdGenerator, export_cells_as_spans
 
 __all__ = [
     "BUILTIN_MAPPINGS",
+    "INSPECT",
     "BackfillResult",
+    "BuiltinReader",
     "FieldMapping",
     "FixedIdGenerator",
+    "Layout",
     "RecordError",
     "backfill_files",
     "cell_from_record",

@@ -12,6 +12,8 @@
 ``openai-usage``  request logs that keep the OpenAI response body: ``custom_id`` or ``id``,
                   ``response.body.usage.{prompt,completion}_tokens``, ``started_at`` and
                   ``completed_at`` (ISO 8601 or Unix time), ``response.body.model`` as the engine.
+``inspect``       Inspect AI's logs (``.eval`` and ``.json``), read by code of their own
+                  (`inspect_log`), not by a field mapping.
 
 To write your own, save a JSON object with the `FieldMapping` fields and pass its path to
 ``--mapping``; see docs/receivers.md.
@@ -21,17 +23,26 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..._exceptions import ConfigError
+from ..._exceptions import ConfigError, InputError
+from ..._files import MIB, read_input
 from ...model import CellStatus
+from .values import FieldSpec, SegmentedPath, Source, check_path, check_template, segments
 
 __all__ = [
     "BUILTIN_MAPPINGS",
     "DEFAULT_STATUS_VALUES",
+    "INSPECT",
+    "LM_EVAL_NAME",
+    "MAX_MAPPING_BYTES",
+    "BuiltinReader",
     "FieldMapping",
+    "Layout",
+    "MappedField",
     "check_path",
     "check_template",
     "load_mapping",
@@ -50,43 +61,60 @@ DEFAULT_STATUS_VALUES: dict[str, CellStatus] = {
 
 class FieldMapping(BaseModel):
     """Where a record keeps each cell field. Paths are dotted (``usage.completion_tokens``);
-    a value with ``{...}`` is a template over paths (``"{pr} {angle} run{run}"``)."""
+    a value with ``{...}`` is a template over paths (``"{pr} {angle} run{run}"``); a value written
+    as an object is a `Source` (a path of segments, a path of the enclosing document, a sum, a
+    literal; see `values`). ``records`` names where a JSON document nests its records."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="the mapping's name, recorded on every cell it makes")
     description: str = ""
-    cell_id: str = Field(description="path or template giving the cell's id; 'a || b' tries each in turn")
-    eval_name: str | None = Field(default=None, description="path to the eval name; else --eval")
-    engine: str | None = Field(default=None, description="path to the engine name; else --engine")
-    prompt_tokens: str | None = None
-    completion_tokens: str | None = None
-    elapsed: str | None = Field(default=None, description="path to the cell's elapsed time")
+    records: SegmentedPath | None = Field(
+        default=None,
+        description="path to the list of records inside each JSON document (e.g. 'samples'); else the "
+        "document is the record (or its array holds them)",
+    )
+    cell_id: FieldSpec = Field(
+        description="path or template giving the cell's id; 'a || b' tries each in turn"
+    )
+    eval_name: FieldSpec | None = Field(default=None, description="path to the eval name; else --eval")
+    engine: FieldSpec | None = Field(default=None, description="path to the engine name; else --engine")
+    prompt_tokens: FieldSpec | None = None
+    completion_tokens: FieldSpec | None = None
+    elapsed: FieldSpec | None = Field(default=None, description="path to the cell's elapsed time")
     elapsed_unit: str = Field(
         default="s", pattern="^(s|ms|ns)$", description="the unit of every duration field"
     )
-    first_token: str | None = Field(
+    first_token: FieldSpec | None = Field(
         default=None, description="path to the time the cell waited for first tokens (TTFT, summed)"
     )
-    decode: str | None = Field(default=None, description="path to the time the cell spent decoding")
-    queue_wait: str | None = Field(
+    decode: FieldSpec | None = Field(default=None, description="path to the time the cell spent decoding")
+    queue_wait: FieldSpec | None = Field(
         default=None, description="path to the time the cell was held before it started (a harness queue)"
     )
-    start: str | None = Field(default=None, description="path to the start time: ISO 8601, or Unix s/ms/ns")
-    end: str | None = Field(default=None, description="path to the end time: ISO 8601, or Unix s/ms/ns")
+    start: FieldSpec | None = Field(
+        default=None, description="path to the start time: ISO 8601, or Unix s/ms/ns"
+    )
+    end: FieldSpec | None = Field(default=None, description="path to the end time: ISO 8601, or Unix s/ms/ns")
     mtime_is_end: bool = Field(
         default=True, description="without start/end fields, the file's mtime is the end"
     )
-    status: str | None = Field(default=None, description="path to a status string")
+    status: FieldSpec | None = Field(default=None, description="path to a status string")
     status_values: dict[str, CellStatus] = Field(
         default_factory=dict, description="extra status strings (any case) and the cell status each means"
     )
-    timeout_flag: str | None = Field(default=None, description="path to a boolean that is true for a timeout")
-    deadline_s: str | float | None = Field(
+    timeout_flag: FieldSpec | None = Field(
+        default=None, description="path to a boolean that is true for a timeout"
+    )
+    deadline_s: FieldSpec | float | None = Field(
         default=None, description="path to the per-cell ceiling, or a number"
     )
-    workers: str | None = None
-    attributes: dict[str, str] = Field(default_factory=dict, description="attribute name -> path")
+    workers: FieldSpec | None = None
+    attributes: dict[str, FieldSpec] = Field(default_factory=dict, description="attribute name -> path")
+    optional: tuple[str, ...] = Field(
+        default=(),
+        description="fields (and 'attributes.NAME') a file's records may all lack without a warning",
+    )
 
     @field_validator("status_values")
     @classmethod
@@ -107,7 +135,7 @@ class FieldMapping(BaseModel):
 
     @field_validator("deadline_s")
     @classmethod
-    def _deadline_is_seconds(cls, value: str | float | None) -> str | float | None:
+    def _deadline_is_seconds(cls, value: FieldSpec | float | None) -> FieldSpec | float | None:
         """A ceiling given as a number is finite seconds above 0 (NaN would land on every cell)."""
         if isinstance(value, float) and not (math.isfinite(value) and value > 0):
             raise ValueError(f"{value!r} is not a number of seconds above 0")
@@ -119,15 +147,36 @@ class FieldMapping(BaseModel):
         loaded, naming the field, instead of quietly matching no record."""
         for name in TEMPLATE_FIELDS:
             spec = getattr(self, name)
-            if spec is not None:
+            if isinstance(spec, str):
                 check_template(name, spec)
         for name in PATH_FIELDS:
             spec = getattr(self, name)
             if isinstance(spec, str):
                 check_path(name, spec)
         for attribute, path in self.attributes.items():
-            check_path(f"attributes.{attribute}", path)
+            if isinstance(path, str):
+                check_path(f"attributes.{attribute}", path)
+        if isinstance(self.records, str):
+            check_path("records", self.records)
+        elif self.records is not None and not all(segments(self.records)):
+            raise ValueError(f"records: {list(self.records)!r} is not a path (an empty segment)")
+        known = {name for name, _ in self.mapped_fields()}
+        for name in self.optional:
+            if name not in known:
+                raise ValueError(
+                    f"optional: {name!r} is not a field this mapping reads ({', '.join(sorted(known))})"
+                )
         return self
+
+    def mapped_fields(self) -> list[MappedField]:
+        """(name, spec) of every field this mapping reads from a record, attributes as
+        ``attributes.NAME``; a ceiling given as a number is not read."""
+        fields = [
+            (name, spec)
+            for name in (*TEMPLATE_FIELDS, *PATH_FIELDS)
+            if isinstance(spec := getattr(self, name), str | Source)
+        ]
+        return fields + [(f"attributes.{name}", spec) for name, spec in self.attributes.items()]
 
 
 TEMPLATE_FIELDS = ("cell_id", "eval_name", "engine")
@@ -146,45 +195,9 @@ PATH_FIELDS = (
     "deadline_s",
     "workers",
 )
-"""Fields read as one value: a dotted path."""
-_SEGMENT = re.compile(r"[^.{}]+")
-
-
-def check_path(field: str, path: str) -> None:
-    """A dotted path (``usage.completion_tokens``; ``a.0.b`` indexes a list): else ValueError naming
-    ``field``. Templates and ``||`` alternatives belong to the text fields only."""
-    if "||" in path or "{" in path or "}" in path:
-        raise ValueError(
-            f"{field}: {path!r} is not a dotted path (templates and '||' work only in "
-            f"{', '.join(TEMPLATE_FIELDS)})"
-        )
-    if not all(_SEGMENT.fullmatch(part.strip()) for part in path.split(".")):
-        raise ValueError(f"{field}: {path!r} is not a dotted path (an empty name between dots)")
-
-
-def check_template(field: str, spec: str) -> None:
-    """A text field: alternatives joined by ``||``, each a path or a template of ``{path}``s."""
-    for alternative in (part.strip() for part in spec.split("||")):
-        if not alternative:
-            raise ValueError(f"{field}: {spec!r} has an empty alternative around '||'")
-        if "{" not in alternative and "}" not in alternative:
-            check_path(field, alternative)
-            continue
-        depth, start = 0, 0
-        for i, char in enumerate(alternative):
-            if char == "{":
-                if depth:
-                    raise ValueError(f"{field}: template {alternative!r} opens a '{{' inside another")
-                depth, start = 1, i
-            elif char == "}":
-                if not depth:
-                    raise ValueError(f"{field}: template {alternative!r} closes a '}}' it never opened")
-                depth = 0
-                if not alternative[start + 1 : i].strip():
-                    raise ValueError(f"{field}: template {alternative!r} has an empty '{{}}'")
-                check_path(field, alternative[start + 1 : i])
-        if depth:
-            raise ValueError(f"{field}: template {alternative!r} has an unclosed '{{'")
+"""Fields read as one value: a dotted path or a `Source`."""
+MappedField = tuple[str, FieldSpec]
+"""A field's name and where a record keeps it."""
 
 
 def mapping_statuses(mapping: FieldMapping) -> dict[str, CellStatus]:
@@ -212,6 +225,19 @@ SPARK_BENCH = FieldMapping(
         "spark_otel.backfill.angle": "angle",
         "spark_otel.backfill.run": "run",
     },
+    optional=(
+        "elapsed",
+        "start",
+        "end",
+        "status",
+        "timeout_flag",
+        "deadline_s",
+        "workers",
+        "prompt_tokens",
+        "attributes.spark_otel.backfill.pr",
+        "attributes.spark_otel.backfill.angle",
+        "attributes.spark_otel.backfill.run",
+    ),
 )
 
 GENERIC_CSV = FieldMapping(
@@ -228,6 +254,7 @@ GENERIC_CSV = FieldMapping(
     timeout_flag="timeout",
     deadline_s="deadline_s",
     workers="workers",
+    optional=("elapsed", "start", "end", "status", "timeout_flag", "deadline_s", "workers", "prompt_tokens"),
 )
 
 OPENAI_USAGE = FieldMapping(
@@ -242,17 +269,42 @@ OPENAI_USAGE = FieldMapping(
     elapsed="elapsed_s",
     status="status",
     mtime_is_end=False,
+    optional=("elapsed", "start", "end", "status", "prompt_tokens"),
 )
 
-BUILTIN_MAPPINGS: dict[str, FieldMapping] = {m.name: m for m in (SPARK_BENCH, GENERIC_CSV, OPENAI_USAGE)}
+
+@dataclass(frozen=True)
+class BuiltinReader:
+    """A built-in layout read by code of its own rather than by a `FieldMapping`."""
+
+    name: str
+    description: str
 
 
-def load_mapping(name_or_path: str) -> FieldMapping:
-    """A built-in mapping by name, or a JSON file holding one; else `ConfigError` naming it."""
+INSPECT = BuiltinReader("inspect", "Inspect AI's logs (.eval and .json): one cell per sample and epoch")
+LM_EVAL_NAME = "lm-eval"
+"""Named as a mapping, lm-eval's ``--log_samples`` files are refused with what they lack."""
+
+Layout = FieldMapping | BuiltinReader
+"""What ``--mapping`` names: a field mapping or a built-in reader."""
+
+BUILTIN_MAPPINGS: dict[str, Layout] = {m.name: m for m in (SPARK_BENCH, GENERIC_CSV, OPENAI_USAGE, INSPECT)}
+
+MAX_MAPPING_BYTES = MIB
+"""The cap on a mapping file: a mapping is a few hundred bytes."""
+
+
+def load_mapping(name_or_path: str) -> Layout:
+    """A built-in mapping or reader by name, or a JSON file holding a mapping; else `ConfigError`
+    naming it."""
+    from .lm_eval import LM_EVAL_SAMPLES
+
     if not isinstance(name_or_path, str):
         raise ConfigError(f"--mapping {name_or_path!r}: expected a built-in mapping's name or a file's path")
     if name_or_path in BUILTIN_MAPPINGS:
         return BUILTIN_MAPPINGS[name_or_path]
+    if name_or_path == LM_EVAL_NAME:
+        raise ConfigError(f"--mapping {LM_EVAL_NAME}: {LM_EVAL_SAMPLES}")
     path = Path(name_or_path)
     try:
         is_file = path.is_file()
@@ -266,8 +318,14 @@ def load_mapping(name_or_path: str) -> FieldMapping:
             f"({', '.join(sorted(BUILTIN_MAPPINGS))}) nor a JSON file"
         )
     try:
-        return FieldMapping.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, ValueError, OSError) as exc:
+        text = read_input(path, what="--mapping", max_bytes=MAX_MAPPING_BYTES).decode("utf-8")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a valid field mapping: {exc}") from None
+    try:
+        return FieldMapping.model_validate_json(text)
+    except (ValidationError, ValueError) as exc:
         raise ConfigError(f"{path}: not a valid field mapping: {_first_error(exc)}") from exc
 
 
@@ -276,14 +334,31 @@ def _shorten(text: str, most: int = 80) -> str:
     return shown if len(shown) <= most else shown[: most - 3] + "..."
 
 
+_UNION_MEMBER = re.compile(r"str|float|int|bool|tuple\[.*\]|function-after\[.*\]")
+"""How pydantic names the member of a union an error is about, in the error's location."""
+
+
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        err = exc.errors()[0]
+        errors = exc.errors()
+        # A field that takes a string or an object: an object's own error says what is wrong
+        # with it; the string member's ("Input should be a valid string") only that it is one.
+        err = next(
+            (e for e in errors if e["type"] != "model_type" and any("Source" in str(p) for p in e["loc"])),
+            errors[0],
+        )
+        loc = [
+            p
+            for i, p in enumerate(err["loc"])
+            if not (
+                i and err["loc"][i - 1] != "attributes" and isinstance(p, str) and _UNION_MEMBER.fullmatch(p)
+            )
+        ]
         # A key of the file's own (a status string, an attribute name) may hold anything: quoted
         # unless plain, so the message stays one line.
         where = ".".join(
             str(p) if isinstance(p, int) or (p.isprintable() and p.strip() == p and p) else repr(p)
-            for p in err["loc"]
+            for p in loc
         )
         message = str(err["msg"]).removeprefix("Value error, ")
         return f"{where}: {message}" if where else message

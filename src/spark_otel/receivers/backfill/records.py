@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,12 +41,17 @@ from typing import Any, TypeVar
 from ... import _semconv as sc
 from ..._clock import NS_PER_S
 from ..._exceptions import InputError
+from ..._files import MIB, read_input
 from ..._validate import EARLIEST_NS, LATEST_NS, MAX_COUNT, year_of
 from ...model import Cell, CellStatus
-from .mapping import FieldMapping, mapping_statuses
+from .inspect_log import inspect_cells
+from .lm_eval import LM_EVAL_SAMPLES, is_lm_eval_sample
+from .mapping import BUILTIN_MAPPINGS, FieldMapping, Layout, mapping_statuses
+from .values import MISSING, FieldSpec, Scope, lookup, segments, shown, text_of, value_of
 
 __all__ = [
     "CEILING_MULTIPLE",
+    "MAX_INPUT_BYTES",
     "BackfillResult",
     "RecordError",
     "backfill_files",
@@ -57,7 +61,6 @@ __all__ = [
     "record_uid",
 ]
 
-_TEMPLATE = re.compile(r"\{([^{}]+)\}")
 _T = TypeVar("_T")
 # The longest elapsed time a cell can have and still start and end in 2000-2100.
 _MAX_ELAPSED_S = (LATEST_NS - EARLIEST_NS) / NS_PER_S
@@ -119,11 +122,10 @@ def _json(text: str) -> Any:
         raise ValueError("nested too deeply to read") from None
 
 
-def _decoded_lines(path: Path) -> Iterator[tuple[int, str | InputError]]:
+def _decoded_lines(data: bytes) -> Iterator[tuple[int, str | InputError]]:
     """(line number, text) for each line, each decoded on its own: a line that is not UTF-8
     (a multi-byte character cut short at the end of a file still being written) is an
     `InputError` for that line, and the lines around it still read. A BOM opens line 1 only."""
-    data = path.read_bytes()
     # Lines end as in text mode: at \n, \r\n or \r (csv needs each line's own ending kept).
     for lineno, raw in enumerate(data.removeprefix(codecs.BOM_UTF8).splitlines(keepends=True), start=1):
         try:
@@ -132,12 +134,12 @@ def _decoded_lines(path: Path) -> Iterator[tuple[int, str | InputError]]:
             yield lineno, InputError(f"not UTF-8 text: byte {raw[exc.start]:#04x} at column {exc.start + 1}")
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int | None, Any]]:
+def _csv_rows(data: bytes) -> Iterator[tuple[int | None, Any]]:
     bad: dict[int, InputError] = {}
     read = [0]  # the line the reader took last: where a csv.Error is
 
     def lines() -> Iterator[str]:
-        for lineno, text in _decoded_lines(path):
+        for lineno, text in _decoded_lines(data):
             read[0] = lineno
             if isinstance(text, InputError):
                 bad[lineno] = text
@@ -171,76 +173,65 @@ def _pop_bad(bad: dict[int, InputError]) -> Iterator[tuple[int | None, Any]]:
         yield lineno, bad.pop(lineno)
 
 
-def read_records(path: Path) -> Iterator[tuple[int | None, Any]]:
-    """(line or position, record) for each record; a record that cannot be parsed (not JSON,
-    not UTF-8, not CSV) yields ``(line, InputError)`` so the caller reports it and goes on. A
-    JSON array's records are numbered from 1 by position; a whole JSON file that cannot be
-    read raises `InputError` naming it."""
+Read = tuple[int | None, Any, Any]
+"""(line or position, record or the `InputError` it gave, the document it was found in)."""
+
+
+def read_records(path: Path, data: bytes, *, root: str | tuple[str, ...] | None = None) -> Iterator[Read]:
+    """(line or position, record, document) for each record of ``data``, ``path``'s bytes; a
+    record that cannot be parsed (not JSON, not UTF-8, not CSV) comes as an `InputError` so the
+    caller reports it and goes on. A JSON array's records, and those of the list at ``root`` (a
+    mapping's records root, JSON documents only), are numbered from 1 by position; a whole JSON
+    file that cannot be read, or has no list at ``root``, raises `InputError` naming it."""
     suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".csv"):
+        if root is not None:
+            raise InputError(
+                f"{path}: the mapping's records root ({'.'.join(segments(root))!r}) applies to a JSON "
+                f"document, and this is {'CSV' if suffix == '.csv' else 'JSON Lines'}"
+            )
+        rows = _csv_rows(data) if suffix == ".csv" else _json_lines(data)
+        for position, record in rows:
+            yield position, record, record
+        return
     try:
-        if suffix in (".jsonl", ".ndjson"):
-            for lineno, line in _decoded_lines(path):
-                if isinstance(line, InputError):
-                    yield lineno, line
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    yield lineno, _json(line)
-                except ValueError as exc:
-                    yield lineno, InputError(f"not valid JSON: {exc}")
-        elif suffix == ".csv":
-            yield from _csv_rows(path)
+        document = _json(data.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text: {exc}") from exc
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc}); use .jsonl for JSON Lines") from exc
+    if root is None:
+        if isinstance(document, list):
+            for position, record in enumerate(document, start=1):
+                yield position, record, record
         else:
-            try:
-                data = _json(path.read_text(encoding="utf-8-sig"))
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{path}: not UTF-8 text: {exc}") from exc
-            except ValueError as exc:
-                raise InputError(f"{path}: not valid JSON ({exc}); use .jsonl for JSON Lines") from exc
-            if isinstance(data, list):
-                yield from enumerate(data, start=1)
-            else:
-                yield None, data
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from exc
+            yield None, document, document
+        return
+    nested = lookup(document, segments(root))
+    if not isinstance(nested, list):
+        found = "nothing" if nested is MISSING else f"{type(nested).__name__}"
+        raise InputError(
+            f"{path}: the mapping's records root {'.'.join(segments(root))!r} holds {found}, "
+            "not a list of records"
+        )
+    for position, record in enumerate(nested, start=1):
+        yield position, record, document
+
+
+def _json_lines(data: bytes) -> Iterator[tuple[int | None, Any]]:
+    for lineno, line in _decoded_lines(data):
+        if isinstance(line, InputError):
+            yield lineno, line
+            continue
+        if not line.strip():
+            continue
+        try:
+            yield lineno, _json(line)
+        except ValueError as exc:
+            yield lineno, InputError(f"not valid JSON: {exc}")
 
 
 # -- one record ------------------------------------------------------------------------------------------
-_MISSING = object()
-
-
-def _lookup(record: Any, path: str) -> Any:
-    value = record
-    for part in path.split("."):
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isascii() and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return _MISSING
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return _MISSING
-    return value
-
-
-def _text(record: Any, spec: str) -> str | object:
-    """A path or template; ``a || b`` tries each alternative in turn."""
-    if "||" in spec:
-        for alternative in spec.split("||"):
-            found = _text(record, alternative.strip())
-            if found is not _MISSING:
-                return found
-        return _MISSING
-    if "{" not in spec:
-        value = _lookup(record, spec)
-        return value if value is _MISSING else str(value)
-    missing = [p for p in _TEMPLATE.findall(spec) if _lookup(record, p) is _MISSING]
-    if missing:
-        return _MISSING
-    return _TEMPLATE.sub(lambda m: str(_lookup(record, m.group(1))), spec)
-
-
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{what} is a boolean, not a number")
@@ -343,8 +334,12 @@ def cell_from_record(
     file_mtime_ns: int | None = None,
     file_records: int = 1,
     statuses: Mapping[str, CellStatus] | None = None,
+    document: Any = None,
 ) -> Cell:
     """One record to one cell (pure). Raises ValueError saying which field does not fit.
+
+    ``document`` is what the record was found in (a mapping's records root), for the fields the
+    mapping reads from it; without one, the record itself.
 
     ``file_mtime_ns`` places a record without start and end fields (mtime minus elapsed) only
     when its file holds that one record (``file_records`` == 1): a file of many records was
@@ -353,15 +348,16 @@ def cell_from_record(
     """
     if not isinstance(record, dict):
         raise ValueError(f"a record must be an object, got {type(record).__name__}")
+    scope = Scope(record, record if document is None else document)
     # Each step raises for the first field that does not fit, in the order the fields are read.
-    cell_id, name, cell_engine = _cell_names(record, mapping, eval_name=eval_name, engine=engine)
-    prompt = _optional(record, mapping.prompt_tokens, _int, "prompt tokens")
-    completion = _optional(record, mapping.completion_tokens, _int, "completion tokens")
+    cell_id, name, cell_engine = _cell_names(scope, mapping, eval_name=eval_name, engine=engine)
+    prompt = _optional(scope, mapping.prompt_tokens, _int, "prompt tokens")
+    completion = _optional(scope, mapping.completion_tokens, _int, "completion tokens")
     scale = _SECONDS_PER_UNIT[mapping.elapsed_unit]
-    start, end = _interval_ns(record, mapping, scale, file_mtime_ns=file_mtime_ns, file_records=file_records)
-    first_token, decode, queue_wait = _durations_s(record, mapping, scale)
+    start, end = _interval_ns(scope, mapping, scale, file_mtime_ns=file_mtime_ns, file_records=file_records)
+    first_token, decode, queue_wait = _durations_s(scope, mapping, scale)
     _check_within_elapsed(first_token, decode, (end - start) / NS_PER_S, mapping)
-    status = _status(record, mapping, statuses)
+    status = _status(scope, mapping, statuses)
     return Cell(
         uid=uid,
         eval_name=name,
@@ -372,12 +368,12 @@ def cell_from_record(
         prompt_tokens=prompt,
         completion_tokens=completion,
         status=status,
-        deadline_s=_deadline_s(record, mapping),
-        workers=_optional(record, mapping.workers, _int, "workers"),
+        deadline_s=_deadline_s(scope, mapping),
+        workers=_optional(scope, mapping.workers, _int, "workers"),
         source="backfill",
         first_token_s=first_token,
         decode_s=decode,
-        attributes=_cell_attributes(record, mapping, status, queue_wait),
+        attributes=_cell_attributes(scope, mapping, status, queue_wait),
     )
 
 
@@ -389,36 +385,37 @@ _UNIT_HINT = "is elapsed_unit right?"
 
 
 def _optional(
-    record: dict[str, Any], path: str | None, convert: Callable[[Any, str], _T], what: str
+    scope: Scope, spec: FieldSpec | None, convert: Callable[[Any, str], _T], what: str
 ) -> _T | None:
     """An optional field converted, or None where the mapping has no path or the record no value;
     a value that does not convert raises naming the field and its path."""
-    if not path:
+    if not spec:
         return None
-    raw = _lookup(record, path)
-    return None if raw is _MISSING else convert(raw, f"{what} ({path})")
+    raw = value_of(spec, scope)
+    return None if raw is MISSING else convert(raw, f"{what} ({shown(spec)})")
 
 
 def _cell_names(
-    record: dict[str, Any], mapping: FieldMapping, *, eval_name: str | None, engine: str | None
+    scope: Scope, mapping: FieldMapping, *, eval_name: str | None, engine: str | None
 ) -> tuple[str, str, str | None]:
     """The cell's id, eval and engine: the record's own where the mapping finds them, else the
     caller's eval and engine. Without an id or an eval name a cell cannot be told apart."""
-    cell_id = _text(record, mapping.cell_id)
-    if cell_id is _MISSING:
-        raise ValueError(f"no cell id at {mapping.cell_id!r}")
+    cell_id = text_of(mapping.cell_id, scope)
+    if cell_id is MISSING:
+        raise ValueError(f"no cell id at {shown(mapping.cell_id)!r}")
     name = eval_name
     if mapping.eval_name:
-        found = _text(record, mapping.eval_name)
-        name = str(found) if found is not _MISSING else eval_name
+        found = text_of(mapping.eval_name, scope)
+        name = str(found) if found is not MISSING else eval_name
     if not name:
-        raise ValueError(f"no eval name at {mapping.eval_name!r}; give --eval NAME")
-    record_engine = _text(record, mapping.engine) if mapping.engine else _MISSING
-    return str(cell_id), str(name), (str(record_engine) if record_engine is not _MISSING else engine)
+        where = shown(mapping.eval_name) if mapping.eval_name else None
+        raise ValueError(f"no eval name at {where!r}; give --eval NAME")
+    record_engine = text_of(mapping.engine, scope) if mapping.engine else MISSING
+    return str(cell_id), str(name), (str(record_engine) if record_engine is not MISSING else engine)
 
 
 def _interval_ns(
-    record: dict[str, Any],
+    scope: Scope,
     mapping: FieldMapping,
     scale: float,
     *,
@@ -427,9 +424,9 @@ def _interval_ns(
 ) -> tuple[int, int]:
     """The cell's start and end in Unix ns, from the sources in the module docstring's order;
     a cell that cannot be placed, or that ends before it starts, raises."""
-    elapsed_ns = _elapsed_ns(record, mapping, scale)
-    start = _optional(record, mapping.start, _time_ns, "start")
-    end = _optional(record, mapping.end, _time_ns, "end")
+    elapsed_ns = _elapsed_ns(scope, mapping, scale)
+    start = _optional(scope, mapping.start, _time_ns, "start")
+    end = _optional(scope, mapping.end, _time_ns, "end")
     if elapsed_ns is not None:
         start, end = _completed_by_elapsed(
             start, end, elapsed_ns, mapping, file_mtime_ns=file_mtime_ns, file_records=file_records
@@ -438,7 +435,7 @@ def _interval_ns(
         raise ValueError(
             "cannot place the cell in time: need start and end, or one of them and elapsed"
             + (
-                f" (elapsed at {mapping.elapsed!r} is missing)"
+                f" (elapsed at {shown(mapping.elapsed)!r} is missing)"
                 if mapping.elapsed and elapsed_ns is None
                 else ""
             )
@@ -448,14 +445,14 @@ def _interval_ns(
     return start, end
 
 
-def _elapsed_ns(record: dict[str, Any], mapping: FieldMapping, scale: float) -> int | None:
+def _elapsed_ns(scope: Scope, mapping: FieldMapping, scale: float) -> int | None:
     """The record's elapsed time in ns; more than a century is a unit mistake, not a cell."""
-    elapsed = _optional(record, mapping.elapsed, _number, "elapsed")
-    if elapsed is None:
+    elapsed = _optional(scope, mapping.elapsed, _number, "elapsed")
+    if elapsed is None or mapping.elapsed is None:
         return None
     if elapsed * scale > _MAX_ELAPSED_S:
         raise ValueError(
-            f"elapsed ({mapping.elapsed}) is {elapsed:g} {mapping.elapsed_unit}, more than a "
+            f"elapsed ({shown(mapping.elapsed)}) is {elapsed:g} {mapping.elapsed_unit}, more than a "
             f"century; {_UNIT_HINT}"
         )
     return round(elapsed * scale * NS_PER_S)
@@ -498,13 +495,13 @@ def _interval_from_mtime(file_mtime_ns: int, elapsed_ns: int, file_records: int)
 
 
 def _durations_s(
-    record: dict[str, Any], mapping: FieldMapping, scale: float
+    scope: Scope, mapping: FieldMapping, scale: float
 ) -> tuple[float | None, float | None, float | None]:
     """Time to first token, decode time and queue wait in seconds, each as the record has it."""
     return (
-        _duration_s(record, mapping.first_token, "time to first token", scale),
-        _duration_s(record, mapping.decode, "decode time", scale),
-        _duration_s(record, mapping.queue_wait, "queue wait", scale),
+        _duration_s(scope, mapping.first_token, "time to first token", scale),
+        _duration_s(scope, mapping.decode, "decode time", scale),
+        _duration_s(scope, mapping.queue_wait, "queue wait", scale),
     )
 
 
@@ -521,47 +518,45 @@ def _check_within_elapsed(
         )
 
 
-def _status(
-    record: dict[str, Any], mapping: FieldMapping, statuses: Mapping[str, CellStatus] | None
-) -> CellStatus:
+def _status(scope: Scope, mapping: FieldMapping, statuses: Mapping[str, CellStatus] | None) -> CellStatus:
     """The record's status through the mapping's status strings (OK without one); a true timeout
     flag makes it a deadline whatever the status says. A string the mapping does not know raises
     rather than guessing."""
     status = CellStatus.OK
     if mapping.status:
-        raw_status = _lookup(record, mapping.status)
-        if raw_status is not _MISSING:
+        raw_status = value_of(mapping.status, scope)
+        if raw_status is not MISSING:
             key = str(raw_status).strip().lower()
             known = statuses if statuses is not None else mapping_statuses(mapping)
             if key not in known:
                 raise ValueError(
-                    f"status {_short(raw_status)} at {mapping.status!r} is not one this mapping knows "
+                    f"status {_short(raw_status)} at {shown(mapping.status)!r} is not one this mapping knows "
                     "(add it to status_values)"
                 )
             status = known[key]
     if mapping.timeout_flag:
-        raw_flag = _lookup(record, mapping.timeout_flag)
-        if raw_flag is not _MISSING and _flag(raw_flag):
+        raw_flag = value_of(mapping.timeout_flag, scope)
+        if raw_flag is not MISSING and _flag(raw_flag):
             status = CellStatus.DEADLINE
     return status
 
 
-def _deadline_s(record: dict[str, Any], mapping: FieldMapping) -> float | None:
+def _deadline_s(scope: Scope, mapping: FieldMapping) -> float | None:
     """The cell's ceiling: a number in the mapping is every record's, a path is each record's own."""
     if isinstance(mapping.deadline_s, int | float):
         return float(mapping.deadline_s)
-    return _optional(record, mapping.deadline_s, _number, "deadline")
+    return _optional(scope, mapping.deadline_s, _number, "deadline")
 
 
 def _cell_attributes(
-    record: dict[str, Any], mapping: FieldMapping, status: CellStatus, queue_wait: float | None
+    scope: Scope, mapping: FieldMapping, status: CellStatus, queue_wait: float | None
 ) -> dict[str, str | int | float | bool]:
     """The mapping's name, the record's scalar attribute fields and its queue wait, and
     ``error.type`` as a live cell records it (cells.py): its span, and so the cell stored from
     it, carry it."""
     attributes: dict[str, str | int | float | bool] = {"spark_otel.backfill.mapping": mapping.name}
     for attr, path in mapping.attributes.items():
-        value = _lookup(record, path)
+        value = value_of(path, scope)
         if isinstance(value, str | int | float | bool):
             attributes[attr] = value
     if queue_wait is not None:
@@ -578,9 +573,9 @@ _BUDGET_SLACK = 1e-3
 time, for rounding in the record: more is a unit mistake."""
 
 
-def _duration_s(record: dict[str, Any], path: str | None, what: str, scale: float) -> float | None:
+def _duration_s(scope: Scope, spec: FieldSpec | None, what: str, scale: float) -> float | None:
     """A duration field (a finite number >= 0) in seconds: what the record says, never estimated."""
-    value = _optional(record, path, _number, what)
+    value = _optional(scope, spec, _number, what)
     return None if value is None else value * scale
 
 
@@ -589,16 +584,39 @@ CEILING_MULTIPLE = 10.0
 "seconds" field holding milliseconds), since a cell is cut off at its ceiling."""
 
 
-def file_warnings(path: Path, cells: Sequence[Cell], mapping: FieldMapping) -> list[str]:
-    """What one file's cells say about the mapping: a completion-token path no record has (its
-    cells get no rate), elapsed times far past the cells' own ceilings."""
+_CONSEQUENCES = {
+    "completion_tokens": "its cells have no decode rate",
+    "prompt_tokens": "its cells have no prompt tokens",
+    "engine": 'its cells have no engine; give --engine NAME, or write a fixed name as {"value": "NAME"}',
+    "status": "its cells read as ok",
+    "timeout_flag": "no cell reads as a timeout by it",
+    "deadline_s": "its cells have no ceiling",
+    "workers": "its cells have no worker count",
+}
+"""What a field that no record of a file has leaves its cells without (else: without that field)."""
+
+
+def file_warnings(
+    path: Path,
+    cells: Sequence[Cell],
+    mapping: FieldMapping,
+    scopes: Sequence[Scope] = (),
+    *,
+    fallbacks: Iterable[str] = (),
+) -> list[str]:
+    """What one file's cells say about the mapping: each path no record of the file matches (once,
+    naming it; fields in the mapping's ``optional`` and those ``fallbacks`` gave a value to are
+    left alone), elapsed times far past the cells' own ceilings."""
     if not cells:
         return []
+    quiet = {*mapping.optional, *fallbacks}
     warnings = []
-    if mapping.completion_tokens is not None and all(c.completion_tokens is None for c in cells):
+    for name, spec in mapping.mapped_fields():
+        if name in quiet or any(text_of(spec, scope) is not MISSING for scope in scopes):
+            continue
+        consequence = _CONSEQUENCES.get(name, f"its cells have no {name}")
         warnings.append(
-            f"{path}: no record has completion_tokens ({mapping.completion_tokens!r}): check the "
-            "mapping's path (its cells have no decode rate)"
+            f"{path}: no record has {name} ({shown(spec)!r}): check the mapping's path ({consequence})"
         )
     long = [c for c in cells if c.deadline_s and c.elapsed_s > CEILING_MULTIPLE * c.deadline_s]
     if long:
@@ -611,46 +629,99 @@ def file_warnings(path: Path, cells: Sequence[Cell], mapping: FieldMapping) -> l
     return warnings
 
 
+MAX_INPUT_BYTES = 512 * MIB
+"""The cap on one backfill input file (JSON, JSON Lines, CSV, an Inspect log): read whole, a file
+takes several times its size in memory once parsed."""
+
+
 def backfill_files(
     paths: Iterable[str | os.PathLike[str]],
-    mapping: FieldMapping,
+    mapping: Layout,
     *,
     eval_name: str | None,
     engine: str | None = None,
 ) -> BackfillResult:
-    """Every record of every file as a cell; records (and files) that do not fit become errors."""
+    """Every record of every file as a cell; records (and files) that do not fit become errors.
+
+    Only a regular file under `MAX_INPUT_BYTES` is read: a FIFO, a device or a directory is
+    refused by name before any byte is read."""
     result = BackfillResult()
-    statuses = mapping_statuses(mapping)
     for raw_path in paths:
         path = Path(raw_path)
         try:
+            data = read_input(path, what="backfill input", max_bytes=MAX_INPUT_BYTES)
             mtime_ns = path.stat().st_mtime_ns
-            resolved = path.resolve()
-            records = list(read_records(path))
-            first_cell = len(result.cells)
-            for position, record in records:
-                result.records += 1
-                if isinstance(record, InputError):
-                    result.errors.append(RecordError(str(path), position, str(record)))
-                    continue
-                try:
-                    result.cells.append(
-                        cell_from_record(
-                            record,
-                            mapping,
-                            uid=record_uid(resolved, position),
-                            eval_name=eval_name,
-                            engine=engine,
-                            file_mtime_ns=mtime_ns,
-                            file_records=len(records),
-                            statuses=statuses,
-                        )
-                    )
-                except ValueError as exc:  # pydantic's ValidationError is a ValueError too
-                    result.errors.append(RecordError(str(path), position, str(exc).splitlines()[0]))
-            result.warnings += file_warnings(path, result.cells[first_cell:], mapping)
+            if isinstance(mapping, FieldMapping):
+                _mapped_file(result, path, data, mtime_ns, mapping, eval_name=eval_name, engine=engine)
+            else:
+                found = inspect_cells(path, data, eval_name=eval_name, engine=engine)
+                result.records += found.samples
+                result.cells += found.cells
+                result.errors += [RecordError(str(path), line, message) for line, message in found.errors]
         except InputError as exc:
-            result.errors.append(RecordError(str(path), None, str(exc).removeprefix(f"{path}: ")))
+            message = str(exc).removeprefix(f"backfill input {path}: ").removeprefix(f"{path}: ")
+            result.errors.append(RecordError(str(path), None, message))
         except OSError as exc:
             result.errors.append(RecordError(str(path), None, f"cannot read: {exc.strerror or exc}"))
     return result
+
+
+def _mapped_file(
+    result: BackfillResult,
+    path: Path,
+    data: bytes,
+    mtime_ns: int,
+    mapping: FieldMapping,
+    *,
+    eval_name: str | None,
+    engine: str | None,
+) -> None:
+    """One file's records through ``mapping``, into ``result``."""
+    if data.startswith(b"PK\x03\x04"):
+        raise InputError(
+            f"{path}: a zip file (an Inspect AI .eval log?): read Inspect logs with --mapping inspect"
+        )
+    records = list(read_records(path, data, root=mapping.records))
+    _check_layout(path, records, mapping)
+    statuses = mapping_statuses(mapping)
+    resolved = path.resolve()
+    first_cell = len(result.cells)
+    scopes = []
+    for position, record, document in records:
+        result.records += 1
+        if isinstance(record, InputError):
+            result.errors.append(RecordError(str(path), position, str(record)))
+            continue
+        if isinstance(record, dict):
+            scopes.append(Scope(record, document))
+        try:
+            result.cells.append(
+                cell_from_record(
+                    record,
+                    mapping,
+                    uid=record_uid(resolved, position),
+                    eval_name=eval_name,
+                    engine=engine,
+                    file_mtime_ns=mtime_ns,
+                    file_records=len(records),
+                    statuses=statuses,
+                    document=document,
+                )
+            )
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError too
+            result.errors.append(RecordError(str(path), position, str(exc).splitlines()[0]))
+    fallbacks = [name for name, given in (("eval_name", eval_name), ("engine", engine)) if given]
+    result.warnings += file_warnings(path, result.cells[first_cell:], mapping, scopes, fallbacks=fallbacks)
+
+
+def _check_layout(path: Path, records: Sequence[Read], mapping: FieldMapping) -> None:
+    """A file a built-in mapping cannot read, said as what it is: lm-eval's logged samples (which
+    hold no tokens or times), or an Inspect AI log read without a records root."""
+    first = next((record for _, record, _ in records if not isinstance(record, InputError)), None)
+    if mapping.name in BUILTIN_MAPPINGS and is_lm_eval_sample(first):
+        raise InputError(f"{path}: {LM_EVAL_SAMPLES}")
+    if mapping.records is None and isinstance(first, dict) and {"eval", "samples", "version"} <= first.keys():
+        raise InputError(
+            f"{path}: an Inspect AI log: read it with --mapping inspect (or give your mapping a "
+            'records root: "records": "samples")'
+        )
