@@ -279,13 +279,12 @@ class SharedState:
         """The file at the path is not the one this process opened (deleted, or replaced): say so
         once, and move to the file there now; the next transaction registers the cells this
         process runs in it."""
-        now = "is gone" if _identity(self.path) is None else "was replaced by another file"
         warn_once(
             f"governor state {self.path} moved",
-            f"governor state {self.path} {now} while this runner used it: runners that open the "
-            f"path now do not see the slots held through the old file. This runner moves to the "
-            f"file at the path and registers its {len(self._held)} running cell(s) there; a cell "
-            "admitted meanwhile beside them is not undone",
+            f"governor state {self.path} was deleted or replaced while this runner used it: runners "
+            "that open the path now do not see the slots held through the old file. This runner "
+            f"moves to the file at the path and registers its {len(self._held)} running cell(s) "
+            "there; a cell admitted meanwhile beside them is not undone",
         )
         assert self._conn is not None
         self._conn.close()
