@@ -97,7 +97,8 @@ def _state_with_a_wal(path: Path) -> None:
         from spark_otel.governor.state import SharedState
         from spark_otel.records.rules_file import parse_rules
         rules = parse_rules("[[lane]]\\nengine = 'q'\\ncells = 2\\n", where="test")
-        SharedState(sys.argv[1]).attempt(InFlight("q", "killed", None, False), "k1", rules, ticket=None, waited_s=0.0)
+        killed = InFlight("q", "killed", None, False)
+        SharedState(sys.argv[1]).attempt(killed, "k1", rules, ticket=None, waited_s=0.0)
         """,
         path,
     )

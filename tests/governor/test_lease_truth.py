@@ -150,3 +150,31 @@ def test_a_state_file_deleted_or_replaced_is_warned_once_and_the_running_cells_m
     assert other.attempt(C, "c-1", RULES, ticket=None, waited_s=0.0).slot is None
     assert runner.release(mine, A).lapse is None  # moved, not lapsed
     assert _slots(path) == [("another-box", "ev-b")]
+
+
+def test_lanes_shows_the_lapses_in_a_column_of_its_own(
+    runner: SharedState,
+    other: SharedState,
+    path: Path,
+    clock: WallClock,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from spark_otel.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    runner.host = "this-box-by-another-name"
+    first = runner.attempt(A, "a-1", RULES, ticket=None, waited_s=0.0).slot
+    assert first is not None
+    clock.advance(LEASE_S + 2)
+    runner.release(first, A)  # lapsed, slot kept: nobody came
+    assert runner.attempt(A, "a-2", RULES, ticket=None, waited_s=0.0).slot is not None
+    clock.advance(LEASE_S + 1)
+    other.attempt(B, "b-1", RULES, ticket=None, waited_s=0.0)  # takes the lapsed slot
+    runner.renew()  # and puts it back
+    assert main(["lanes", "--state", str(path)]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "engine" in line)
+    row = next(line for line in out.splitlines() if line.startswith("│ q"))
+    assert [c.strip() for c in header.split("┃")[1:-1]][-1] == "lease lapses 1 h"
+    assert [c.strip() for c in row.split("│")[1:-1]][-1] == "2 (1 slot taken), 1 still in use"

@@ -86,7 +86,7 @@ def test_a_state_file_that_is_not_one_fails_open_in_one_line_and_is_left_as_it_w
     ran = 0
     with caplog.at_level(logging.WARNING, logger="spark_otel"):
         for i in range(3):
-            with _cell(tracer_provider, meter_provider, i):  # type: ignore[attr-defined]
+            with _cell(tracer_provider, meter_provider, i):
                 ran += 1
     assert ran == 3
     assert [(r.getMessage(), r.exc_info) for r in caplog.records] == [
@@ -105,7 +105,7 @@ def test_a_state_file_that_is_not_one_is_refused_fail_closed_and_by_the_reader(
     make(path)
     before = _digest(path)
     govern(rules_file(LANE_1), state=path, fail_closed=True)
-    with pytest.raises(GovernorError) as refused, _cell(tracer_provider, meter_provider):  # type: ignore[attr-defined]
+    with pytest.raises(GovernorError) as refused, _cell(tracer_provider, meter_provider):
         pytest.fail("the cell ran")
     assert str(refused.value) == f"governor (fail-closed): the state file {path} failed: {path}: {problem}"
     with pytest.raises(InputError) as read:
@@ -120,7 +120,7 @@ def test_a_directory_as_the_state_file_fails_open_in_one_line(
     path = tmp_path / "governor.sqlite"
     path.mkdir()
     govern(rules_file(LANE_1), state=path)
-    with caplog.at_level(logging.WARNING, logger="spark_otel"), _cell(tracer_provider, meter_provider):  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="spark_otel"), _cell(tracer_provider, meter_provider):
         pass
     problem = f"{path}: governor state file: a directory, not a file"
     assert [(r.getMessage(), r.exc_info) for r in caplog.records] == [
@@ -143,7 +143,7 @@ def test_a_zero_byte_state_file_is_a_new_one_for_a_runner_and_refused_by_the_rea
     )
     assert path.stat().st_size == 0
     govern(rules_file(LANE_1), state=path)  # as a store's writer takes an empty file for a new store
-    with _cell(tracer_provider, meter_provider):  # type: ignore[attr-defined]
+    with _cell(tracer_provider, meter_provider):
         pass
     assert [lane.engine for lane in read_lanes(path)] == ["q"]
 
@@ -165,7 +165,7 @@ def test_a_locked_state_file_fails_open_in_one_line_after_the_busy_wait(
     locked: Path, rules_file: Callable[[str], Path], tracer_provider, meter_provider, caplog
 ) -> None:
     govern(rules_file(LANE_1), state=locked)
-    with caplog.at_level(logging.WARNING, logger="spark_otel"), _cell(tracer_provider, meter_provider):  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="spark_otel"), _cell(tracer_provider, meter_provider):
         pass
     problem = f"{locked}: governor state file: locked by another process past 2 s (database is locked)"
     assert [(r.getMessage(), r.exc_info) for r in caplog.records] == [
@@ -184,7 +184,7 @@ def test_an_empty_rules_file_warns_once_and_governs_nothing_or_is_refused_fail_c
     with caplog.at_level(logging.WARNING, logger="spark_otel"):
         govern(path, state=state_path)
         for i in range(3):
-            with _cell(tracer_provider, meter_provider, i):  # type: ignore[attr-defined]
+            with _cell(tracer_provider, meter_provider, i):
                 pass
     assert [(r.getMessage(), r.exc_info) for r in caplog.records] == [
         (f"spark_otel: governor rules {path} failed; the call goes on untouched: {problem}", None)
@@ -200,7 +200,8 @@ def test_a_rules_file_with_tables_and_no_rules_is_valid(
     path = rules_file("unmeasured = ['nothing measured yet']\n")
     with caplog.at_level(logging.WARNING, logger="spark_otel"):
         rules = govern(path, state=state_path, fail_closed=True).rules()
-    assert rules is not None and rules.rules == []
+    assert rules is not None
+    assert rules.rules == []
     assert caplog.records == []
 
 
@@ -213,7 +214,7 @@ def test_a_fifo_as_the_rules_file_is_refused_at_once_not_read(
 
     def run() -> None:
         govern(fifo, state=state_path)
-        with _cell(tracer_provider, meter_provider):  # type: ignore[attr-defined]
+        with _cell(tracer_provider, meter_provider):
             done.set()
 
     with caplog.at_level(logging.WARNING, logger="spark_otel"):

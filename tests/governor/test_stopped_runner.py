@@ -40,7 +40,7 @@ def _start(script: str, *args: object) -> subprocess.Popen[str]:
 
 def _line(proc: subprocess.Popen[str]) -> dict[str, object]:
     assert proc.stdout is not None
-    return json.loads(proc.stdout.readline())  # type: ignore[no-any-return]
+    return json.loads(proc.stdout.readline())
 
 
 def test_a_runner_stopped_past_its_lease_puts_its_slot_back_and_says_so(
@@ -68,11 +68,11 @@ def test_a_runner_stopped_past_its_lease_puts_its_slot_back_and_says_so(
         ("stopped", "stopped-0", True)
     ]
     after = _start("governed_runner.py", rules, state_path, "after", 1, 0.0)
-    admitted_after = float(_line(after)["t"])  # type: ignore[arg-type]
+    admitted_after = float(_line(after)["t"])
     done = _line(stopped)
     beside_done = [json.loads(line) for line in beside.communicate(timeout=60)[0].splitlines()]
     # The lane counted the stopped runner's cell again: the next cell waited for both to end.
-    assert admitted_after >= max(float(done["end"]), float(beside_done[-1]["end"]))  # type: ignore[arg-type]
+    assert admitted_after >= max(float(done["end"]), float(beside_done[-1]["end"]))
     after.communicate(timeout=60)
     _, stopped_err = stopped.communicate(timeout=60)
     assert stopped.returncode == 0

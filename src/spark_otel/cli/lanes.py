@@ -119,19 +119,17 @@ def run(args: argparse.Namespace) -> int:
                 _lapses(lane),
             ]
         )
-    print_table(
-        f"governor lanes ({state_path})",
-        [
-            "engine", "lane cap", "in use", "in use by eval", "waiting", "held back by", "longest wait s",
-            "lease lapses 1 h",
-        ],
-        rows,
-        notes={
-            "longest wait s": "real seconds the longest-waiting cell has waited so far",
-            "lease lapses 1 h": "cells that ran past their lease (runner stopped or starved) in the last "
-            "hour; slot taken: another cell was admitted in theirs meanwhile",
-        },
-    )  # fmt: skip
+    headers = ["engine", "lane cap", "in use", "in use by eval", "waiting", "held back by", "longest wait s"]
+    notes = {"longest wait s": "real seconds the longest-waiting cell has waited so far"}
+    if any(lane.lapses for lane in lanes):  # the column only when there is something to say
+        headers.append("lease lapses 1 h")
+        notes["lease lapses 1 h"] = (
+            "cells that ran past their lease (runner stopped or starved) in the last hour; slot "
+            "taken: another cell was admitted in theirs meanwhile"
+        )
+    else:
+        rows = [row[:-1] for row in rows]
+    print_table(f"governor lanes ({state_path})", headers, rows, notes=notes)
     for e in engines:
         if e in checks and checks[e].problem is not None:
             _logger.warning("%s: %s", e, checks[e].problem)
