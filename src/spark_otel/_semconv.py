@@ -116,6 +116,9 @@ CELL_QUEUE_WAIT_S = "spark_otel.cell.queue_wait_s"  # model s the governor held 
 CELL_QUEUE_RULE = "spark_otel.cell.queue_rule"  # the rule that held it back last
 CELL_QUEUE_PAST_DEADLINE = "spark_otel.cell.queue_wait_past_deadline"  # True: it waited past its own ceiling
 CELL_CLASS = "spark_otel.cell.class"  # the cell class the governor admitted it as
+CELL_LEASE_LAPSED = "spark_otel.cell.lease_lapsed"  # True: its governor lease lapsed while it ran
+CELL_LEASE_LAPSED_S = "spark_otel.cell.lease_lapsed_s"  # real s past its lease when its runner noticed
+CELL_SLOT_TAKEN = "spark_otel.cell.slot_taken"  # True: its slot went to another cell while it was lapsed
 # The cell's time budget (issue 17), model s: its elapsed time split by what the cell waited on.
 # first_token + decode + unsplit + other = elapsed; the governor's wait comes before elapsed.
 CELL_BUDGET_FIRST_TOKEN_S = "spark_otel.cell.budget.first_token_s"  # waiting for first tokens
@@ -167,6 +170,8 @@ CELL_PHASE = "spark_otel.cell.phase"  # admission | first_token | decode | unspl
 GOVERNOR_QUEUE_WAIT = "spark_otel.governor.queue_wait"  # histogram, s: a cell's wait for admission
 GOVERNOR_SLOTS = "spark_otel.governor.slots_in_use"  # per engine: cells admitted and running
 GOVERNOR_QUEUE = "spark_otel.governor.queue_length"  # per engine: cells waiting
+GOVERNOR_LEASE_LAPSES = "spark_otel.governor.lease_lapses"  # counter: cells that ran past their lease
+GOVERNOR_SLOT_TAKEN = "spark_otel.governor.slot_taken"  # on lease_lapses: the slot went to another cell
 
 # Cells run for seconds to hours (the article's ceiling is 30 minutes).
 CELL_DURATION_BUCKETS_S: tuple[float, ...] = (

@@ -352,7 +352,7 @@ class cell:
             with guard("cell finish"):
                 self._finish(state, exc, end_perf_ns, end_real_ns)
         finally:
-            self._release()
+            self._release(state)
             # Each step on its own: leaving from another context (an async generator closed
             # by the event loop) must not cost the cell its span.
             if self._in_flight:
@@ -385,13 +385,16 @@ class cell:
                 report_failure("governor admission", exc)  # the cell runs ungoverned
         return self._start(tracer_provider, meter_provider)
 
-    def _release(self) -> None:
-        """Free the governor's slot, once, whatever ended the cell."""
+    def _release(self, state: CellState) -> None:
+        """Free the governor's slot, once, whatever ended the cell; a lease that lapsed while the
+        cell ran is marked on its span."""
         admission, governor = self._admission, self._governor
         self._admission = self._governor = None
         if admission is not None and governor is not None:
             with guard("governor release"):
-                governor.release(admission, meter_provider=self._bound_meter_provider)
+                lapse = governor.release(admission, meter_provider=self._bound_meter_provider)
+                if lapse is not None:
+                    state.span.set_attributes(lapse.span_attributes())
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

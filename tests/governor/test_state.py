@@ -15,6 +15,7 @@ import pytest
 
 from spark_otel import _clock
 from spark_otel._clock import NS_PER_S
+from spark_otel._exceptions import InputError
 from spark_otel.governor import state as governor_state
 from spark_otel.governor.decision import InFlight
 from spark_otel.governor.state import LEASE_S, Decision, LaneView, Lease, SharedState
@@ -325,13 +326,16 @@ def test_a_transaction_waits_two_seconds_for_another_writer_then_says_so(
     other.execute("BEGIN IMMEDIATE")
     try:
         started = time.monotonic()
-        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        with pytest.raises(InputError) as caught:
             state.attempt(A, None, RULES, ticket=None, waited_s=0.0)
         waited = time.monotonic() - started
     finally:
         other.execute("ROLLBACK")
         other.close()
     assert 1.9 <= waited < 4.5  # the 2 s busy timeout, not SQLite's default 5 s
+    assert str(caught.value) == (
+        f"{state.path}: governor state file: locked by another process past 2 s (database is locked)"
+    )
 
 
 def test_a_live_process_s_rows_stay_and_it_is_sent_no_signal(state: SharedState, clock: WallClock) -> None:

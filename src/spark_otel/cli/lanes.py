@@ -6,8 +6,14 @@ Reads the shared admission state every governed runner on this box uses (default
 embedded store; $SPARK_OTEL_GOVERNOR_STATE) and, with --rules (else $SPARK_OTEL_RULES), the
 rules: per engine, its lane cap, the cells in use by eval, the cells waiting with the rule that
 holds each back and how long it has waited, and the evals that count as running there between
-cells. Engines whose rules are stale (now serving another model) are flagged, with the command
-that re-measures them. Reading changes nothing; --json prints the same for scripts.
+cells, and the cells whose lease lapsed while they ran in the last hour (their runner was
+stopped or starved past it; "slot taken": another cell was admitted in theirs meanwhile).
+Engines whose rules are stale (now serving another model) are flagged, with the command that
+re-measures them. --json prints the same for scripts.
+
+Reading changes nothing: the state file is opened read-only, and a path that is missing, a
+directory, not a SQLite file, locked, or not a governor state file (another program's SQLite
+file, a store) is refused by name, exit 1.
 """
 
 from __future__ import annotations
@@ -16,8 +22,12 @@ import argparse
 import logging
 import os
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ._common import print_json, print_table
+
+if TYPE_CHECKING:
+    from ..governor.state import LaneView
 
 _logger = logging.getLogger(__name__)
 
@@ -32,26 +42,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
+def _lapses(lane: LaneView | None) -> str:
+    """The lane's lease lapses of the last hour: how many, how many lost their slot, how many of
+    the cells in use now run on a lapsed lease."""
+    if lane is None or not lane.lapses:
+        return "-"
+    taken = sum(1 for lapse in lane.lapses if lapse.taken)
+    text = f"{len(lane.lapses)}" + (f" ({taken} slot taken)" if taken else "")
+    return text + (f", {lane.lapsed_in_use} still in use" if lane.lapsed_in_use else "")
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .._exceptions import InputError
     from ..governor import RULES_ENV, STATE_ENV, load_rules
-    from ..governor.state import SharedState, default_state_path
+    from ..governor.state import default_state_path, read_lanes
     from ..receivers.served_models import check_engines
 
     rules_path = args.rules or os.environ.get(RULES_ENV)
     rules = load_rules(rules_path) if rules_path else None
     state_path = Path(args.state or os.environ.get(STATE_ENV) or default_state_path())
-    if not state_path.exists():
-        raise InputError(
-            f"{state_path}: no governor state here: no governed runner has started on this box yet"
-        )
-    state = SharedState(state_path)
-    try:
-        lanes = state.lanes(rules)
-    finally:
-        state.close()
+    lanes = read_lanes(state_path, rules)
     checks = {c.engine: c for c in check_engines(rules)} if rules is not None else {}
     engines = sorted({lane.engine for lane in lanes} | set(checks))
     by_engine = {lane.engine: lane for lane in lanes}
@@ -71,6 +82,17 @@ def run(args: argparse.Namespace) -> int:
                             for c, rule, waited in (by_engine[e].waiting if e in by_engine else [])
                         ],
                         "present": [c.eval_name for c in by_engine[e].present] if e in by_engine else [],
+                        "lapsed_in_use": by_engine[e].lapsed_in_use if e in by_engine else 0,
+                        "lease_lapses": [
+                            {
+                                "eval": lapse.eval_name,
+                                "cell": lapse.cell_id,
+                                "lapsed_s": round(lapse.lapsed_s, 3),
+                                "slot_taken": lapse.taken,
+                                "noticed_unix_ns": lapse.noticed_ns,
+                            }
+                            for lapse in (by_engine[e].lapses if e in by_engine else [])
+                        ],
                         "stale": checks[e].stale if e in checks else False,
                         "problem": checks[e].problem if e in checks else None,
                     }
@@ -94,14 +116,20 @@ def run(args: argparse.Namespace) -> int:
                 len(waiting),
                 "; ".join(f"{rule} ({n})" for rule, n in held.items()) or "-",
                 f"{max(w for _, _, w in waiting):,.1f}" if waiting else "-",
+                _lapses(lane),
             ]
         )
-    print_table(
-        f"governor lanes ({state_path})",
-        ["engine", "lane cap", "in use", "in use by eval", "waiting", "held back by", "longest wait s"],
-        rows,
-        notes={"longest wait s": "real seconds the longest-waiting cell has waited so far"},
-    )
+    headers = ["engine", "lane cap", "in use", "in use by eval", "waiting", "held back by", "longest wait s"]
+    notes = {"longest wait s": "real seconds the longest-waiting cell has waited so far"}
+    if any(lane.lapses for lane in lanes):  # the column only when there is something to say
+        headers.append("lease lapses 1 h")
+        notes["lease lapses 1 h"] = (
+            "cells that ran past their lease (runner stopped or starved) in the last hour; slot "
+            "taken: another cell was admitted in theirs meanwhile"
+        )
+    else:
+        rows = [row[:-1] for row in rows]
+    print_table(f"governor lanes ({state_path})", headers, rows, notes=notes)
     for e in engines:
         if e in checks and checks[e].problem is not None:
             _logger.warning("%s: %s", e, checks[e].problem)

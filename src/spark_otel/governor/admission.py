@@ -6,8 +6,13 @@ frees the slot. The rules file is read again whenever it changes on disk, so an 
 effect at the next admission without restarting anything.
 
 Never break the eval: when the state file cannot be read or written, or the rules file is
-missing or invalid, the cell runs unthrottled and the failure is logged once (fail-open, the
-default); with ``fail_closed=True`` a `GovernorError` is raised before the cell starts.
+missing, unreadable, empty or invalid, the cell runs unthrottled and the failure is logged once,
+as one line naming the file (fail-open, the default); with ``fail_closed=True`` a
+`GovernorError` is raised before the cell starts.
+
+A cell whose lease lapsed while it ran (its process stopped or starved past it) is told so by
+`Governor.release`: the caller marks its span, and the lapse is counted in
+``spark_otel.governor.lease_lapses``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 import logging
 import os
 import random
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -32,7 +38,7 @@ from ..model import AttributeValue
 from ..records.rules_file import RulesFile, load_rules
 from ..telemetry.instruments import instruments
 from .decision import InFlight
-from .state import Decision, Lease, SharedState, default_state_path
+from .state import Decision, Lapse, Lease, SharedState, default_state_path
 
 __all__ = ["Admission", "Governor", "GovernorError"]
 
@@ -92,15 +98,23 @@ class Governor:
         read or is invalid, which fail-open logs once and fail-closed raises."""
         error: ConfigError | None = None
         try:
-            stat = self.rules_path.stat()
-            key: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+            info = self.rules_path.stat()
+            key: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+            if not stat.S_ISREG(info.st_mode):
+                key, error = (
+                    None,
+                    ConfigError(f"{self.rules_path}: cannot read the rules file: not a regular file"),
+                )
         except OSError as exc:
             key = None
             error = ConfigError(f"{self.rules_path}: cannot read the rules file: {exc.strerror or exc}")
         with self._lock:
             if key is not None and key != self._rules_key:
                 try:
-                    self._rules, self._rules_error = load_rules(self.rules_path), None
+                    self._rules, self._rules_error = (
+                        _nonempty(load_rules(self.rules_path), self.rules_path),
+                        None,
+                    )
                 except ConfigError as exc:
                     self._rules, self._rules_error = None, exc
                 self._rules_key = key
@@ -191,21 +205,50 @@ class Governor:
             )  # fmt: skip
         return True
 
-    def release(self, admission: Admission, *, meter_provider: MeterProvider | None = None) -> None:
-        """The cell ended (any way): free its slot. A failure is logged once; the slot's lease
-        then lapses within seconds."""
+    def release(self, admission: Admission, *, meter_provider: MeterProvider | None = None) -> Lapse | None:
+        """The cell ended (any way): free its slot, and say whether its lease lapsed while it ran
+        (counted in the lease-lapse metric). A failure is logged once; the slot's lease then
+        lapses within seconds."""
         if admission.slot is None:
-            return
+            return None
+        lapse = None
         try:
-            self.state.release(admission.slot, admission.cell)
+            lapse = self.state.release(admission.slot, admission.cell).lapse
         except Exception as exc:
             report_failure(f"governor state {self.state.path}", exc)
         finally:
             self._lease.drop()
             _add(meter_provider, "governor_slots", -1, admission.cell.engine)
+        if lapse is not None:
+            attrs: dict[str, AttributeValue] = {
+                sc.ENGINE: lapse.engine,
+                sc.EVAL_NAME: lapse.eval_name,
+                sc.GOVERNOR_SLOT_TAKEN: lapse.taken,
+            }
+            try:
+                instruments(meter_provider).governor_lease_lapses.add(1, attrs)
+            except Exception as exc:
+                report_failure("governor metrics", exc)
+            _logger.warning(
+                "spark-otel governor: cell %s of %s ran %.1f s past its lease on %s (its process was "
+                "stopped or starved)%s; its span is marked",
+                lapse.cell_id, lapse.eval_name, lapse.lapsed_s, lapse.engine,
+                ", and its slot was given to another cell meanwhile" if lapse.taken else "",
+            )  # fmt: skip
+        return lapse
 
     def close(self) -> None:
         self.state.close()
+
+
+def _nonempty(rules: RulesFile, path: Path) -> RulesFile:
+    """``rules``, unless the file said nothing at all (0 bytes, or only comments: a truncated
+    file, most often), which is an error: a fail-open governor warns and governs nothing, a
+    fail-closed one refuses the cell. A file with tables and no rules (the advisor had nothing
+    to say yet) is valid."""
+    if not rules.model_fields_set:
+        raise ConfigError(f"{path}: the rules file is empty: no rules, no engines; nothing is governed")
+    return rules
 
 
 def _add(meter_provider: MeterProvider | None, field: str, delta: int, engine: str) -> None:

@@ -8,6 +8,17 @@ processes that are gone: a pid on this host that no longer exists at once, any o
 its lease lapses (a few seconds). A runner killed with SIGKILL so frees its slots by the next
 admission anywhere on the box.
 
+A fourth, ``lapses``, keeps each lease that lapsed while its cell ran (the process was stopped
+or starved past it): the runner notices at its next transaction, records it, and puts its slot
+back if another runner's transaction had dropped it, so the lane counts the cell until it ends.
+A file that disappears or is replaced under a runner (another inode at the path) is warned once;
+the runner moves to the file now at the path and registers its running cells there.
+
+`read_lanes` is the reader (`spark-otel lanes`): it opens the file read-only and changes
+nothing, not even the rows of processes that are gone (it leaves them out instead). Both refuse,
+by name, a file that is not a governor state file (another program's SQLite file, a store, a
+directory, a corrupt file) instead of adding their tables to it.
+
 Every decision is one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock, which works across
 processes on a local filesystem), so two runners never take the same slot. Times are real Unix
 nanoseconds (`_clock.real_wall_ns`): the state is shared by processes whose model clocks may
@@ -23,16 +34,32 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from .. import _clock
+from .. import _semconv as sc
 from .._clock import NS_PER_S
+from .._exceptions import InputError
+from .._guard import warn_once
 from .._sqlite import use_wal
+from ..model import AttributeValue
 from ..records.rules_file import RulesFile
 from .decision import InFlight, admitted_in_order, holding_rule
 
-__all__ = ["LEASE_S", "Decision", "LaneView", "Lease", "SharedState", "default_state_path"]
+__all__ = [
+    "LAPSES_SHOWN_S",
+    "LEASE_S",
+    "Decision",
+    "LaneView",
+    "Lapse",
+    "Lease",
+    "Released",
+    "SharedState",
+    "default_state_path",
+    "read_lanes",
+]
 
 LEASE_S = 4.0
 """A row outlives its process by at most this long where the process cannot be asked directly."""
@@ -55,7 +82,24 @@ CREATE TABLE IF NOT EXISTS present (
     engine TEXT NOT NULL, eval_name TEXT NOT NULL, cell_class TEXT, has_deadline INTEGER NOT NULL,
     last_end_ns INTEGER NOT NULL, PRIMARY KEY (engine, eval_name)
 );
+CREATE TABLE IF NOT EXISTS lapses (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    host TEXT NOT NULL, pid INTEGER NOT NULL, slot INTEGER NOT NULL,
+    engine TEXT NOT NULL, eval_name TEXT NOT NULL, cell_id TEXT,
+    noticed_ns INTEGER NOT NULL, lapsed_s REAL NOT NULL, taken INTEGER NOT NULL
+);
 """
+_COLUMNS = {
+    "slots": {"id", "host", "pid", "lease_until_ns", "engine", "eval_name", "cell_class", "has_deadline"},
+    "waiting": {"ticket", "host", "pid", "lease_until_ns", "engine", "eval_name", "since_ns", "rule"},
+    "present": {"engine", "eval_name", "cell_class", "has_deadline", "last_end_ns"},
+}
+"""What a governor state file holds (the columns a reader uses); ``lapses`` is optional (a file
+written before it existed gets it from its next writer)."""
+_OWN_TABLES = {*_COLUMNS, "lapses", "sqlite_sequence"}
+LAPSES_SHOWN_S = 3600.0
+"""`spark-otel lanes` shows the leases that lapsed within this many seconds."""
+_LAPSES_KEPT_S = 86_400.0
 
 
 def default_state_path() -> Path:
@@ -83,6 +127,51 @@ class LaneView:
     waiting: list[tuple[InFlight, str | None, float]]
     """Each waiting cell, the rule holding it back, and how long it has waited (real s)."""
     present: list[InFlight]
+    lapses: list[Lapse] = field(default_factory=list)
+    """The leases that lapsed while their cells ran here, within `LAPSES_SHOWN_S`, oldest first."""
+    lapsed_in_use: int = 0
+    """Of ``in_use``, the cells whose lease lapsed while they ran (their slot put back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lapse:
+    """A lease that lapsed while its cell ran: the process was stopped or starved past it."""
+
+    engine: str
+    eval_name: str
+    cell_id: str | None
+    lapsed_s: float
+    """Real seconds past its lease when the runner noticed."""
+    taken: bool
+    """Its slot had been dropped meanwhile, so another cell could be admitted in its place."""
+    noticed_ns: int
+
+    def span_attributes(self) -> dict[str, AttributeValue]:
+        return {
+            sc.CELL_LEASE_LAPSED: True,
+            sc.CELL_LEASE_LAPSED_S: round(self.lapsed_s, 3),
+            sc.CELL_SLOT_TAKEN: self.taken,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What the end of a cell's slot found: None, or how its lease lapsed while it ran."""
+
+    lapse: Lapse | None
+
+
+@dataclass(slots=True)
+class _Held:
+    """A slot this process holds: its row now (it changes when the slot is put back), and what
+    the row says, to put it back."""
+
+    row: int
+    cell: InFlight
+    cell_id: str | None
+    admitted_ns: int
+    waited_s: float
+    lapse: Lapse | None = None
 
 
 def _host() -> str:
@@ -103,44 +192,178 @@ def _cell(row: sqlite3.Row) -> InFlight:
     return InFlight(row["engine"], row["eval_name"], row["cell_class"], bool(row["has_deadline"]))
 
 
+def _problem(path: Path, exc: BaseException) -> InputError:
+    """A failure of the state file as one line naming it and the problem."""
+    text = str(exc)
+    if isinstance(exc, OSError):
+        text = exc.strerror or text
+    if "not a database" in text:
+        what = f"not a SQLite file, or a corrupt one ({text})"
+    elif "locked" in text or "busy" in text:
+        what = f"locked by another process past {_BUSY_TIMEOUT_MS / 1000:g} s ({text})"
+    else:
+        what = text
+    return InputError(f"{path}: governor state file: {what}")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _check_shape(conn: sqlite3.Connection, path: Path, *, new_ok: bool) -> None:
+    """Nothing, when the file is a governor state file (or, where ``new_ok``, one a writer may
+    complete: none of its tables, or some); else `InputError` naming the file and what it holds."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    wrong = sorted(tables - _OWN_TABLES)
+    if not wrong and not new_ok:
+        wrong = [f"no {t} table" for t in _COLUMNS if t not in tables]
+    for table in sorted(_COLUMNS.keys() & tables):
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if missing := sorted(_COLUMNS[table] - have):
+            wrong.append(f"{table} without {', '.join(missing)}")
+    if wrong:
+        held = ", ".join(wrong[:6]) + (", ..." if len(wrong) > 6 else "") if tables else "no tables"
+        raise InputError(
+            f"{path}: not a governor state file (it holds {held}; a state file holds slots, waiting "
+            "and present): another program's SQLite file, or a spark-otel store? Name the state file "
+            "(--state, $SPARK_OTEL_GOVERNOR_STATE); nothing was changed"
+        )
+
+
 class SharedState:
-    """The state file. One instance per process and path; its connection is used under a lock
-    (threads of one runner share it) and opened again after a fork."""
+    """The state file, for a runner that takes part. One instance per process and path; its
+    connection is used under a lock (threads of one runner share it) and opened again after a
+    fork, or when the file at the path is no longer the one it opened."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
         self._pid = os.getpid()
         self.host = _host()
+        self._held: dict[int, _Held] = {}
+        """The slots this process holds, by the row each was first given (`Decision.slot`)."""
+        self._lease_until_ns: int | None = None
+        """The lease this process last wrote for its slots."""
 
     def _connection(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)  # fmt: skip
+        if self._conn is not None and self._pid == os.getpid():
+            if _identity(self.path) == self._identity:
+                return self._conn
+            self._moved()
+        if self._pid != os.getpid():
+            self._held, self._lease_until_ns = {}, None  # a forked child holds none of its parent's slots
+        if self.path.is_dir():
+            raise InputError(f"{self.path}: governor state file: a directory, not a file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)  # fmt: skip
+        try:
             conn.row_factory = sqlite3.Row
+            _check_shape(conn, self.path, new_ok=True)
             use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._pid, self._identity = conn, os.getpid(), _identity(self.path)
+        return conn
+
+    def _moved(self) -> None:
+        """The file at the path is not the one this process opened (deleted, or replaced): say so
+        once, and move to the file there now; the next transaction registers the cells this
+        process runs in it."""
+        warn_once(
+            f"governor state {self.path} moved",
+            f"governor state {self.path} was deleted or replaced while this runner used it: runners "
+            "that open the path now do not see the slots held through the old file. This runner "
+            f"moves to the file at the path and registers its {len(self._held)} running cell(s) "
+            "there; a cell admitted meanwhile beside them is not undone",
+        )
+        assert self._conn is not None
+        self._conn.close()
+        self._conn = None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                self._drop_the_gone(conn)
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
+            except (sqlite3.Error, OSError) as exc:
+                raise _problem(self.path, exc) from exc
+            try:
+                self._keep_held(conn)
                 yield conn
-            except BaseException:
+            except BaseException as exc:
                 conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _problem(self.path, exc) from exc
                 raise
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _problem(self.path, exc) from exc
 
-    def _drop_the_gone(self, conn: sqlite3.Connection) -> None:
+    def _keep_held(self, conn: sqlite3.Connection) -> None:
+        """At the start of every transaction: note a lease that lapsed while this process held
+        slots (it was stopped or starved past it), drop the rows of processes that are gone, and
+        put back any slot of this process's that is missing (dropped as lapsed, or a new file),
+        so every admission counts the cells still running."""
         now = _clock.real_wall_ns()
+        lapsed_s = None
+        if self._held and self._lease_until_ns is not None and now > self._lease_until_ns:
+            lapsed_s = (now - self._lease_until_ns) / NS_PER_S
+        mine = self._own_rows(conn) if self._held else set()
+        self._drop_the_gone(conn, now)
+        if not self._held:
+            return
+        if lapsed_s is not None:
+            for slot, held in self._held.items():
+                taken = held.row not in mine
+                conn.execute(
+                    "INSERT INTO lapses (host, pid, slot, engine, eval_name, cell_id, noticed_ns, lapsed_s,"
+                    " taken) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (self.host, os.getpid(), slot, held.cell.engine, held.cell.eval_name, held.cell_id, now,
+                     lapsed_s, int(taken)),
+                )  # fmt: skip
+                before = held.lapse
+                held.lapse = Lapse(
+                    held.cell.engine,
+                    held.cell.eval_name,
+                    held.cell_id,
+                    max(lapsed_s, before.lapsed_s if before is not None else 0.0),
+                    taken or (before is not None and before.taken),
+                    now,
+                )
+        present = self._own_rows(conn)
+        for held in self._held.values():
+            if held.row not in present:
+                held.row = self._insert(
+                    conn,
+                    "slots",
+                    held.cell,
+                    held.cell_id,
+                    admitted_ns=held.admitted_ns,
+                    waited_s=held.waited_s,
+                )
+        if lapsed_s is not None:
+            self._renew(conn)
+
+    def _own_rows(self, conn: sqlite3.Connection) -> set[int]:
+        return {
+            r[0]
+            for r in conn.execute("SELECT id FROM slots WHERE host = ? AND pid = ?", (self.host, os.getpid()))
+        }
+
+    def _drop_the_gone(self, conn: sqlite3.Connection, now: int) -> None:
+        conn.execute("DELETE FROM lapses WHERE noticed_ns < ?", (now - int(_LAPSES_KEPT_S * NS_PER_S),))
         for table in ("slots", "waiting"):
             conn.execute(f"DELETE FROM {table} WHERE lease_until_ns < ?", (now,))
             pids = {
@@ -184,11 +407,17 @@ class SharedState:
             if verdicts[-1]:
                 conn.execute("DELETE FROM waiting WHERE ticket = ?", (ticket,))
                 slot = self._insert(conn, "slots", cell, cell_id, admitted_ns=now, waited_s=waited_s)
-                return Decision(slot, None, None)
-            held = holding_rule(cell, flying, rules, present=present)
-            rule = held.describe() if held is not None else "an earlier cell in the queue for this lane"
-            conn.execute("UPDATE waiting SET rule = ? WHERE ticket = ?", (rule, ticket))
-            return Decision(None, ticket, rule)
+                lease = self._lease()
+            else:
+                held = holding_rule(cell, flying, rules, present=present)
+                rule = held.describe() if held is not None else "an earlier cell in the queue for this lane"
+                conn.execute("UPDATE waiting SET rule = ? WHERE ticket = ?", (rule, ticket))
+                return Decision(None, ticket, rule)
+        with self._lock:  # held once it is committed: a slot that never was is never put back
+            if not self._held:
+                self._lease_until_ns = lease
+            self._held[slot] = _Held(slot, cell, cell_id, now, waited_s)
+        return Decision(slot, None, None)
 
     def _insert(
         self, conn: sqlite3.Connection, table: str, cell: InFlight, cell_id: str | None, **more: float
@@ -210,17 +439,38 @@ class SharedState:
         assert row is not None
         return row
 
-    def release(self, slot: int, cell: InFlight) -> None:
-        """The cell ended: free its slot and note when its eval last ran on its engine."""
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM slots WHERE id = ?", (slot,))
-            conn.execute(
-                "INSERT INTO present (engine, eval_name, cell_class, has_deadline, last_end_ns)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (engine, eval_name) DO UPDATE SET"
-                " last_end_ns = excluded.last_end_ns, has_deadline = excluded.has_deadline,"
-                " cell_class = excluded.cell_class",
-                (cell.engine, cell.eval_name, cell.cell_class, int(cell.has_deadline), _clock.real_wall_ns()),
-            )
+    def release(self, slot: int, cell: InFlight) -> Released:
+        """The cell ended: free its slot, note when its eval last ran on its engine, and say
+        whether its lease lapsed while it ran."""
+        held: _Held | None = None
+        try:
+            with self._transaction() as conn:
+                held = self._forget(slot)  # under the lock: no transaction puts it back now
+                conn.execute("DELETE FROM slots WHERE id = ?", (held.row if held is not None else slot,))
+                conn.execute(
+                    "INSERT INTO present (engine, eval_name, cell_class, has_deadline, last_end_ns)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (engine, eval_name) DO UPDATE SET"
+                    " last_end_ns = excluded.last_end_ns, has_deadline = excluded.has_deadline,"
+                    " cell_class = excluded.cell_class",
+                    (
+                        cell.engine,
+                        cell.eval_name,
+                        cell.cell_class,
+                        int(cell.has_deadline),
+                        _clock.real_wall_ns(),
+                    ),
+                )
+        finally:
+            if held is None:
+                with self._lock:
+                    held = self._forget(slot)
+        return Released(held.lapse if held is not None else None)
+
+    def _forget(self, slot: int) -> _Held | None:
+        held = self._held.pop(slot, None)
+        if not self._held:
+            self._lease_until_ns = None
+        return held
 
     def withdraw(self, ticket: int) -> None:
         """A waiting cell gave up (cancelled, interrupted): leave the queue."""
@@ -230,41 +480,115 @@ class SharedState:
     def renew(self) -> None:
         """Extend this process's leases."""
         with self._transaction() as conn:
-            lease = self._lease()
-            for table in ("slots", "waiting"):
-                conn.execute(
-                    f"UPDATE {table} SET lease_until_ns = ? WHERE host = ? AND pid = ?",
-                    (lease, self.host, os.getpid()),
-                )
+            self._renew(conn)
+
+    def _renew(self, conn: sqlite3.Connection) -> None:
+        lease = self._lease()
+        for table in ("slots", "waiting"):
+            conn.execute(
+                f"UPDATE {table} SET lease_until_ns = ? WHERE host = ? AND pid = ?",
+                (lease, self.host, os.getpid()),
+            )
+        if self._held:
+            self._lease_until_ns = lease
 
     def lanes(self, rules: RulesFile | None = None) -> list[LaneView]:
-        """Every lane with a cell in use, waiting or present, for `spark-otel lanes`."""
+        """Every lane with a cell in use, waiting or present, as a runner taking part sees it."""
         with self._transaction() as conn:
-            now = _clock.real_wall_ns()
-            gap_ns = int((rules.eval_gap_s if rules else 2.0) * NS_PER_S)
-            slots = list(conn.execute("SELECT * FROM slots ORDER BY id"))
-            waiting = list(conn.execute("SELECT * FROM waiting ORDER BY ticket"))
-            present = list(conn.execute("SELECT * FROM present WHERE last_end_ns >= ?", (now - gap_ns,)))
-        engines = sorted({r["engine"] for r in (*slots, *waiting, *present)})
-        return [
-            LaneView(
-                engine=e,
-                in_use=[_cell(r) for r in slots if r["engine"] == e],
-                waiting=[
-                    (_cell(r), r["rule"], (now - r["since_ns"]) / NS_PER_S)
-                    for r in waiting
-                    if r["engine"] == e
-                ],
-                present=[_cell(r) for r in present if r["engine"] == e],
-            )
-            for e in engines
-        ]
+            return _lane_views(conn, rules, _clock.real_wall_ns(), self.host, lambda _row: True)
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+def _lane_views(
+    conn: sqlite3.Connection,
+    rules: RulesFile | None,
+    now: int,
+    host: str,
+    live: Callable[[sqlite3.Row], bool],
+) -> list[LaneView]:
+    """Every lane with a cell in use, waiting or present (rows ``live`` keeps), and its lapses."""
+    gap_ns = int((rules.eval_gap_s if rules else 2.0) * NS_PER_S)
+    slots = [r for r in conn.execute("SELECT * FROM slots ORDER BY id") if live(r)]
+    waiting = [r for r in conn.execute("SELECT * FROM waiting ORDER BY ticket") if live(r)]
+    present = list(conn.execute("SELECT * FROM present WHERE last_end_ns >= ?", (now - gap_ns,)))
+    lapses: list[sqlite3.Row] = []
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lapses'").fetchone():
+        since = now - int(LAPSES_SHOWN_S * NS_PER_S)
+        lapses = list(conn.execute("SELECT * FROM lapses WHERE noticed_ns >= ? ORDER BY id", (since,)))
+    lapsed_rows = {(r["host"], r["pid"], r["engine"], r["eval_name"], r["cell_id"]) for r in lapses}
+    engines = sorted({r["engine"] for r in (*slots, *waiting, *present, *lapses)})
+    return [
+        LaneView(
+            engine=e,
+            in_use=[_cell(r) for r in slots if r["engine"] == e],
+            waiting=[
+                (_cell(r), r["rule"], (now - r["since_ns"]) / NS_PER_S) for r in waiting if r["engine"] == e
+            ],
+            present=[_cell(r) for r in present if r["engine"] == e],
+            lapses=[
+                Lapse(
+                    r["engine"],
+                    r["eval_name"],
+                    r["cell_id"],
+                    r["lapsed_s"],
+                    bool(r["taken"]),
+                    r["noticed_ns"],
+                )
+                for r in lapses
+                if r["engine"] == e
+            ],
+            lapsed_in_use=sum(
+                1
+                for r in slots
+                if r["engine"] == e
+                and (r["host"], r["pid"], r["engine"], r["eval_name"], r["cell_id"]) in lapsed_rows
+            ),
+        )
+        for e in engines
+    ]
+
+
+def read_lanes(path: str | Path, rules: RulesFile | None = None) -> list[LaneView]:
+    """The lanes in the state file at ``path``, read without taking part: the file is opened
+    read-only (SQLite ``mode=ro``) and nothing in it changes; the rows of processes that are gone
+    are left out, not dropped. `InputError` naming the file when it is missing, a directory, not
+    a SQLite file, locked, or not a governor state file."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: governor state file: a directory, not a file")
+    if not path.is_file():
+        raise InputError(f"{path}: no governor state here: no governed runner has started on this box yet")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: not a governor state file: an empty file (0 bytes); nothing was changed")
+    host = _host()
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )  # fmt: skip
+    except sqlite3.Error as exc:
+        raise _problem(path, exc) from exc
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("BEGIN")
+        _check_shape(conn, path, new_ok=False)
+        now = _clock.real_wall_ns()
+
+        def live(row: sqlite3.Row) -> bool:
+            if row["lease_until_ns"] < now:
+                return False
+            return row["host"] != host or _pid_alive(row["pid"])
+
+        return _lane_views(conn, rules, now, host, live)
+    except sqlite3.Error as exc:
+        raise _problem(path, exc) from exc
+    finally:
+        conn.close()
 
 
 class Lease:
@@ -309,5 +633,5 @@ class Lease:
                 return
             try:
                 state.renew()
-            except (sqlite3.Error, OSError) as exc:
+            except Exception as exc:
                 self._on_error(exc)

@@ -128,8 +128,11 @@ class Store:
 
     A writer (the default) creates the file and its tables when missing. ``read_only=True`` is
     for commands that only read: the file must exist and be a spark-otel store (else a
-    `StoreError` naming it), and nothing is created, added or switched (no tables, no journal
-    mode): pointed at another program's SQLite file, a read leaves it as it was. Only a writer
+    `StoreError` naming it), and SQLite opens it read-only (``mode=ro``): nothing is created,
+    added, switched or checkpointed, so pointed at another program's SQLite file, or at a store a
+    crashed writer left a WAL beside, a read leaves its bytes as they were. (Reading a WAL file
+    safely needs SQLite's ``-wal`` and ``-shm`` beside it: a reader may create those, never the
+    file itself.) Only a writer
     migrates an older store (`versions` says what each open accepts).
     """
 
@@ -157,14 +160,17 @@ class Store:
     def _connect(self) -> sqlite3.Connection:
         try:
             if self.read_only:
+                if self.path.is_dir():
+                    raise StoreError(f"{self.path}: a directory, not a store file (check --store)")
                 if not self.path.is_file():
                     raise StoreError(
                         f"{self.path}: no such store (nothing was recorded there; check --store "
                         "or $SPARK_OTEL_STORE)"
                     )
-                # mode=rw: never creates the file; nothing below writes to it.
+                # mode=ro: SQLite neither creates nor writes the file (a read-write connection
+                # would checkpoint a WAL a crashed writer left into it when it closes).
                 conn = sqlite3.connect(
-                    f"file:{quote(str(self.path.resolve()))}?mode=rw",
+                    f"file:{quote(str(self.path.resolve()))}?mode=ro",
                     uri=True,
                     timeout=_BUSY_TIMEOUT_MS / 1000,
                     check_same_thread=False,

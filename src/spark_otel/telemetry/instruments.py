@@ -42,6 +42,7 @@ class Instruments:
     governor_wait: Histogram
     governor_slots: UpDownCounter
     governor_queue: UpDownCounter
+    governor_lease_lapses: Counter
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,11 @@ SPECS: tuple[InstrumentSpec, ...] = (
     InstrumentSpec(
         "governor_queue", "up_down_counter", sc.GOVERNOR_QUEUE, "{cell}",
         "Governed cells waiting for their lane, per engine (this process's; sum over processes).",
+    ),
+    InstrumentSpec(
+        "governor_lease_lapses", "counter", sc.GOVERNOR_LEASE_LAPSES, "{cell}",
+        "Governed cells whose lease lapsed while they ran (their process stopped or starved past "
+        "it), per engine and eval; slot_taken: another cell was admitted in their slot meanwhile.",
     ),
 )  # fmt: skip
 """Every instrument spark-otel records, in one table: `Instruments` and the bulk histograms
