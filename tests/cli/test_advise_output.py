@@ -198,8 +198,8 @@ def test_advise_refuses_a_store_without_cells(tmp_path: Path, capsys: pytest.Cap
     Store(path).close()
     assert main(["advise", "--store", str(path)]) == 1
     assert capsys.readouterr().err == (
-        f"spark-otel: error: {path}: no cells recorded; "
-        "instrument an eval or run `spark-otel backfill` first\n"
+        f"spark-otel: error: {path}: no cells; nothing is recorded there: instrument an eval "
+        "(spark_otel.instrument(), with spark_otel.cell() per cell) or run `spark-otel backfill` first\n"
     )
 
 
@@ -212,7 +212,8 @@ def test_advise_for_an_engine_without_cells_names_every_engine_there_is(
         store.write_cells([cell("x", 0, 10, 100, engine="q"), cell("y", 0, 10, 100, engine=None)])
     assert main(["advise", "--store", str(path), "--engine", "nope"]) == 1
     assert capsys.readouterr().err == (
-        f"spark-otel: error: {path}: no cells recorded on engine 'nope' (engines: q, unknown)\n"
+        f"spark-otel: error: {path}: no cells on engine 'nope' (engines: q, unknown); "
+        "it holds 2 cells (`spark-otel cells`)\n"
     )
 
 
