@@ -122,6 +122,11 @@ REQUESTS = [
     Request(uid="r2", engine="nemotron", operation="chat", server_address="10.0.0.5", start_unix_ns=_at(60),
             end_unix_ns=_at(61)),
 ]  # fmt: skip
+R2_AS_CELL = Cell(uid="r2", eval_name="requests to nemotron", cell_id="r2", engine="nemotron",
+                  start_unix_ns=_at(60), end_unix_ns=_at(61), source="request",
+                  attributes={sc.GEN_AI_OPERATION_NAME: "chat"})  # fmt: skip
+"""r2, which no cell holds, read as a cell of its own (analysis.request_cells)."""
+STORED_CELLS = [*CELLS[:2], R2_AS_CELL, *CELLS[2:]]
 TIMING = ServerTiming(request_uid="r1", trace_id="ab" * 16, span_uid="cd" * 8, engine="qwen",
                       arrival_unix_ns=_at(41), queue_s=0.5, prefill_s=0.25, decode_s=7.0,
                       e2e_s=7.75)  # fmt: skip
@@ -527,7 +532,7 @@ def test_inputs_from_store_reads_every_record_and_warns_of_each_document_it_skip
         inputs = inputs_from_store(box)
     assert inputs == ReportInputs(
         source=str(box.path),
-        cells=CELLS,
+        cells=STORED_CELLS,
         windows=WINDOWS,
         probes=[PROBE],
         curves=[PROBE.curve],
@@ -538,7 +543,9 @@ def test_inputs_from_store_reads_every_record_and_warns_of_each_document_it_skip
         instruments=instruments_from_store(box),
         requests=REQUESTS,
         server_timings={"r1": TIMING},
+        holdings=box.row_counts(),
     )
+    assert inputs.holdings["requests"] == len(REQUESTS)
     assert inputs.instruments is not None
     assert inputs.instruments.interval_source == "probe"
     assert str(box.path).endswith("box.sqlite")
@@ -575,7 +582,7 @@ def test_inputs_from_store_without_probe_tables_reads_the_curves_only(
         inputs = inputs_from_store(box, source="the box", probe_tables=False)
     assert inputs == ReportInputs(
         source="the box",
-        cells=CELLS,
+        cells=STORED_CELLS,
         windows=WINDOWS,
         probes=[],
         curves=[PROBE.curve],
@@ -586,6 +593,7 @@ def test_inputs_from_store_without_probe_tables_reads_the_curves_only(
         instruments=None,
         requests=REQUESTS,
         server_timings={"r1": TIMING},
+        holdings=box.row_counts(),
     )
     assert _warnings(caplog) == CURVE_PROBLEMS
 
@@ -672,6 +680,7 @@ def test_inputs_from_otlp_json_rebuilds_the_records_and_names_every_file(
         windows=[window_from_span(kind["load nemotron eval"])],
         requests=[request],
         server_timings={request.uid: timing},
+        holdings={"cells": 2, "requests": 1, "load_windows": 1},
     )
     assert [(c.cell_id, c.status) for c in inputs.cells] == [
         ("B#265", CellStatus.OK),

@@ -7,7 +7,9 @@ and each result says how many of its cells are requests (``requests_as_cells``).
 once (docs/decisions.md, "Requests standing in for cells"):
 
 * **which**: a request without a cell, or whose cell is not among the cells given (a request
-  inside a recorded cell is that cell's, never counted twice);
+  inside a recorded cell is that cell's, never counted twice), unless it ran inside a recorded
+  load or probe window on its engine: that window already stands for it as load (the demo's
+  imposed streams, a probe run in an instrumented process);
 * **eval**: the eval recorded with the request (the cell's it ran in, else its runner's
   ``SPARK_OTEL_EVAL``, ``spark_otel.eval`` resource attribute or ``OTEL_SERVICE_NAME``: see
   `records.span_codec.runner_eval`), else ``requests to ENGINE``;
@@ -27,9 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from .. import _semconv as sc
-from ..model import AttributeValue, Cell, CellStatus, Request
+from ..model import AttributeValue, Cell, CellStatus, LoadWindow, Request
 
 __all__ = [
+    "LOAD_KINDS",
     "REQUEST_SOURCE",
     "count_requests_as_cells",
     "is_request_cell",
@@ -43,6 +46,8 @@ __all__ = [
 
 REQUEST_SOURCE = "request"
 """The ``source`` of a cell that is a request standing in for one."""
+LOAD_KINDS = ("load", "probe")
+"""Kinds of recorded window whose requests are that load's, not cells."""
 
 
 def is_request_cell(cell: Cell) -> bool:
@@ -125,23 +130,40 @@ def request_as_cell(request: Request, engine_urls: Mapping[str, str] | None = No
     )
 
 
+def _inside_load(cell: Cell, loads: Sequence[LoadWindow]) -> bool:
+    return any(
+        w.engine == cell.engine
+        and w.start_unix_ns <= cell.start_unix_ns
+        and cell.end_unix_ns <= w.end_unix_ns
+        for w in loads
+    )
+
+
 def requests_as_cells(
     requests: Iterable[Request],
     cells: Iterable[Cell] = (),
     *,
     engine_urls: Mapping[str, str] | None = None,
+    windows: Iterable[LoadWindow] = (),
 ) -> list[Cell]:
-    """The requests no cell of ``cells`` holds, each as a cell of its own, in time order."""
+    """The requests no cell of ``cells`` holds and no load or probe window of ``windows`` on their
+    engine covers, each as a cell of its own, in time order."""
     held = {c.uid for c in cells}
+    loads = [w for w in windows if w.kind in LOAD_KINDS and w.engine is not None]
     out = [request_as_cell(r, engine_urls) for r in requests if r.cell_uid is None or r.cell_uid not in held]
-    return sorted(out, key=lambda c: (c.start_unix_ns, c.uid))
+    return sorted((c for c in out if not _inside_load(c, loads)), key=lambda c: (c.start_unix_ns, c.uid))
 
 
 def with_requests_as_cells(
-    cells: Sequence[Cell], requests: Iterable[Request], *, engine_urls: Mapping[str, str] | None = None
+    cells: Sequence[Cell],
+    requests: Iterable[Request],
+    *,
+    engine_urls: Mapping[str, str] | None = None,
+    windows: Iterable[LoadWindow] = (),
 ) -> list[Cell]:
-    """``cells`` and the requests none of them holds as cells of their own, in time order."""
-    stand_ins = requests_as_cells(requests, cells, engine_urls=engine_urls)
+    """``cells`` and the requests none of them holds as cells of their own (`requests_as_cells`),
+    in time order."""
+    stand_ins = requests_as_cells(requests, cells, engine_urls=engine_urls, windows=windows)
     if not stand_ins:
         return list(cells)
     return sorted([*cells, *stand_ins], key=lambda c: c.start_unix_ns)

@@ -142,7 +142,10 @@ def cells_from_store(store: Store) -> list[Cell]:
     from ..analysis.request_cells import with_requests_as_cells
 
     return with_requests_as_cells(
-        store.cells(), store.requests_outside_cells(), engine_urls=store.engine_urls()
+        store.cells(),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
     )
 
 
@@ -237,7 +240,7 @@ def inputs_from_otlp_json(paths: Sequence[str | Path]) -> ReportInputs:
     records = read_otlp_json(paths)
     return ReportInputs(
         source=", ".join(str(p) for p in paths),
-        cells=with_requests_as_cells(records.cells, records.requests),
+        cells=with_requests_as_cells(records.cells, records.requests, windows=records.windows),
         holdings={
             "cells": len(records.cells),
             "requests": len(records.requests),
