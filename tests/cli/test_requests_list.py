@@ -117,3 +117,17 @@ def test_commands_on_an_empty_store_say_nothing_is_recorded(
     for argv in (["concurrency"], ["advise"], ["timeouts"]):
         assert main([*argv, "--store", str(path)]) == 1, argv
         assert capsys.readouterr().err == expected, argv
+
+
+def test_cells_on_a_store_of_requests_only_points_at_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bare.sqlite"
+    with Store(path) as store:
+        store.write_requests([_request("b1", 0), _request("b2", 30)])
+    assert main(["cells", "--store", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "no cells here, but the store holds 2 requests outside any cell: `spark-otel requests` lists them, "
+        "and the answers count each as a cell of its own"
+    ) in out

@@ -81,12 +81,14 @@ def _engines_by_address(engine_urls: Mapping[str, str]) -> dict[str, str]:
 def request_engine(request: Request, engine_urls: Mapping[str, str] | None = None) -> str | None:
     """The engine a request ran on: its own, else the one ``engine_urls`` (engine to base URL, as
     `Store.engine_urls` reads them) names at its address, else the address; None without one."""
+    return _engine(request, _engines_by_address(engine_urls or {}))
+
+
+def _engine(request: Request, by_address: Mapping[str, str]) -> str | None:
     if request.engine:
         return request.engine
     address = _address(request)
-    if address is None:
-        return None
-    return _engines_by_address(engine_urls or {}).get(address, address)
+    return None if address is None else by_address.get(address, address)
 
 
 def request_eval(request: Request, engine: str | None) -> str:
@@ -109,7 +111,11 @@ def request_status(request: Request) -> CellStatus:
 
 def request_as_cell(request: Request, engine_urls: Mapping[str, str] | None = None) -> Cell:
     """One request as a cell of its own (the module's rule)."""
-    engine = request_engine(request, engine_urls)
+    return _as_cell(request, _engines_by_address(engine_urls or {}))
+
+
+def _as_cell(request: Request, by_address: Mapping[str, str]) -> Cell:
+    engine = _engine(request, by_address)
     attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: request.operation}
     model = request.response_model or request.request_model
     if model:
@@ -150,7 +156,8 @@ def requests_as_cells(
     engine covers, each as a cell of its own, in time order."""
     held = {c.uid for c in cells}
     loads = [w for w in windows if w.kind in LOAD_KINDS and w.engine is not None]
-    out = [request_as_cell(r, engine_urls) for r in requests if r.cell_uid is None or r.cell_uid not in held]
+    by_address = _engines_by_address(engine_urls or {})
+    out = [_as_cell(r, by_address) for r in requests if r.cell_uid is None or r.cell_uid not in held]
     return sorted((c for c in out if not _inside_load(c, loads)), key=lambda c: (c.start_unix_ns, c.uid))
 
 

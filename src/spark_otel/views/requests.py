@@ -20,6 +20,7 @@ __all__ = [
     "requests_as_cells_line",
     "requests_json",
     "requests_list",
+    "requests_outside_cells_hint",
     "requests_title",
 ]
 
@@ -88,6 +89,17 @@ def no_cells(
 def cell_label(cell_id: str, *, request_as_cell: bool) -> str:
     """A cell's id in a list of cells, marked where the cell is a request standing in for one."""
     return f"{cell_id} (request)" if request_as_cell else cell_id
+
+
+def requests_outside_cells_hint(n: int) -> str | None:
+    """What ``spark-otel cells`` adds where it lists no cell and the store holds ``n`` requests no
+    cell holds; None where it holds none."""
+    if not n:
+        return None
+    return (
+        f"no cells here, but the store holds {n:,} request{'' if n == 1 else 's'} outside any cell: "
+        f"`{REQUESTS_COMMAND}` lists them, and the answers count each as a cell of its own"
+    )
 
 
 def requests_title(n: int, outside: int) -> str:
