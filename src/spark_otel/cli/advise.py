@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args) as store, status(f"reading {store.path}") as phase:
         inputs = inputs_from_store(store, probe_tables=False)
         phase.update(f"computing the queue rules over {len(inputs.cells):,} cells")
-        found = _overview(args, inputs, config, store.row_counts())
+        found = _overview(args, inputs, config)
     advice = found.advice
     assert advice is not None  # there are cells
     if args.write_rules:
@@ -125,9 +125,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _overview(
-    args: argparse.Namespace, inputs: ReportInputs, config: AdvisorConfig, counts: dict[str, int]
-) -> Overview:
+def _overview(args: argparse.Namespace, inputs: ReportInputs, config: AdvisorConfig) -> Overview:
     from .._exceptions import InputError
     from ..analysis.concurrency import UNKNOWN_ENGINE
     from ..analysis.request_cells import count_requests_as_cells
@@ -135,13 +133,13 @@ def _overview(
     from ..views.requests import no_cells
 
     if not inputs.cells:
-        raise InputError(no_cells(inputs.source, counts))
+        raise InputError(no_cells(inputs.source, inputs.holdings))
     if args.engine is not None and not any(c.engine == args.engine for c in inputs.cells):
         engines = sorted({c.engine or UNKNOWN_ENGINE for c in inputs.cells})
         raise InputError(
             no_cells(
                 inputs.source,
-                counts,
+                inputs.holdings,
                 scope=f" on engine {args.engine!r} (engines: {', '.join(engines)})",
                 stand_ins=count_requests_as_cells(inputs.cells),
             )

@@ -189,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
             path = store.path
             phase.update(f"reading GPU energy over {len(cells):,} cells")
             energy = _energy(store, everyone, args)
-            counts = store.row_counts()
+            in_scope = any(args.eval_name is None or c.eval_name == args.eval_name for c in cells)
+            counts = {} if in_scope else store.row_counts()  # what a refusal names
         phase.update(f"computing in-flight levels over {len(cells):,} cells")
         report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
         if report.engines and not args.json:

@@ -37,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
 
     with open_store(args) as store:
         cells, windows = cells_from_store(store), store.windows()  # requests no cell holds as cells
-        counts = store.row_counts()
+        scoped = [c for c in cells if args.eval_name is None or c.eval_name == args.eval_name]
+        counts = {} if scoped else store.row_counts()  # what a refusal names
         source = str(store.path)
-    scoped = [c for c in cells if args.eval_name is None or c.eval_name == args.eval_name]
     if not scoped:
         evals = sorted({c.eval_name for c in cells})
         scope = "" if args.eval_name is None else f" of eval {args.eval_name!r}"
