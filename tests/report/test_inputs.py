@@ -708,3 +708,39 @@ def test_inputs_from_otlp_json_names_the_file_it_cannot_read(tmp_path: Path) -> 
     assert str(raised.value) == (
         f"{cut}:1: not an OTLP JSON trace export: Expecting value: line 1 column 20 (char 19)"
     )
+
+
+def test_an_otlp_export_of_requests_outside_cells_reads_them_as_cells(tmp_path: Path) -> None:
+    """As from a store: a request no cell holds is a cell of its own, on the engine the cell's
+    requests to the same address named, under the eval its runner named on the resource."""
+    from tests.support.otlp_json_export import CELL, REQUEST, export, span
+
+    address = {sc.SERVER_ADDRESS: {"stringValue": "127.0.0.1"}, sc.SERVER_PORT: {"intValue": "8000"}}
+    cell_span = span("cell golden-review", CELL, spanId="00000000000000c1")
+    inside = span(
+        "text_completion m",
+        {
+            **REQUEST,
+            **address,
+            sc.CELL_UID: {"stringValue": "00000000000000c1"},
+            sc.EVAL_NAME: {"stringValue": "golden-review"},
+            sc.ENGINE: {"stringValue": "qwen"},
+        },
+        spanId="00000000000000a1",
+    )
+    outside = span(
+        "text_completion m",
+        {**REQUEST, **address, sc.GEN_AI_USAGE_OUTPUT_TOKENS: {"intValue": "7"}},
+        spanId="00000000000000b1",
+    )
+    request = export(cell_span, inside, outside)
+    request["resourceSpans"][0]["resource"] = {
+        "attributes": [{"key": sc.SERVICE_NAME, "value": {"stringValue": "lm-eval"}}]
+    }
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(request))
+    inputs = inputs_from_otlp_json([path])
+    assert [(c.uid, c.eval_name, c.engine, c.source, c.completion_tokens) for c in inputs.cells] == [
+        ("00000000000000c1", "golden-review", None, "live", None),
+        ("00000000000000b1", "lm-eval", "qwen", "request", 7),
+    ]

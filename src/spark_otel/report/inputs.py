@@ -238,9 +238,16 @@ def inputs_from_otlp_json(paths: Sequence[str | Path]) -> ReportInputs:
     from ..receivers.otlp_json import read_otlp_json
 
     records = read_otlp_json(paths)
+    named = {  # where the cells' requests named their engine, as `Store.engine_urls` reads it
+        r.engine: f"http://{r.server_address}" + (f":{r.server_port}" if r.server_port else "")
+        for r in records.requests
+        if r.engine and r.server_address
+    }
     return ReportInputs(
         source=", ".join(str(p) for p in paths),
-        cells=with_requests_as_cells(records.cells, records.requests, windows=records.windows),
+        cells=with_requests_as_cells(
+            records.cells, records.requests, engine_urls=named, windows=records.windows
+        ),
         holdings={
             "cells": len(records.cells),
             "requests": len(records.requests),
