@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -134,15 +135,20 @@ def test_concurrency_counts_each_request_outside_a_cell_once_as_a_cell(recorded,
     assert "(request)" in out
 
 
-def test_neighbour_cost_advise_and_timeouts_say_how_many_cells_are_requests(recorded, capsys) -> None:
+def test_neighbour_cost_advise_and_timeouts_say_how_many_cells_are_requests(
+    recorded, tmp_path: Path, capsys
+) -> None:
     store = recorded["mixed"]
     neighbour = _json(capsys, "neighbour-cost", "--store", store, "--eval", EVAL)
     assert neighbour["n_cells"] == neighbour["requests_as_cells"] == 7
     assert neighbour["timeouts"] == 1
     assert all(c["request_as_cell"] for c in neighbour["cells"])
 
-    advice = _json(capsys, "advise", "--store", store)
+    rules = tmp_path / "rules.toml"
+    advice = _json(capsys, "advise", "--store", store, "--write-rules", str(rules))
     assert (advice["n_cells"], advice["requests_as_cells"]) == (8, 7)
+    source = tomllib.loads(rules.read_text("utf-8"))["source"]
+    assert source == f"{store} (7 of the 8 cells are requests no cell() recorded, standing in for cells)"
     assert {a["eval_name"] for a in advice["classes"]} <= {EVAL, "golden"}
 
     (verdict,) = _json(capsys, "timeouts", "--store", store)

@@ -18,6 +18,7 @@ __all__ = [
     "no_cells",
     "outside_cells_hint",
     "requests_as_cells_line",
+    "requests_as_cells_phrase",
     "requests_json",
     "requests_list",
     "requests_outside_cells_hint",
@@ -41,16 +42,21 @@ _HOLDINGS = (
 """A table of the store, its noun, and the command that reads it."""
 
 
+def requests_as_cells_phrase(n: int, of: int) -> str:
+    """ "7 of the 8 cells are requests no cell() recorded" (or "all 7 cells are ...")."""
+    which = f"all {of:,} cells" if n == of else f"{n:,} of the {of:,} cells"
+    return f"{which} are requests no cell() recorded"
+
+
 def requests_as_cells_line(n: int, of: int) -> str | None:
     """The line an answer adds where ``n`` of its ``of`` cells are requests standing in for cells;
     None where none are."""
     if not n:
         return None
-    which = f"all {of:,} cells" if n == of else f"{n:,} of the {of:,} cells"
     return (
-        f"requests standing in for cells: {which} are requests no cell() recorded, each counted as a "
-        "cell of its own, grouped into evals by SPARK_OTEL_EVAL or the service name (else by engine); "
-        f"their ceiling and worker count are unknown. `{REQUESTS_COMMAND}` lists them"
+        f"requests standing in for cells: {requests_as_cells_phrase(n, of)}, each counted as a cell of "
+        "its own, grouped into evals by SPARK_OTEL_EVAL or the service name (else by engine); their "
+        f"ceiling and worker count are unknown. `{REQUESTS_COMMAND}` lists them"
     )
 
 
