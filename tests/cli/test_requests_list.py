@@ -131,3 +131,37 @@ def test_cells_on_a_store_of_requests_only_points_at_them(
         "no cells here, but the store holds 2 requests outside any cell: `spark-otel requests` lists them, "
         "and the answers count each as a cell of its own"
     ) in out
+
+
+def test_a_request_inside_a_recorded_load_window_is_that_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spark_otel.model import LoadWindow
+
+    path = tmp_path / "load.sqlite"
+    with Store(path) as store:
+        store.write_requests([_request("x1", 0, engine="qwen"), _request("x2", 100, engine="qwen")])
+        store.write_windows(
+            [
+                LoadWindow(
+                    uid="w", name="1 more qwen stream", kind="load", engine="qwen",
+                    start_unix_ns=T0 - S, end_unix_ns=T0 + 30 * S, streams=1,
+                )
+            ]
+        )  # fmt: skip
+    assert main(["requests", "--store", str(path), "--json"]) == 0
+    listed = {r["uid"]: r["stands_in_for_cell"] for r in json.loads(capsys.readouterr().out)}
+    assert listed == {"x1": False, "x2": True}
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["requests", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    cells = {
+        line.split("│")[2].strip(): line.split("│")[3].strip() for line in out.splitlines() if "│ x" in line
+    }
+    assert cells == {"x1": "load", "x2": "none"}
+    assert "1 ran inside a recorded load or probe window on their engine (cell: load)" in " ".join(
+        out.split()
+    )
+    assert main(["concurrency", "--store", str(path), "--json"]) == 0
+    (engine,) = json.loads(capsys.readouterr().out)["engines"]
+    assert [c["uid"] for c in engine["cells"]] == ["x2"]

@@ -20,9 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
     parser.add_argument("--eval", dest="eval_name", help="only requests counted in this eval")
     parser.add_argument("--engine", help="only requests to this engine")
-    parser.add_argument(
-        "--outside-cells", action="store_true", help="only requests no cell holds (standing in for cells)"
-    )
+    parser.add_argument("--outside-cells", action="store_true", help="only requests no cell holds")
     parser.add_argument("-n", "--limit", type=int, default=50, help="how many requests, newest first")
     parser.add_argument(
         "--wide", action="store_true", help="every column, however narrow the terminal (rows may wrap)"
@@ -31,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.request_cells import request_engine, request_eval
+    from ..analysis.request_cells import request_engine, request_eval, requests_as_cells
     from ..views.requests import outside_cells_hint, requests_json, requests_list, requests_title
     from ._common import COUNT
 
@@ -53,13 +51,18 @@ def run(args: argparse.Namespace) -> int:
             ]
         requests = found[: args.limit]
         cells = store.cells_by_uid(r.cell_uid for r in requests if r.cell_uid)
+        outside = [r for r in requests if r.cell_uid not in cells]
+        loads = store.windows(kind="load") + store.windows(kind="probe") if outside else []
+    # Of those no cell holds, the ones the answers count as cells (not a recorded load's).
+    standing = {c.uid for c in requests_as_cells(outside, engine_urls=urls, windows=loads)}
     if args.json:
-        print_json(requests_json(requests, cells, urls))
+        print_json(requests_json(requests, cells, urls, standing))
         return 0
-    columns, rows, priorities = requests_list(requests, cells, urls)
-    outside = sum(1 for r in requests if r.cell_uid not in cells)
-    print_table(requests_title(len(requests), outside), columns, rows, priorities=priorities, wide=args.wide)
-    hint = outside_cells_hint(outside)
+    columns, rows, priorities = requests_list(requests, cells, urls, standing)
+    print_table(
+        requests_title(len(requests), len(outside)), columns, rows, priorities=priorities, wide=args.wide
+    )
+    hint = outside_cells_hint(len(standing), len(outside) - len(standing))
     if hint:
         print_hint(hint)
     return 0

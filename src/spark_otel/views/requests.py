@@ -4,7 +4,7 @@ of a command that found no cells, naming what the store does hold and the comman
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -113,14 +113,21 @@ def requests_title(n: int, outside: int) -> str:
     return f"{n:,} most recent requests, {outside:,} outside any cell"
 
 
-def outside_cells_hint(outside: int) -> str | None:
-    """What the answers do with the listed requests no cell holds; None where there are none."""
-    if not outside:
-        return None
-    return (
-        f"{outside:,} of these requests no cell holds (cell: none): concurrency, neighbour-cost, "
-        "advise, timeouts and report count each as a cell of its own, standing in for a cell"
-    )
+def outside_cells_hint(standing: int, in_loads: int) -> str | None:
+    """What the answers do with the listed requests no cell holds: ``standing`` count as cells of
+    their own, ``in_loads`` are a recorded load's; None where there are neither."""
+    parts = []
+    if standing:
+        parts.append(
+            f"{standing:,} of these requests no cell holds (cell: none): concurrency, neighbour-cost, "
+            "advise, timeouts and report count each as a cell of its own, standing in for a cell"
+        )
+    if in_loads:
+        parts.append(
+            f"{in_loads:,} ran inside a recorded load or probe window on their engine (cell: load), "
+            "which counts them as load"
+        )
+    return "; ".join(parts) or None
 
 
 def _when(unix_ns: int) -> str:
@@ -132,11 +139,22 @@ def _eval_and_engine(request: Request, engine_urls: Mapping[str, str]) -> tuple[
     return request_eval(request, engine), engine
 
 
+def _cell_column(request: Request, cells: Mapping[str, Cell], standing: Collection[str]) -> str:
+    cell = cells.get(request.cell_uid) if request.cell_uid else None
+    if cell is not None:
+        return cell.cell_id
+    return "none" if request.uid in standing else "load"
+
+
 def requests_list(
-    requests: Sequence[Request], cells: Mapping[str, Cell], engine_urls: Mapping[str, str]
+    requests: Sequence[Request],
+    cells: Mapping[str, Cell],
+    engine_urls: Mapping[str, str],
+    standing: Collection[str],
 ) -> tuple[list[str], list[list[str]], tuple[int, ...]]:
-    """The columns, one row per request (its cell's id, from ``cells`` by uid, or "none": it
-    stands in for a cell), and each column's priority in a narrow terminal."""
+    """The columns, one row per request, and each column's priority in a narrow terminal. The
+    cell column: its cell's id (``cells`` by uid), "none" where it stands in for a cell (its uid in
+    ``standing``), else "load" (it ran inside a recorded load or probe window, which counts it)."""
     columns = [
         "eval",
         "request",
@@ -155,13 +173,12 @@ def requests_list(
     rows = []
     for r in requests:
         eval_name, engine = _eval_and_engine(r, engine_urls)
-        cell = cells.get(r.cell_uid) if r.cell_uid else None
         rate = r.output_tokens / r.elapsed_s if r.output_tokens and r.elapsed_s > 0 else None
         rows.append(
             [
                 eval_name,
                 r.uid,
-                cell.cell_id if cell is not None else "none",
+                _cell_column(r, cells, standing),
                 engine or "",
                 r.response_model or r.request_model or "",
                 request_status(r).value,
@@ -178,10 +195,14 @@ def requests_list(
 
 
 def requests_json(
-    requests: Sequence[Request], cells: Mapping[str, Cell], engine_urls: Mapping[str, str]
+    requests: Sequence[Request],
+    cells: Mapping[str, Cell],
+    engine_urls: Mapping[str, str],
+    standing: Collection[str],
 ) -> list[dict[str, Any]]:
     """The requests as the store keeps them, each with the eval and engine it counts in, its status
-    as a cell's, its cell's id (None: it stands in for a cell) and its elapsed time."""
+    as a cell's, its cell's id (None: in no stored cell), whether it stands in for a cell (its uid
+    in ``standing``) and its elapsed time."""
     out = []
     for r in requests:
         eval_name, engine = _eval_and_engine(r, engine_urls)
@@ -193,7 +214,7 @@ def requests_json(
                 "counted_engine": engine,
                 "status": request_status(r).value,
                 "cell_id": None if cell is None else cell.cell_id,
-                "stands_in_for_cell": cell is None,
+                "stands_in_for_cell": r.uid in standing,
                 "elapsed_s": r.elapsed_s,
             }
         )
