@@ -135,11 +135,12 @@ def test_advise_writes_the_rules_file_and_says_what_it_holds(
     small_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(governor_advice, "real_wall_ns", lambda: WRITTEN_NS)
-    with Store(small_store) as store:  # q's address, as its requests reached it
+    with Store(small_store) as store:  # q's address, as a cell's requests reached it
         store.write_requests(
             [
                 Request(
                     uid="r1",
+                    cell_uid="a0",
                     engine="q",
                     operation="chat",
                     server_address="127.0.0.1",

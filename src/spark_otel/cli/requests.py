@@ -2,11 +2,13 @@
 
 Each row: the eval it counts in, the request (its span id), its cell (or "none": no cell()
 recorded it, so it stands in for a cell of its own in concurrency, neighbour-cost, advise,
-timeouts and report), engine, model, status (as a cell's: a timeout is "deadline", another
-error "error", a finish reason "length" "length_cap"), prompt and output tokens, elapsed
-seconds, rate (output tokens over elapsed), time to the first streamed chunk, start, and
-whether it streamed. --outside-cells lists only the requests standing in for cells. --json
-prints the requests as the store keeps them, with the eval, engine and status they count under.
+timeouts and report; or "load": it ran inside a recorded load or probe window, which counts it),
+engine, model, status (as a cell's: a timeout is "deadline", another error "error", a finish
+reason "length" "length_cap"), prompt and output tokens, elapsed seconds, rate (output tokens
+over elapsed), time to the first streamed chunk, start, and whether it streamed.
+--outside-cells lists only the requests no cell holds. --json prints the requests as the store
+keeps them, with the eval, engine and status they count under and whether each stands in for a
+cell.
 """
 
 from __future__ import annotations
