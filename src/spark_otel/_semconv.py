@@ -95,7 +95,11 @@ SPAN_KIND_ATTR = "spark_otel.span.kind"  # "cell" | "load_window" on spark-otel'
 SPAN_KIND_CELL = "cell"
 SPAN_KIND_LOAD_WINDOW = "load_window"
 
-EVAL_NAME = "spark_otel.eval"
+EVAL_NAME = (
+    "spark_otel.eval"  # on cell and request spans; on the resource: the runner's eval (SPARK_OTEL_EVAL)
+)
+SERVICE_NAME = "service.name"
+DEFAULT_SERVICE_NAME = "spark-otel"  # the service name when the user sets none: names no eval
 CELL_ID = "spark_otel.cell.id"
 ENGINE = "spark_otel.engine"
 CELL_DEADLINE_S = "spark_otel.cell.deadline_s"

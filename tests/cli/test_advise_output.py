@@ -66,11 +66,12 @@ def test_advise_writes_the_rules_file_and_says_what_it_holds(
     small_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(governor_advice, "real_wall_ns", lambda: WRITTEN_NS)
-    with Store(small_store) as store:  # q's address, as its requests reached it
+    with Store(small_store) as store:  # q's address, as a cell's requests reached it
         store.write_requests(
             [
                 Request(
                     uid="r1",
+                    cell_uid="a0",
                     engine="q",
                     operation="chat",
                     server_address="127.0.0.1",
@@ -129,8 +130,8 @@ def test_advise_refuses_a_store_without_cells(tmp_path: Path, capsys: pytest.Cap
     Store(path).close()
     assert main(["advise", "--store", str(path)]) == 1
     assert capsys.readouterr().err == (
-        f"spark-otel: error: {path}: no cells recorded; "
-        "instrument an eval or run `spark-otel backfill` first\n"
+        f"spark-otel: error: {path}: no cells; nothing is recorded there: instrument an eval "
+        "(spark_otel.instrument(), with spark_otel.cell() per cell) or run `spark-otel backfill` first\n"
     )
 
 
@@ -143,7 +144,8 @@ def test_advise_for_an_engine_without_cells_names_every_engine_there_is(
         store.write_cells([cell("x", 0, 10, 100, engine="q"), cell("y", 0, 10, 100, engine=None)])
     assert main(["advise", "--store", str(path), "--engine", "nope"]) == 1
     assert capsys.readouterr().err == (
-        f"spark-otel: error: {path}: no cells recorded on engine 'nope' (engines: q, unknown)\n"
+        f"spark-otel: error: {path}: no cells on engine 'nope' (engines: q, unknown); "
+        "it holds 2 cells (`spark-otel cells`)\n"
     )
 
 

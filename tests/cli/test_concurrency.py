@@ -36,7 +36,7 @@ def test_empty_store_is_a_clear_error(tmp_path: Path, capsys) -> None:
     for argv in (["concurrency"], ["advise"]):
         assert main([*argv, "--store", empty]) == 1
         err = capsys.readouterr().err
-        assert "no cells recorded" in err
+        assert "no cells; nothing is recorded there" in err
         assert "empty.sqlite" in err
 
 

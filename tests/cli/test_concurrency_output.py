@@ -109,8 +109,8 @@ def test_a_selection_without_cells_is_one_error_line_naming_it(
         captured = capsys.readouterr()
         assert captured.out == ""
         assert captured.err == (
-            f"spark-otel: error: {store}: no cells recorded{scope}; instrument an eval or run "
-            "`spark-otel backfill` first\n"
+            f"spark-otel: error: {store}: no cells{scope}; it holds 10 cells (`spark-otel cells`); "
+            "evals: bg, rev, sim\n"
         )
 
 

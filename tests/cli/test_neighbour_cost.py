@@ -37,7 +37,7 @@ def test_unknown_eval_is_one_line_naming_the_eval(article_store, capsys) -> None
     assert main(["neighbour-cost", "--store", article_store, "--eval", "nope"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("spark-otel: error: ")
-    assert "no cells recorded for eval 'nope'" in err
+    assert "no cells of eval 'nope'; it holds " in err
     assert C_EVAL in err  # names the evals that do exist
     assert len(err.strip().splitlines()) == 1
 

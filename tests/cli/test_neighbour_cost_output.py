@@ -175,11 +175,20 @@ def test_an_unknown_eval_names_the_stores_evals(tmp_path: Path, capsys) -> None:
     store, _, _ = _store(tmp_path / "s.sqlite")
     empty = str(tmp_path / "empty.sqlite")
     Store(empty).close()
-    for path, evals in ((store, "bg, ev, lone"), (empty, "none")):
+    for path, held in (
+        (
+            store,
+            "it holds 15 cells (`spark-otel cells`), 3 load windows (`spark-otel report`); "
+            "evals: bg, ev, lone",
+        ),
+        (
+            empty,
+            "nothing is recorded there: instrument an eval (spark_otel.instrument(), with spark_otel.cell() "
+            "per cell) or run `spark-otel backfill` first",
+        ),
+    ):
         assert main(["neighbour-cost", "--store", path, "--eval", "nope"]) == 1
-        assert capsys.readouterr().err == (
-            f"spark-otel: error: {path}: no cells recorded for eval 'nope' (evals: {evals})\n"
-        )
+        assert capsys.readouterr().err == f"spark-otel: error: {path}: no cells of eval 'nope'; {held}\n"
 
 
 def test_the_spinner_names_each_phase(tmp_path: Path, capsys) -> None:

@@ -145,6 +145,12 @@ def test_backfilled_records_on_a_terminal(
     ]
 
 
+NOTHING = (
+    "no cells, load windows or probe runs to report on; nothing is recorded there: instrument an eval "
+    "(spark_otel.instrument(), with spark_otel.cell() per cell) or run `spark-otel backfill` first"
+)
+
+
 def test_a_store_and_an_export_each_name_their_phase_before_the_refusal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -160,13 +166,13 @@ def test_a_store_and_an_export_each_name_their_phase_before_the_refusal(
         assert main(["report", "--store", "~/s.sqlite", "--out", out]) == 1
     assert drawn(terminal.getvalue()) == (
         ["reading the records", f"reading {tmp_path / 's.sqlite'}", "computing the analyses over 0 cells"],
-        [f"spark-otel: error: {tmp_path / 's.sqlite'}: no cells, load windows or probe runs to report on"],
+        [f"spark-otel: error: {tmp_path / 's.sqlite'}: {NOTHING}"],
     )
     with stderr_on_a_terminal() as terminal:
         assert main(["report", "--otlp-json", *exports, "--out", out]) == 1
     assert drawn(terminal.getvalue()) == (
         ["reading the records", f"reading {', '.join(exports)}", "computing the analyses over 0 cells"],
-        [f"spark-otel: error: {', '.join(exports)}: no cells, load windows or probe runs to report on"],
+        [f"spark-otel: error: {', '.join(exports)}: {NOTHING}"],
     )
     assert capsys.readouterr().out == ""
     assert not Path(out).exists()

@@ -37,7 +37,9 @@ def test_timeouts_of_an_unknown_eval_is_an_error_and_a_store_without_any_says_so
     article_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["timeouts", "--store", article_store, "--eval", "nope"]) == 1
-    assert capsys.readouterr().err == "spark-otel: error: --eval nope: no cells of that eval in the store\n"
+    err = capsys.readouterr().err
+    assert err.startswith(f"spark-otel: error: {article_store}: no cells of eval 'nope'; it holds ")
+    assert len(err.splitlines()) == 1
     path = tmp_path / "s.sqlite"
     with Store(path) as store:
         store.write_cells([Cell(uid="c", eval_name="e", cell_id="1", start_unix_ns=0, end_unix_ns=10**9)])

@@ -98,7 +98,7 @@ def test_timeouts_json_and_an_eval_that_hit_no_ceiling(
             "completion_tokens": None, "rate": None, "baseline_rate": None, "baseline_n": 0,
             "share_of_baseline": None, "share_cells": None, "loads": [], "admission_s": None,
             "needed_at_baseline_s": None, "rerun": None, "kind": "unknown", "unjudged": "no baseline",
-            "share_source": None, "verdict": LONELY_VERDICT,
+            "request_as_cell": False, "share_source": None, "verdict": LONELY_VERDICT,
         }
     ]  # fmt: skip
     assert main(["timeouts", "--store", timeouts_store, "--eval", "clean"]) == 0

@@ -122,6 +122,11 @@ REQUESTS = [
     Request(uid="r2", engine="nemotron", operation="chat", server_address="10.0.0.5", start_unix_ns=_at(60),
             end_unix_ns=_at(61)),
 ]  # fmt: skip
+R2_AS_CELL = Cell(uid="r2", eval_name="requests to nemotron", cell_id="r2", engine="nemotron",
+                  start_unix_ns=_at(60), end_unix_ns=_at(61), source="request",
+                  attributes={sc.GEN_AI_OPERATION_NAME: "chat"})  # fmt: skip
+"""r2, which no cell holds, read as a cell of its own (analysis.request_cells)."""
+STORED_CELLS = [*CELLS[:2], R2_AS_CELL, *CELLS[2:]]
 TIMING = ServerTiming(request_uid="r1", trace_id="ab" * 16, span_uid="cd" * 8, engine="qwen",
                       arrival_unix_ns=_at(41), queue_s=0.5, prefill_s=0.25, decode_s=7.0,
                       e2e_s=7.75)  # fmt: skip
@@ -527,7 +532,7 @@ def test_inputs_from_store_reads_every_record_and_warns_of_each_document_it_skip
         inputs = inputs_from_store(box)
     assert inputs == ReportInputs(
         source=str(box.path),
-        cells=CELLS,
+        cells=STORED_CELLS,
         windows=WINDOWS,
         probes=[PROBE],
         curves=[PROBE.curve],
@@ -538,7 +543,9 @@ def test_inputs_from_store_reads_every_record_and_warns_of_each_document_it_skip
         instruments=instruments_from_store(box),
         requests=REQUESTS,
         server_timings={"r1": TIMING},
+        holdings=box.row_counts(),
     )
+    assert inputs.holdings["requests"] == len(REQUESTS)
     assert inputs.instruments is not None
     assert inputs.instruments.interval_source == "probe"
     assert str(box.path).endswith("box.sqlite")
@@ -575,7 +582,7 @@ def test_inputs_from_store_without_probe_tables_reads_the_curves_only(
         inputs = inputs_from_store(box, source="the box", probe_tables=False)
     assert inputs == ReportInputs(
         source="the box",
-        cells=CELLS,
+        cells=STORED_CELLS,
         windows=WINDOWS,
         probes=[],
         curves=[PROBE.curve],
@@ -586,6 +593,7 @@ def test_inputs_from_store_without_probe_tables_reads_the_curves_only(
         instruments=None,
         requests=REQUESTS,
         server_timings={"r1": TIMING},
+        holdings=box.row_counts(),
     )
     assert _warnings(caplog) == CURVE_PROBLEMS
 
@@ -672,6 +680,7 @@ def test_inputs_from_otlp_json_rebuilds_the_records_and_names_every_file(
         windows=[window_from_span(kind["load nemotron eval"])],
         requests=[request],
         server_timings={request.uid: timing},
+        holdings={"cells": 2, "requests": 1, "load_windows": 1},
     )
     assert [(c.cell_id, c.status) for c in inputs.cells] == [
         ("B#265", CellStatus.OK),
@@ -699,3 +708,39 @@ def test_inputs_from_otlp_json_names_the_file_it_cannot_read(tmp_path: Path) -> 
     assert str(raised.value) == (
         f"{cut}:1: not an OTLP JSON trace export: Expecting value: line 1 column 20 (char 19)"
     )
+
+
+def test_an_otlp_export_of_requests_outside_cells_reads_them_as_cells(tmp_path: Path) -> None:
+    """As from a store: a request no cell holds is a cell of its own, on the engine the cell's
+    requests to the same address named, under the eval its runner named on the resource."""
+    from tests.support.otlp_json_export import CELL, REQUEST, export, span
+
+    address = {sc.SERVER_ADDRESS: {"stringValue": "127.0.0.1"}, sc.SERVER_PORT: {"intValue": "8000"}}
+    cell_span = span("cell golden-review", CELL, spanId="00000000000000c1")
+    inside = span(
+        "text_completion m",
+        {
+            **REQUEST,
+            **address,
+            sc.CELL_UID: {"stringValue": "00000000000000c1"},
+            sc.EVAL_NAME: {"stringValue": "golden-review"},
+            sc.ENGINE: {"stringValue": "qwen"},
+        },
+        spanId="00000000000000a1",
+    )
+    outside = span(
+        "text_completion m",
+        {**REQUEST, **address, sc.GEN_AI_USAGE_OUTPUT_TOKENS: {"intValue": "7"}},
+        spanId="00000000000000b1",
+    )
+    request = export(cell_span, inside, outside)
+    request["resourceSpans"][0]["resource"] = {
+        "attributes": [{"key": sc.SERVICE_NAME, "value": {"stringValue": "lm-eval"}}]
+    }
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(request))
+    inputs = inputs_from_otlp_json([path])
+    assert [(c.uid, c.eval_name, c.engine, c.source, c.completion_tokens) for c in inputs.cells] == [
+        ("00000000000000c1", "golden-review", None, "live", None),
+        ("00000000000000b1", "lm-eval", "qwen", "request", 7),
+    ]

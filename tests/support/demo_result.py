@@ -353,6 +353,7 @@ def expected_json(out: Path, speed: float) -> dict[str, Any]:
             "baseline_timeouts": 0,
             "windows": [],
             "warnings": [],
+            "requests_as_cells": 0,
         },
         "ground_truth": {"load": 0.6, "1 more qwen stream": 0.074, "4 more qwen streams": 0.26},
         # The rule's facts as they are, its words beside them.

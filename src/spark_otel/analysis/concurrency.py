@@ -23,10 +23,13 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from pydantic import Field
+
 from .._clock import NS_PER_S
 from ..model import Cell, CellStatus
 from ._result import Result
 from .rates import ceiling_hit, failed, rated_decode_rate
+from .request_cells import is_request_cell
 from .stats import RateSummary, summarize
 from .windows import DEFAULT_MERGE_GAP_S, merge_gap_ns, split_at_gaps
 
@@ -66,6 +69,7 @@ class CellLoad(Result):
     failed: bool
     in_flight: float | None
     level: int | None
+    request_as_cell: bool = Field(default=False, description="a request standing in for a cell")
 
 
 class LevelSummary(Result):
@@ -136,6 +140,7 @@ class EngineConcurrency(Result):
     runs: list[RunSummary]
     speedups: list[Speedup]
     cells: list[CellLoad]
+    requests_as_cells: int = Field(default=0, description="of n_cells, requests standing in for cells")
 
 
 class ConcurrencyReport(Result):
@@ -143,6 +148,9 @@ class ConcurrencyReport(Result):
 
     eval_name: str | None
     engines: list[EngineConcurrency]
+    requests_as_cells: int = Field(
+        default=0, description="of the engines' cells, requests standing in for cells (no cell() held them)"
+    )
 
 
 def in_flight(cells: Sequence[Cell]) -> list[float | None]:
@@ -321,6 +329,7 @@ def _engine_report(
             failed=failed(cell),
             in_flight=weight,
             level=None if weight is None else in_flight_level(weight),
+            request_as_cell=is_request_cell(cell),
         )
         for cell, weight in zip(engine_cells, weights, strict=True)
         if eval_name is None or cell.eval_name == eval_name
@@ -352,6 +361,7 @@ def _engine_report(
         runs=runs,
         speedups=_speedups(runs, cell_ids),
         cells=loads,
+        requests_as_cells=sum(x.request_as_cell for x in loads),
     )
 
 
@@ -381,4 +391,6 @@ def concurrency(
         report = _engine_report(name, by_engine[name], eval_name, gap_ns)
         if report is not None:
             engines.append(report)
-    return ConcurrencyReport(eval_name=eval_name, engines=engines)
+    return ConcurrencyReport(
+        eval_name=eval_name, engines=engines, requests_as_cells=sum(e.requests_as_cells for e in engines)
+    )

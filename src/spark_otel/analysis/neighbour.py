@@ -33,6 +33,7 @@ from .._exceptions import ConfigError, InputError
 from ..model import Cell, CellStatus, LoadWindow
 from ._result import Result
 from .rates import ceiling_hit, failed, rated_decode_rate
+from .request_cells import is_request_cell
 from .stats import RateSummary, summarize
 from .windows import DEFAULT_MERGE_GAP_S, EvalRun, keyed_windows_from_cells, overlapping_pairs
 
@@ -69,6 +70,7 @@ class CellRate(Result):
     baseline: bool = Field(description="overlapped no other load")
     windows: tuple[str, ...] = Field(description="names of the windows the cell is attributed to")
     overlapped: tuple[str, ...] = Field(description="names of every window it touched at all")
+    request_as_cell: bool = Field(default=False, description="a request standing in for a cell")
 
 
 class WindowCost(Result):
@@ -109,6 +111,7 @@ class NeighbourReport(Result):
     windows: list[WindowCost]
     cells: list[CellRate]
     warnings: list[str]
+    requests_as_cells: int = Field(default=0, description="of n_cells, requests standing in for cells")
 
     @property
     def label(self) -> str:
@@ -309,6 +312,7 @@ def _priced(
             baseline=i in baseline_set,
             windows=tuple(loads[j].name for j in attributed[i]) if i in attributed else (),
             overlapped=tuple(loads[j].name for j in touched[i]) if i in touched else (),
+            request_as_cell=is_request_cell(c),
         )
         for i, c in enumerate(own)
     ]
@@ -325,6 +329,7 @@ def _priced(
         windows=window_costs,
         cells=cell_rows,
         warnings=warnings,
+        requests_as_cells=sum(r.request_as_cell for r in cell_rows),
     )
 
 

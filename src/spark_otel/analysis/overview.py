@@ -151,8 +151,9 @@ def overview(
         # Levels, runs and throughput sum the reported cells only: one eval's need a pass of their own.
         shown = concurrency(all_cells, eval_name=eval_name, engine=engine, merge_gap_s=merge_gap_s)
     elif everything is not None and engine is not None:
+        kept = [e for e in everything.engines if e.engine == engine]
         shown = ConcurrencyReport(
-            eval_name=None, engines=[e for e in everything.engines if e.engine == engine]
+            eval_name=None, engines=kept, requests_as_cells=sum(e.requests_as_cells for e in kept)
         )
     neighbours = [
         report

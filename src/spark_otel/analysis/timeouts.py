@@ -27,6 +27,7 @@ from ..model import Cell, LoadWindow
 from ._result import Result
 from .neighbour import CellRate, NeighbourReport, neighbour_costs
 from .rates import ceiling_hit
+from .request_cells import is_request_cell
 
 __all__ = [
     "QUEUED_SHARE",
@@ -100,6 +101,9 @@ class TimeoutVerdict(Result):
     rerun: Rerun | None
     kind: TimeoutKind
     unjudged: Unjudged | None = Field(description="unknown: what is missing for a verdict")
+    request_as_cell: bool = Field(
+        default=False, description="a request standing in for a cell: its ceiling is its elapsed time"
+    )
 
 
 def _share(cell_rate: CellRate, report: NeighbourReport) -> tuple[float | None, int | None]:
@@ -192,6 +196,7 @@ def timeout_verdicts(
             if c.completion_tokens and baseline
             else None,
             "rerun": _rerun(c, by_id[(c.eval_name, c.cell_id)], baseline),
+            "request_as_cell": is_request_cell(c),
         }
         values["kind"], values["unjudged"] = _kind(values)
         out.append(TimeoutVerdict(**values))

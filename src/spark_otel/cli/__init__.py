@@ -23,6 +23,7 @@ from ._console import cli_logging
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "demo", "run the whole story on a simulated two-engine box and write the report"),
     ("cells", "cells", "list recent eval cells from the embedded store"),
+    ("requests", "requests", "list recent requests from the embedded store, those outside any cell marked"),
     ("probe", "probe", "measure what concurrent streams buy on one engine (Appendix A)"),
     ("concurrency", "concurrency", "per-cell decode rate against cells in flight, from recorded cells"),
     ("neighbour-cost", "neighbour_cost", "what other load on the box cost an eval's cells"),

@@ -26,9 +26,17 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
+from ..views.requests import requests_as_cells_line
 from ..views.rules import advice_json, rules_table
 from ..views.tables import model_time, seconds, time_scales
-from ._common import add_advisor_arguments, add_store_argument, open_store, print_json, print_table
+from ._common import (
+    add_advisor_arguments,
+    add_store_argument,
+    open_store,
+    print_hint,
+    print_json,
+    print_table,
+)
 from ._console import status
 
 if TYPE_CHECKING:
@@ -111,22 +119,30 @@ def run(args: argparse.Namespace) -> int:
             f"the class's own cells; else {config.prefill_contention:g}, the article's)",
         },
     )
+    line = requests_as_cells_line(advice.requests_as_cells, advice.n_cells)
+    if line:
+        print_hint(line)
     return 0
 
 
 def _overview(args: argparse.Namespace, inputs: ReportInputs, config: AdvisorConfig) -> Overview:
     from .._exceptions import InputError
     from ..analysis.concurrency import UNKNOWN_ENGINE
+    from ..analysis.request_cells import count_requests_as_cells
     from ..report import overview_from_inputs
+    from ..views.requests import no_cells
 
     if not inputs.cells:
-        raise InputError(
-            f"{inputs.source}: no cells recorded; instrument an eval or run `spark-otel backfill` first"
-        )
+        raise InputError(no_cells(inputs.source, inputs.holdings))
     if args.engine is not None and not any(c.engine == args.engine for c in inputs.cells):
         engines = sorted({c.engine or UNKNOWN_ENGINE for c in inputs.cells})
         raise InputError(
-            f"{inputs.source}: no cells recorded on engine {args.engine!r} (engines: {', '.join(engines)})"
+            no_cells(
+                inputs.source,
+                inputs.holdings,
+                scope=f" on engine {args.engine!r} (engines: {', '.join(engines)})",
+                stand_ins=count_requests_as_cells(inputs.cells),
+            )
         )
     found = overview_from_inputs(inputs, config=config, engine=args.engine)
     for note in found.notes:

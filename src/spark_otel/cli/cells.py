@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.energy import energy_shares
     from ..views.cells import ENERGY_NOTES, cells_json, cells_list
+    from ..views.requests import requests_outside_cells_hint
     from ._common import COUNT
 
     COUNT.check("--limit", args.limit)
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if args.budget:
             return _budget(store, cells, as_json=args.json)
         energy = energy_shares(*store.energy_inputs(c.uid for c in cells), [c.uid for c in cells])
+        outside = 0 if cells else len(store.requests_outside_cells())
     if args.json:
         print_json(cells_json(cells, energy))
         return 0
@@ -68,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         from ..analysis.energy import MEASURE_GPU
 
         print_hint(f"energy: no GPU readings in the store cover these cells; measure with `{MEASURE_GPU}`")
+    hint = requests_outside_cells_hint(outside)
+    if hint:
+        print_hint(hint)
     return 0
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ..views.requests import cell_label
 from ..views.tables import fmt_number, level_table, model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table, tables_held
 from ._console import status
@@ -130,7 +131,7 @@ def _print_engine(
             ],
             [
                 [
-                    c.cell_id,
+                    cell_label(c.cell_id, request_as_cell=c.request_as_cell),
                     c.eval_name,
                     c.workers,
                     fmt_number(c.in_flight),
@@ -146,13 +147,12 @@ def _print_engine(
         )
 
 
-def _energy(store: Store, cells: list[Cell], args: argparse.Namespace) -> EnergyReport | None:
+def _energy(store: Store, everyone: list[Cell], args: argparse.Namespace) -> EnergyReport | None:
     """The box's energy over the cells: every cell on the box shares it, whatever --eval or
-    --engine selects, so the attribution reads all of them."""
+    --engine selects, so the attribution reads all of them (``everyone``)."""
     from ..analysis.energy import attribute, restrict
     from ..report.inputs import energy_samples
 
-    everyone = store.cells() if args.engine else cells
     samples = energy_samples(store, [(c.start_unix_ns, c.end_unix_ns) for c in everyone])
     report = attribute(everyone, samples)
     return None if report is None else restrict(report, eval_name=args.eval_name, engine=args.engine)
@@ -171,7 +171,10 @@ def _print_energy(report: EnergyReport | None, n_cells: int, scales: list[float]
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
     from ..analysis.concurrency import UNKNOWN_ENGINE, concurrency
-    from ._common import Bounds
+    from ..analysis.request_cells import count_requests_as_cells
+    from ..report.inputs import cells_from_store
+    from ..views.requests import no_cells, requests_as_cells_line
+    from ._common import Bounds, print_hint
 
     Bounds(at_least=0).check("--merge-gap", args.merge_gap)
 
@@ -179,11 +182,15 @@ def run(args: argparse.Namespace) -> int:
     with tables_held(), status("reading cells") as phase:
         with open_store(args) as store:
             phase.update(f"reading cells from {store.path}")
-            # In-flight counts every cell on the engine, so read all evals and filter afterwards.
-            cells = store.cells(engine=args.engine)
+            # In-flight counts every cell on the engine, so read all evals and filter afterwards;
+            # requests no cell holds count as cells of their own.
+            everyone = cells_from_store(store)
+            cells = [c for c in everyone if args.engine is None or c.engine == args.engine]
             path = store.path
             phase.update(f"reading GPU energy over {len(cells):,} cells")
-            energy = _energy(store, cells, args)
+            energy = _energy(store, everyone, args)
+            in_scope = any(args.eval_name is None or c.eval_name == args.eval_name for c in cells)
+            counts = {} if in_scope else store.row_counts()  # what a refusal names
         phase.update(f"computing in-flight levels over {len(cells):,} cells")
         report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
         if report.engines and not args.json:
@@ -203,11 +210,15 @@ def run(args: argparse.Namespace) -> int:
                 f" on engine {args.engine!r}" if args.engine else "",
             ]
         )
-        raise InputError(
-            f"{path}: no cells recorded{scope}; instrument an eval or run `spark-otel backfill` first"
-        )
+        stand_ins = count_requests_as_cells(everyone)
+        evals = sorted({c.eval_name for c in everyone})
+        raise InputError(no_cells(str(path), counts, scope=scope, evals=evals, stand_ins=stand_ins))
     if not args.json:
-        _print_energy(energy, sum(e.n_cells for e in report.engines), time_scales(cells))
+        n_cells = sum(e.n_cells for e in report.engines)
+        _print_energy(energy, n_cells, time_scales(cells))
+        line = requests_as_cells_line(report.requests_as_cells, n_cells)
+        if line:
+            print_hint(line)
         return 0
     print_json(
         report.model_dump(mode="json")

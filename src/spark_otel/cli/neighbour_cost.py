@@ -27,6 +27,7 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ..views.requests import cell_label
 from ..views.tables import model_time, seconds, time_scales
 from ._common import (
     add_advisor_arguments,
@@ -117,7 +118,7 @@ def _print(report: NeighbourReport, *, threshold: float, all_cells: bool, scales
         ["cell", "window (UTC)", f"elapsed {seconds(scales)}", "output tok", "tok/s", "overlapped"],
         [
             [
-                c.cell_id,
+                cell_label(c.cell_id, request_as_cell=c.request_as_cell),
                 f"{_hhmm(c.start_unix_ns)} to {_hhmm(c.end_unix_ns)}",
                 f"{c.elapsed_s:,.0f}",
                 _output(c),
@@ -177,7 +178,10 @@ def _print_costs(report: NeighbourReport, *, threshold: float, when: str) -> Non
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
-    from ._common import COUNT, FRACTION, Bounds, check_advisor_arguments
+    from ..analysis.request_cells import count_requests_as_cells
+    from ..report.inputs import cells_from_store
+    from ..views.requests import no_cells, requests_as_cells_line
+    from ._common import COUNT, FRACTION, Bounds, check_advisor_arguments, print_hint
 
     check_advisor_arguments(args)
     FRACTION.check("--min-overlap", args.min_overlap)
@@ -187,13 +191,18 @@ def run(args: argparse.Namespace) -> int:
     with tables_held(), status("reading cells and load windows") as phase:
         with open_store(args) as store:
             phase.update(f"reading cells and load windows from {store.path}")
-            evals = store.eval_names()
+            cells = cells_from_store(store)  # requests no cell holds count as cells of their own
+            evals = sorted({c.eval_name for c in cells})
             if args.eval_name not in evals:
                 raise InputError(
-                    f"{store.path}: no cells recorded for eval {args.eval_name!r} "
-                    f"(evals: {', '.join(evals) or 'none'})"
+                    no_cells(
+                        str(store.path),
+                        store.row_counts(),
+                        scope=f" of eval {args.eval_name!r}",
+                        evals=evals,
+                        stand_ins=count_requests_as_cells(cells),
+                    )
                 )
-            cells = store.cells()
             windows = store.windows()
         phase.update(
             f"pricing neighbours of {args.eval_name} over {len(cells):,} cells and {len(windows):,} windows"
@@ -207,6 +216,9 @@ def run(args: argparse.Namespace) -> int:
             scales = time_scales(c for c in cells if c.eval_name == args.eval_name)
             for report in reports:
                 _print(report, threshold=args.threshold, all_cells=args.all_cells, scales=scales)
+    line = requests_as_cells_line(sum(r.requests_as_cells for r in reports), sum(r.n_cells for r in reports))
+    if line and not args.json:
+        print_hint(line)
     if args.plot:
         _plot(args.plot, reports, time_scales(c for c in cells if c.eval_name == args.eval_name))
     if args.json:

@@ -74,7 +74,8 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.advisor import AdvisorConfig
     from ..report import build_report, inputs_from_otlp_json, inputs_from_store, write_report
-    from ._common import check_advisor_arguments, open_store
+    from ..views.requests import requests_as_cells_line
+    from ._common import check_advisor_arguments, open_store, print_hint
 
     check_advisor_arguments(args)
     config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
@@ -100,4 +101,7 @@ def run(args: argparse.Namespace) -> int:
         phase.update(f"drawing the plots and writing {args.out}")
         page = write_report(content, args.out)
     print(f"wrote {page}")
+    line = requests_as_cells_line(content.requests_as_cells, content.n_cells)
+    if line:
+        print_hint(line)
     return 0

@@ -15,7 +15,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..views.tables import model_time, time_scales
-from ._common import add_store_argument, open_store, print_json, print_table
+from ._common import add_store_argument, open_store, print_hint, print_json, print_table
 
 if TYPE_CHECKING:
     from ..analysis.timeouts import TimeoutVerdict
@@ -29,20 +29,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
+    from ..analysis.request_cells import count_requests_as_cells
     from ..analysis.timeouts import timeout_verdicts
+    from ..report.inputs import cells_from_store
+    from ..views.requests import no_cells, requests_as_cells_line
     from ..views.timeouts import timeouts_table, verdict_json
 
     with open_store(args) as store:
-        cells, windows = store.cells(), store.windows()
-    if args.eval_name is not None and not any(c.eval_name == args.eval_name for c in cells):
-        raise InputError(f"--eval {args.eval_name}: no cells of that eval in the store")
+        cells, windows = cells_from_store(store), store.windows()  # requests no cell holds as cells
+        scoped = [c for c in cells if args.eval_name is None or c.eval_name == args.eval_name]
+        counts = {} if scoped else store.row_counts()  # what a refusal names
+        source = str(store.path)
+    if not scoped:
+        evals = sorted({c.eval_name for c in cells})
+        scope = "" if args.eval_name is None else f" of eval {args.eval_name!r}"
+        stand_ins = count_requests_as_cells(cells)
+        raise InputError(no_cells(source, counts, scope=scope, evals=evals, stand_ins=stand_ins))
     verdicts = timeout_verdicts(cells, windows, eval_name=args.eval_name)
     if args.json:
         print_json([verdict_json(v) for v in verdicts])
         return 0
+    line = requests_as_cells_line(count_requests_as_cells(scoped), len(scoped))
     scope = f"eval {args.eval_name}" if args.eval_name else f"{len({c.eval_name for c in cells})} evals"
     if not verdicts:
         print(f"no cell of {scope} hit its ceiling ({len(cells)} cells read)")
+        if line:
+            print_hint(line)
         return 0
     by_eval: dict[str, list[TimeoutVerdict]] = {}
     for v in verdicts:
@@ -58,4 +70,6 @@ def run(args: argparse.Namespace) -> int:
         when = model_time(time_scales([c for c in cells if c.eval_name == name]))
         columns, rows = timeouts_table(group)
         print_table(f"{name}: {len(group)} cells hit their ceiling; {baseline}{when}", columns, rows)
+    if line:
+        print_hint(line)
     return 0

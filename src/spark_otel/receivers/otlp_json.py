@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
@@ -198,7 +199,7 @@ def _time_ns(value: Any, what: str) -> int:
     return check_time_ns(ns, what)
 
 
-def _span(span: dict[str, Any]) -> ReadableSpan:
+def _span(span: dict[str, Any], resource: Resource | None = None) -> ReadableSpan:
     trace_id = _id(span.get("traceId"), 16, "traceId")
     span_id = _id(span.get("spanId"), 8, "spanId")
     start = _time_ns(span.get("startTimeUnixNano"), "startTimeUnixNano")
@@ -224,6 +225,7 @@ def _span(span: dict[str, Any]) -> ReadableSpan:
         attributes=_attributes(_items(span.get("attributes"), "attributes")),
         start_time=start,
         end_time=end,
+        resource=resource,
     )
 
 
@@ -235,6 +237,8 @@ def spans_from_export(export: dict[str, Any]) -> Iterator[ReadableSpan]:
     for i, raw_resource in enumerate(_items(export.get("resourceSpans"), "resourceSpans")):
         where = f"resourceSpans[{i}]"
         resource_spans = _fields(raw_resource, where)
+        raw = _fields(resource_spans.get("resource") or {}, f"{where}.resource")
+        resource = Resource(_attributes(_items(raw.get("attributes"), f"{where}.resource.attributes")))
         for j, raw_scope in enumerate(_items(resource_spans.get("scopeSpans"), f"{where}.scopeSpans")):
             scope_where = f"{where}.scopeSpans[{j}]"
             scope_spans = _fields(raw_scope, scope_where)
@@ -242,7 +246,7 @@ def spans_from_export(export: dict[str, Any]) -> Iterator[ReadableSpan]:
                 span_where = f"{scope_where}.spans[{k}]"
                 span = _fields(raw_span, span_where)
                 try:
-                    yield _span(span)
+                    yield _span(span, resource)
                 except ValueError as exc:
                     raise ValueError(f"{span_where}: {exc}") from exc
 

@@ -29,6 +29,7 @@ __all__ = [
     "cell_start_attributes",
     "is_server_timing",
     "request_from_span",
+    "runner_eval",
     "server_timing_from_span",
     "window_from_span",
 ]
@@ -185,6 +186,18 @@ def cell_from_span(span: ReadableSpan) -> Cell:
     )
 
 
+def runner_eval(span: ReadableSpan) -> str | None:
+    """The eval a request made outside any `cell()` belongs to, as its runner named it on the
+    resource: ``spark_otel.eval`` (``SPARK_OTEL_EVAL``), else a service name the user set
+    (``OTEL_SERVICE_NAME``; spark-otel's default names no eval); None where neither did."""
+    resource = span.resource.attributes if span.resource is not None else {}
+    for key in (sc.EVAL_NAME, sc.SERVICE_NAME):
+        value = str(resource.get(key) or "").strip()
+        if value and value != sc.DEFAULT_SERVICE_NAME and not value.startswith("unknown_service"):
+            return value
+    return None
+
+
 def request_from_span(span: ReadableSpan) -> Request:
     a: dict[str, Any] = dict(span.attributes or {})
     reasons = a.get(sc.GEN_AI_RESPONSE_FINISH_REASONS) or ()
@@ -193,7 +206,7 @@ def request_from_span(span: ReadableSpan) -> Request:
         uid=_hex_span_id(span),
         trace_id=_hex_trace_id(span),
         cell_uid=str(a[sc.CELL_UID]) if sc.CELL_UID in a else None,
-        eval_name=str(a[sc.EVAL_NAME]) if sc.EVAL_NAME in a else None,
+        eval_name=str(a[sc.EVAL_NAME]) if sc.EVAL_NAME in a else runner_eval(span),
         engine=str(a[sc.ENGINE]) if sc.ENGINE in a else None,
         operation=str(a.get(sc.GEN_AI_OPERATION_NAME, "")),
         request_model=str(a[sc.GEN_AI_REQUEST_MODEL]) if sc.GEN_AI_REQUEST_MODEL in a else None,

@@ -61,6 +61,8 @@ class ReportContent:
     eval_budgets: list[EvalBudget] = field(default_factory=list)
     timeouts: list[TimeoutVerdict] = field(default_factory=list)
     """A verdict for every cell that hit its ceiling."""
+    requests_as_cells: int = 0
+    """Of the ``n_cells``, requests no cell held, each standing in for a cell (`analysis.request_cells`)."""
 
 
 def overview_from_inputs(
@@ -96,8 +98,13 @@ def build_report(
 ) -> ReportContent:
     """Run every analysis the inputs allow, as `spark-otel advise` does (``config`` holds the
     ceiling and threshold). Raises `InputError` when there is nothing to report."""
+    from ..analysis.request_cells import count_requests_as_cells
+
     if not (inputs.cells or inputs.probes or inputs.curves or inputs.windows):
-        raise InputError(f"{inputs.source}: no cells, load windows or probe runs to report on")
+        from ..views.requests import no_cells
+
+        what = "cells, load windows or probe runs to report on"
+        raise InputError(no_cells(inputs.source, inputs.holdings, what=what))
     from ..analysis.budget import cell_budgets, eval_budgets
     from ..analysis.energy import attribute, restrict
     from ..analysis.timeouts import timeout_verdicts
@@ -130,6 +137,7 @@ def build_report(
         budgets=budgets,
         eval_budgets=eval_budgets(budgets, outcome_cells),
         timeouts=timeout_verdicts(inputs.cells, inputs.windows, eval_name=eval_name),
+        requests_as_cells=count_requests_as_cells(inputs.cells),
     )
 
 

@@ -20,6 +20,7 @@ from ..analysis.neighbour import no_baseline_reason, windows_touched
 from ..model import CellStatus
 from ..views.curves import describe_curve
 from ..views.gauges import evidence
+from ..views.requests import requests_as_cells_line
 from ..views.rules import rule_text, rules_table
 from ..views.tables import (
     GLOSSARY,
@@ -409,8 +410,10 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in content.notes)
     glossary = _Glossary()
+    stand_ins = requests_as_cells_line(content.requests_as_cells, content.n_cells)
     body = "".join(
         [
+            f'<p class="note requests-as-cells">{html.escape(stand_ins)}</p>' if stand_ins else "",
             _answers_section(content),
             _concurrency_section(content, images, glossary),
             _neighbour_section(content, images, glossary),

@@ -24,6 +24,7 @@ __all__ = [
     "ENERGY_MARGIN_NS",
     "InstrumentInputs",
     "ReportInputs",
+    "cells_from_store",
     "energy_samples",
     "inputs_from_otlp_json",
     "inputs_from_store",
@@ -63,6 +64,8 @@ class ReportInputs:
     """The cells' requests, which the engine's server timings join to (the time budget)."""
     server_timings: dict[str, ServerTiming] = field(default_factory=dict)
     """The engine's split of requests, by request uid (its server spans)."""
+    holdings: dict[str, int] = field(default_factory=dict)
+    """Rows of each kind the source holds (`Store.row_counts`): what a refusal names."""
 
 
 @dataclass
@@ -133,6 +136,19 @@ def _engine_urls(store: Store) -> dict[str, str]:
     return urls | store.engine_urls()
 
 
+def cells_from_store(store: Store) -> list[Cell]:
+    """Every cell the store holds and, each as a cell of its own, the requests no cell holds
+    (`analysis.request_cells`): the cells every analysis of a store reads."""
+    from ..analysis.request_cells import with_requests_as_cells
+
+    return with_requests_as_cells(
+        store.cells(),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
+    )
+
+
 def energy_samples(store: Store, spans: Sequence[tuple[int, int]]) -> list[MetricSample]:
     """The GPU energy-counter and power samples around ``spans`` (start, end ns): what
     `spark_otel.analysis.energy` reads. Empty without spans."""
@@ -197,7 +213,7 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
         metadata = (doc.get("body") or {}).get("metadata") or {}
         if isinstance(metadata.get("engine"), str) and isinstance(metadata.get("engine_url"), str):
             urls[metadata["engine"]] = metadata["engine_url"]
-    cells = store.cells()
+    cells = cells_from_store(store)
     spans = [(c.start_unix_ns, c.end_unix_ns) for c in cells]
     spans += [(lv.start_unix_ns, lv.end_unix_ns) for p in probes for lv in p.levels]
     return ReportInputs(
@@ -213,16 +229,30 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
         instruments=instruments_from_store(store) if probe_tables else None,
         requests=store.requests(),
         server_timings=store.server_timings(),
+        holdings=store.row_counts(),
     )
 
 
 def inputs_from_otlp_json(paths: Sequence[str | Path]) -> ReportInputs:
+    from ..analysis.request_cells import with_requests_as_cells
     from ..receivers.otlp_json import read_otlp_json
 
     records = read_otlp_json(paths)
+    named = {  # where the cells' requests named their engine, as `Store.engine_urls` reads it
+        r.engine: f"http://{r.server_address}" + (f":{r.server_port}" if r.server_port else "")
+        for r in records.requests
+        if r.engine and r.server_address
+    }
     return ReportInputs(
         source=", ".join(str(p) for p in paths),
-        cells=records.cells,
+        cells=with_requests_as_cells(
+            records.cells, records.requests, engine_urls=named, windows=records.windows
+        ),
+        holdings={
+            "cells": len(records.cells),
+            "requests": len(records.requests),
+            "load_windows": len(records.windows),
+        },
         windows=records.windows,
         requests=records.requests,
         server_timings={t.request_uid: t for t in records.server_timings},

@@ -356,11 +356,26 @@ class Store:
         eval_name: str | None = None,
         since_unix_ns: int | None = None,
         until_unix_ns: int | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
     ) -> list[Request]:
         where, params = self._where(
             {"cell_uid": cell_uid, "eval_name": eval_name}, since_unix_ns, until_unix_ns, "start_unix_ns"
         )
-        return self._records(REQUESTS, f"{where} ORDER BY start_unix_ns", params)
+        clauses = f"{where} ORDER BY start_unix_ns {'DESC' if newest_first else 'ASC'}"
+        if limit is not None:
+            clauses += f" LIMIT {int(limit)}"
+        return self._records(REQUESTS, clauses, params)
+
+    def requests_outside_cells(self) -> list[Request]:
+        """The requests no stored cell holds (made outside any `cell()`, or in one not stored),
+        oldest first: what stands in for cells where no cell was recorded."""
+        outside = " WHERE cell_uid IS NULL OR cell_uid NOT IN (SELECT uid FROM cells)"
+        return self._records(REQUESTS, f"{outside} ORDER BY start_unix_ns", [])
+
+    def cells_by_uid(self, uids: Iterable[str]) -> dict[str, Cell]:
+        """The stored cells among ``uids``, by uid."""
+        return {c.uid: c for c in self._keyed(CELLS, "uid", uids)}
 
     def row_counts(self) -> dict[str, int]:
         """Rows in each of the store's tables (meta aside)."""

@@ -18,12 +18,14 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from .. import _semconv as sc
 from .._exceptions import ConfigError
 from .bulk_histogram import BulkHistogramReader, register_bulk_histograms
 from .instruments import bulk_histograms
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
+    "EVAL_ENV",
     "build_providers",
     "is_own_provider",
     "otlp_configured",
@@ -32,7 +34,10 @@ __all__ = [
     "set_global_providers",
 ]
 
-DEFAULT_SERVICE_NAME = "spark-otel"
+DEFAULT_SERVICE_NAME = sc.DEFAULT_SERVICE_NAME
+EVAL_ENV = "SPARK_OTEL_EVAL"
+"""The eval a runner's requests belong to when no `cell()` names one: on the resource as
+``spark_otel.eval``, so requests outside cells are grouped under it (`analysis.request_cells`)."""
 # Every provider build_providers() created, so a global one can be told apart from the user's own.
 _own_providers: weakref.WeakSet[object] = weakref.WeakSet()
 
@@ -107,8 +112,12 @@ def build_providers(
     """Providers that send spans to ``span_processors`` and metrics to each exporter at its
     interval (None: ``OTEL_METRIC_EXPORT_INTERVAL``), each export bounded by
     ``export_timeout_millis`` (None: ``OTEL_METRIC_EXPORT_TIMEOUT``), with the resource from the
-    ``OTEL_*`` settings. Their readers also export spark-otel's bulk histograms (see `bulk_histogram`)."""
-    resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+    ``OTEL_*`` settings and `EVAL_ENV`. Their readers also export spark-otel's bulk histograms
+    (see `bulk_histogram`)."""
+    attributes: dict[str, str] = {SERVICE_NAME: service_name} if service_name else {}
+    if os.environ.get(EVAL_ENV, "").strip():
+        attributes[sc.EVAL_NAME] = os.environ[EVAL_ENV].strip()
+    resource = Resource.create(attributes)
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         # Neither the argument, OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES named the service.
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))

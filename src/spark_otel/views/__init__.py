@@ -6,6 +6,7 @@ render, from the facts the analyses return, so each sentence and each table exis
     timeouts why each timeout happened: its line, its table and its JSON
     layout   which columns of a list fit a terminal's width (lower-priority ones dropped)
     cells    recent cells as a list (one row each, with their energy) and as JSON
+    requests recent requests as a list and JSON; how many cells are requests; what a store holds
     hints    hint lines wrap at the terminal's width, a backticked command kept whole
     gauges   each gauge's verdict and its evidence as a sentence
     answers  the article's two questions answered in one line each (the demo's and the report's)

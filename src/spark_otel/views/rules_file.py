@@ -19,6 +19,7 @@ from ..analysis.advisor import Advice, QueueRule, RuleKind
 from ..records.rate_curve import RateCurve
 from ..records.rules_file import CrossEngineRule, EngineInfo, LaneRule, LimitRule, RulesFile
 from .curves import describe_curve
+from .requests import requests_as_cells_phrase
 from .rules import rule_evidence, rule_text
 
 __all__ = ["dump_rules", "rules_from_advice"]
@@ -88,6 +89,10 @@ def rules_from_advice(
     models = {c.engine: c.model for c in curves if c.model}
     named = {x.engine for x in (*lanes, *limits, *cross)} | {x.while_engine for x in cross}
     engines = {e: EngineInfo(model=models.get(e), url=urls.get(e)) for e in sorted(named)}
+    if source is not None and advice.requests_as_cells:  # the file says so too, as every output does
+        source += (
+            f" ({requests_as_cells_phrase(advice.requests_as_cells, advice.n_cells)}, standing in for cells)"
+        )
     return RulesFile(
         computed_at=_when(real_wall_ns()),
         source=source,

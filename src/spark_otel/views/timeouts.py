@@ -10,6 +10,7 @@ from typing import Any
 
 from .._clock import NS_PER_S
 from ..analysis.timeouts import SLOWED_BELOW, TimeoutKind, TimeoutVerdict, Unjudged
+from .requests import cell_label
 
 __all__ = ["share_source", "timeouts_table", "verdict_json", "verdict_line"]
 
@@ -78,7 +79,7 @@ def timeouts_table(verdicts: Sequence[TimeoutVerdict]) -> tuple[list[str], list[
     columns = ["cell", "started (UTC)", "elapsed s", "output tok", "tok/s", "of baseline", "verdict"]
     rows = [
         [
-            v.cell_id,
+            cell_label(v.cell_id, request_as_cell=v.request_as_cell),
             datetime.fromtimestamp(v.start_unix_ns / NS_PER_S, UTC).strftime("%Y-%m-%d %H:%M"),
             f"{v.elapsed_s:,.0f}",
             f"{v.completion_tokens:,}" if v.completion_tokens is not None else "none",

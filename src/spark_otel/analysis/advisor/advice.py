@@ -10,6 +10,7 @@ from ...records.rate_curve import RateCurve
 from ..concurrency import UNKNOWN_ENGINE, in_flight, in_flight_level
 from ..neighbour import NeighbourReport
 from ..rates import ceiling_hit, rated_decode_rate
+from ..request_cells import count_requests_as_cells
 from .advice_model import Advice, AdvisorConfig, CellClass, ClassAdvice, QueueRule
 from .evidence import choose_curves
 from .predict import class_advice, classify
@@ -48,6 +49,13 @@ def advise(
     load the others ran under."""
     config = config or AdvisorConfig()
     urls = engine_urls or {}
+    cells = list(cells)
+    in_scope = [
+        c
+        for c in cells
+        if (eval_name is None or c.eval_name == eval_name)
+        and (engine is None or (c.engine or UNKNOWN_ENGINE) == engine)
+    ]
     curve_by_engine = {
         name: curve for name, curve in choose_curves(curves).items() if engine is None or name == engine
     }
@@ -67,7 +75,13 @@ def advise(
     reports = [r for r in neighbour if eval_name is None or r.eval_name == eval_name]
     rules += cross_engine_rules(reports, bound, config.threshold, engine)
     rules += _gauge_rules(gpu_utilization, token_rates, curve_by_engine.values(), config)
-    return Advice(config=config, classes=classes, rules=rules)
+    return Advice(
+        config=config,
+        classes=classes,
+        rules=rules,
+        n_cells=len(in_scope),
+        requests_as_cells=count_requests_as_cells(in_scope),
+    )
 
 
 _Member = tuple[Cell, int]

@@ -203,3 +203,7 @@ class Advice(Result):
     config: AdvisorConfig
     classes: list[ClassAdvice]
     rules: list[QueueRule]
+    n_cells: int = Field(default=0, description="the cells advised on (of the eval and engine asked)")
+    requests_as_cells: int = Field(
+        default=0, description="of n_cells, requests standing in for cells (no cell() held them)"
+    )
