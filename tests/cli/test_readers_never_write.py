@@ -33,6 +33,7 @@ EVAL = "qwen-thinking-review"
 
 STORE_READERS: dict[str, list[str]] = {
     "cells": ["cells", "--store", "{path}"],
+    "requests": ["requests", "--store", "{path}"],
     "concurrency": ["concurrency", "--store", "{path}"],
     "neighbour-cost": ["neighbour-cost", "--store", "{path}", "--eval", EVAL],
     "timeouts": ["timeouts", "--store", "{path}"],
