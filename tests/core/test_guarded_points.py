@@ -59,7 +59,7 @@ from spark_otel.deadline import astream_with_deadline, stream_with_deadline
 from spark_otel.governor import Governor, govern, ungovern
 from spark_otel.governor import state as governor_state
 from spark_otel.governor.state import SharedState
-from spark_otel.instrumentation import SparkOtelInstrumentor, _httpx_patch, _openai_patch, _request, _stream
+from spark_otel.instrumentation import SparkOtelInstrumentor, _openai_patch, _raw_http, _request, _stream
 from spark_otel.instrumentation._sse_scanner import SseScanner
 from spark_otel.probe.prober import _Prober
 from spark_otel.receivers import receiver as receiver_module
@@ -796,7 +796,7 @@ def _processor_raising_on_end(module: str) -> Callable[[Injector], None]:
 FROM_REQUEST = called_from("spark_otel.instrumentation._request")
 # A request's span starts in `RequestTelemetry`, made by the openai layer or by the raw layer.
 OPENAI_SPAN_START = called_from("spark_otel.instrumentation._openai_patch", depth=2)
-RAW_SPAN_START = called_from("spark_otel.instrumentation._httpx_patch", depth=2)
+RAW_SPAN_START = called_from("spark_otel.instrumentation._raw_http", depth=2)
 FROM_CELLS = called_from("spark_otel.cells")
 FROM_OPENAI_PATCH = called_from("spark_otel.instrumentation._openai_patch")
 FROM_SPARK_OTEL = called_from("spark_otel")
@@ -834,7 +834,7 @@ FAULTS: tuple[Fault, ...] = (
        lambda i: i.fail(httpx2.Headers, "pop", when=lambda f, a, k: a[1] == "traceparent"),
        RAW_ALL, instrument=(("inject_traceparent", True),)),
     _f("httpx response", "response fields", lambda i: i.fail(_request, "get_field"), RAW_PLAIN),
-    _f("httpx stream wrap", "observer", lambda i: i.fail(_httpx_patch._Observer, "__init__"), RAW_STREAMS),
+    _f("httpx stream wrap", "observer", lambda i: i.fail(_raw_http.BodyObserver, "__init__"), RAW_STREAMS),
     _f("raw stream bookkeeping", "sse scanner", lambda i: i.fail(SseScanner, "feed"), RAW_STREAMS),
     _f("httpx response finalize", "sse summary", lambda i: i.fail(SseScanner, "summary"), RAW_STREAMS),
     # -- a request's end: span attributes, each histogram, the cell's share -------------------------

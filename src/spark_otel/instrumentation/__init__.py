@@ -60,7 +60,13 @@ _OPENAI_TARGETS = (
     ("openai.resources.completions", "AsyncCompletions", async_completions_create),
 )
 _HTTPX_MODULES = ("httpx2", "httpx")
-INSTRUMENTS_ANY = ("openai >= 1.26, < 4", "httpx2 >= 2.16, < 3", "httpx >= 0.27, < 1")
+INSTRUMENTS_ANY = (
+    "openai >= 1.26, < 4",
+    "httpx2 >= 2.16, < 3",
+    "httpx >= 0.27, < 1",
+    "requests >= 2.31, < 3",
+    "aiohttp >= 3.9, < 4",
+)
 """The clients instrumented, as ``pyproject.toml``'s ``instruments-any`` extra lists them."""
 _OWN_KWARGS = frozenset(
     {
@@ -217,6 +223,16 @@ class SparkOtelInstrumentor(BaseInstrumentor):
             module = importlib.import_module(module_name)
             self._patch(module.Client, "send", httpx_send(module, runtime))
             self._patch(module.AsyncClient, "send", async_httpx_send(module, runtime))
+        if _installed("requests"):  # imported only here: importing spark_otel loads neither
+            from ._requests_patch import requests_send
+
+            adapters = importlib.import_module("requests.adapters")
+            self._patch(adapters.HTTPAdapter, "send", requests_send(runtime))
+        if _installed("aiohttp"):
+            from ._aiohttp_patch import aiohttp_request
+
+            client = importlib.import_module("aiohttp.client")
+            self._patch(client.ClientSession, "_request", aiohttp_request(runtime))
 
     @staticmethod
     def _patch(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
