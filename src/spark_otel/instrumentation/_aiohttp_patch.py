@@ -89,21 +89,72 @@ def _start(
     return telemetry
 
 
+_MAX_PENDING_LINES = 64
+_BLANK_LINES = frozenset({b"\n", b"\r\n"})
+
+
 class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscripted only in wrapt 2, and >=1.16 is allowed
-    """The response's ``StreamReader``; every read's bytes shown to the observer on the way."""
+    """The response's ``StreamReader``; every read's bytes shown to the observer on the way.
+
+    Lines read one at a time (``async for line in response.content``) are shown an event at a
+    time: an SSE event is its lines and a blank one, and the decoder takes a whole event in one
+    step (its fast path) where each line alone would cost a step of its own.
+    """
 
     def __init__(self, content: Any, observer: BodyObserver) -> None:
         super().__init__(content)
         self._self_observer = observer
         self._self_hook = observer.block_hook()
+        self._self_lines: list[bytes] = []
 
-    def _self_seen(self, data: bytes) -> bytes:
-        if data:
+    def _self_feed(self, block: bytes) -> None:
+        if block:
             try:
-                self._self_hook(data)
+                self._self_hook(block)
             except Exception as exc:
                 report_failure("raw stream bookkeeping", exc)
+
+    def _self_flush(self) -> None:
+        lines = self._self_lines
+        if lines:
+            block = b"".join(lines)
+            lines.clear()
+            self._self_feed(block)
+
+    def _self_seen(self, data: bytes) -> bytes:
+        """A block read: shown, and the span finished if it was the body's last."""
+        self._self_flush()
+        self._self_feed(data)
         if self.__wrapped__.at_eof():
+            self._self_observer.finish(None)
+        return data
+
+    def _self_failed(self, exc: BaseException) -> None:
+        self._self_flush()
+        self._self_observer.fail(exc)
+
+    def _self_ended(self, error_type: str) -> None:
+        self._self_flush()
+        self._self_observer.finish(error_type)
+
+    async def readline(self, *args: Any, **kwargs: Any) -> bytes:
+        try:
+            data = await self.__wrapped__.readline(*args, **kwargs)
+        except BaseException as exc:
+            self._self_failed(exc)
+            raise
+        lines = self._self_lines
+        if data and data not in _BLANK_LINES and len(lines) < _MAX_PENDING_LINES:
+            lines.append(data)  # an event under way
+            return data
+        if lines:
+            lines.append(data)
+            block = b"".join(lines)
+            lines.clear()
+        else:
+            block = data
+        self._self_feed(block)
+        if not data:  # the body's end
             self._self_observer.finish(None)
         return data
 
@@ -111,7 +162,7 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         try:
             data = await self.__wrapped__.read(n)
         except BaseException as exc:
-            self._self_observer.fail(exc)
+            self._self_failed(exc)
             raise
         return self._self_seen(data)
 
@@ -119,15 +170,7 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         try:
             data = await self.__wrapped__.readany()
         except BaseException as exc:
-            self._self_observer.fail(exc)
-            raise
-        return self._self_seen(data)
-
-    async def readline(self, *args: Any, **kwargs: Any) -> bytes:
-        try:
-            data = await self.__wrapped__.readline(*args, **kwargs)
-        except BaseException as exc:
-            self._self_observer.fail(exc)
+            self._self_failed(exc)
             raise
         return self._self_seen(data)
 
@@ -135,7 +178,7 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         try:
             data = await self.__wrapped__.readuntil(*args, **kwargs)
         except BaseException as exc:
-            self._self_observer.fail(exc)
+            self._self_failed(exc)
             raise
         return self._self_seen(data)
 
@@ -143,7 +186,7 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         try:
             data = await self.__wrapped__.readexactly(n)
         except BaseException as exc:
-            self._self_observer.fail(exc)
+            self._self_failed(exc)
             raise
         return self._self_seen(data)
 
@@ -151,7 +194,7 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         try:
             data, end = await self.__wrapped__.readchunk()
         except BaseException as exc:
-            self._self_observer.fail(exc)
+            self._self_failed(exc)
             raise
         return self._self_seen(data), end
 
@@ -159,7 +202,7 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         try:
             data = self.__wrapped__.read_nowait(n)
         except BaseException as exc:
-            self._self_observer.fail(exc)
+            self._self_failed(exc)
             raise
         return self._self_seen(data)
 
@@ -181,10 +224,10 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         try:
             self.__wrapped__.set_exception(*args, **kwargs)
         finally:
-            self._self_observer.finish(sc.ERROR_TYPE_STREAM_CLOSED)
+            self._self_ended(sc.ERROR_TYPE_STREAM_CLOSED)
 
     def __del__(self) -> None:
-        self._self_observer.finish(sc.ERROR_TYPE_STREAM_ABANDONED)
+        self._self_ended(sc.ERROR_TYPE_STREAM_ABANDONED)
 
 
 def _observe(request: RequestTelemetry, response: Any, session: Any, kwargs: dict[str, Any]) -> None:
