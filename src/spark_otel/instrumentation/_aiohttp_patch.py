@@ -139,7 +139,7 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
 
     async def readline(self, *args: Any, **kwargs: Any) -> bytes:
         try:
-            data = await self.__wrapped__.readline(*args, **kwargs)
+            data: bytes = await self.__wrapped__.readline(*args, **kwargs)
         except BaseException as exc:
             self._self_failed(exc)
             raise
