@@ -1,15 +1,17 @@
 """`spark_otel.instrument()`: one line makes every call an eval runner makes to an engine observable.
 
     import spark_otel
-    spark_otel.instrument()          # openai (sync/async, streamed or not) and raw httpx2/httpx
+    spark_otel.instrument()          # openai; raw httpx2/httpx, requests and aiohttp (streamed or not)
     ...
     spark_otel.uninstrument()        # every wrapper becomes a pass-through
 
 What is patched (with `wrapt`): the openai SDK's ``chat.completions.create`` and
 ``completions.create`` on the sync and async clients (``with_raw_response`` and
-``with_streaming_response`` included), and ``Client.send`` / ``AsyncClient.send`` of ``httpx2``
-and ``httpx`` for POSTs to ``/v1/chat/completions`` and ``/v1/completions``. A call the SDK
-makes through httpx2 gets one span, from the SDK layer.
+``with_streaming_response`` included), and the raw HTTP clients' sends for POSTs to
+``/v1/chat/completions`` and ``/v1/completions``: ``Client.send`` / ``AsyncClient.send`` of
+``httpx2`` and ``httpx``, ``requests``' ``HTTPAdapter.send`` and ``aiohttp``'s
+``ClientSession._request`` (each only where installed; `instrument()` imports them, importing
+spark_otel does not). A call the SDK makes through httpx2 gets one span, from the SDK layer.
 
 Each call gets a CLIENT span ``{operation} {model}`` and the GenAI client metrics (semconv
 v1.41); a stream's span and duration end when the stream ends, however it ends. Inside a
@@ -109,7 +111,7 @@ def _installed(module: str) -> bool:
 
 
 class SparkOtelInstrumentor(BaseInstrumentor):
-    """Patches the openai SDK and raw httpx2/httpx once; `uninstrument` undoes it.
+    """Patches the openai SDK and the raw HTTP clients once; `uninstrument` undoes it.
 
     An OpenTelemetry contrib instrumentor (`BaseInstrumentor`): a singleton, registered as an
     ``opentelemetry_instrumentor`` entry point for ``opentelemetry-instrument``, with its

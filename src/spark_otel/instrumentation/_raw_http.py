@@ -134,7 +134,7 @@ class BodyObserver:
     span and status, without usage).
     """
 
-    __slots__ = ("body", "encoded", "layer", "request", "scanner", "size")
+    __slots__ = ("body", "encoded", "ended", "layer", "request", "scanner", "size")
 
     def __init__(self, request: RequestTelemetry, headers: Any, *, encoded: bool, layer: str) -> None:
         self.request = request
@@ -147,6 +147,9 @@ class BodyObserver:
         self.scanner = scanner
         self.body: list[bytes] | None = None if is_sse else []
         self.size = 0
+        self.ended = False
+        """Finalized: the close and the collection that follow a body's end decode nothing again
+        (the request's own once-guard decides a race between threads)."""
 
     def block_hook(self) -> Callable[[bytes], None]:
         """What to call per block: the scanner's own `feed` for an SSE body (one call, not two)."""
@@ -165,6 +168,9 @@ class BodyObserver:
                 self.body = None
 
     def finish(self, error_type: str | None) -> None:
+        if self.ended:
+            return
+        self.ended = True
         try:  # the `guard` contract, without a generator per request
             if self.scanner is not None and not self.encoded:
                 finish_sse(self.request, self.scanner, error_type)
