@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import wrapt
-from aiohttp.streams import AsyncStreamIterator, ChunkTupleAsyncStreamIterator
+from aiohttp.streams import AsyncStreamIterator, ChunkTupleAsyncStreamIterator, EofStream
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -137,16 +137,12 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         self._self_flush()
         self._self_observer.finish(error_type)
 
-    async def readline(self, *args: Any, **kwargs: Any) -> bytes:
-        try:
-            data: bytes = await self.__wrapped__.readline(*args, **kwargs)
-        except BaseException as exc:
-            self._self_failed(exc)
-            raise
+    def _self_line(self, data: bytes) -> None:
+        """A line read: kept until its event's blank line, then the event shown whole."""
         lines = self._self_lines
         if data and data not in _BLANK_LINES and len(lines) < _MAX_PENDING_LINES:
             lines.append(data)  # an event under way
-            return data
+            return
         if lines:
             lines.append(data)
             block = b"".join(lines)
@@ -156,6 +152,14 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
         self._self_feed(block)
         if not data:  # the body's end
             self._self_observer.finish(None)
+
+    async def readline(self, *args: Any, **kwargs: Any) -> bytes:
+        try:
+            data: bytes = await self.__wrapped__.readline(*args, **kwargs)
+        except BaseException as exc:
+            self._self_failed(exc)
+            raise
+        self._self_line(data)
         return data
 
     async def read(self, n: int = -1) -> bytes:
@@ -206,8 +210,8 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
             raise
         return self._self_seen(data)
 
-    def __aiter__(self) -> AsyncStreamIterator[bytes]:
-        return AsyncStreamIterator(self.readline)
+    def __aiter__(self) -> _ObservedLines:
+        return _ObservedLines(self)
 
     def iter_chunked(self, n: int) -> AsyncStreamIterator[bytes]:
         self.__wrapped__.set_read_chunk_size(n)
@@ -228,6 +232,33 @@ class _ObservedContent(wrapt.ObjectProxy):  # type: ignore[type-arg]  # subscrip
 
     def __del__(self) -> None:
         self._self_ended(sc.ERROR_TYPE_STREAM_ABANDONED)
+
+
+class _ObservedLines:
+    """``async for line in response.content``: aiohttp's own line iterator with the proxy's
+    `readline` folded in (one coroutine a line, not two: this runs on every line of a stream)."""
+
+    __slots__ = ("_content", "_readline")
+
+    def __init__(self, content: _ObservedContent) -> None:
+        self._content = content
+        self._readline = content.__wrapped__.readline
+
+    def __aiter__(self) -> _ObservedLines:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            data: bytes = await self._readline()
+        except EofStream:
+            data = b""
+        except BaseException as exc:
+            self._content._self_failed(exc)
+            raise
+        self._content._self_line(data)
+        if not data:
+            raise StopAsyncIteration
+        return data
 
 
 def _observe(request: RequestTelemetry, response: Any, session: Any, kwargs: dict[str, Any]) -> None:
