@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tests.support.finished_spans import request_spans
@@ -26,6 +27,7 @@ from spark_otel.instrumentation import SparkOtelInstrumentor
 from spark_otel.store import Store
 
 ENGINE = "qwen"
+SECRET = "sk-lm-eval-secret"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
@@ -65,9 +67,12 @@ def test_every_request_lm_eval_makes_is_recorded_with_the_engines_tokens(
     tracer_provider: TracerProvider,
     meter_provider: MeterProvider,
     span_exporter: InMemorySpanExporter,
+    metric_reader: InMemoryMetricReader,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     harness, tasks = lm_eval
     chat = model == "local-chat-completions"
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)  # lm-eval sends it as `Authorization: Bearer ...`
     spark_otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     before = served_count(live_box, ENGINE)
     generated_before = live_box.stats(ENGINE).generation_tokens
@@ -96,6 +101,8 @@ def test_every_request_lm_eval_makes_is_recorded_with_the_engines_tokens(
         sc.OPERATION_CHAT if chat else sc.OPERATION_TEXT_COMPLETION
     }
     assert all(sc.ERROR_TYPE not in a for a in recorded)
+    assert SECRET not in repr(recorded)
+    assert SECRET not in repr(metric_reader.get_metrics_data())
 
 
 @pytest.mark.slow
