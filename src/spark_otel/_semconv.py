@@ -268,7 +268,7 @@ RECEIVER_NAME = "spark_otel.receiver"
 
 # --- instrumentation (requests) ----------------------------------------------------------------
 REQUEST_CHUNKS = "spark_otel.request.chunks"  # on stream spans: chunks received (cut-off streams too)
-REQUEST_LAYER = "spark_otel.request.layer"  # "openai" | "httpx": which patch made the span
+REQUEST_LAYER = "spark_otel.request.layer"  # which patch made the span: openai, httpx, requests or aiohttp
 
 # --- collector span metrics (collector/otelcol.yaml, span_metrics connector; issue 7) -----------
 SPAN_METRICS_NAMESPACE = "traces.span.metrics"

@@ -35,10 +35,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import aiohttp
 import httpcore2._backends.sync as httpcore_sync
 import httpx2
 import openai
 import pytest
+import requests
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -47,6 +49,7 @@ from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace import SpanProcessor, Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from requests.structures import CaseInsensitiveDict
 from tests.support.engine_server import MODEL, LocalServer
 from tests.support.finished_spans import request_spans
 from tests.support.metrics_server import MetricsServer
@@ -59,7 +62,7 @@ from spark_otel.deadline import astream_with_deadline, stream_with_deadline
 from spark_otel.governor import Governor, govern, ungovern
 from spark_otel.governor import state as governor_state
 from spark_otel.governor.state import SharedState
-from spark_otel.instrumentation import SparkOtelInstrumentor, _httpx_patch, _openai_patch, _request, _stream
+from spark_otel.instrumentation import SparkOtelInstrumentor, _openai_patch, _raw_http, _request, _stream
 from spark_otel.instrumentation._sse_scanner import SseScanner
 from spark_otel.probe.prober import _Prober
 from spark_otel.receivers import receiver as receiver_module
@@ -520,6 +523,40 @@ async def _araw_stream(w: World, seen: list[Any]) -> Any:
     return len(seen)
 
 
+@scenario("rq")
+def _rq(w: World, seen: list[Any]) -> Any:
+    response = requests.post(f"{w.base_url}/chat/completions", json=_create(), timeout=30)
+    return response.status_code, response.json()
+
+
+@scenario("rq-stream")
+def _rq_stream(w: World, seen: list[Any]) -> Any:
+    body = _create(stream=True, stream_options=USAGE)
+    with requests.post(f"{w.base_url}/chat/completions", json=body, stream=True, timeout=30) as r:
+        seen.extend(line for line in r.iter_lines() if line)
+    return len(seen)
+
+
+@scenario("aio")
+async def _aio(w: World, seen: list[Any]) -> Any:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{w.base_url}/chat/completions", json=_create()) as response,
+    ):
+        return response.status, await response.json()
+
+
+@scenario("aio-stream")
+async def _aio_stream(w: World, seen: list[Any]) -> Any:
+    body = _create(stream=True, stream_options=USAGE)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{w.base_url}/chat/completions", json=body) as response,
+    ):
+        seen.extend([line async for line in response.content if line.strip()])
+    return len(seen)
+
+
 @scenario("cell-returns", cells=1)
 def _cell_returns(w: World, seen: list[Any]) -> Any:
     with w.cell("ev", "c1", engine=ENGINE), _client(w) as client:
@@ -705,6 +742,8 @@ OPENAI_ALL = (*OPENAI_PLAIN, *OPENAI_STREAMS, "chat-404", "achat-404")
 RAW_PLAIN = ("raw", "araw")
 RAW_STREAMS = ("raw-stream", "raw-stream-break", "araw-stream")
 RAW_ALL = (*RAW_PLAIN, *RAW_STREAMS, "raw-404")
+OTHER_CLIENTS_STREAMS = ("rq-stream", "aio-stream")
+OTHER_CLIENTS = ("rq", "aio", *OTHER_CLIENTS_STREAMS)
 REQUESTS_SOME = ("chat", "chat-404", "achat-stream", "chat-stream-break", "raw-stream", "araw")
 CELLS = ("cell-returns", "cell-raises", "cell-decorated", "acell-returns", "acell-raises")
 CELLS_SOME = ("cell-returns", "acell-raises")
@@ -796,7 +835,7 @@ def _processor_raising_on_end(module: str) -> Callable[[Injector], None]:
 FROM_REQUEST = called_from("spark_otel.instrumentation._request")
 # A request's span starts in `RequestTelemetry`, made by the openai layer or by the raw layer.
 OPENAI_SPAN_START = called_from("spark_otel.instrumentation._openai_patch", depth=2)
-RAW_SPAN_START = called_from("spark_otel.instrumentation._httpx_patch", depth=2)
+RAW_SPAN_START = called_from("spark_otel.instrumentation._raw_http", depth=2)
 FROM_CELLS = called_from("spark_otel.cells")
 FROM_OPENAI_PATCH = called_from("spark_otel.instrumentation._openai_patch")
 FROM_SPARK_OTEL = called_from("spark_otel")
@@ -830,16 +869,33 @@ FAULTS: tuple[Fault, ...] = (
     # -- a request, over raw httpx2 -----------------------------------------------------------------
     _f("httpx request start", "span start", lambda i: i.fail(Tracer, "start_span", when=RAW_SPAN_START),
        RAW_ALL, lost=("request",)),
-    _f("httpx traceparent removal", "header removal",
+    _f("{} traceparent removal", "header removal",
        lambda i: i.fail(httpx2.Headers, "pop", when=lambda f, a, k: a[1] == "traceparent"),
        RAW_ALL, instrument=(("inject_traceparent", True),)),
     _f("httpx response", "response fields", lambda i: i.fail(_request, "get_field"), RAW_PLAIN),
-    _f("httpx stream wrap", "observer", lambda i: i.fail(_httpx_patch._Observer, "__init__"), RAW_STREAMS),
-    _f("raw stream bookkeeping", "sse scanner", lambda i: i.fail(SseScanner, "feed"), RAW_STREAMS),
-    _f("httpx response finalize", "sse summary", lambda i: i.fail(SseScanner, "summary"), RAW_STREAMS),
+    _f("httpx stream wrap", "observer", lambda i: i.fail(_raw_http.BodyObserver, "__init__"), RAW_STREAMS),
+    _f("raw stream bookkeeping", "sse scanner", lambda i: i.fail(SseScanner, "feed"),
+       (*RAW_STREAMS, *OTHER_CLIENTS_STREAMS)),
+    _f("{} response finalize", "sse summary", lambda i: i.fail(SseScanner, "summary"),
+       (*RAW_STREAMS, *OTHER_CLIENTS_STREAMS)),
+    # -- a request, over requests and aiohttp -------------------------------------------------------
+    _f("requests request start", "span start", lambda i: i.fail(Tracer, "start_span", when=RAW_SPAN_START),
+       ("rq", "rq-stream"), lost=("request",)),
+    _f("aiohttp request start", "span start", lambda i: i.fail(Tracer, "start_span", when=RAW_SPAN_START),
+       ("aio", "aio-stream"), lost=("request",)),
+    _f("aiohttp request start", "traceparent",
+       lambda i: i.fail(_request.RequestTelemetry, "traceparent_headers"),
+       ("aio",), instrument=(("inject_traceparent", True),)),
+    _f("{} traceparent removal", "header removal",
+       lambda i: i.fail(CaseInsensitiveDict, "pop", when=lambda f, a, k: a[1] == "traceparent"),
+       ("rq", "rq-stream"), instrument=(("inject_traceparent", True),)),
+    _f("requests stream wrap", "observer", lambda i: i.fail(_raw_http.BodyObserver, "__init__"),
+       ("rq", "rq-stream")),
+    _f("aiohttp stream wrap", "observer", lambda i: i.fail(_raw_http.BodyObserver, "__init__"),
+       ("aio", "aio-stream")),
     # -- a request's end: span attributes, each histogram, the cell's share -------------------------
     _f("request finalize", "span attributes", lambda i: i.fail(SdkSpan, "set_attributes", when=FROM_REQUEST),
-       (*OPENAI_ALL, *RAW_ALL)),
+       (*OPENAI_ALL, *RAW_ALL, *OTHER_CLIENTS)),
     _f("request finalize", "span status", lambda i: i.fail(SdkSpan, "set_status", when=FROM_REQUEST),
        (*OPENAI_ERRORS, "raw-404")),
     _f("request finalize", "duration histogram", lambda i: i.fail_instrument("operation_duration", "record"),

@@ -24,7 +24,7 @@ from tests.support.finished_spans import one_span
 
 import spark_otel
 from spark_otel import _semconv as sc
-from spark_otel.instrumentation import _httpx_patch
+from spark_otel.instrumentation import _httpx_patch, _raw_http
 
 URL = "http://engine:8000/v1/chat/completions"
 USAGE = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
@@ -153,7 +153,7 @@ def test_a_streamed_json_body_is_read_up_to_its_cap_and_no_further(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cap = 4096
-    monkeypatch.setattr(_httpx_patch, "_MAX_JSON_BODY", cap)
+    monkeypatch.setattr(_raw_http, "MAX_JSON_BODY", cap)
     text = json.dumps(ANSWER).encode()
     text += b" " * (cap - len(text) + padding)  # JSON allows trailing blanks: the same answer
     blocks = [text[i : i + 1000] for i in range(0, len(text), 1000)]
@@ -258,9 +258,9 @@ def test_a_failing_finalize_keeps_the_close_as_the_error_and_is_reported_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     def failing(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("injected into _finish_sse")
+        raise RuntimeError("injected into finish_sse")
 
-    monkeypatch.setattr(_httpx_patch, "_finish_sse", failing)
+    monkeypatch.setattr(_raw_http, "finish_sse", failing)
     sse = httpx2.Response(
         200, headers={"content-type": "text/event-stream"}, stream=Blocks([_chunk(0, "a")] * 3)
     )
@@ -275,7 +275,7 @@ def test_a_failing_finalize_keeps_the_close_as_the_error_and_is_reported_once(
     assert [r.getMessage() for r in caplog.records] == [
         "spark_otel: httpx response finalize failed; the call goes on untouched"
     ]
-    assert str(caplog.records[0].exc_info[1]) == "injected into _finish_sse"  # type: ignore[index]
+    assert str(caplog.records[0].exc_info[1]) == "injected into finish_sse"  # type: ignore[index]
 
 
 FOREIGN_SCOPE = "opentelemetry.instrumentation.genai.openai"
@@ -433,7 +433,8 @@ def test_the_sse_scanner_is_told_the_choices_asked_for(
             told.append(choices)
             super().__init__(capture=capture, choices=choices)
 
-    monkeypatch.setattr(_httpx_patch, "SseScanner", Recording)
+    monkeypatch.setattr(_httpx_patch, "SseScanner", Recording)  # a body read at once
+    monkeypatch.setattr(_raw_http, "SseScanner", Recording)  # a body observed as it streams
     body = {"stream": True} if n is None else {"stream": True, "n": n}
     events, headers = _chunk(0, "a", "stop") + b"data: [DONE]\n\n", {"content-type": "text/event-stream"}
     if streamed:

@@ -1,15 +1,17 @@
 """`spark_otel.instrument()`: one line makes every call an eval runner makes to an engine observable.
 
     import spark_otel
-    spark_otel.instrument()          # openai (sync/async, streamed or not) and raw httpx2/httpx
+    spark_otel.instrument()          # openai; raw httpx2/httpx, requests and aiohttp (streamed or not)
     ...
     spark_otel.uninstrument()        # every wrapper becomes a pass-through
 
 What is patched (with `wrapt`): the openai SDK's ``chat.completions.create`` and
 ``completions.create`` on the sync and async clients (``with_raw_response`` and
-``with_streaming_response`` included), and ``Client.send`` / ``AsyncClient.send`` of ``httpx2``
-and ``httpx`` for POSTs to ``/v1/chat/completions`` and ``/v1/completions``. A call the SDK
-makes through httpx2 gets one span, from the SDK layer.
+``with_streaming_response`` included), and the raw HTTP clients' sends for POSTs to
+``/v1/chat/completions`` and ``/v1/completions``: ``Client.send`` / ``AsyncClient.send`` of
+``httpx2`` and ``httpx``, ``requests``' ``HTTPAdapter.send`` and ``aiohttp``'s
+``ClientSession._request`` (each only where installed; `instrument()` imports them, importing
+spark_otel does not). A call the SDK makes through httpx2 gets one span, from the SDK layer.
 
 Each call gets a CLIENT span ``{operation} {model}`` and the GenAI client metrics (semconv
 v1.41); a stream's span and duration end when the stream ends, however it ends. Inside a
@@ -23,6 +25,7 @@ See docs/instrumentation.md.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
@@ -37,7 +40,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from .._exceptions import ConfigError
-from .._guard import guard
+from .._guard import guard, report_failure
 from .._semconv import PROVIDER_VLLM
 from ._config import InstrumentationConfig
 from ._httpx_patch import async_httpx_send, httpx_send
@@ -60,7 +63,17 @@ _OPENAI_TARGETS = (
     ("openai.resources.completions", "AsyncCompletions", async_completions_create),
 )
 _HTTPX_MODULES = ("httpx2", "httpx")
-INSTRUMENTS_ANY = ("openai >= 1.26, < 4", "httpx2 >= 2.16, < 3", "httpx >= 0.27, < 1")
+_ON_IMPORT = (("requests", "requests.adapters"), ("aiohttp", "aiohttp.client"))
+"""Raw clients patched when their module is imported (at once if it already is): `instrument()`
+never imports them: one installed and unused costs nothing (importing aiohttp takes 0.1 to 0.4 s
+here)."""
+INSTRUMENTS_ANY = (
+    "openai >= 1.26, < 4",
+    "httpx2 >= 2.16, < 3",
+    "httpx >= 0.27, < 1",
+    "requests >= 2.31, < 3",
+    "aiohttp >= 3.9, < 4",
+)
 """The clients instrumented, as ``pyproject.toml``'s ``instruments-any`` extra lists them."""
 _OWN_KWARGS = frozenset(
     {
@@ -103,7 +116,7 @@ def _installed(module: str) -> bool:
 
 
 class SparkOtelInstrumentor(BaseInstrumentor):
-    """Patches the openai SDK and raw httpx2/httpx once; `uninstrument` undoes it.
+    """Patches the openai SDK and the raw HTTP clients once; `uninstrument` undoes it.
 
     An OpenTelemetry contrib instrumentor (`BaseInstrumentor`): a singleton, registered as an
     ``opentelemetry_instrumentor`` entry point for ``opentelemetry-instrument``, with its
@@ -114,7 +127,9 @@ class SparkOtelInstrumentor(BaseInstrumentor):
 
     _calls = threading.Lock()
     """Held across a whole `instrument` or `uninstrument` call (the check and the patching)."""
-    _lock = threading.Lock()
+    _lock = threading.RLock()
+    """Held while patching: by `instrument`, `uninstrument` and a client's import (which may happen
+    inside `instrument`, on the same thread)."""
     _runtime: Runtime | None = None
     _patches: list[tuple[type, str, Any, Any]] = []  # noqa: RUF012 - class-wide on purpose
 
@@ -217,6 +232,29 @@ class SparkOtelInstrumentor(BaseInstrumentor):
             module = importlib.import_module(module_name)
             self._patch(module.Client, "send", httpx_send(module, runtime))
             self._patch(module.AsyncClient, "send", async_httpx_send(module, runtime))
+        for package, module_name in _ON_IMPORT:
+            if _installed(package):  # patched now if imported, else when it is: never imported here
+                hook = functools.partial(self._client_imported, runtime, package)
+                wrapt.register_post_import_hook(hook, module_name)
+
+    @classmethod
+    def _client_imported(cls, runtime: Runtime, package: str, module: Any) -> None:
+        """Patch ``requests`` or ``aiohttp`` in ``module``, unless `uninstrument` came first. Runs
+        inside the user's import, so it never raises (an exception would fail that import)."""
+        try:
+            with cls._lock:
+                if not runtime.active:
+                    return
+                if package == "requests":
+                    from ._requests_patch import requests_send
+
+                    cls._patch(module.HTTPAdapter, "send", requests_send(runtime))
+                else:
+                    from ._aiohttp_patch import aiohttp_request
+
+                    cls._patch(module.ClientSession, "_request", aiohttp_request(runtime))
+        except Exception as exc:
+            report_failure(f"instrument() patch of {package}", exc)
 
     @staticmethod
     def _patch(owner: type, name: str, wrapper: Callable[..., Any]) -> None:

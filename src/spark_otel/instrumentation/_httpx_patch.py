@@ -14,61 +14,37 @@ response is closed, iteration fails, or the response is garbage collected unread
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from opentelemetry import context as otel_context
-
 from .. import _semconv as sc
 from .._guard import report_failure
-from ._foreign import foreign_request_span
 from ._openai_patch import IN_OPENAI_CALL
-from ._request import DEFAULT_PORTS, ForeignSpanRequest, RequestTelemetry, error_type_of
+from ._raw_http import (
+    IN_RAW_CALL,
+    BodyObserver,
+    add_trace_headers,
+    aobserved_blocks,
+    content_encoded,
+    finish_json,
+    finish_sse,
+    json_params,
+    observed_blocks,
+    operation_of,
+    remove_trace_headers,
+    start_request,
+    suppressed,
+)
+from ._request import DEFAULT_PORTS, RequestTelemetry
 from ._runtime import Runtime
 from ._sse_scanner import SseScanner
 
 __all__ = ["async_httpx_send", "httpx_send"]
 
-_PATHS = {"/v1/chat/completions": sc.OPERATION_CHAT, "/v1/completions": sc.OPERATION_TEXT_COMPLETION}
-_MAX_JSON_BODY = 16 * 1024 * 1024
-_SUPPRESS_KEYS = tuple(
-    key
-    for key in (
-        getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", None),
-        getattr(otel_context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", None),
-    )
-    if key is not None
-)
+_LAYER = "httpx"
 _OWN_ATTRIBUTES = frozenset({"_inner", "_observer"})
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
-
-
-def _operation(request: Any) -> str | None:
-    """The GenAI operation of a request we trace, or None for everything else."""
-    if request.method != "POST":
-        return None
-    path: str = request.url.path
-    for suffix, operation in _PATHS.items():
-        if path.endswith(suffix):
-            return operation
-    return None
-
-
-def _suppressed() -> bool:
-    """OpenTelemetry's ``suppress_instrumentation`` keys (`IN_OPENAI_CALL` is checked before)."""
-    get_value = otel_context.get_value
-    return any(get_value(key) for key in _SUPPRESS_KEYS)
-
-
-def _request_params(request: Any) -> dict[str, Any]:
-    """The JSON body's parameters; {} for a body that is streamed, unread or not JSON."""
-    try:
-        params = json.loads(request.content) if request.content else {}
-    except Exception:
-        return {}
-    return params if isinstance(params, dict) else {}
 
 
 def _start(rt: Runtime, request: Any) -> tuple[RequestTelemetry | None, list[str] | None]:
@@ -76,125 +52,22 @@ def _start(rt: Runtime, request: Any) -> tuple[RequestTelemetry | None, list[str
     telemetry: RequestTelemetry | None = None
     added: list[str] | None = None
     try:  # the `guard` contract, without a generator per request
-        operation = _operation(request)
+        method = request.method
+        if method != "POST":
+            return None, None
+        url = request.url
+        operation = operation_of(method, url.path)
         if operation is None:
             return None, None
-        params = _request_params(request)
-        streaming = params.get("stream") is True
-        foreign = foreign_request_span()
-        if foreign is not None:  # another instrumentation made this call's span above the SDK
-            telemetry = ForeignSpanRequest(rt, operation, params, foreign, streaming=streaming)
-        else:
-            url = request.url
-            port = url.port or DEFAULT_PORTS.get(url.scheme)
-            telemetry = RequestTelemetry(
-                rt, operation, params, url.host or None, port, streaming=streaming, layer="httpx"
-            )
+        port = url.port or DEFAULT_PORTS.get(url.scheme)
+        telemetry = start_request(
+            rt, operation, json_params(request.content), url.host or None, port, layer=_LAYER
+        )
         if rt.inject_traceparent and "traceparent" not in request.headers:
-            added = _add_trace_headers(request.headers, telemetry.traceparent_headers())
+            added = add_trace_headers(request.headers, telemetry.traceparent_headers())
     except Exception as exc:
         report_failure("httpx request start", exc)
     return telemetry, added
-
-
-def _add_trace_headers(headers: Any, carrier: dict[str, str]) -> list[str]:
-    added = []
-    for key, value in carrier.items():
-        if key not in headers:
-            headers[key] = value
-            added.append(key)
-    return added
-
-
-def _remove_trace_headers(request: Any, added: list[str]) -> None:
-    """Sent: take the headers off the caller's request, so a reused request carries no stale parent."""
-    try:
-        headers = request.headers
-        for key in added:
-            headers.pop(key, None)
-    except Exception as exc:
-        report_failure("httpx traceparent removal", exc)
-
-
-class _Observer:
-    """The state of one raw response body being read; finalizes its request once."""
-
-    __slots__ = ("body", "encoded", "request", "scanner", "size")
-
-    def __init__(self, request: RequestTelemetry, response: Any) -> None:
-        self.request = request
-        headers = response.headers
-        self.encoded = headers.get("content-encoding", "identity").lower() not in ("identity", "")
-        is_sse = headers.get("content-type", "").startswith("text/event-stream")
-        scanner = (
-            SseScanner(capture=request.rt.capture_content, choices=request.choice_count) if is_sse else None
-        )
-        self.scanner = scanner
-        self.body: list[bytes] | None = None if is_sse else []
-        self.size = 0
-
-    def block_hook(self) -> Callable[[bytes], None]:
-        """What to call per block: the scanner's own `feed` for an SSE body (one call, not two)."""
-        if self.scanner is not None and not self.encoded:
-            return self.scanner.feed
-        return self.on_block
-
-    def on_block(self, block: bytes) -> None:
-        """A JSON body's block (an unencoded SSE body goes to the scanner's `feed` directly)."""
-        if self.encoded:
-            return
-        if self.body is not None:
-            self.body.append(block)
-            self.size += len(block)
-            if self.size > _MAX_JSON_BODY:
-                self.body = None
-
-    def finish(self, error_type: str | None) -> None:
-        try:  # the `guard` contract, without a generator per request
-            if self.scanner is not None:
-                _finish_sse(self.request, self.scanner, error_type)
-            elif self.body is not None and not self.encoded:
-                _finish_json(self.request, b"".join(self.body), error_type)
-            else:
-                self.request.finish(error_type=error_type)
-        except Exception as exc:
-            report_failure("httpx response finalize", exc)
-            self.request.finish(error_type=error_type)
-
-    def fail(self, exc: BaseException) -> None:
-        self.finish(sc.ERROR_TYPE_STREAM_CLOSED if isinstance(exc, GeneratorExit) else error_type_of(exc))
-
-
-def _finish_sse(
-    request: RequestTelemetry, scanner: SseScanner, error_type: str | None, *, timed: bool = True
-) -> None:
-    """``timed=False``: the body arrived in one read, so its events carry no timing of their own
-    (no time to first chunk, no per-chunk intervals); counts, reasons and usage still hold."""
-    scanner.flush()
-    summary = scanner.summary(chat=request.operation == sc.OPERATION_CHAT)
-    request.finish(
-        error_type=error_type or summary.error_type,
-        response_id=summary.response_id,
-        response_model=summary.response_model,
-        reasons=summary.reasons,
-        input_tokens=summary.input_tokens,
-        output_tokens=summary.output_tokens,
-        first_ns=scanner.first_ns if timed else 0,
-        intervals=scanner.intervals if timed else None,
-        chunks=scanner.chunks,
-        texts=summary.texts,
-    )
-
-
-def _finish_json(request: RequestTelemetry, content: bytes, error_type: str | None) -> None:
-    try:
-        body = json.loads(content) if content else None
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        request.finish_response(body, error_type=error_type)
-    else:
-        request.finish(error_type=error_type)
 
 
 def _finish_read(request: RequestTelemetry, response: Any) -> None:
@@ -207,9 +80,9 @@ def _finish_read(request: RequestTelemetry, response: Any) -> None:
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             scanner = SseScanner(capture=request.rt.capture_content, choices=request.choice_count)
             scanner.feed(content)
-            _finish_sse(request, scanner, None, timed=False)
+            finish_sse(request, scanner, None, timed=False)
         else:
-            _finish_json(request, content, None)
+            finish_json(request, content, None)
     except Exception as exc:
         report_failure("httpx response", exc)
         request.finish()
@@ -219,7 +92,7 @@ class _ObservedStream:
     """What both observed byte streams share: the wrapped stream and its observer, everything
     else read through from the wrapped stream, and the span ended if the body is dropped unread."""
 
-    def __init__(self, inner: Any, observer: _Observer) -> None:
+    def __init__(self, inner: Any, observer: BodyObserver) -> None:
         self._inner = inner
         self._observer = observer
 
@@ -236,19 +109,7 @@ class _ObservedSync(_ObservedStream):
     """Passes every block through unchanged; the observer sees it on the way."""
 
     def __iter__(self) -> Iterator[bytes]:
-        observer = self._observer
-        try:
-            on_block = observer.block_hook()
-            for block in self._inner:
-                try:
-                    on_block(block)
-                except Exception as exc:
-                    report_failure("raw stream bookkeeping", exc)
-                yield block
-        except BaseException as exc:
-            observer.fail(exc)
-            raise
-        observer.finish(None)
+        return observed_blocks(iter(self._inner), self._observer, self)
 
     def close(self) -> None:
         try:
@@ -260,20 +121,8 @@ class _ObservedSync(_ObservedStream):
 class _ObservedAsync(_ObservedStream):
     """`_ObservedSync` for ``async for``."""
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        observer = self._observer
-        try:
-            on_block = observer.block_hook()
-            async for block in self._inner:
-                try:
-                    on_block(block)
-                except Exception as exc:
-                    report_failure("raw stream bookkeeping", exc)
-                yield block
-        except BaseException as exc:
-            observer.fail(exc)
-            raise
-        observer.finish(None)
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return aobserved_blocks(aiter(self._inner), self._observer, self)
 
     async def aclose(self) -> None:
         try:
@@ -304,7 +153,9 @@ def _observe_stream(request: RequestTelemetry, response: Any, module: Any, *, is
             return
         sync_cls, async_cls = _stream_classes(module.SyncByteStream, module.AsyncByteStream)
         cls = async_cls if is_async else sync_cls
-        response.stream = cls(response.stream, _Observer(request, response))
+        headers = response.headers
+        observer = BodyObserver(request, headers, encoded=content_encoded(headers), layer=_LAYER)
+        response.stream = cls(response.stream, observer)
     except Exception as exc:
         report_failure("httpx stream wrap", exc)
         request.finish()
@@ -315,7 +166,7 @@ def _prepare(
 ) -> tuple[RequestTelemetry | None, Any, list[str] | None]:
     """The request's telemetry, the request, and the trace headers added to it; no telemetry
     while instrumentation is suppressed or ``send`` got no request."""
-    if _suppressed():
+    if suppressed():
         return None, None, None
     request = args[0] if args else kwargs.get("request")
     if request is None:
@@ -341,14 +192,16 @@ def _sync_send(module: Any, rt: Runtime) -> Wrapper:
         telemetry, request, added = _prepare(rt, args, kwargs)
         if telemetry is None:
             return wrapped(*args, **kwargs)
+        token = IN_RAW_CALL.set(True)
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
             telemetry.fail(exc)
             raise
         finally:
+            IN_RAW_CALL.reset(token)
             if added:
-                _remove_trace_headers(request, added)
+                remove_trace_headers(request.headers, added, layer=_LAYER)
         if kwargs.get("stream", False):
             _observe_stream(telemetry, response, module, is_async=False)
         else:
@@ -369,14 +222,16 @@ def _async_send(module: Any, rt: Runtime) -> Wrapper:
         telemetry, request, added = _prepare(rt, args, kwargs)
         if telemetry is None:
             return await wrapped(*args, **kwargs)
+        token = IN_RAW_CALL.set(True)
         try:
             response = await wrapped(*args, **kwargs)
         except BaseException as exc:
             telemetry.fail(exc)
             raise
         finally:
+            IN_RAW_CALL.reset(token)
             if added:
-                _remove_trace_headers(request, added)
+                remove_trace_headers(request.headers, added, layer=_LAYER)
         if kwargs.get("stream", False):
             _observe_stream(telemetry, response, module, is_async=True)
         else:

@@ -43,13 +43,17 @@ DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 def error_type_of(exc: BaseException) -> str:
-    """Low-cardinality ``error.type``: the HTTP status for API errors, else the exception's name."""
+    """Low-cardinality ``error.type``: the HTTP status for API errors (openai's and httpx's
+    ``status_code``, requests' ``response.status_code``, aiohttp's ``status``), else the
+    exception's name."""
     if isinstance(exc, asyncio.CancelledError):
         return sc.ERROR_TYPE_CANCELLED
     status = getattr(exc, "status_code", None)
     if status is None:
         response = getattr(exc, "response", None)
         status = getattr(response, "status_code", None)
+        if status is None:
+            status = getattr(exc, "status", None)
     if isinstance(status, int):
         return str(status)
     return type(exc).__qualname__ or sc.ERROR_TYPE_OTHER
