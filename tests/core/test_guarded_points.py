@@ -1009,6 +1009,9 @@ EXCLUDED: dict[str, str] = {
     "telemetry setup for instrument()": "runs once, inside instrument() itself, before any scenario's "
     "call; tests/fuzz/test_fuzz_library_boundary.py::test_instrument_with_an_unusable_store_goes_on "
     "makes it fail for real (four kinds of unusable store) and checks the eval goes on",
+    "instrument() patch of {}": "runs once, inside the program's own import of requests or aiohttp, "
+    "before any call; tests/instrumentation/test_raw_clients_on_import.py makes it fail there and "
+    "checks the import goes on and the failure is reported once",
 }
 """Guarded sites no per-call fault test covers, each with the reason why and where it is tested."""
 
