@@ -190,6 +190,14 @@ class CellState:
             # Rebound, not changed in place: a request starting in another thread copies it.
             self.request_attributes = {**self.request_attributes, sc.CELL_PHASE: SCORING}
 
+    def resume_answering(self) -> None:
+        """Drop the grading mark: the runner answers again (an attempt retried after an error). The
+        time since the mark goes back to the cell's other phases; requests already counted as the
+        grader's stay so."""
+        with self._lock:
+            self.scoring_real_ns = self.scoring_perf_ns = None
+            self.request_attributes = {k: v for k, v in self.request_attributes.items() if k != sc.CELL_PHASE}
+
     def add_findings(self, count: int) -> None:
         with self._lock:
             self.salvaged_findings += count

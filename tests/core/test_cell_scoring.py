@@ -79,3 +79,21 @@ def test_a_cell_with_no_mark_has_no_scoring_phase(tracer_provider, meter_provide
     )
     assert cell_from_span(span).scoring_s is None
     assert sc.CELL_PHASE not in c.request_attributes
+
+
+def test_a_retried_attempt_answers_again_outside_the_dropped_mark(
+    tracer_provider, meter_provider, span_exporter
+) -> None:
+    with cell("golden", "c1", tracer_provider=tracer_provider, meter_provider=meter_provider) as c:
+        c.begin_scoring()
+        c.resume_answering()  # the attempt failed and is retried
+        assert sc.CELL_PHASE not in c.request_attributes
+        c.add_request(
+            input_tokens=4, output_tokens=5, error_type=None, stamps=_stamps(_clock.real_monotonic_ns())
+        )
+        c.begin_scoring()
+    (span,) = span_exporter.get_finished_spans()
+    recorded = cell_from_span(span)
+    assert (recorded.prompt_tokens, recorded.completion_tokens) == (4, 5)
+    assert span.attributes[sc.CELL_SCORING_REQUESTS] == 0
+    assert recorded.scoring_s is not None

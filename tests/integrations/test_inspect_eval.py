@@ -14,6 +14,7 @@ from inspect_ai.log import read_eval_log
 from tests.support.inspect_runs import (
     ANSWER_TOKENS,
     cells_by_id,
+    fail_first,
     qa_task,
     samples_by_cell_id,
     served_model,
@@ -106,6 +107,47 @@ def test_a_sample_cut_by_its_time_limit_is_a_deadline_cell(
     # Inspect's limit is real seconds; the cell's, like its times, follow the box's model clock.
     assert c.deadline_s == pytest.approx(_clock.to_clock_s(1.0))
     assert (c.prompt_tokens, c.completion_tokens) == usage_of(sample, model)
+
+
+def test_limits_and_errors_are_statuses_and_a_retried_sample_stays_one_cell(
+    inspect_box: Box, store_path: Path, tmp_path: Path
+) -> None:
+    """A token limit is a length cap; a sample that fails once and is retried is one ok cell that
+    counts the retry and both attempts' tokens; one that fails for good is an error."""
+    model = f"openai-api/sim/{served_model(inspect_box.url('qwen'))}"
+    logs = [
+        inspect_eval(
+            qa_task(1, name=name, **args),  # type: ignore[arg-type]
+            model=model,
+            log_dir=str(tmp_path / "logs"),
+            display="none",
+            **run_args,
+        )[0]
+        for name, args, run_args in (
+            ("capped", {"token_limit": 3}, {}),
+            ("retried", {"solver": fail_first(1)}, {"retry_on_error": 1}),
+            ("failed", {"solver": fail_first(9)}, {"fail_on_error": False}),
+        )
+    ]
+    capped, retried, failed = ((log.samples or [])[0] for log in logs)
+    assert capped.limit is not None
+    assert capped.limit.type == "token"
+    assert retried.error is None
+    assert len(retried.error_retries or []) == 1
+    assert failed.error is not None
+    with _stored(store_path) as store:
+        cells = {c.eval_name: c for c in store.cells()}
+    assert sorted(cells) == ["capped", "failed", "retried"]
+    assert (cells["capped"].status, cells["retried"].status, cells["failed"].status) == (
+        CellStatus.LENGTH_CAP,
+        CellStatus.OK,
+        CellStatus.ERROR,
+    )
+    assert cells["retried"].attributes[sc.CELL_RETRIES] == 1
+    assert cells["failed"].attributes[sc.CELL_RETRIES] == 0
+    # Both attempts ran on the box; Inspect's log keeps the last attempt's usage.
+    assert cells["retried"].completion_tokens == 2 * usage_of(retried, model)[1]
+    assert (cells["capped"].prompt_tokens, cells["capped"].completion_tokens) == usage_of(capped, model)
 
 
 def test_the_eval_and_engine_are_named_as_the_users_other_cells(

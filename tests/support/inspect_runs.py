@@ -74,6 +74,22 @@ def answer_then_dwell(seconds: float) -> Solver:
     return solve
 
 
+@solver
+def fail_first(attempts: int) -> Solver:
+    """Answer, then fail the sample's first ``attempts`` tries (counted per sample): a sample
+    Inspect retries (``retry_on_error``), or one that errors for good."""
+    tries: dict[object, int] = {}
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        state = await generate(state)
+        tries[state.sample_id] = tries.get(state.sample_id, 0) + 1
+        if tries[state.sample_id] <= attempts:
+            raise RuntimeError(f"attempt {tries[state.sample_id]} fails")
+        return state
+
+    return solve
+
+
 def qa_task(
     n: int,
     *,
@@ -81,13 +97,15 @@ def qa_task(
     grader: str | None = None,
     time_limit: int | None = None,
     dwell_s: float = 0.0,
+    solver: Solver | None = None,
     **task_args: Any,
 ) -> Task:
-    """``n`` questions answered in ``ANSWER_TOKENS`` tokens, matched, or graded by ``grader``."""
+    """``n`` questions answered in ``ANSWER_TOKENS`` tokens (by ``solver``, else once), matched,
+    or graded by ``grader``."""
     return Task(
         name=name,
         dataset=dataset(n),
-        solver=answer_then_dwell(dwell_s) if dwell_s else generate(),
+        solver=solver or (answer_then_dwell(dwell_s) if dwell_s else generate()),
         scorer=graded_by(grader) if grader else match(),
         config=GenerateConfig(max_tokens=ANSWER_TOKENS),
         time_limit=time_limit,

@@ -202,6 +202,8 @@ class SparkOtelHooks(Hooks):
         sample = self._samples.get(data.sample_id)
         if sample is not None and data.will_retry:
             sample.retries += 1
+            with guard("inspect sample retry"):
+                sample.state.resume_answering()  # the failed attempt's scoring mark: not the retry's
 
     async def on_model_retry(self, data: ModelRetry) -> None:
         sample = self._samples.get(data.sample_id or "")
