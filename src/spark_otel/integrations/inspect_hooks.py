@@ -22,6 +22,7 @@ metadata, or ``$SPARK_OTEL_ENGINE``. Nothing here raises into Inspect: each step
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,7 @@ ENGINE_ENV = "SPARK_OTEL_ENGINE"
 """Names the engine of every task this process runs (``spark_otel_engine`` metadata wins)."""
 
 _OFF = frozenset({"0", "false", "no", "off"})
+_logger = logging.getLogger(__name__)
 
 
 def enabled() -> bool:
@@ -119,27 +121,32 @@ def _task_of(spec: EvalSpec) -> _Task:
 
 
 def _served_from(task: _Task) -> str | None:
-    """The base URL the sample's model is called at: the model Inspect made for the sample (whose
-    URL may come from a ``<SERVICE>_BASE_URL`` variable), else the one the task names."""
-    with guard("inspect model base URL"):
+    """The base URL the sample's model is called at: the one the eval names (``--model-base-url``),
+    else the model Inspect made for the sample (whose URL may come from a ``<SERVICE>_BASE_URL``
+    variable)."""
+    if task.base_url:
+        return task.base_url
+    try:
         from inspect_ai.model import get_model
 
         url = getattr(get_model().api, "base_url", None)
-        if isinstance(url, str) and url:
-            return url
-    return task.base_url
+    except Exception:  # no active model: the provider alone names the engine
+        _logger.debug("spark_otel: no active Inspect model for the sample", exc_info=True)
+        return None
+    return url if isinstance(url, str) and url else None
 
 
 def _sample_limit(task: _Task) -> int | None:
     """The task's sample limit in force now (it adapts, unless max_samples or max_connections fix
-    it); None where Inspect keeps it elsewhere."""
-    with guard("inspect sample limit"):
+    it); None where this Inspect keeps it elsewhere (a private name: the settings then stand)."""
+    try:
         from inspect_ai.util._concurrency import task_sample_semaphore
 
         limit = getattr(task_sample_semaphore(task.task_id), "limit", None)
-        if isinstance(limit, int) and not isinstance(limit, bool):
-            return limit
-    return None
+    except Exception:
+        _logger.debug("spark_otel: Inspect's sample limit is not where it was", exc_info=True)
+        return None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
 def _instrument() -> None:
