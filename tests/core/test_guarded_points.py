@@ -953,6 +953,20 @@ EXCLUDED: dict[str, str] = {
     "telemetry setup for instrument()": "runs once, inside instrument() itself, before any scenario's "
     "call; tests/fuzz/test_fuzz_library_boundary.py::test_instrument_with_an_unusable_store_goes_on "
     "makes it fail for real (four kinds of unusable store) and checks the eval goes on",
+    **dict.fromkeys(
+        (
+            "inspect run start",
+            "inspect task start",
+            "inspect sample start",
+            "inspect sample retry",
+            "inspect sample scoring",
+            "inspect sample outcome",
+            "inspect sample end",
+        ),
+        "the Inspect hook's steps run inside a real Inspect eval, not these scenarios: "
+        "tests/integrations/test_inspect_faults.py makes each fail and checks the eval is as it is bare "
+        "and the fault reported once",
+    ),
 }
 """Guarded sites no per-call fault test covers, each with the reason why and where it is tested."""
 
