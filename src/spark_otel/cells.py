@@ -424,6 +424,12 @@ class cell:
                 report_failure("governor admission", exc)  # the cell runs ungoverned
         return self._start(tracer_provider, meter_provider)
 
+    def leave_context(self) -> None:
+        """Forget the context the cell was entered in, before an exit from another one: a
+        framework's sweep ending a cell whose own task is gone (its context went with it). The
+        exit still ends the span, records the cell and frees its slot."""
+        self._token = self._otel_token = None
+
     def _release(self) -> None:
         """Free the governor's slot, once, whatever ended the cell."""
         admission, governor = self._admission, self._governor

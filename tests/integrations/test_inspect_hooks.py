@@ -3,6 +3,7 @@ ended before Inspect said it ended is closed, and nothing the hook meets raises 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from inspect_ai.hooks import SampleEnd, SampleInit, TaskEnd, TaskStart
 from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalSample, EvalSampleSummary, EvalSpec
 
 import spark_otel
-from spark_otel import current_cell
+from spark_otel import CellState, current_cell
 from spark_otel.integrations.inspect_hooks import SparkOtelHooks
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
@@ -34,13 +35,21 @@ def _init(sample_uuid: str, sample_id: int) -> SampleInit:
     return SampleInit(eval_set_id=None, run_id="R1", eval_id="E1", sample_id=sample_uuid, summary=summary)
 
 
-async def test_a_sample_its_task_ended_first_is_closed_as_an_error(store_path: Path) -> None:
+async def test_a_sample_its_task_ended_first_is_closed_as_an_error(
+    store_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sample runs in a task of its own, as Inspect runs it, and is torn down before its end;
+    the task's end, in another task, closes its cell quietly."""
     hook = SparkOtelHooks()
     await hook.on_task_start(
         TaskStart(eval_set_id=None, run_id="R1", eval_id="E1", spec=SPEC, plan=EvalPlan())
     )
-    await hook.on_sample_init(_init("u1", 7))
-    opened = current_cell()  # set in this task, as in the task Inspect runs the sample in
+
+    async def sample() -> CellState | None:
+        await hook.on_sample_init(_init("u1", 7))
+        return current_cell()  # set in the sample's task, as in the task Inspect runs it in
+
+    opened = await asyncio.create_task(sample())
     assert opened is not None
     assert (opened.eval_name, opened.cell_id, opened.engine, opened.workers) == (
         "primes",
@@ -48,12 +57,14 @@ async def test_a_sample_its_task_ended_first_is_closed_as_an_error(store_path: P
         "vllm@127.0.0.1:8000",
         4,
     )
+    assert current_cell() is None  # never in the task that runs the eval
     stranger = EvalSample(id=1, epoch=1, input="x", target="y")
-    await hook.on_sample_end(
-        SampleEnd(eval_set_id=None, run_id="R1", eval_id="E1", sample_id="u9", sample=stranger)
-    )
-    await hook.on_task_end(TaskEnd(eval_set_id=None, run_id="R1", eval_id="E1", log=EvalLog(eval=SPEC)))
-    assert current_cell() is None
+    with caplog.at_level(logging.WARNING):
+        await hook.on_sample_end(
+            SampleEnd(eval_set_id=None, run_id="R1", eval_id="E1", sample_id="u9", sample=stranger)
+        )
+        await hook.on_task_end(TaskEnd(eval_set_id=None, run_id="R1", eval_id="E1", log=EvalLog(eval=SPEC)))
+    assert caplog.records == []
     spark_otel.shutdown()
     with Store(store_path) as store:
         (c,) = store.cells()

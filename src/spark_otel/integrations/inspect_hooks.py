@@ -240,7 +240,9 @@ class SparkOtelHooks(Hooks):
 
         self._tasks.pop(data.eval_id, None)
         for key in [k for k, s in self._samples.items() if s.eval_id == data.eval_id]:
-            await self._close(self._samples.pop(key), CellStatus.ERROR)
+            sample = self._samples.pop(key)
+            sample.cm.leave_context()  # set in the sample's task, not this one
+            await self._close(sample, CellStatus.ERROR)
 
     async def _close(self, sample: _Sample, status: Any) -> None:
         with guard("inspect sample end"):
