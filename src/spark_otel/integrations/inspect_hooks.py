@@ -157,7 +157,7 @@ def _instrument() -> None:
         instrument()
 
 
-@hooks(name="spark_otel", description="spark-otel: a governed cell per sample and epoch")
+@hooks(name="cells", description="a governed cell per sample and epoch (SPARK_OTEL_INSPECT=0: off)")
 class SparkOtelHooks(Hooks):
     """The hook Inspect registers; one instance serves every run, task and sample in the process,
     so each sample's state is keyed by its uuid and dropped when it ends."""
