@@ -129,6 +129,15 @@ CELL_BUDGET_FIRST_TOKEN_S = "spark_otel.cell.budget.first_token_s"  # waiting fo
 CELL_BUDGET_DECODE_S = "spark_otel.cell.budget.decode_s"  # streaming tokens after the first
 CELL_BUDGET_UNSPLIT_S = "spark_otel.cell.budget.unsplit_s"  # inside non-streamed requests
 CELL_BUDGET_OTHER_S = "spark_otel.cell.budget.other_s"  # in no request: the runner's own work
+# Only on a cell whose runner marked where grading began (an Inspect sample): from there to its end,
+# and what the grader's requests used; outside the columns above, so a cell's own figures hold
+# its answer alone. first_token + decode + unsplit + other + scoring = elapsed.
+CELL_BUDGET_SCORING_S = "spark_otel.cell.budget.scoring_s"  # grading and the runner's bookkeeping
+CELL_SCORING_REQUESTS = "spark_otel.cell.scoring.requests"  # requests made while grading
+CELL_SCORING_INPUT_TOKENS = "spark_otel.cell.scoring.input_tokens"
+CELL_SCORING_OUTPUT_TOKENS = "spark_otel.cell.scoring.output_tokens"
+CELL_RETRIES = "spark_otel.cell.retries"  # times the runner ran the cell again after an error
+CELL_REQUEST_RETRIES = "spark_otel.cell.request_retries"  # model calls the runner retried
 TIME_SCALE = "spark_otel.time_scale"  # on a cell recorded under a model clock: its speed (times real)
 CELL_ATTRIBUTE_KEYS = frozenset(
     {
@@ -170,7 +179,7 @@ CELL_DEADLINE_HITS = "spark_otel.cell.deadline_hits"
 CELL_SALVAGED_FINDINGS_METRIC = "spark_otel.cell.salvaged_findings"
 CELLS_IN_FLIGHT = "spark_otel.cells.in_flight"
 CELL_PHASE_DURATION = "spark_otel.cell.phase.duration"  # histogram, s: one per phase of each cell
-CELL_PHASE = "spark_otel.cell.phase"  # admission | first_token | decode | unsplit | other
+CELL_PHASE = "spark_otel.cell.phase"  # admission | first_token | decode | unsplit | other | scoring
 GOVERNOR_QUEUE_WAIT = "spark_otel.governor.queue_wait"  # histogram, s: a cell's wait for admission
 GOVERNOR_SLOTS = "spark_otel.governor.slots_in_use"  # per engine: cells admitted and running
 GOVERNOR_QUEUE = "spark_otel.governor.queue_length"  # per engine: cells waiting

@@ -41,7 +41,7 @@ from ._version import __version__
 from .model import AttributeValue, CellStatus
 from .records.span_codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
 from .telemetry.instruments import instruments
-from .time_budget import RequestStamps, split_elapsed
+from .time_budget import SCORING, RequestStamps, split_elapsed
 
 if TYPE_CHECKING:
     from .governor import Admission, Governor
@@ -124,6 +124,12 @@ class CellState:
         self.completion_tokens: int | None = None
         self.requests = 0
         self.failed_requests = 0
+        self.scoring_real_ns: int | None = None
+        """Where the runner's grading began (`begin_scoring`), on the requests' clock; None: no mark."""
+        self.scoring_perf_ns: int | None = None
+        self.scoring_requests = 0
+        self.scoring_input_tokens: int | None = None
+        self.scoring_output_tokens: int | None = None
         self.salvaged_findings = 0
         self.deadline_hit = False
         self.status: CellStatus | None = None
@@ -150,14 +156,47 @@ class CellState:
         stamps: RequestStamps | None = None,
     ) -> None:
         """Called by the instrumentation when a request inside this cell finalizes; ``stamps``
-        (real monotonic ns) place it in the cell's time budget."""
+        (real monotonic ns) place it in the cell's time budget. A request that began once grading
+        had (`begin_scoring`) is the grader's: counted apart, never in the cell's own tokens."""
         with self._lock:
+            if self._is_scoring(stamps):
+                self.scoring_requests += 1
+                if input_tokens is not None:
+                    self.scoring_input_tokens = (self.scoring_input_tokens or 0) + input_tokens
+                if output_tokens is not None:
+                    self.scoring_output_tokens = (self.scoring_output_tokens or 0) + output_tokens
+                return
             if stamps is not None:
                 self.request_stamps.append(stamps)
             self._add_tokens_locked(input_tokens, output_tokens)
             self.requests += 1
             if error_type is not None:
                 self.failed_requests += 1
+
+    def _is_scoring(self, stamps: RequestStamps | None) -> bool:
+        if self.scoring_real_ns is None:
+            return False
+        return stamps is None or stamps.start_ns >= self.scoring_real_ns
+
+    def begin_scoring(self) -> None:
+        """Mark where the runner's grading of the answer begins (an Inspect sample's scorers, then
+        its log writing): the rest of the cell is its ``scoring`` phase, and requests made from
+        here on (a model-graded scorer's) are counted apart from the cell's tokens and decode
+        rate. Marking again keeps the first mark."""
+        with self._lock:
+            if self.scoring_real_ns is not None:
+                return
+            self.scoring_real_ns, self.scoring_perf_ns = _clock.real_monotonic_ns(), _clock.perf_ns()
+            # Rebound, not changed in place: a request starting in another thread copies it.
+            self.request_attributes = {**self.request_attributes, sc.CELL_PHASE: SCORING}
+
+    def resume_answering(self) -> None:
+        """Drop the grading mark: the runner answers again (an attempt retried after an error). The
+        time since the mark goes back to the cell's other phases; requests already counted as the
+        grader's stay so."""
+        with self._lock:
+            self.scoring_real_ns = self.scoring_perf_ns = None
+            self.request_attributes = {k: v for k, v in self.request_attributes.items() if k != sc.CELL_PHASE}
 
     def add_findings(self, count: int) -> None:
         with self._lock:
@@ -385,6 +424,12 @@ class cell:
                 report_failure("governor admission", exc)  # the cell runs ungoverned
         return self._start(tracer_provider, meter_provider)
 
+    def leave_context(self) -> None:
+        """Forget the context the cell was entered in, before an exit from another one: a
+        framework's sweep ending a cell whose own task is gone (its context went with it). The
+        exit still ends the span, records the cell and frees its slot."""
+        self._token = self._otel_token = None
+
     def _release(self, state: CellState) -> None:
         """Free the governor's slot, once, whatever ended the cell; a lease that lapsed while the
         cell ran is marked on its span."""
@@ -444,11 +489,7 @@ class cell:
         self, state: CellState, exc: BaseException | None, end_perf_ns: int, end_real_ns: int
     ) -> None:
         elapsed_s = (end_perf_ns - state.start_ns) / NS_PER_S
-        with state._lock:
-            stamps = list(state.request_stamps)
-        budget = split_elapsed(stamps, state.real_start_ns, end_real_ns, scale=_clock.rate())
-        # On the cell's own clock, so the parts add up to its elapsed time exactly.
-        budget["other"] = max(0.0, elapsed_s - budget["first_token"] - budget["decode"] - budget["unsplit"])
+        budget = _budget(state, elapsed_s, end_perf_ns, end_real_ns)
         status = state._final_status(exc)
         span = state.span
         attrs = cell_end_attributes(
@@ -461,6 +502,7 @@ class cell:
         )
         attrs[sc.CELL_REQUESTS] = state.requests
         attrs[sc.CELL_FAILED_REQUESTS] = state.failed_requests
+        attrs.update(_scoring_attributes(state))
         span.set_attributes(attrs)
         error = cell_error(status, type(exc).__qualname__ if exc is not None else None)
         if error is not None:
@@ -491,6 +533,33 @@ class cell:
             inst.cell_deadline_hits.add(1, done)
         if state.salvaged_findings:
             inst.cell_salvaged_findings.add(state.salvaged_findings, done)
+
+
+def _budget(state: CellState, elapsed_s: float, end_perf_ns: int, end_real_ns: int) -> dict[str, float]:
+    """The cell's elapsed time by phase (`time_budget`), the runner's grading apart where it marked it."""
+    with state._lock:
+        stamps = list(state.request_stamps)
+    budget = split_elapsed(
+        stamps, state.real_start_ns, end_real_ns, scale=_clock.rate(), scoring_from_ns=state.scoring_real_ns
+    )
+    # On the cell's own clock, so the parts add up to its elapsed time exactly.
+    if state.scoring_perf_ns is not None:
+        budget[SCORING] = min(elapsed_s, max(0.0, (end_perf_ns - state.scoring_perf_ns) / NS_PER_S))
+    split = budget["first_token"] + budget["decode"] + budget["unsplit"] + budget.get(SCORING, 0.0)
+    budget["other"] = max(0.0, elapsed_s - split)
+    return budget
+
+
+def _scoring_attributes(state: CellState) -> dict[str, AttributeValue]:
+    """What the grader's requests used, on a cell that marked its grading (none on any other)."""
+    if state.scoring_real_ns is None:
+        return {}
+    attrs: dict[str, AttributeValue] = {sc.CELL_SCORING_REQUESTS: state.scoring_requests}
+    if state.scoring_input_tokens is not None:
+        attrs[sc.CELL_SCORING_INPUT_TOKENS] = state.scoring_input_tokens
+    if state.scoring_output_tokens is not None:
+        attrs[sc.CELL_SCORING_OUTPUT_TOKENS] = state.scoring_output_tokens
+    return attrs
 
 
 def _fails_closed(exc: Exception) -> bool:

@@ -87,6 +87,13 @@ class Cell(_Record):
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
     @property
+    def scoring_s(self) -> float | None:
+        """Of elapsed, seconds the runner spent grading the answer and on its bookkeeping after (an
+        Inspect sample's scorers and log writing); None for a cell that marked no grading."""
+        value = self.attributes.get(sc.CELL_BUDGET_SCORING_S)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    @property
     def has_budget(self) -> bool:
         """Whether the cell's elapsed time is split (a live cell; a backfilled one where its
         records say)."""

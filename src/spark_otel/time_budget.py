@@ -12,7 +12,11 @@ elapsed time every instant is in one phase, the first that applies of:
 
 So the four add up to elapsed exactly, however the cell's requests overlap, and a cell of
 parallel requests counts an instant once. The governor's wait for admission (``admission``)
-comes before the cell starts and is outside elapsed. Pure: stamps in, seconds out.
+comes before the cell starts and is outside elapsed. A runner that grades its answers inside the
+cell (an Inspect sample's scorers and log writing) may mark where grading begins: from there to
+the cell's end is ``scoring``, whatever requests the grader makes, and the four phases above
+split the time before it. A cell with no mark has no ``scoring`` phase. Pure: stamps in, seconds
+out.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from dataclasses import dataclass
 
 from ._clock import NS_PER_S
 
-__all__ = ["IN_CELL_PHASES", "PHASES", "RequestStamps", "split_elapsed"]
+__all__ = ["IN_CELL_PHASES", "PHASES", "SCORING", "RequestStamps", "split_elapsed"]
 
 PHASES = ("admission", "first_token", "decode", "unsplit", "other")
-"""Every phase, in the order a cell lives them (and tables and plots show them)."""
+"""Every phase of every cell, in the order a cell lives them (and tables and plots show them)."""
 IN_CELL_PHASES = PHASES[1:]
-"""The phases that add up to the cell's elapsed time."""
+"""The phases that add up to the cell's elapsed time (with `SCORING`, in a cell that marked it)."""
+SCORING = "scoring"
+"""The last phase, in a cell whose runner marked where its grading began (and only there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +48,21 @@ class RequestStamps:
 
 
 def split_elapsed(
-    requests: Iterable[RequestStamps], cell_start_ns: int, cell_end_ns: int, *, scale: float = 1.0
+    requests: Iterable[RequestStamps],
+    cell_start_ns: int,
+    cell_end_ns: int,
+    *,
+    scale: float = 1.0,
+    scoring_from_ns: int | None = None,
 ) -> dict[str, float]:
     """Seconds of the cell's ``[cell_start_ns, cell_end_ns)`` in each of `IN_CELL_PHASES`, times
-    ``scale`` (a model clock's speed); requests are clipped to the cell."""
+    ``scale`` (a model clock's speed); requests are clipped to the cell. ``scoring_from_ns``: where
+    the runner's grading began; the time from there is ``scoring`` (the key is absent without it)."""
+    if scoring_from_ns is not None:
+        solved_ns = min(max(scoring_from_ns, cell_start_ns), cell_end_ns)
+        split = split_elapsed(requests, cell_start_ns, solved_ns, scale=scale)
+        split[SCORING] = (cell_end_ns - solved_ns) * scale / NS_PER_S
+        return split
     # (time, phase index, +1/-1): phase 0 decode, 1 first_token, 2 unsplit.
     events: list[tuple[int, int, int]] = []
     for r in requests:

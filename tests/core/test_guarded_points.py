@@ -1012,6 +1012,20 @@ EXCLUDED: dict[str, str] = {
     "instrument() patch of {}": "runs once, inside the program's own import of requests or aiohttp, "
     "before any call; tests/instrumentation/test_raw_clients_on_import.py makes it fail there and "
     "checks the import goes on and the failure is reported once",
+    **dict.fromkeys(
+        (
+            "inspect run start",
+            "inspect task start",
+            "inspect sample start",
+            "inspect sample retry",
+            "inspect sample scoring",
+            "inspect sample outcome",
+            "inspect sample end",
+        ),
+        "the Inspect hook's steps run inside a real Inspect eval, not these scenarios: "
+        "tests/integrations/test_inspect_faults.py makes each fail and checks the eval is as it is bare "
+        "and the fault reported once",
+    ),
 }
 """Guarded sites no per-call fault test covers, each with the reason why and where it is tested."""
 

@@ -2,9 +2,10 @@
 split of the wait for first tokens where its server spans were joined.
 
 A cell's budget (`spark_otel.time_budget`) is measured by the client: admission (the governor's
-wait, before the cell started), first_token, decode, unsplit and other (which add up to
-elapsed). Where the engine's server span answered some of the cell's requests (`ServerTiming`,
-joined through the injected ``traceparent``), first_token is split further into the engine's
+wait, before the cell started), first_token, decode, unsplit, other and, where the runner marked
+its grading, scoring (which add up to elapsed). Where the engine's server span answered some of
+the cell's requests (`ServerTiming`, joined through the injected ``traceparent``), first_token is
+split further into the engine's
 ``queue`` and ``prefill`` in the proportion the engine reported for those requests (sum of queue
 over sum of queue and prefill): the client's wait also holds the network, and parallel requests
 overlap, so the engine's seconds are not added as they are. Every figure says its source.
@@ -18,14 +19,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import Field
 
 from ..model import Cell, Request, ServerTiming
-from ..time_budget import PHASES
+from ..time_budget import IN_CELL_PHASES, SCORING
 from ._result import Result
 
 __all__ = ["BUDGET_PHASES", "CellBudget", "EvalBudget", "cell_budgets", "eval_budgets"]
 
-BUDGET_PHASES = ("admission", "queue", "prefill", "first_token", "decode", "unsplit", "other")
+BUDGET_PHASES = ("admission", "queue", "prefill", "first_token", "decode", "unsplit", "other", "scoring")
 """The phases a budget shows, in order: `time_budget.PHASES` with first_token split by the
-engine into queue and prefill where it can be (what stays first_token was not split)."""
+engine into queue and prefill where it can be (what stays first_token was not split); scoring
+only in cells that marked their grading (`time_budget.SCORING`)."""
 
 CLIENT = "client"
 """Source of a figure the client measured (the cell's own span)."""
@@ -100,7 +102,7 @@ def cell_budgets(
         sources: dict[str, str] = {}
         if c.admission_s is not None:
             seconds["admission"], sources["admission"] = c.admission_s, "governor"
-        for phase in PHASES[1:]:
+        for phase in (*IN_CELL_PHASES, SCORING):
             value = getattr(c, f"{phase}_s")
             if value is not None:
                 seconds[phase], sources[phase] = value, c.source if c.source != "live" else CLIENT

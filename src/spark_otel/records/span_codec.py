@@ -15,6 +15,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from .. import _semconv as sc
 from ..model import AttributeValue, Cell, CellStatus, LoadWindow, Request, ServerTiming, attributes_json
+from ..time_budget import SCORING
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -80,8 +81,8 @@ def cell_end_attributes(
     budget: Mapping[str, float | None] | None = None,
 ) -> dict[str, AttributeValue]:
     """What a cell span carries once the cell ended; the decode rate is derived, as `Cell`'s is.
-    ``budget``: seconds per phase of `time_budget.IN_CELL_PHASES` (a phase absent or None is not
-    known, and not written)."""
+    ``budget``: seconds per phase of `time_budget.IN_CELL_PHASES`, and `time_budget.SCORING` where
+    the cell marked it (a phase absent or None is not known, and not written)."""
     attrs: dict[str, AttributeValue] = {
         sc.CELL_STATUS: status.value,
         sc.CELL_ELAPSED_S: elapsed_s,
@@ -98,7 +99,7 @@ def cell_end_attributes(
             attrs[sc.CELL_DECODE_RATE] = completion_tokens / elapsed_s
     for phase, seconds in (budget or {}).items():
         if seconds is not None:
-            attrs[_BUDGET_ATTRIBUTES[phase]] = float(seconds)
+            attrs[_BUDGET_ATTRIBUTES.get(phase) or _SCORING_ATTRIBUTE[phase]] = float(seconds)
     return attrs
 
 
@@ -109,6 +110,8 @@ _BUDGET_ATTRIBUTES = {
     "other": sc.CELL_BUDGET_OTHER_S,
 }
 """Each phase inside the cell's elapsed time: its span attribute (and, with ``_s``, its `Cell` field)."""
+_SCORING_ATTRIBUTE = {SCORING: sc.CELL_BUDGET_SCORING_S}
+"""The phase only a cell that marked its grading has: an attribute the `Cell` keeps among its others."""
 
 
 def cell_budget(cell: Cell) -> dict[str, float | None]:

@@ -296,7 +296,7 @@ def instrument_png_name(index: int, verdict: InstrumentVerdict) -> str:
 
 _PHASE_COLOURS = {
     "admission": "#7f7f7f", "queue": "#9467bd", "prefill": "#ff7f0e", "first_token": "#e9a23b",
-    "decode": _PER_STREAM, "unsplit": "#17becf", "other": "#c7c7c7",
+    "decode": _PER_STREAM, "unsplit": "#17becf", "other": "#c7c7c7", "scoring": "#bcbd22",
 }  # fmt: skip
 BUDGET_BARS = 40
 """The longest cells an eval's budget plot draws (one bar each); the title says how many it left out."""

@@ -84,7 +84,7 @@ SPECS: tuple[InstrumentSpec, ...] = (
     ),
     InstrumentSpec(
         "cell_phase_duration", "histogram", sc.CELL_PHASE_DURATION, "s",
-        "One phase of one cell's time budget (admission, first_token, decode, unsplit, other).",
+        "One phase of one cell's time budget (admission, first_token, decode, unsplit, other, scoring).",
         sc.CELL_DURATION_BUCKETS_S,
     ),
     InstrumentSpec(

@@ -20,6 +20,8 @@ PHASE_NOTES: dict[str, str] = {
     "decode": "a streamed request past its first token: tokens flowing",
     "unsplit": "inside a request that was not streamed (the client cannot tell its prefill from its decode)",
     "other": "no request in flight: the runner's own work between requests",
+    "scoring": "grading the answer and the runner's bookkeeping after it (an Inspect sample's scorers "
+    "and log writing), a model-graded scorer's requests included",
 }
 """The glossary of the budget columns (column name: what it holds)."""
 
