@@ -25,7 +25,12 @@ def box() -> Iterator[Box]:
 
 @pytest.fixture
 def inspect_box(box: Box, monkeypatch: pytest.MonkeyPatch) -> Box:
-    """The box, with Inspect's providers pointed at it."""
+    """The box, with Inspect's providers pointed at it. Inspect memoizes a model by its name, not
+    by the base URL its provider read from the environment: a model kept from an earlier test would
+    call that test's stopped box (and back off for minutes), so each test starts with none."""
+    import inspect_ai.model._model as inspect_models
+
+    monkeypatch.setattr(inspect_models, "_models", {})
     for name, value in inspect_env(box.url("qwen")).items():
         monkeypatch.setenv(name, value)
     for name in ("SPARK_OTEL_INSPECT", "SPARK_OTEL_EVAL", "SPARK_OTEL_ENGINE", "SPARK_OTEL_RULES"):

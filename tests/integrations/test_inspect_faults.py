@@ -75,7 +75,7 @@ def _reported(caplog: pytest.LogCaptureFixture) -> list[str]:
             [
                 (cells.CellState, "resume_answering"),
                 (cells.CellState, "begin_scoring"),
-                (inspect_hooks, "sample_status"),
+                (inspect_hooks.rules, "sample_status"),
             ],
             ["inspect sample outcome", "inspect sample retry", "inspect sample scoring"],
             id="sample-retry-scoring-outcome",

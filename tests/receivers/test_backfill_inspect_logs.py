@@ -19,6 +19,7 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from inspect_ai.log import read_eval_log, write_eval_log
@@ -132,7 +133,8 @@ def logs(live_box: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    return {label: Path(location) for label, location in (line.split() for line in done.stdout.splitlines())}
+    found = (line.split(maxsplit=1) for line in done.stdout.splitlines())  # Inspect prints its own lines too
+    return {words[0]: Path(words[1]) for words in found if words and words[0] in {"eval", "json", "graded"}}
 
 
 def _ns(moment: str | datetime) -> int:
@@ -167,7 +169,7 @@ def test_each_sample_and_epoch_is_a_cell_with_its_model_usage_and_inspects_own_t
         assert abs(cell.end_unix_ns - _ns(sample.completed_at)) < NS_PER_S
         assert (cell.eval_name, cell.engine, cell.workers, cell.source) == (
             "tiny-qa",
-            "qwen",
+            f"openai-api/sim@{urlsplit(log.eval.model_base_url or '').netloc}",
             MAX_CONNECTIONS,
             "backfill",
         )

@@ -10,19 +10,22 @@ from spark_otel.records import inspect_sample as rules
 
 
 @pytest.mark.parametrize(
-    ("model", "engine"),
+    ("model", "base_url", "engine"),
     [
-        ("vllm/qwen", "qwen"),
-        ("vllm/meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
-        ("openai-api/sim/qwen", "qwen"),
-        ("openai-api/together/openai/qwen3.8", "openai/qwen3.8"),
-        ("openai/gpt-4o", "gpt-4o"),
-        ("mockllm", "mockllm"),
+        ("vllm/Qwen/Qwen3-8B", "http://127.0.0.1:8000/v1", "vllm@127.0.0.1:8000"),
+        ("openai-api/local/qwen", "http://box:9/v1", "openai-api/local@box:9"),
+        ("openai-api/local/qwen", "http://key@box:9/v1", "openai-api/local@box:9"),
+        ("openai-api/local/qwen", None, "openai-api/local"),
+        ("openai/gpt-4o", None, "openai"),
+        ("mockllm", "", "mockllm"),
     ],
 )
-def test_the_engine_is_the_model_as_the_engine_serves_it(model: str, engine: str) -> None:
-    assert rules.engine_name(model) == engine
-    assert rules.engine_name(model, "qwen-box-a") == "qwen-box-a"
+def test_the_engine_is_the_models_provider_and_where_it_was_served(
+    model: str, base_url: str | None, engine: str
+) -> None:
+    assert rules.engine_name(model, base_url) == engine
+    assert rules.engine_name(model, base_url, "qwen-box-a") == "qwen-box-a"
+    assert rules.engine_name(model, base_url, "  ") == engine
 
 
 @pytest.mark.parametrize(
@@ -57,6 +60,11 @@ def test_workers_are_the_smaller_of_the_concurrency_settings(
     assert rules.workers(max_samples, max_connections) == workers
 
 
+def test_the_sample_limit_read_live_stands_for_max_samples() -> None:
+    assert rules.workers(8, None, sample_limit=3) == 3
+    assert rules.workers(8, 2, sample_limit=3) == 2
+
+
 def test_the_ceiling_is_the_limit_that_halted_the_sample_else_time_else_working() -> None:
     assert rules.ceiling_s(1800, 600, halted_at=0.5) == 0.5
     assert rules.ceiling_s(1800, 600) == 1800.0
@@ -82,6 +90,7 @@ def test_names_and_uid() -> None:
     assert rules.cell_id(42, 3) == "42_epoch_3"
     assert rules.eval_name("tiny-qa") == "tiny-qa"
     assert rules.eval_name("tiny-qa", "golden-review") == "golden-review"
+    assert rules.eval_name("tiny-qa", "  ") == "tiny-qa"
     uid = rules.cell_uid("bce5qGJYmjhqxPN582BENC")
     assert uid == rules.cell_uid("bce5qGJYmjhqxPN582BENC") != rules.cell_uid("other")
     assert len(uid) == 16

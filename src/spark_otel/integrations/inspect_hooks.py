@@ -10,7 +10,7 @@ Inspect imports this module through its ``inspect_ai`` entry point (``pip instal
   calls nest under the cell and add up in it.
 - ``on_sample_scoring`` marks where grading begins: the rest is the cell's ``scoring`` phase, and
   a model-graded scorer's calls are counted apart from the cell's tokens and decode rate.
-- ``on_sample_end`` closes the cell with Inspect's own outcome (`records.inspect_samples`), the
+- ``on_sample_end`` closes the cell with Inspect's own outcome (`records.inspect_sample`), the
   sample's retries and its model calls retried; error retries keep one cell, as they keep one
   sample.
 
@@ -43,16 +43,7 @@ from inspect_ai.hooks import (
 from .. import _clock
 from .. import _semconv as sc
 from .._guard import guard
-from ..records.inspect_samples import (
-    ENGINE_KEY,
-    EVAL_KEY,
-    sample_cell_id,
-    sample_deadline_s,
-    sample_engine,
-    sample_eval_name,
-    sample_status,
-    sample_workers,
-)
+from ..records import inspect_sample as rules
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalSpec
@@ -110,10 +101,10 @@ def _named(spec: EvalSpec, key: str, env: str) -> str | None:
 
 def _task_of(spec: EvalSpec) -> _Task:
     return _Task(
-        eval_name=sample_eval_name(spec.task, _named(spec, EVAL_KEY, EVAL_ENV)),
+        eval_name=rules.eval_name(spec.task, _named(spec, rules.EVAL_KEY, EVAL_ENV)),
         model=spec.model,
         base_url=spec.model_base_url,
-        engine_named=_named(spec, ENGINE_KEY, ENGINE_ENV),
+        engine_named=_named(spec, rules.ENGINE_KEY, ENGINE_ENV),
         task_id=spec.task_id,
         max_samples=spec.config.max_samples,
         max_connections=spec.model_generate_config.max_connections,
@@ -191,14 +182,14 @@ class SparkOtelHooks(Hooks):
             return
         _instrument()
         active = sample_active()
-        limit = sample_deadline_s(getattr(active, "time_limit", None), getattr(active, "working_limit", None))
+        limit = rules.ceiling_s(getattr(active, "time_limit", None), getattr(active, "working_limit", None))
         cm = cell(
             task.eval_name,
-            sample_cell_id(data.summary.id, data.summary.epoch),
-            engine=sample_engine(task.model, _served_from(task), task.engine_named),
+            rules.cell_id(data.summary.id, data.summary.epoch),
+            engine=rules.engine_name(task.model, _served_from(task), task.engine_named),
             # Inspect's limits are real seconds; under a model clock the cell's are model seconds.
             deadline_s=_clock.to_clock_s(limit) if limit is not None else None,
-            workers=sample_workers(task.max_samples, task.max_connections, _sample_limit(task)),
+            workers=rules.workers(task.max_samples, task.max_connections, _sample_limit(task)),
         )
         # The governor's wait (an asyncio sleep between attempts), then the cell's span and context,
         # set in this task: Inspect's tasks for the sample copy it.
@@ -230,7 +221,9 @@ class SparkOtelHooks(Hooks):
         status: Any = None
         with guard("inspect sample outcome"):
             limit = data.sample.limit
-            status = sample_status(limit.type if limit is not None else None, data.sample.error is not None)
+            status = rules.sample_status(
+                limit.type if limit is not None else None, data.sample.error is not None
+            )
         await self._close(sample, status)
 
     async def on_task_end(self, data: TaskEnd) -> None:

@@ -8,11 +8,12 @@ own types, so this module needs no Inspect import:
 - the eval is named after the task, unless the user names it (``--eval``);
 - the cell id is the sample id and epoch as Inspect names a sample in its ``.eval`` logs
   (``42_epoch_1``);
-- the engine is the model as the engine serves it: Inspect's model name less its provider
-  (``vllm/qwen`` and ``openai-api/box/qwen`` give ``qwen``), unless the user names it as their
-  other cells name it (``--engine``);
-- workers is the run's concurrency: the smaller of ``max_samples`` and ``max_connections``
-  where set, else unknown (Inspect then sizes it itself);
+- the engine is the model's provider and the host and port it was served from
+  (``vllm@127.0.0.1:8000``, ``openai-api/local@box:9``), a provider alone where no base URL is
+  known, unless the user names it as their other cells name it (``--engine``,
+  ``SPARK_OTEL_ENGINE``, the eval's ``spark_otel_engine`` metadata);
+- workers is the run's concurrency: the smaller of the sample limit in force (read live where
+  Inspect adapts it, else ``max_samples``) and ``max_connections`` where set, else unknown;
 - the ceiling is the time or working limit that halted the sample, else its time limit, else its
   working limit;
 - the status is Inspect's own outcome: a time or working limit is ``deadline``, any other limit
@@ -30,10 +31,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..model import CellStatus
 
 __all__ = [
+    "ENGINE_KEY",
+    "EVAL_KEY",
     "LIMIT_STATUSES",
     "ceiling_s",
     "cell_id",
@@ -44,6 +48,12 @@ __all__ = [
     "usage_tokens",
     "workers",
 ]
+
+EVAL_KEY = "spark_otel_eval"
+"""The eval metadata key (``inspect eval --metadata spark_otel_eval=NAME``, ``Task(metadata=...)``)
+that names the eval a task's samples belong to, in place of the task's name."""
+ENGINE_KEY = "spark_otel_engine"
+"""The eval metadata key that names the engine, as the user's other cells and rules name it."""
 
 LIMIT_STATUSES: dict[str, CellStatus] = {
     "time": CellStatus.DEADLINE,
@@ -64,8 +74,8 @@ _PROVIDERS_WITH_SERVICE = frozenset({"openai-api"})
 
 
 def eval_name(task: str, override: str | None = None) -> str:
-    """The eval's name: the user's, else the task's."""
-    return override or task
+    """The eval's name: the user's (unless blank), else the task's."""
+    return override.strip() if override and override.strip() else task
 
 
 def cell_id(sample_id: int | str, epoch: int) -> str:
@@ -79,20 +89,32 @@ def cell_uid(sample_uuid: str) -> str:
     return uid if uid != "0" * 16 else "0" * 15 + "1"
 
 
-def engine_name(model: str, override: str | None = None) -> str:
-    """The engine's name: the user's, else the model as the engine serves it (Inspect's model name
-    less its provider and, for ``openai-api``, its service)."""
-    if override:
-        return override
-    provider, _, rest = model.partition("/")
-    if provider in _PROVIDERS_WITH_SERVICE:
-        rest = rest.partition("/")[2]
-    return rest or model
+def engine_name(model: str, base_url: str | None, override: str | None = None) -> str:
+    """The engine's name: the user's (unless blank), else the model's provider and the host and
+    port it was served from; a provider with no base URL known is the provider (``openai``).
+
+    The model's own name is left out: one engine serves one model, and a model renamed on the
+    same server is still the same engine. Credentials in the URL never reach the name."""
+    if override and override.strip():
+        return override.strip()
+    parts = model.split("/")
+    provider = "/".join(parts[:2]) if parts[0] in _PROVIDERS_WITH_SERVICE and len(parts) > 2 else parts[0]
+    if not base_url:
+        return provider
+    try:
+        where = urlsplit(base_url.strip()).netloc.rpartition("@")[2]
+    except ValueError:
+        where = ""
+    return f"{provider}@{where}" if where else provider
 
 
-def workers(max_samples: int | None, max_connections: int | None) -> int | None:
-    """The run's concurrency: the smaller of the two set, None when neither is."""
-    given = [n for n in (max_samples, max_connections) if n is not None and n > 0]
+def workers(
+    max_samples: int | None, max_connections: int | None, sample_limit: int | None = None
+) -> int | None:
+    """The run's concurrency: the smaller of the sample limit in force (``sample_limit`` where it
+    is read live, else ``max_samples``) and ``max_connections``, None when neither is set."""
+    samples = sample_limit if sample_limit is not None else max_samples
+    given = [n for n in (samples, max_connections) if n is not None and n > 0]
     return min(given) if given else None
 
 

@@ -134,7 +134,7 @@ class _Run:
             max_connections = plan_config.max_connections
         return cls(
             eval_name=rules.eval_name(spec.task, eval_name),
-            engine=rules.engine_name(spec.model, engine),
+            engine=rules.engine_name(spec.model, spec.model_base_url, engine),
             model=spec.model,
             workers=rules.workers(spec.config.max_samples, max_connections),
             time_limit=spec.config.time_limit,
