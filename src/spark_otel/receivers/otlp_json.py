@@ -35,6 +35,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from .. import _semconv as sc
 from .._exceptions import InputError
+from .._files import MIB, read_input
 from .._validate import check_count, check_time_ns, finite_number
 from ..model import Cell, LoadWindow, Request, ServerTiming
 from ..records.span_codec import (
@@ -46,9 +47,20 @@ from ..records.span_codec import (
 )
 from ..store import Store
 
-__all__ = ["OtlpRecords", "decode_any_value", "read_otlp_json", "records_from_export", "spans_from_export"]
+__all__ = [
+    "OTLP_JSON_MAX_BYTES",
+    "OtlpRecords",
+    "decode_any_value",
+    "read_otlp_json",
+    "records_from_export",
+    "spans_from_export",
+]
 
 _logger = logging.getLogger(__name__)
+
+OTLP_JSON_MAX_BYTES = 512 * MIB
+"""The largest OTLP JSON file read (each is read whole): the collector's file exporter rotates
+long before (its ``rotation.max_megabytes`` is 100 by default); split a bigger one."""
 
 
 @dataclass
@@ -303,15 +315,13 @@ def records_from_export(export: dict[str, Any]) -> OtlpRecords:
 def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
     """Read OTLP JSON trace files (one export request per line, or one per file).
 
+    Each path is a regular file of at most `OTLP_JSON_MAX_BYTES` (`InputError` otherwise).
     A malformed line is skipped with a warning when the file has readable spans elsewhere, and
     raises `InputError` (naming file and line) when it has none.
     """
     out = OtlpRecords()
     for path in map(Path, paths):
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read the OTLP JSON export: {exc}") from exc
+        data = read_input(path, what="OTLP JSON export", max_bytes=OTLP_JSON_MAX_BYTES)
         found = OtlpRecords()
         bad: list[str] = []
         for number, line in _lines(data):
