@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..governor import load_rules
     from ..receivers.served_models import check_engines
+    from ._common import TIMEOUT_S
 
+    TIMEOUT_S.check("--timeout", args.timeout)
     rules = load_rules(args.file)
     checks = check_engines(rules, timeout_s=args.timeout)
     if args.json:

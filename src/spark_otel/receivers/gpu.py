@@ -232,10 +232,25 @@ def _smi_number(raw: str) -> float | None:
         return None
 
 
+SMI_MAX_LINE = 4_096
+"""The longest nvidia-smi line read: a GPU's line is about 100 characters; a longer one is not
+nvidia-smi's answer (and past csv's own field limit it would be an internal error)."""
+
+
 def parse_smi_csv(text: str, *, unix_ns: int) -> list[GpuReading]:
     """Readings from ``--query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits`` output (pure)."""
     out = []
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if len(line) > SMI_MAX_LINE:
+            raise NoGpuError(
+                f"nvidia-smi line {lineno}: {len(line):,} characters, past the cap of {SMI_MAX_LINE:,}; "
+                "not nvidia-smi's answer"
+            )
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise NoGpuError(f"nvidia-smi: not CSV output: {exc}") from None
+    for lineno, row in enumerate(rows, start=1):
         if not row or not "".join(row).strip():
             continue
         if len(row) != len(SMI_FIELDS):
