@@ -116,6 +116,14 @@ def write_output(path: str | os.PathLike[str], data: bytes | str) -> Path:
     leaves whatever ``path`` held before untouched, with no temporary file left behind."""
     target = Path(path).expanduser()
     body = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        _write_whole(target, body)
+    except OSError as exc:  # named by the file the user asked for, not the temporary one
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
+    return target
+
+
+def _write_whole(target: Path, body: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         try:
@@ -129,7 +137,6 @@ def write_output(path: str | os.PathLike[str], data: bytes | str) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return target
 
 
 def _umask() -> int:

@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
             failure = receiver.scrape_once().get("gpu")
             if isinstance(failure, Exception):
                 raise failure
+            if receiver.fatal is not None:
+                raise receiver.fatal
             if args.json:
                 print_json([r.model_dump() for r in receiver.gpu_readings()])
             else:

@@ -84,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
         args, service_name="spark-otel-receiver", targets=targets, gpu=gpu, timeout_s=args.timeout
     ) as receiver:
         if args.once:
-            return _print_once(targets, receiver.scrape_once(), receiver, args.json)
+            results = receiver.scrape_once()
+            if receiver.fatal is not None:
+                raise receiver.fatal
+            return _print_once(targets, results, receiver, args.json)
         run_until_stopped(receiver, args.duration)
         return 0
 
