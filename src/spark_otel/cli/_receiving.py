@@ -66,9 +66,10 @@ def receiving(
         telemetry.shutdown()
 
 
-def run_until_stopped(receiver: Receiver, duration_s: float | None) -> None:
+def run_until_stopped(receiver: Receiver, duration_s: float | None) -> int:
     """Run the receiver's loop until ``duration_s`` passes (None: forever), SIGTERM or Ctrl-C;
-    a store whose disk is full stops it too, and raises that `StoreError`.
+    a store whose disk is full stops it too. The exit code: 1 when the receiver stopped by itself
+    (it logged why, once, as an error line), else 0.
 
     ``duration_s`` is model time, like the receiver's interval (the same as wall time against
     real engines), so ``--interval 15 --duration 60`` is four scrapes under any model clock.
@@ -81,8 +82,7 @@ def run_until_stopped(receiver: Receiver, duration_s: float | None) -> None:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if receiver.fatal is not None:
-        raise receiver.fatal
+    return 0 if receiver.fatal is None else 1
 
 
 def print_gpu_table(readings: Sequence[GpuReading]) -> None:

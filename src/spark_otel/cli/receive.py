@@ -85,11 +85,10 @@ def run(args: argparse.Namespace) -> int:
     ) as receiver:
         if args.once:
             results = receiver.scrape_once()
-            if receiver.fatal is not None:
-                raise receiver.fatal
+            if receiver.fatal is not None:  # logged as an error line where it happened
+                return 1
             return _print_once(targets, results, receiver, args.json)
-        run_until_stopped(receiver, args.duration)
-        return 0
+        return run_until_stopped(receiver, args.duration)
 
 
 def _print_once(

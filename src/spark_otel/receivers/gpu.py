@@ -256,7 +256,7 @@ def parse_smi_csv(text: str, *, unix_ns: int) -> list[GpuReading]:
         if len(row) != len(SMI_FIELDS):
             raise NoGpuError(
                 f"nvidia-smi line {lineno}: expected {len(SMI_FIELDS)} fields, "
-                f"got {len(row)}: {','.join(row)!r}"
+                f"got {len(row)}: {_shown(','.join(row))!r}"
             )
         values = dict(zip(SMI_FIELDS, (cell.strip() for cell in row), strict=True))
         util = _smi_number(values["utilization.gpu"])
@@ -276,6 +276,10 @@ def parse_smi_csv(text: str, *, unix_ns: int) -> list[GpuReading]:
             )
         )
     return out
+
+
+def _shown(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 class SmiSource:

@@ -382,7 +382,7 @@ class Receiver:
                         f"{self._store.path}: disk full: {len(samples)} samples of this scrape could not be "
                         "stored, so the receiver stopped; every sample stored before is kept"
                     )
-                    _logger.error("spark-otel receiver: %s", self.fatal)
+                    _logger.error("%s", self.fatal)
             self._stop.set()
 
     def halt(self) -> None:
