@@ -261,7 +261,7 @@ def spans_from_export(export: dict[str, Any]) -> Iterator[ReadableSpan]:
 
 def _check_record(record: Cell | Request | LoadWindow | ServerTiming) -> None:
     """What a report needs of a record: a cell's eval and id; counts that are whole numbers from
-    0 to 2**53; finite seconds."""
+    0 to 2**53; finite seconds; a cell's workers and ceiling in the ranges `cell()` keeps."""
     if isinstance(record, Cell):
         for name, key in (("eval_name", sc.EVAL_NAME), ("cell_id", sc.CELL_ID)):
             if not getattr(record, name).strip():
@@ -283,6 +283,13 @@ def _check_record(record: Cell | Request | LoadWindow | ServerTiming) -> None:
         value = getattr(record, name, None)
         if value is not None and finite_number(value, name) < 0:
             raise ValueError(f"{name} is {value!r}, below 0")
+    if isinstance(
+        record, Cell
+    ):  # the ranges `cell()` keeps: a cell runs on 1 worker or more, under a ceiling > 0
+        if record.workers is not None and record.workers < 1:
+            raise ValueError(f"workers is {record.workers!r}; a cell runs on 1 worker or more")
+        if record.deadline_s is not None and record.deadline_s <= 0:
+            raise ValueError(f"deadline_s is {record.deadline_s!r}; a ceiling is above 0 seconds")
 
 
 def records_from_export(export: dict[str, Any]) -> OtlpRecords:

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from .. import _clock
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError, EngineError
+from .._guard import warn_once
 from .._urls import engine_base_url
 
 __all__ = [
@@ -280,7 +281,8 @@ def parse_metrics(
     Raises `EngineError` when the text does not parse (naming the line), carries no metrics of a
     known engine, or has no series for ``model_name``; `ConfigError` for a ``kind`` that is not
     an engine's. A value that is NaN, infinite or past a float's range counts as not exposed: no
-    rate or mean is made from it.
+    rate or mean is made from it; so does one outside its range (a negative count, a KV-cache
+    fill outside 0 to 1), with one warning naming it.
     """
     if kind is not None and kind not in get_args(EngineKind):
         raise ConfigError(f"engine kind {kind!r}: expected one of {', '.join(get_args(EngineKind))}")
@@ -300,7 +302,7 @@ def parse_metrics(
         model_name=model_name,
         counters_created_unix_s=max(created) if created else None,
         model_names=tuple(served),
-        **_snapshot_values(typed, engine_kind, model_name),
+        **_snapshot_values(typed, engine_kind, model_name, url),
     )
 
 
@@ -358,11 +360,11 @@ def _model_values(samples: Iterable[Any], model_name: str | None) -> list[float]
 
 
 def _snapshot_values(
-    typed: _Typed, engine_kind: EngineKind, model_name: str | None
+    typed: _Typed, engine_kind: EngineKind, model_name: str | None, url: str
 ) -> dict[str, float | None]:
     """The snapshot's quantities by field: each concept's value, and each histogram's ``_sum``
     and ``_count``; None for what the engine does not expose."""
-    values = {c.field: _concept_value(c, typed, engine_kind, model_name) for c in CONCEPTS}
+    values = {c.field: _in_range(c, _concept_value(c, typed, engine_kind, model_name), url) for c in CONCEPTS}
     for histogram in HISTOGRAMS:
         totals = _histogram_totals(histogram, typed, engine_kind, model_name)
         values[f"{histogram.field}_sum"], values[f"{histogram.field}_count"] = totals or (None, None)
@@ -382,6 +384,21 @@ def _concept_value(
         total = sum(numbers)
         if numbers and math.isfinite(total):
             return total / len(numbers) if concept.combine == "mean" else total
+    return None
+
+
+def _in_range(concept: _Concept, value: float | None, url: str) -> float | None:
+    """``value`` where it lies in the concept's documented range (a count or a gauge of requests
+    is never negative; a KV-cache fill is a fraction, 0 to 1); else None, as not exposed, and one
+    warning naming the engine, the quantity and the value (a share of 7.5 is a unit mix-up)."""
+    high = 1.0 if concept.combine == "mean" else math.inf
+    if value is None or 0 <= value <= high:
+        return value
+    warn_once(
+        f"out of range {url} {concept.field}",
+        f"{url}: {concept.field} is {value:g}, outside its range "
+        f"({'0 to 1' if high == 1 else '0 or more'}); left out as not exposed",
+    )
     return None
 
 
