@@ -24,6 +24,7 @@ from spark_otel._exceptions import ConfigError, InputError
 __all__ = [
     "MIB",
     "check_output",
+    "check_output_dir",
     "check_regular",
     "disk_full",
     "is_regular",
@@ -107,6 +108,19 @@ def check_output(path: str | os.PathLike[str], *, what: str) -> Path:
     if not stat.S_ISREG(mode):
         kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
         raise ConfigError(f"{what} {path}: is {kind}; give a file name")
+    return target
+
+
+def check_output_dir(path: str | os.PathLike[str], *, what: str) -> Path:
+    """``path`` when files can be written into it: a directory, or a path its nearest existing
+    ancestor (a directory that takes files) can create. `ConfigError` naming ``what`` otherwise."""
+    target = Path(path).expanduser()
+    existing = next(p for p in (target, *target.parents) if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        where = "is" if existing == target else f"is below {existing}, which is"
+        raise ConfigError(f"{what} {path}: {where} not a directory; nothing was written")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {path}: the directory {existing} is not writable")
     return target
 
 

@@ -127,3 +127,28 @@ def test_a_quoted_field_that_never_closes_is_named_as_not_csv() -> None:
     text = '0,"' + "x" * 3_000 + "\n" + ("y" * 3_000 + "\n") * 50  # one field over 150,000 characters
     with pytest.raises(NoGpuError, match=r"^nvidia-smi: not CSV output: field larger than field limit"):
         parse_smi_csv(text, unix_ns=0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["report", "--out", "{tmp}/a-file/report"],
+            "--out {tmp}/a-file/report: is below {tmp}/a-file, which is not a directory",
+        ),
+        (["report", "--out", "{tmp}/a-file"], "--out {tmp}/a-file: is not a directory"),
+        (
+            ["advise", "--write-rules", "{tmp}/missing/rules.toml"],
+            "--write-rules {tmp}/missing/rules.toml: {tmp}/missing: no such directory",
+        ),
+    ],
+)
+def test_an_output_place_that_cannot_take_it_is_refused_before_the_store_is_read(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    given = [a.format(tmp=tmp_path) for a in argv]
+    assert main([*given, "--store", str(tmp_path / "no-store.sqlite")]) == 2  # not "no such store"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("spark-otel: error: " + message.format(tmp=tmp_path))
