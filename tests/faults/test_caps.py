@@ -148,3 +148,29 @@ def test_the_library_keeps_the_same_caps_on_the_probe_settings() -> None:
     with pytest.raises(ValueError, match="finite number"):
         ProbeSettings(time_scale=float("inf"))
     assert ProbeSettings(streams=[4096], tokens=1_048_576, repeats=1000).repeats == 1000
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["sim", "--speed", "1e300", "--duration", "1"],
+            "--speed must be inf or from 0.001 to 1,000,000, got 1e+300",
+        ),
+        (
+            ["sim", "--speed", "1e-300", "--duration", "1"],
+            "--speed must be inf or from 0.001 to 1,000,000, got 1e-300",
+        ),
+        (
+            ["demo", "--speed", "1e-300", "--store", "{tmp}/s.sqlite", "--out", "{tmp}/demo"],
+            "--speed must be a finite number >= 0.001 and <= 1,000,000, got 1e-300",
+        ),
+    ],
+)
+def test_a_speed_past_what_the_model_clock_holds_is_refused_before_the_box_starts(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A speed of 1e300 or 1e-300 overflowed the model clock's nanoseconds: an internal error."""
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert _error(capsys) == message
+    assert list(tmp_path.iterdir()) == []
