@@ -98,7 +98,7 @@ def check_output(path: str | os.PathLike[str], *, what: str) -> Path:
     parent = target.parent
     if not parent.is_dir():
         missing = "no such directory" if not parent.exists() else "not a directory"
-        raise ConfigError(f"{what} {path}: {parent}: {missing}; nothing was measured or written")
+        raise ConfigError(f"{what} {path}: {parent}: {missing}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError(f"{what} {path}: the directory {parent} is not writable")
     try:

@@ -177,12 +177,15 @@ def _print_costs(report: NeighbourReport, *, threshold: float, when: str) -> Non
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
+    from .._files import check_output
     from ._common import COUNT, FRACTION, Bounds, check_advisor_arguments
 
     check_advisor_arguments(args)
     FRACTION.check("--min-overlap", args.min_overlap)
     Bounds(at_least=0).check("--merge-gap", args.merge_gap)
     COUNT.check("--workers", args.workers)
+    if args.plot:
+        check_output(args.plot, what="--plot")  # before the store is read
     # Tables are laid out under the spinner (a long eval's cells take a while) and written after it.
     with tables_held(), status("reading cells and load windows") as phase:
         with open_store(args) as store:
@@ -221,6 +224,7 @@ def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> Non
     from pathlib import Path
 
     from .._exceptions import InputError
+    from .._files import disk_full, write_output
     from ..report.plots import plot_timeline
 
     target = Path(path)
@@ -231,8 +235,10 @@ def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> Non
             out = target.with_name(f"{target.stem}-{report.workers}-workers{target.suffix}")
         png = plot_timeline(report, time_scale=scale)
         try:
-            out.write_bytes(png)
+            write_output(out, png)
         except OSError as exc:
+            if disk_full(exc):
+                raise
             raise InputError(f"--plot {out}: cannot write: {exc.strerror or exc}") from exc
         print(f"wrote {out}", file=sys.stderr)
 
