@@ -14,7 +14,9 @@ from spark_otel._exceptions import ConfigError
 from spark_otel.analysis.gauges import MAX_RECEIVER_INTERVALS, receiver_intervals
 from spark_otel.cli import main
 from spark_otel.model import MetricSample
+from spark_otel.receivers.served_models import check_engines
 from spark_otel.records.probe_report import ProbeSettings
+from spark_otel.records.rules_file import RulesFile
 from spark_otel.report.inputs import DEFAULT_BIN_S, read_inputs
 from spark_otel.store import Store
 
@@ -174,3 +176,11 @@ def test_a_speed_past_what_the_model_clock_holds_is_refused_before_the_box_start
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2
     assert _error(capsys) == message
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1.0, float("nan"), float("inf"), 3601, True])
+def test_the_library_keeps_the_rules_checks_timeout_in_range(timeout_s: float) -> None:
+    with pytest.raises(
+        ConfigError, match="timeout_s must be a finite number of seconds above 0 and at most 3,600"
+    ):
+        check_engines(RulesFile(), timeout_s=timeout_s)

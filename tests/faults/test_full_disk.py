@@ -22,11 +22,13 @@ from tests.support.metrics_pages import counting_text
 from tests.support.metrics_server import MetricsServer
 from tests.support.scripted_engine import ScriptedEngine
 
+import spark_otel
 from spark_otel._exceptions import StoreError
 from spark_otel._files import disk_full
 from spark_otel.cli import main
 from spark_otel.receivers.receiver import Receiver
 from spark_otel.store import Store
+from spark_otel.telemetry import configure
 
 RECEIVE = (
     FILL
@@ -188,3 +190,26 @@ def test_a_command_that_meets_a_full_disk_says_so_instead_of_an_internal_error(
     assert "Traceback" not in err
     assert err.splitlines()[-1].startswith(f"spark-otel: error: disk full: cannot write {out} ")
     assert out.read_text() == "the report before\n"
+
+
+def test_the_store_exporter_in_a_runner_warns_once_in_one_line_and_the_runner_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner's cells reach the store through its span exporter: on a full disk each export
+    fails (FAILURE, to the SDK), one warning names the store, and no traceback is logged."""
+    monkeypatch.setattr(Store, "write_cells", lambda self, cells: (_ for _ in ()).throw(_full()))
+    telemetry = configure(service_name="runner", store=tmp_path / "s.sqlite", set_global=False)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="spark_otel"):
+            for n in range(3):
+                with spark_otel.cell("e", f"c{n}", tracer_provider=telemetry.tracer_provider):
+                    pass
+                telemetry.tracer_provider.force_flush()
+    finally:
+        telemetry.shutdown()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        f"spark_otel: {tmp_path / 's.sqlite'}: disk full: 1 spans (and any after them while it stays full) "
+        "were not stored; everything stored before is kept"
+    ]
+    assert not any(r.exc_info for r in warnings)

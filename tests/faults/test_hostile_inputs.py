@@ -134,3 +134,14 @@ def test_a_governed_runner_whose_rules_file_is_not_one_runs_its_cell_and_warns_i
     assert ("not valid TOML" if kind == "not TOML" else f"is a {kind}") in warnings[0]
     with Store(tmp_path / "store.sqlite", read_only=True) as store:
         assert [c.cell_id for c in store.cells()] == ["c1"]
+
+
+def test_rules_check_of_an_empty_file_warns_that_it_holds_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_bytes(b"")  # a rules file truncated to 0 bytes read as "valid, 0 rules" and nothing else
+    assert main(["rules", "check", str(path)]) == 0
+    assert capsys.readouterr().err == (
+        f"spark-otel: warning: {path}: no rules: the governor holds no cell with this file\n"
+    )

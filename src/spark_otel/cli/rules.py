@@ -92,4 +92,6 @@ def run(args: argparse.Namespace) -> int:
             _logger.warning("%s: %s", c.engine, c.problem)
     for line in rules.unmeasured:
         print(f"not covered yet: {line}")
+    if not rules.rules:
+        _logger.warning("%s: no rules: the governor holds no cell with this file", args.file)
     return 0
