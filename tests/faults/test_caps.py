@@ -143,7 +143,7 @@ def test_the_probe_refuses_more_levels_than_its_cap(
 
 
 def test_the_library_keeps_the_same_caps_on_the_probe_settings() -> None:
-    with pytest.raises(ValueError, match="each level is 1 to 4,096 streams"):
+    with pytest.raises(ValueError, match="a level of 4,097 streams; at most 4,096 streams a level"):
         ProbeSettings(streams=[1, 4097])
     with pytest.raises(ValueError, match="less than or equal to 1048576"):
         ProbeSettings(tokens=1_048_577)

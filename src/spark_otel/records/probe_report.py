@@ -96,9 +96,9 @@ class ProbeSettings(_Model):
     @field_validator("streams")
     @classmethod
     def _levels_in_range(cls, levels: list[int]) -> list[int]:
-        bad = [n for n in levels if not 1 <= n <= MAX_STREAMS]
+        bad = [n for n in levels if n > MAX_STREAMS]  # below 1: `run_probe` names it as --streams
         if bad:
-            raise ValueError(f"a level of {bad[0]} streams; each level is 1 to {MAX_STREAMS:,} streams")
+            raise ValueError(f"a level of {bad[0]:,} streams; at most {MAX_STREAMS:,} streams a level")
         return levels
 
 
