@@ -33,8 +33,9 @@ def build(path: Path, seconds: int) -> None:
         rate = 100.0 + 900.0 * ((t // 60) % 10) / 9
         total += rate
         at = T0 + t * S
+        engine = {sc.ENGINE: "q"}
         samples.append(
-            MetricSample(name=sc.ENGINE_GENERATION_TOKENS, unix_ns=at, value=total, attributes={sc.ENGINE: "q"})
+            MetricSample(name=sc.ENGINE_GENERATION_TOKENS, unix_ns=at, value=total, attributes=engine)
         )
         samples.append(MetricSample(name=sc.GPU_POWER, unix_ns=at, value=30.0 + rate / 100, attributes={}))
         samples.append(MetricSample(name=sc.GPU_UTILIZATION, unix_ns=at, value=0.96, attributes={}))
