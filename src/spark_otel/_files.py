@@ -127,8 +127,11 @@ def check_output_dir(path: str | os.PathLike[str], *, what: str) -> Path:
 def write_output(path: str | os.PathLike[str], data: bytes | str) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` whole or not at all: to a temporary file in the
     same directory, then renamed over ``path``. A failure (a full disk) raises the `OSError` and
-    leaves whatever ``path`` held before untouched, with no temporary file left behind."""
+    leaves whatever ``path`` held before untouched, with no temporary file left behind. A symbolic
+    link is written through (the file it names is replaced; the link stays)."""
     target = Path(path).expanduser()
+    if target.is_symlink():
+        target = target.resolve()
     body = data.encode("utf-8") if isinstance(data, str) else data
     try:
         _write_whole(target, body)
