@@ -1,13 +1,18 @@
 """Answers that are not what the protocol promises, and outputs that cannot be written, named
 instead of an internal error: a usage count that is not a whole number (the probe said
 "internal error: ValueError"), `probe -o` into a missing directory (it measured everything, then
-failed and wrote nothing), an nvidia-smi line past csv's field limit (an internal error)."""
+failed and wrote nothing), an nvidia-smi line past csv's field limit (an internal error), a
+/metrics answer that never ends."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,7 @@ from spark_otel._exceptions import EngineError, NoGpuError
 from spark_otel.cli import main
 from spark_otel.probe import ProbeSettings, run_probe
 from spark_otel.receivers.gpu import SMI_MAX_LINE, parse_smi_csv
+from spark_otel.receivers.prometheus import ascrape_engine, scrape_engine
 
 TINY = ProbeSettings(streams=[1, 2], tokens=4, warmup=False, gpu="none")
 
@@ -152,3 +158,66 @@ def test_an_output_place_that_cannot_take_it_is_refused_before_the_store_is_read
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith("spark-otel: error: " + message.format(tmp=tmp_path))
+
+
+class _EndlessMetrics:
+    """A /metrics that never ends: chunked, ``chunk`` bytes every ``every_s`` seconds, until the
+    client goes away."""
+
+    def __init__(self, chunk: int, every_s: float) -> None:
+        self.chunk, self.every_s = chunk, every_s
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                line = b"#" * (outer.chunk - 1) + b"\n"
+                try:
+                    while True:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                        self.wfile.flush()
+                        time.sleep(outer.every_s)
+                except OSError:
+                    return
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> _EndlessMetrics:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("chunk", "every_s", "said"),
+    [
+        (1 << 20, 0.0, "/metrics answer is larger than the cap of 33,554,432 bytes; the scrape was stopped"),
+        (100, 0.05, "/metrics answer still coming after the scrape's timeout of 1 s"),
+    ],
+)
+def test_a_metrics_answer_that_never_ends_is_stopped_at_its_cap_or_its_timeout(
+    chunk: int, every_s: float, said: str
+) -> None:
+    """An engine streaming /metrics without end grew the receiver until the kernel killed it, or
+    (a trickle: each read within httpx's timeout) held the scrape forever."""
+    with _EndlessMetrics(chunk, every_s) as engine:
+        with pytest.raises(EngineError) as raised:
+            scrape_engine(engine.url, timeout_s=1.0)
+        assert str(raised.value) == f"{engine.url}/metrics: {said}"
+        with pytest.raises(EngineError) as raised:
+            asyncio.run(ascrape_engine(engine.url, timeout_s=1.0))
+        assert str(raised.value) == f"{engine.url}/metrics: {said}"

@@ -22,6 +22,7 @@ of ``model_name`` when one is given.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -55,7 +56,8 @@ __all__ = [
 _logger = logging.getLogger(__name__)
 
 EngineKind = Literal["vllm", "sglang", "llamacpp"]
-_MAX_BODY_BYTES = 32 * 1024 * 1024
+METRICS_MAX_BYTES = 32 * 1024 * 1024
+"""The largest /metrics answer read (vLLM's is tens of kB per model); a larger one stops the scrape."""
 
 
 @dataclass(frozen=True)
@@ -439,15 +441,40 @@ def _detect_kind(typed: Mapping[str, Any]) -> EngineKind | None:
     return best if counts[best] else None
 
 
-def _check_response(url: str, status_code: int, body: bytes) -> str:
-    if status_code != 200:
-        raise EngineError(f"{url}: /metrics answered HTTP {status_code}")
-    if len(body) > _MAX_BODY_BYTES:
-        raise EngineError(f"{url}: /metrics answer is larger than {_MAX_BODY_BYTES} bytes")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EngineError(f"{url}: /metrics answer is not UTF-8 text: {exc}") from exc
+class _Body:
+    """A /metrics answer read chunk by chunk, within the cap (`METRICS_MAX_BYTES`) and the scrape's
+    timeout as a whole: an engine that streams without end (or trickles) is stopped and named,
+    instead of filling memory or holding the scrape forever (httpx's timeout is per read)."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self.until_ns = _clock.real_monotonic_ns() + int(timeout_s * NS_PER_S)
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def status(self, code: int) -> None:
+        if code != 200:
+            raise EngineError(f"{self.url}: /metrics answered HTTP {code}")
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > METRICS_MAX_BYTES:
+            raise EngineError(
+                f"{self.url}: /metrics answer is larger than the cap of {METRICS_MAX_BYTES:,} bytes; "
+                "the scrape was stopped"
+            )
+        if _clock.real_monotonic_ns() > self.until_ns:
+            raise EngineError(
+                f"{self.url}: /metrics answer still coming after the scrape's timeout of {self.timeout_s:g} s"
+            )
+        self.chunks.append(chunk)
+
+    def text(self) -> str:
+        try:
+            return b"".join(self.chunks).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EngineError(f"{self.url}: /metrics answer is not UTF-8 text: {exc}") from exc
 
 
 def scrape_engine(
@@ -464,17 +491,19 @@ def scrape_engine(
     something that is not an engine's metrics.
     """
     target = metrics_url(url)
+    body = _Body(target, timeout_s)
     try:
-        if client is None:
-            with httpx2.Client(timeout=timeout_s) as own:
-                response = own.get(target)
-        else:
-            response = client.get(target, timeout=timeout_s)
-        body = response.content
+        with contextlib.ExitStack() as held:
+            http = client if client is not None else held.enter_context(httpx2.Client(timeout=timeout_s))
+            response = held.enter_context(http.stream("GET", target, timeout=timeout_s))
+            body.status(response.status_code)
+            for chunk in response.iter_bytes():
+                body.add(chunk)
+    except EngineError:
+        raise
     except Exception as exc:  # httpx2 and httpx raise unrelated exception trees
         raise EngineError(f"{target}: cannot read engine metrics: {type(exc).__name__}: {exc}") from exc
-    text = _check_response(target, response.status_code, body)
-    return parse_metrics(text, url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
+    return parse_metrics(body.text(), url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
 
 
 async def ascrape_engine(
@@ -487,17 +516,23 @@ async def ascrape_engine(
 ) -> EngineSnapshot:
     """Async twin of `scrape_engine`; ``client`` may be an httpx2 or httpx ``AsyncClient``."""
     target = metrics_url(url)
+    body = _Body(target, timeout_s)
     try:
-        if client is None:
-            async with httpx2.AsyncClient(timeout=timeout_s) as own:
-                response = await own.get(target)
-        else:
-            response = await client.get(target, timeout=timeout_s)
-        body = response.content
+        async with contextlib.AsyncExitStack() as held:
+            http = (
+                client
+                if client is not None
+                else await held.enter_async_context(httpx2.AsyncClient(timeout=timeout_s))
+            )
+            response = await held.enter_async_context(http.stream("GET", target, timeout=timeout_s))
+            body.status(response.status_code)
+            async for chunk in response.aiter_bytes():
+                body.add(chunk)
+    except EngineError:
+        raise
     except Exception as exc:
         raise EngineError(f"{target}: cannot read engine metrics: {type(exc).__name__}: {exc}") from exc
-    text = _check_response(target, response.status_code, body)
-    return parse_metrics(text, url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
+    return parse_metrics(body.text(), url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
 
 
 def _counter_step(before: float | None, after: float | None, restarted: bool) -> tuple[float | None, bool]:
