@@ -118,10 +118,9 @@ def test_advise_writes_the_rules_file_and_says_what_it_holds(
 def test_advise_says_why_it_cannot_write_the_rules_file(
     small_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["advise", "--store", small_store, "--write-rules", str(tmp_path)]) == 1
-    assert (
-        capsys.readouterr().err
-        == f"spark-otel: error: --write-rules {tmp_path}: cannot write: Is a directory\n"
+    assert main(["advise", "--store", small_store, "--write-rules", str(tmp_path)]) == 2  # before reading
+    assert capsys.readouterr().err == (
+        f"spark-otel: error: --write-rules {tmp_path}: is a directory; give a file name\n"
     )
 
 

@@ -80,12 +80,12 @@ def one_error(capsys: pytest.CaptureFixture[str]) -> str:
             "--engine 'http://127.0.0.1:99999': port '99999' is not a number from 1 to 65535",
         ),
         (
-            ["probe", "--engine", "http://127.0.0.1:8011", "--streams", "1,100000"],
-            f"--streams 100,000 is past the limit of 256, {GUARD}",
+            ["probe", "--engine", "http://127.0.0.1:8011", "--streams", "1,1000"],
+            f"--streams 1,000 is past the limit of 256, {GUARD}",
         ),
         (
-            ["probe", "--engine", "http://127.0.0.1:8011", "--tokens", "10000000"],
-            f"--tokens 10,000,000 is past the limit of 131,072, {GUARD}",
+            ["probe", "--engine", "http://127.0.0.1:8011", "--tokens", "200000"],
+            f"--tokens 200,000 is past the limit of 131,072, {GUARD}",
         ),
         (
             ["probe", "--engine", "http://127.0.0.1:8011", "--timeout", "0"],
@@ -95,14 +95,17 @@ def one_error(capsys: pytest.CaptureFixture[str]) -> str:
             ["probe", "--engine", "http://127.0.0.1:8011", "--time-scale", "nan"],
             "--time-scale must be a finite number > 0, got nan",
         ),
-        (["cells", "--limit", "0"], "--limit must be a whole number >= 1, got 0"),
-        (["cells", "--limit", "-5"], "--limit must be a whole number >= 1, got -5"),
+        (["cells", "--limit", "0"], "--limit must be a whole number >= 1 and <= 1,000,000,000, got 0"),
+        (["cells", "--limit", "-5"], "--limit must be a whole number >= 1 and <= 1,000,000,000, got -5"),
         (["concurrency", "--merge-gap", "nan"], "--merge-gap must be a finite number >= 0, got nan"),
         (
             ["neighbour-cost", "--eval", "e", "--min-overlap", "1.5"],
             "--min-overlap must be a finite number >= 0 and <= 1, got 1.5",
         ),
-        (["neighbour-cost", "--eval", "e", "--workers", "0"], "--workers must be a whole number >= 1, got 0"),
+        (
+            ["neighbour-cost", "--eval", "e", "--workers", "0"],
+            "--workers must be a whole number >= 1 and <= 1,000,000,000, got 0",
+        ),
         (
             ["sim", "--engine", "a=0:dense", "--contention", "nan"],
             "--contention must be a finite number >= 0, got nan",

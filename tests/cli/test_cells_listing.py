@@ -123,5 +123,5 @@ def test_a_limit_below_one_is_refused_by_name(cells_store: str, capsys: pytest.C
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == (
         "",
-        "spark-otel: error: --limit must be a whole number >= 1, got 0\n",
+        "spark-otel: error: --limit must be a whole number >= 1 and <= 1,000,000,000, got 0\n",
     )

@@ -286,7 +286,7 @@ def test_demo_refuses_an_infinite_or_zero_speed_before_starting_anything(
 ) -> None:
     for speed in ("0", "inf"):
         assert main(["demo", "--speed", speed, "--store", str(tmp_path / "s.sqlite")]) == 2
-        assert "--speed must be a positive finite number" in capsys.readouterr().err
+        assert "--speed must be a finite number >= 0.001 and <= 1,000,000" in capsys.readouterr().err
     assert not (tmp_path / "s.sqlite").exists()
 
 

@@ -58,7 +58,9 @@ class StandIn:
         return self.result
 
 
-@pytest.mark.parametrize(("speed", "shown"), [("0", "0.0"), ("-1", "-1.0"), ("nan", "nan"), ("inf", "inf")])
+@pytest.mark.parametrize(
+    ("speed", "shown"), [("0", "0"), ("-1", "-1"), ("nan", "nan"), ("inf", "inf"), ("1e300", "1e+300")]
+)
 def test_a_speed_that_is_not_positive_and_finite_is_refused_before_the_demo_starts(
     speed: str, shown: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -66,7 +68,7 @@ def test_a_speed_that_is_not_positive_and_finite_is_refused_before_the_demo_star
     assert main(["demo", f"--speed={speed}"]) == 2
     assert capsys.readouterr() == (
         "",
-        f"spark-otel: error: --speed must be a positive finite number, got {shown}\n",
+        f"spark-otel: error: --speed must be a finite number >= 0.001 and <= 1,000,000, got {shown}\n",
     )
     assert demo.calls == []
 

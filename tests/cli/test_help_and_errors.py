@@ -38,7 +38,7 @@ def test_help_adds_the_default_once_and_never_where_the_help_says_it() -> None:
         (INTERVAL_S, "a finite number > 0 and <= 86,400"),
         (DURATION_S, "a finite number >= 0 and <= 31,536,000"),
         (FRACTION, "a finite number >= 0 and <= 1"),
-        (COUNT, "a whole number >= 1"),
+        (COUNT, "a whole number >= 1 and <= 1,000,000,000"),
     ],
 )
 def test_bounds_read_as_the_error_names_them(bounds: Bounds, text: str) -> None:

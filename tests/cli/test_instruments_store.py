@@ -236,7 +236,8 @@ def test_the_options_as_help_lists_them(capsys: pytest.CaptureFixture[str]) -> N
         f"--store PATH embedded store file (default: $SPARK_OTEL_STORE or {default_store_path()}) "
         "--intervals {auto,probe,receiver,evals} what to pair the gauges with: probe levels, receiver bins "
         "of engine scrapes, eval runs (default: auto) "
-        "--bin SECONDS receiver intervals: seconds of engine scrapes in each (default: 30.0) "
+        "--bin SECONDS receiver intervals: seconds of engine scrapes in each (default: 30, widened where "
+        "the scrapes span more bins than the cap; a given bin that makes more is refused) "
         "--readings also list every gauge's value per interval "
         "--json print JSON instead of tables"
     )

@@ -93,7 +93,7 @@ def test_plot_draws_the_eval_timeline_one_file_per_worker_count(article_store, c
                 str(tmp_path / "no" / "x.png"),
             ]
         )
-        == 1
+        == 2  # refused before the store is read
     )
     assert "--plot " in capsys.readouterr().err
 

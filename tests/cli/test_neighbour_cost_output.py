@@ -224,7 +224,7 @@ def test_plots_are_drawn_on_each_evals_own_clock_one_file_per_report(tmp_path: P
     assert model.read_bytes() == plot_timeline(lone, time_scale=100.0)
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["ev.png", "lone.png"]
     missing = tmp_path / "no" / "x.png"
-    assert main(["neighbour-cost", "--store", store, "--eval", "ev", "--plot", str(missing)]) == 1
+    assert main(["neighbour-cost", "--store", store, "--eval", "ev", "--plot", str(missing)]) == 2
     assert capsys.readouterr().err == (
-        f"spark-otel: error: --plot {missing}: cannot write: No such file or directory\n"
+        f"spark-otel: error: --plot {missing}: {missing.parent}: no such directory\n"
     )

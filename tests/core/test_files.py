@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_otel._exceptions import InputError
-from spark_otel._files import MIB, is_regular, read_input
+from spark_otel._exceptions import ConfigError, InputError
+from spark_otel._files import MIB, check_output, check_output_dir, is_regular, read_input, write_output
 
 
 def test_a_regular_file_under_its_cap_is_read_whole(tmp_path: Path) -> None:
@@ -70,3 +70,28 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         read_input(tmp_path / "nope", what="backfill input", max_bytes=MIB)
     assert str(caught.value) == f"backfill input {tmp_path / 'nope'}: no such file"
+
+
+def test_an_output_is_written_whole_through_a_link_keeping_the_mode_of_the_file_it_replaces(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "report.html"
+    real.write_text("before")
+    real.chmod(0o640)
+    link = tmp_path / "latest.html"
+    link.symlink_to(real)
+    assert write_output(link, "after") == real
+    assert (real.read_text(), link.is_symlink(), real.stat().st_mode & 0o777) == ("after", True, 0o640)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.html", "report.html"]
+
+
+def test_an_output_place_is_checked_before_any_work(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ConfigError, match=r"^--out .*/missing/x.json: .*/missing: no such directory$"):
+        check_output(tmp_path / "missing" / "x.json", what="--out")
+    with pytest.raises(ConfigError, match=r"^--out /dev/null: is a character device; give a file name$"):
+        check_output("/dev/null", what="--out")
+    with pytest.raises(ConfigError, match=r"is below .*/a-file, which is not a directory"):
+        check_output_dir(tmp_path / "a-file" / "report", what="--out")
+    assert check_output(tmp_path / "x.json", what="--out") == tmp_path / "x.json"
+    assert check_output_dir(tmp_path / "new" / "deeper", what="--out") == tmp_path / "new" / "deeper"

@@ -90,10 +90,9 @@ def test_a_bad_file_is_refused_naming_the_key(text: str, message: str) -> None:
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(
-        ConfigError, match=r"nope.toml: cannot read the rules file: No such file or directory"
-    ):
+    with pytest.raises(ConfigError) as raised:
         load_rules(tmp_path / "nope.toml")
+    assert str(raised.value) == f"rules file {tmp_path / 'nope.toml'}: no such file"
 
 
 def _c(engine: str, eval_name: str = "e", cell_class: str | None = None, deadline: bool = True) -> InFlight:
@@ -176,10 +175,7 @@ def test_a_rules_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(b"\xff[[lane]]\n")
     with pytest.raises(ConfigError) as raised:
         load_rules(path)
-    assert str(raised.value) == (
-        f"{path}: cannot read the rules file: 'utf-8' codec can't decode byte 0xff in position 0: "
-        "invalid start byte"
-    )
+    assert str(raised.value) == f"rules file {path}: not UTF-8 text (invalid start byte at byte 0)"
 
 
 def test_a_limit_of_two_admits_the_second_cell_and_holds_the_third() -> None:

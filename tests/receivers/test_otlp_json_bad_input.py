@@ -156,6 +156,14 @@ RECORDS = {  # a span that converts to a record a report cannot place
         "deadline_s is nan; expected a finite number",
     ),
     "cell-negative-deadline": ({**CELL, sc.CELL_DEADLINE_S: MINUS}, "deadline_s is -1.5, below 0"),
+    "cell-zero-deadline": (
+        {**CELL, sc.CELL_DEADLINE_S: {"doubleValue": 0.0}},
+        "deadline_s is 0.0; a ceiling is above 0 seconds",
+    ),
+    "cell-zero-workers": (
+        {**CELL, sc.CELL_WORKERS: {"intValue": "0"}},
+        "workers is 0; a cell runs on 1 worker or more",
+    ),
     "cell-negative-first-token": (
         {**CELL, sc.CELL_BUDGET_FIRST_TOKEN_S: MINUS},
         "first_token_s is -1.5, below 0",

@@ -69,7 +69,8 @@ def test_an_error_status_names_the_metrics_url(metrics_server: MetricsServer) ->
 def test_an_answer_one_byte_past_32_mib_is_refused_for_its_size(metrics_server: MetricsServer) -> None:
     metrics_server.body = b"#" * (32 * MIB + 1)
     assert _refusal_within(10, metrics_server.url) == (
-        f"{metrics_server.url}/metrics: /metrics answer is larger than 33554432 bytes"
+        f"{metrics_server.url}/metrics: /metrics answer is larger than the cap of 33,554,432 bytes; "
+        "the scrape was stopped"
     )
 
 

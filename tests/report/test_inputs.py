@@ -698,9 +698,7 @@ def test_inputs_from_otlp_json_names_the_file_it_cannot_read(tmp_path: Path) -> 
     missing = tmp_path / "gone.jsonl"
     with pytest.raises(InputError) as raised:
         inputs_from_otlp_json([missing])
-    assert str(raised.value) == (
-        f"{missing}: cannot read the OTLP JSON export: [Errno 2] No such file or directory: '{missing}'"
-    )
+    assert str(raised.value) == f"OTLP JSON export {missing}: no such file"
     cut = tmp_path / "cut.jsonl"
     cut.write_text('{"resourceSpans": [')
     with pytest.raises(InputError) as raised:

@@ -511,9 +511,10 @@ def test_an_engine_keeps_the_stamps_of_its_last_4096_requests() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"speed": 0}, "speed must be positive, got 0"),
-        ({"speed": -1.5}, "speed must be positive, got -1.5"),
-        ({"speed": math.nan}, "speed must be positive, got nan"),
+        ({"speed": 0}, "speed must be inf or from 0.001 to 1,000,000, got 0"),
+        ({"speed": -1.5}, "speed must be inf or from 0.001 to 1,000,000, got -1.5"),
+        ({"speed": math.nan}, "speed must be inf or from 0.001 to 1,000,000, got nan"),
+        ({"speed": 1e7}, "speed must be inf or from 0.001 to 1,000,000, got 10000000.0"),
         ({"speed": 1, "contention": -0.5}, "contention must not be negative, got -0.5"),
     ],
 )

@@ -208,7 +208,7 @@ def test_engine_spec_forms() -> None:
         ({"engines": {}}, "at least one engine"),
         ({"engines": ["a=dense", "a=moe"]}, "unique"),
         ({"engines": {"a": "dense"}, "ports": {"b": 1}}, "not in the box"),
-        ({"engines": {"a": "dense"}, "speed": 0}, "speed must be positive"),
+        ({"engines": {"a": "dense"}, "speed": 0}, "speed must be inf or from 0.001 to 1,000,000"),
         ({"engines": {"a": "dense"}, "contention": -1}, "contention"),
     ],
 )

@@ -24,6 +24,7 @@ fuzzing            the fuzz suites' profile, per-call time bound and hostile val
 gauge_series       load levels and gauge samples for grading gauges; verdicts by name, their sentences
 gauges             a gauge's verdict built by hand, with every figure not given left empty
 gpu_fakes          fake nvidia-ml-py modules and nvidia-smi executables; the simulated /sim/gpu readings
+hostile_files      a FIFO, a link to /dev/zero and a directory where a file belongs; a real full filesystem
 locales            the C locale (ASCII) for a test
 loopback           a probe-style client over raw loopback sockets, to time the simulated server
 metric_points      OpenTelemetry metric points read back, and a push exporter that keeps every export

@@ -108,15 +108,41 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        from pydantic import ValidationError
+        return _unexpected(exc)
 
-        if isinstance(exc, ValidationError):
-            print(f"spark-otel: error: {_one_line(exc)}", file=sys.stderr)
-            return 2
-        print(
-            f"spark-otel: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr
-        )
+
+def _unexpected(exc: Exception) -> int:
+    """One line for an error no command raised on purpose: a full disk and a model's validation
+    are named as what they are (exit 1 and 2); anything else is an internal error."""
+    from pydantic import ValidationError
+
+    from .._files import disk_full
+
+    if disk_full(exc):
+        print(f"spark-otel: error: {_full(exc)}", file=sys.stderr)
         return 1
+    if isinstance(exc, ValidationError):
+        print(f"spark-otel: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    print(f"spark-otel: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
+    return 1
+
+
+def _full(exc: BaseException) -> str:
+    """A full disk, named with the file it stopped (where the error names one): what a command
+    wrote before stays (the store's transactions, the outputs written whole or not at all)."""
+    where = next(
+        (
+            str(e.filename)
+            for e in (exc, exc.__cause__, exc.__context__)
+            if isinstance(e, OSError) and e.filename
+        ),
+        None,
+    )
+    return (
+        f"disk full{f': cannot write {where}' if where else ''} ({exc}); "
+        "nothing written before was lost; free some space and run it again"
+    )
 
 
 def _one_line(exc: object) -> str:

@@ -44,15 +44,20 @@ class Bounds:
 
     def __str__(self) -> str:
         low = (
-            f"> {self.above:,.10g}"
+            f"> {_bound(self.above)}"
             if self.above is not None
-            else f">= {self.at_least:,.10g}"
+            else f">= {_bound(self.at_least)}"
             if self.at_least is not None
             else ""
         )
-        high = f"<= {self.at_most:,.10g}" if self.at_most is not None else ""
+        high = f"<= {_bound(self.at_most)}" if self.at_most is not None else ""
         limits = " and ".join(part for part in (low, high) if part)
         return ("a whole number" if self.whole else "a finite number") + (f" {limits}" if limits else "")
+
+
+def _bound(value: float) -> str:
+    """A bound as written: whole ones in full with separators (2**53 - 1 is not 9.007e+15)."""
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) < 2**63 else f"{value:,.10g}"
 
 
 INTERVAL_S = Bounds(above=0, at_most=86_400)
@@ -63,8 +68,10 @@ DURATION_S = Bounds(at_least=0, at_most=31_536_000)
 """Seconds to run for: 0 stops at once; at most a year (longer than a thread can wait for)."""
 FRACTION = Bounds(at_least=0, at_most=1)
 """A share, 0 to 1."""
-COUNT = Bounds(at_least=1, whole=True)
-"""How many of something: 1 or more."""
+MAX_OPTION_COUNT = 1_000_000_000
+COUNT = Bounds(at_least=1, at_most=MAX_OPTION_COUNT, whole=True)
+"""How many of something (cells to list, workers): 1 to a billion. Past it is a typo (a 23-digit
+number is past what SQLite can take at all), never a count anyone meant."""
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:

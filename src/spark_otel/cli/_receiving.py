@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -67,21 +66,23 @@ def receiving(
         telemetry.shutdown()
 
 
-def run_until_stopped(receiver: Receiver, duration_s: float | None) -> None:
-    """Run the receiver's loop until ``duration_s`` passes (None: forever), SIGTERM or Ctrl-C.
+def run_until_stopped(receiver: Receiver, duration_s: float | None) -> int:
+    """Run the receiver's loop until ``duration_s`` passes (None: forever), SIGTERM or Ctrl-C;
+    a store whose disk is full stops it too. The exit code: 1 when the receiver stopped by itself
+    (it logged why, once, as an error line), else 0.
 
     ``duration_s`` is model time, like the receiver's interval (the same as wall time against
     real engines), so ``--interval 15 --duration 60`` is four scrapes under any model clock.
     """
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    previous = signal.signal(signal.SIGTERM, lambda *_: receiver.halt())
     try:
         receiver.start()
-        stop.wait(None if duration_s is None else _clock.to_real_s(duration_s))
+        receiver.wait(None if duration_s is None else _clock.to_real_s(duration_s))
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+    return 0 if receiver.fatal is None else 1
 
 
 def print_gpu_table(readings: Sequence[GpuReading]) -> None:

@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     from ..report import inputs_from_store
 
     config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
+    if args.write_rules:
+        from .._files import check_output
+
+        check_output(args.write_rules, what="--write-rules")
     with open_store(args) as store, status(f"reading {store.path}") as phase:
         inputs = inputs_from_store(store, probe_tables=False)
         phase.update(f"computing the queue rules over {len(inputs.cells):,} cells")
@@ -155,6 +159,7 @@ def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
     from pathlib import Path
 
     from .._exceptions import InputError
+    from .._files import disk_full, write_output
     from ..views.rules_file import dump_rules, rules_from_advice
 
     assert found.advice is not None
@@ -163,8 +168,10 @@ def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
     )
     target = Path(path)
     try:
-        target.write_text(dump_rules(rules), encoding="utf-8")
+        write_output(target, dump_rules(rules))
     except OSError as exc:
+        if disk_full(exc):
+            raise
         raise InputError(f"--write-rules {target}: cannot write: {exc.strerror or exc}") from exc
     print(
         f"wrote {target}: {len(rules.rules)} rules ({len(rules.lane)} lane, {len(rules.limit)} limit, "

@@ -30,7 +30,6 @@ import argparse
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import ConfigError
 from ..views.gauges import evidence
 from ..views.rules import advice_json, rules_table
 from ..views.tables import fmt_number
@@ -68,10 +67,11 @@ def _say(answers: list[Answer], topic: str, **match: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..demo import run_demo
+    from ..sim.box import MAX_SPEED, MIN_SPEED
+    from ._common import Bounds
     from ._console import status
 
-    if not args.speed > 0 or args.speed == float("inf"):
-        raise ConfigError(f"--speed must be a positive finite number, got {args.speed}")
+    Bounds(at_least=MIN_SPEED, at_most=MAX_SPEED).check("--speed", args.speed)  # inf too: the demo waits
     with status("starting") as phase:
         result = run_demo(
             speed=args.speed,

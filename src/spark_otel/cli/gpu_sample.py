@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
             failure = receiver.scrape_once().get("gpu")
             if isinstance(failure, Exception):
                 raise failure
+            if receiver.fatal is not None:  # logged as an error line where it happened
+                return 1
             if args.json:
                 print_json([r.model_dump() for r in receiver.gpu_readings()])
             else:
@@ -75,5 +77,4 @@ def run(args: argparse.Namespace) -> int:
         )
         for what, why in unsupported.items():
             print(f"spark-otel: unsupported: {what}: {why}; left out, never recorded as 0", file=sys.stderr)
-        run_until_stopped(receiver, args.duration)
-        return 0
+        return run_until_stopped(receiver, args.duration)

@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
 
     Bounds(above=0, at_most=MAX_INTERVAL_MS).check("--interval-ms", args.interval_ms)
     use_otlp = args.otlp or otlp_configured("metrics")
+    # A path that is not a regular file is named now, and when none is, the store is not even opened.
+    unreadable = _not_files(args.captures)
+    if len(unreadable) == len(args.captures):
+        return 1
     store = None
     if not args.no_store:
         from ._common import open_store
@@ -71,9 +75,11 @@ def run(args: argparse.Namespace) -> int:
         store = open_store(args, write=True)
     exporter = otlp_metric_exporter() if use_otlp else None
     summaries: list[dict[str, Any]] = []
-    failed = 0
+    failed = len(unreadable)
     try:
         for i, path in enumerate(args.captures, start=1):
+            if path in unreadable:
+                continue
             of = f"({i:,} of {len(args.captures):,} captures)"
             # One spinner per capture, gone before its table prints.
             with status(f"reading {path} {of}") as phase:
@@ -99,6 +105,21 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summaries)
     return 1 if failed else 0
+
+
+def _not_files(paths: list[str]) -> set[str]:
+    """The paths that are not regular files, each reported in one line."""
+    from .._exceptions import InputError
+    from .._files import check_regular
+
+    found = set()
+    for path in paths:
+        try:
+            check_regular(path, what="Nsight export")
+        except InputError as exc:
+            print(f"spark-otel: error: {exc}", file=sys.stderr)
+            found.add(path)
+    return found
 
 
 def _read_capture(path: str, interval_ms: float) -> NsightCapture | None:

@@ -52,9 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--bin",
         dest="bin_s",
         type=float,
-        default=DEFAULT_BIN_S,
+        default=None,
         metavar="SECONDS",
-        help="receiver intervals: seconds of engine scrapes in each",
+        help=f"receiver intervals: seconds of engine scrapes in each (default: {DEFAULT_BIN_S:g}, widened "
+        "where the scrapes span more bins than the cap; a given bin that makes more is refused)",
     )
     parser.add_argument("--readings", action="store_true", help="also list every gauge's value per interval")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -87,12 +88,15 @@ def _print_readings(report: InstrumentsReport) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._exceptions import InputError
+    from .._exceptions import ConfigError, InputError
     from ._common import Bounds
 
     Bounds(above=0, at_most=86_400).check("--bin", args.bin_s)
     with open_store(args) as store:
-        inputs = read_inputs(store, source=args.intervals, bin_s=args.bin_s)
+        try:
+            inputs = read_inputs(store, source=args.intervals, bin_s=args.bin_s)
+        except ConfigError as exc:
+            raise ConfigError(f"--bin {args.bin_s:g}: {exc}") from None
         path = store.path
     if not inputs.intervals:
         what = (

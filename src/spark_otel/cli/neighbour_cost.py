@@ -178,6 +178,7 @@ def _print_costs(report: NeighbourReport, *, threshold: float, when: str) -> Non
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
+    from .._files import check_output
     from ..analysis.request_cells import count_requests_as_cells
     from ..report.inputs import cells_from_store
     from ..views.requests import no_cells, requests_as_cells_line
@@ -187,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
     FRACTION.check("--min-overlap", args.min_overlap)
     Bounds(at_least=0).check("--merge-gap", args.merge_gap)
     COUNT.check("--workers", args.workers)
+    if args.plot:
+        check_output(args.plot, what="--plot")  # before the store is read
     # Tables are laid out under the spinner (a long eval's cells take a while) and written after it.
     with tables_held(), status("reading cells and load windows") as phase:
         with open_store(args) as store:
@@ -233,6 +236,7 @@ def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> Non
     from pathlib import Path
 
     from .._exceptions import InputError
+    from .._files import disk_full, write_output
     from ..report.plots import plot_timeline
 
     target = Path(path)
@@ -243,8 +247,10 @@ def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> Non
             out = target.with_name(f"{target.stem}-{report.workers}-workers{target.suffix}")
         png = plot_timeline(report, time_scale=scale)
         try:
-            out.write_bytes(png)
+            write_output(out, png)
         except OSError as exc:
+            if disk_full(exc):
+                raise
             raise InputError(f"--plot {out}: cannot write: {exc.strerror or exc}") from exc
         print(f"wrote {out}", file=sys.stderr)
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError
+from .._files import check_output, write_output
+from ..records.probe_report import MAX_LEVELS, MAX_PROMPT_CHARS, MAX_REPEATS, MAX_STREAMS, MAX_TOKENS
 from ..views.tables import PROBE_PRIORITIES, model_time, probe_energy_line, probe_table
 from ._common import add_store_argument, open_store, print_hint, print_table
 from ._console import progress
@@ -39,8 +40,14 @@ if TYPE_CHECKING:
 
 
 # Past these a typo (--streams 100000) would swamp the engine and this machine; --allow-large
-# lifts them.
+# lifts them, up to the caps nothing lifts (the probe document's own bounds).
 LIMITS = {"--streams": 256, "--tokens": 131_072, "--prompt-chars": 1_000_000, "--repeats": 100}
+CAPS = {
+    "--streams": MAX_STREAMS,
+    "--tokens": MAX_TOKENS,
+    "--prompt-chars": MAX_PROMPT_CHARS,
+    "--repeats": MAX_REPEATS,
+}
 
 
 def _levels(text: str) -> list[int]:
@@ -114,7 +121,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-large",
         action="store_true",
         help="lift the guards against a typo: "
-        + ", ".join(f"{option} at most {limit:,}" for option, limit in LIMITS.items()),
+        + ", ".join(f"{option} at most {limit:,}" for option, limit in LIMITS.items())
+        + " (the caps past them: "
+        + ", ".join(f"{option} {cap:,}" for option, cap in CAPS.items())
+        + ")",
     )
 
 
@@ -124,21 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from ..telemetry import configure, otlp_configured
     from ._common import Bounds
 
-    if args.tokens < 1 or args.repeats < 1 or args.prompt_chars < 1:
-        raise ConfigError("--tokens, --repeats and --prompt-chars must be positive")
-    if not args.allow_large:
-        given = {
-            "--streams": max(args.streams),
-            "--tokens": args.tokens,
-            "--prompt-chars": args.prompt_chars,
-            "--repeats": args.repeats,
-        }
-        for option, value in given.items():
-            if value > LIMITS[option]:
-                raise ConfigError(
-                    f"{option} {value:,} is past the limit of {LIMITS[option]:,}, a guard against a typo "
-                    "that would swamp the engine and this machine; add --allow-large to mean it"
-                )
+    _check_sizes(args)
     Bounds(above=0, at_most=86_400).check("--timeout", args.timeout)
     Bounds(above=0).check("--time-scale", args.time_scale)
     name, url = split_engine_spec(args.engine, name_optional=True)
@@ -179,6 +175,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_sizes(args: argparse.Namespace) -> None:
+    """The options that size the run within their guards and caps, and the outputs writable, before
+    any request."""
+    if args.tokens < 1 or args.repeats < 1 or args.prompt_chars < 1:
+        raise ConfigError("--tokens, --repeats and --prompt-chars must be positive")
+    given = {
+        "--streams": max(args.streams),
+        "--tokens": args.tokens,
+        "--prompt-chars": args.prompt_chars,
+        "--repeats": args.repeats,
+    }
+    for option, value in given.items():
+        if value > CAPS[option]:
+            raise ConfigError(
+                f"{option} {value:,} is past the cap of {CAPS[option]:,}, which --allow-large does not lift"
+            )
+        if value > LIMITS[option] and not args.allow_large:
+            raise ConfigError(
+                f"{option} {value:,} is past the limit of {LIMITS[option]:,}, a guard against a typo "
+                "that would swamp the engine and this machine; add --allow-large to mean it"
+            )
+    if len(args.streams) > MAX_LEVELS:
+        raise ConfigError(f"--streams lists {len(args.streams):,} levels, past the cap of {MAX_LEVELS}")
+    # Where the report goes is checked now, not after minutes of measuring.
+    for option in ("--out", "--plot"):
+        if getattr(args, option[2:]):
+            check_output(getattr(args, option[2:]), what=option)
+
+
 def _print_report(report: ProbeReport, args: argparse.Namespace) -> None:
     """The table and the report's warnings, or with --json the report itself, on stdout; then
     --out and --plot (what they wrote is said on stderr when stdout holds the JSON)."""
@@ -204,5 +229,5 @@ def _print_report(report: ProbeReport, args: argparse.Namespace) -> None:
     if args.plot:
         from ..report import plot_probe
 
-        plot_probe(report, Path(args.plot))
+        write_output(args.plot, plot_probe(report))
         print(f"wrote {args.plot}", file=said)

@@ -84,9 +84,11 @@ def run(args: argparse.Namespace) -> int:
         args, service_name="spark-otel-receiver", targets=targets, gpu=gpu, timeout_s=args.timeout
     ) as receiver:
         if args.once:
-            return _print_once(targets, receiver.scrape_once(), receiver, args.json)
-        run_until_stopped(receiver, args.duration)
-        return 0
+            results = receiver.scrape_once()
+            if receiver.fatal is not None:  # logged as an error line where it happened
+                return 1
+            return _print_once(targets, results, receiver, args.json)
+        return run_until_stopped(receiver, args.duration)
 
 
 def _print_once(

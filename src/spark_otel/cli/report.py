@@ -72,12 +72,14 @@ def _backfilled(args: argparse.Namespace, tmp: Path) -> ReportInputs:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .._files import check_output_dir
     from ..analysis.advisor import AdvisorConfig
     from ..report import build_report, inputs_from_otlp_json, inputs_from_store, write_report
     from ..views.requests import requests_as_cells_line
     from ._common import check_advisor_arguments, open_store, print_hint
 
     check_advisor_arguments(args)
+    check_output_dir(args.out, what="--out")  # before minutes of reading and analyses
     config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
     chosen = sum(bool(x) for x in (args.store, args.otlp_json, args.records))
     if chosen > 1:

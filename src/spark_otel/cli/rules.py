@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..governor import load_rules
     from ..receivers.served_models import check_engines
+    from ._common import TIMEOUT_S
 
+    TIMEOUT_S.check("--timeout", args.timeout)
     rules = load_rules(args.file)
     checks = check_engines(rules, timeout_s=args.timeout)
     if args.json:
@@ -90,4 +92,6 @@ def run(args: argparse.Namespace) -> int:
             _logger.warning("%s: %s", c.engine, c.problem)
     for line in rules.unmeasured:
         print(f"not covered yet: {line}")
+    if not rules.rules:
+        _logger.warning("%s: no rules: the governor holds no cell with this file", args.file)
     return 0

@@ -91,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--clock-of {args.clock_of!r}: {exc}") from exc
         return 0
 
+    from ..sim.box import check_speed
+
+    check_speed(args.speed, what="--speed")
     duration = args.duration
     DURATION_S.check("--duration", duration)
     Bounds(at_least=0).check("--contention", args.contention)

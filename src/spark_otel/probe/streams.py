@@ -15,6 +15,7 @@ from typing import Any
 import httpx2
 
 from .._clock import real_monotonic_ns
+from .._validate import check_count
 from ..analysis.probe_levels import StreamTiming
 from ..records.probe_report import ProbeSettings
 from ..wire.sse import DONE, SseDecoder
@@ -71,7 +72,7 @@ async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
         return st
     usage = usage_from_tail(tail)
     if usage is not None:
-        st.completion_tokens = int(usage.get("completion_tokens") or 0)
+        _count_tokens(st, usage)
     elif tail and tail[-1] == DONE:
         st.error = "no usage chunk before [DONE] (is stream_options.include_usage supported?)"
     else:
@@ -88,11 +89,25 @@ async def plain_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
         if response.status_code != 200:
             st.error = f"HTTP {response.status_code}: {response.text[:200]}"
             return st
-        usage = response.json().get("usage") or {}
-        st.completion_tokens = int(usage.get("completion_tokens") or 0)
+        answer = response.json()
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if usage is not None and not isinstance(usage, dict):
+            st.error = f"the engine's usage is {usage!r}, not a JSON object"
+            return st
+        _count_tokens(st, usage or {})
     except Exception as exc:
         st.error = f"{type(exc).__name__}: {exc}"
     return st
+
+
+def _count_tokens(st: StreamTiming, usage: dict[str, Any]) -> None:
+    """``usage.completion_tokens`` as the stream's count; a value that is not a whole number (text,
+    a fraction, a negative or huge one) is the stream's error, naming the field and the value."""
+    value = usage.get("completion_tokens")
+    try:
+        st.completion_tokens = 0 if value is None else check_count(value, "usage.completion_tokens")
+    except ValueError as exc:
+        st.error = f"the engine's {exc}"
 
 
 def request_body(settings: ProbeSettings, model: str, tokens: int) -> bytes:

@@ -232,16 +232,31 @@ def _smi_number(raw: str) -> float | None:
         return None
 
 
+SMI_MAX_LINE = 4_096
+"""The longest nvidia-smi line read: a GPU's line is about 100 characters; a longer one is not
+nvidia-smi's answer (and past csv's own field limit it would be an internal error)."""
+
+
 def parse_smi_csv(text: str, *, unix_ns: int) -> list[GpuReading]:
     """Readings from ``--query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits`` output (pure)."""
     out = []
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if len(line) > SMI_MAX_LINE:
+            raise NoGpuError(
+                f"nvidia-smi line {lineno}: {len(line):,} characters, past the cap of {SMI_MAX_LINE:,}; "
+                "not nvidia-smi's answer"
+            )
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise NoGpuError(f"nvidia-smi: not CSV output: {exc}") from None
+    for lineno, row in enumerate(rows, start=1):
         if not row or not "".join(row).strip():
             continue
         if len(row) != len(SMI_FIELDS):
             raise NoGpuError(
                 f"nvidia-smi line {lineno}: expected {len(SMI_FIELDS)} fields, "
-                f"got {len(row)}: {','.join(row)!r}"
+                f"got {len(row)}: {_shown(','.join(row))!r}"
             )
         values = dict(zip(SMI_FIELDS, (cell.strip() for cell in row), strict=True))
         util = _smi_number(values["utilization.gpu"])
@@ -261,6 +276,10 @@ def parse_smi_csv(text: str, *, unix_ns: int) -> list[GpuReading]:
             )
         )
     return out
+
+
+def _shown(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 class SmiSource:

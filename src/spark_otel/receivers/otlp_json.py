@@ -36,6 +36,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from .. import _semconv as sc
 from .._exceptions import InputError
+from .._files import MIB, read_input
 from .._validate import check_count, check_time_ns, finite_number
 from ..model import Cell, LoadWindow, Request, ServerTiming
 from ..records.span_codec import (
@@ -47,9 +48,20 @@ from ..records.span_codec import (
 )
 from ..store import Store
 
-__all__ = ["OtlpRecords", "decode_any_value", "read_otlp_json", "records_from_export", "spans_from_export"]
+__all__ = [
+    "OTLP_JSON_MAX_BYTES",
+    "OtlpRecords",
+    "decode_any_value",
+    "read_otlp_json",
+    "records_from_export",
+    "spans_from_export",
+]
 
 _logger = logging.getLogger(__name__)
+
+OTLP_JSON_MAX_BYTES = 512 * MIB
+"""The largest OTLP JSON file read (each is read whole): the collector's file exporter rotates
+long before (its ``rotation.max_megabytes`` is 100 by default); split a bigger one."""
 
 
 @dataclass
@@ -253,7 +265,7 @@ def spans_from_export(export: dict[str, Any]) -> Iterator[ReadableSpan]:
 
 def _check_record(record: Cell | Request | LoadWindow | ServerTiming) -> None:
     """What a report needs of a record: a cell's eval and id; counts that are whole numbers from
-    0 to 2**53; finite seconds."""
+    0 to 2**53; finite seconds; a cell's workers and ceiling in the ranges `cell()` keeps."""
     if isinstance(record, Cell):
         for name, key in (("eval_name", sc.EVAL_NAME), ("cell_id", sc.CELL_ID)):
             if not getattr(record, name).strip():
@@ -275,6 +287,13 @@ def _check_record(record: Cell | Request | LoadWindow | ServerTiming) -> None:
         value = getattr(record, name, None)
         if value is not None and finite_number(value, name) < 0:
             raise ValueError(f"{name} is {value!r}, below 0")
+    if isinstance(
+        record, Cell
+    ):  # the ranges `cell()` keeps: a cell runs on 1 worker or more, under a ceiling > 0
+        if record.workers is not None and record.workers < 1:
+            raise ValueError(f"workers is {record.workers!r}; a cell runs on 1 worker or more")
+        if record.deadline_s is not None and record.deadline_s <= 0:
+            raise ValueError(f"deadline_s is {record.deadline_s!r}; a ceiling is above 0 seconds")
 
 
 def records_from_export(export: dict[str, Any]) -> OtlpRecords:
@@ -307,15 +326,13 @@ def records_from_export(export: dict[str, Any]) -> OtlpRecords:
 def read_otlp_json(paths: Iterable[str | os.PathLike[str]]) -> OtlpRecords:
     """Read OTLP JSON trace files (one export request per line, or one per file).
 
+    Each path is a regular file of at most `OTLP_JSON_MAX_BYTES` (`InputError` otherwise).
     A malformed line is skipped with a warning when the file has readable spans elsewhere, and
     raises `InputError` (naming file and line) when it has none.
     """
     out = OtlpRecords()
     for path in map(Path, paths):
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read the OTLP JSON export: {exc}") from exc
+        data = read_input(path, what="OTLP JSON export", max_bytes=OTLP_JSON_MAX_BYTES)
         found = OtlpRecords()
         bad: list[str] = []
         for number, line in _lines(data):

@@ -22,6 +22,7 @@ of ``model_name`` when one is given.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict
 from .. import _clock
 from .._clock import NS_PER_S
 from .._exceptions import ConfigError, EngineError
+from .._guard import warn_once
 from .._urls import engine_base_url
 
 __all__ = [
@@ -54,7 +56,8 @@ __all__ = [
 _logger = logging.getLogger(__name__)
 
 EngineKind = Literal["vllm", "sglang", "llamacpp"]
-_MAX_BODY_BYTES = 32 * 1024 * 1024
+METRICS_MAX_BYTES = 32 * 1024 * 1024
+"""The largest /metrics answer read (vLLM's is tens of kB per model); a larger one stops the scrape."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +283,8 @@ def parse_metrics(
     Raises `EngineError` when the text does not parse (naming the line), carries no metrics of a
     known engine, or has no series for ``model_name``; `ConfigError` for a ``kind`` that is not
     an engine's. A value that is NaN, infinite or past a float's range counts as not exposed: no
-    rate or mean is made from it.
+    rate or mean is made from it; so does one outside its range (a negative count, a KV-cache
+    fill outside 0 to 1), with one warning naming it.
     """
     if kind is not None and kind not in get_args(EngineKind):
         raise ConfigError(f"engine kind {kind!r}: expected one of {', '.join(get_args(EngineKind))}")
@@ -300,7 +304,7 @@ def parse_metrics(
         model_name=model_name,
         counters_created_unix_s=max(created) if created else None,
         model_names=tuple(served),
-        **_snapshot_values(typed, engine_kind, model_name),
+        **_snapshot_values(typed, engine_kind, model_name, url),
     )
 
 
@@ -358,11 +362,11 @@ def _model_values(samples: Iterable[Any], model_name: str | None) -> list[float]
 
 
 def _snapshot_values(
-    typed: _Typed, engine_kind: EngineKind, model_name: str | None
+    typed: _Typed, engine_kind: EngineKind, model_name: str | None, url: str
 ) -> dict[str, float | None]:
     """The snapshot's quantities by field: each concept's value, and each histogram's ``_sum``
     and ``_count``; None for what the engine does not expose."""
-    values = {c.field: _concept_value(c, typed, engine_kind, model_name) for c in CONCEPTS}
+    values = {c.field: _in_range(c, _concept_value(c, typed, engine_kind, model_name), url) for c in CONCEPTS}
     for histogram in HISTOGRAMS:
         totals = _histogram_totals(histogram, typed, engine_kind, model_name)
         values[f"{histogram.field}_sum"], values[f"{histogram.field}_count"] = totals or (None, None)
@@ -382,6 +386,21 @@ def _concept_value(
         total = sum(numbers)
         if numbers and math.isfinite(total):
             return total / len(numbers) if concept.combine == "mean" else total
+    return None
+
+
+def _in_range(concept: _Concept, value: float | None, url: str) -> float | None:
+    """``value`` where it lies in the concept's documented range (a count or a gauge of requests
+    is never negative; a KV-cache fill is a fraction, 0 to 1); else None, as not exposed, and one
+    warning naming the engine, the quantity and the value (a share of 7.5 is a unit mix-up)."""
+    high = 1.0 if concept.combine == "mean" else math.inf
+    if value is None or 0 <= value <= high:
+        return value
+    warn_once(
+        f"out of range {url} {concept.field}",
+        f"{url}: {concept.field} is {value:g}, outside its range "
+        f"({'0 to 1' if high == 1 else '0 or more'}); left out as not exposed",
+    )
     return None
 
 
@@ -422,15 +441,40 @@ def _detect_kind(typed: Mapping[str, Any]) -> EngineKind | None:
     return best if counts[best] else None
 
 
-def _check_response(url: str, status_code: int, body: bytes) -> str:
-    if status_code != 200:
-        raise EngineError(f"{url}: /metrics answered HTTP {status_code}")
-    if len(body) > _MAX_BODY_BYTES:
-        raise EngineError(f"{url}: /metrics answer is larger than {_MAX_BODY_BYTES} bytes")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EngineError(f"{url}: /metrics answer is not UTF-8 text: {exc}") from exc
+class _Body:
+    """A /metrics answer read chunk by chunk, within the cap (`METRICS_MAX_BYTES`) and the scrape's
+    timeout as a whole: an engine that streams without end (or trickles) is stopped and named,
+    instead of filling memory or holding the scrape forever (httpx's timeout is per read)."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self.until_ns = _clock.real_monotonic_ns() + int(timeout_s * NS_PER_S)
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def status(self, code: int) -> None:
+        if code != 200:
+            raise EngineError(f"{self.url}: /metrics answered HTTP {code}")
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > METRICS_MAX_BYTES:
+            raise EngineError(
+                f"{self.url}: /metrics answer is larger than the cap of {METRICS_MAX_BYTES:,} bytes; "
+                "the scrape was stopped"
+            )
+        if _clock.real_monotonic_ns() > self.until_ns:
+            raise EngineError(
+                f"{self.url}: /metrics answer still coming after the scrape's timeout of {self.timeout_s:g} s"
+            )
+        self.chunks.append(chunk)
+
+    def text(self) -> str:
+        try:
+            return b"".join(self.chunks).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EngineError(f"{self.url}: /metrics answer is not UTF-8 text: {exc}") from exc
 
 
 def scrape_engine(
@@ -447,17 +491,19 @@ def scrape_engine(
     something that is not an engine's metrics.
     """
     target = metrics_url(url)
+    body = _Body(target, timeout_s)
     try:
-        if client is None:
-            with httpx2.Client(timeout=timeout_s) as own:
-                response = own.get(target)
-        else:
-            response = client.get(target, timeout=timeout_s)
-        body = response.content
+        with contextlib.ExitStack() as held:
+            http = client if client is not None else held.enter_context(httpx2.Client(timeout=timeout_s))
+            response = held.enter_context(http.stream("GET", target, timeout=timeout_s))
+            body.status(response.status_code)
+            for chunk in response.iter_bytes():
+                body.add(chunk)
+    except EngineError:
+        raise
     except Exception as exc:  # httpx2 and httpx raise unrelated exception trees
         raise EngineError(f"{target}: cannot read engine metrics: {type(exc).__name__}: {exc}") from exc
-    text = _check_response(target, response.status_code, body)
-    return parse_metrics(text, url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
+    return parse_metrics(body.text(), url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
 
 
 async def ascrape_engine(
@@ -470,17 +516,23 @@ async def ascrape_engine(
 ) -> EngineSnapshot:
     """Async twin of `scrape_engine`; ``client`` may be an httpx2 or httpx ``AsyncClient``."""
     target = metrics_url(url)
+    body = _Body(target, timeout_s)
     try:
-        if client is None:
-            async with httpx2.AsyncClient(timeout=timeout_s) as own:
-                response = await own.get(target)
-        else:
-            response = await client.get(target, timeout=timeout_s)
-        body = response.content
+        async with contextlib.AsyncExitStack() as held:
+            http = (
+                client
+                if client is not None
+                else await held.enter_async_context(httpx2.AsyncClient(timeout=timeout_s))
+            )
+            response = await held.enter_async_context(http.stream("GET", target, timeout=timeout_s))
+            body.status(response.status_code)
+            async for chunk in response.aiter_bytes():
+                body.add(chunk)
+    except EngineError:
+        raise
     except Exception as exc:
         raise EngineError(f"{target}: cannot read engine metrics: {type(exc).__name__}: {exc}") from exc
-    text = _check_response(target, response.status_code, body)
-    return parse_metrics(text, url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
+    return parse_metrics(body.text(), url=url, unix_ns=_clock.wall_ns(), model_name=model_name, kind=kind)
 
 
 def _counter_step(before: float | None, after: float | None, restarted: bool) -> tuple[float | None, bool]:

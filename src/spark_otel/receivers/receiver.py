@@ -36,8 +36,9 @@ from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observa
 
 from .. import _clock
 from .. import _semconv as sc
-from .._exceptions import ConfigError, SparkOtelError
-from .._guard import guard
+from .._exceptions import ConfigError, SparkOtelError, StoreError
+from .._files import disk_full
+from .._guard import guard, report_failure
 from .._urls import check_engine_url
 from ..model import AttributeValue, MetricSample
 from ..store import Store
@@ -236,6 +237,8 @@ class Receiver:
         self._states = {t.name: _EngineState(t) for t in targets}
         self._gpu_state = _GpuState()
         self._stop = threading.Event()
+        self.fatal: StoreError | None = None
+        """Why the receiver stopped by itself (the store's disk is full), if it did."""
         self._threads: list[threading.Thread] = []
         self._started = False
         self._stopped = False
@@ -367,8 +370,29 @@ class Receiver:
     def _write(self, samples: list[MetricSample]) -> None:
         if self._store is None or not samples:
             return
-        with guard("receiver store write"):
+        try:
             self._store.write_samples(samples)
+        except Exception as exc:
+            if not disk_full(exc):
+                report_failure("receiver store write", exc)
+                return
+            with self._lock:
+                if self.fatal is None:
+                    self.fatal = StoreError(
+                        f"{self._store.path}: disk full: {len(samples)} samples of this scrape could not be "
+                        "stored, so the receiver stopped; every sample stored before is kept"
+                    )
+                    _logger.error("%s", self.fatal)
+            self._stop.set()
+
+    def halt(self) -> None:
+        """Ask the loop to stop (a signal handler may call it); `stop` waits for it."""
+        self._stop.set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait up to ``timeout_s`` real seconds (None: forever) for the loop to be asked to stop, by
+        `halt`, `stop` or a full disk (then `fatal` says so); True when it was."""
+        return self._stop.wait(timeout_s)
 
     def scrape_once(self) -> dict[str, EngineSnapshot | SparkOtelError]:
         """Scrape every engine (and read the GPU) once, now; failures are returned, not raised."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._exceptions import ConfigError
 from ..analysis.advisor import probe_command
 from ..records.rules_file import RulesFile
 
@@ -60,7 +61,13 @@ def served_models(url: str, *, timeout_s: float = 2.0) -> tuple[str, ...] | None
 
 
 def check_engines(rules: RulesFile, *, timeout_s: float = 2.0) -> list[EngineCheck]:
-    """Each engine the rules name: current, stale (another model now), or unchecked (and why)."""
+    """Each engine the rules name: current, stale (another model now), or unchecked (and why).
+    ``timeout_s`` (per engine) is above 0 and at most an hour: `ConfigError` otherwise, since a
+    negative one would report every engine as unchecked for a reason that is not theirs."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= 3600:
+        raise ConfigError(
+            f"timeout_s must be a finite number of seconds above 0 and at most 3,600, got {timeout_s!r}"
+        )
     out = []
     for engine in sorted(rules.engines_governed()):
         info = rules.engines.get(engine)

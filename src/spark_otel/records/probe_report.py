@@ -15,13 +15,21 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._exceptions import InputError
+from .._files import MIB, read_input, write_output
 from .._version import __version__
 from ..records.rate_curve import RateCurve
 
 __all__ = [
+    "MAX_LEVELS",
+    "MAX_PROMPT_CHARS",
+    "MAX_REPEATS",
+    "MAX_REQUEST_TIMEOUT_S",
+    "MAX_STREAMS",
+    "MAX_TOKENS",
+    "PROBE_REPORT_MAX_BYTES",
     "PROBE_REPORT_VERSION",
     "ProbeLevel",
     "ProbeMetadata",
@@ -31,6 +39,21 @@ __all__ = [
 ]
 
 PROBE_REPORT_VERSION: Literal[1] = 1
+PROBE_REPORT_MAX_BYTES = 64 * MIB
+"""The largest probe report file read: the default sweep writes kilobytes (each level lists one
+rate per stream); past this it is not a probe report."""
+MAX_STREAMS = 4_096
+"""Streams in one level, even with ``--allow-large``: each is an open connection."""
+MAX_LEVELS = 64
+"""Levels in one sweep."""
+MAX_TOKENS = 1_048_576
+"""Output tokens pinned per stream."""
+MAX_PROMPT_CHARS = 16_777_216
+"""Prompt characters per request (a 16 MiB body)."""
+MAX_REPEATS = 1_000
+"""Rounds per level."""
+MAX_REQUEST_TIMEOUT_S = 86_400.0
+"""The per-request ceiling, model seconds: a day."""
 
 
 class _Model(BaseModel):
@@ -40,11 +63,15 @@ class _Model(BaseModel):
 class ProbeSettings(_Model):
     """What the probe was asked to do; every field doubles as CLI help."""
 
-    streams: list[int] = Field(default=[1, 2, 4, 8, 16, 32], description="concurrency levels, in order")
-    tokens: int = Field(default=512, gt=0, description="output tokens pinned per stream")
+    streams: list[int] = Field(
+        default=[1, 2, 4, 8, 16, 32], max_length=MAX_LEVELS, description="concurrency levels, in order"
+    )
+    tokens: int = Field(default=512, gt=0, le=MAX_TOKENS, description="output tokens pinned per stream")
     model: str | None = Field(default=None, description="model id; default: the engine's first model")
-    prompt_chars: int = Field(default=200, gt=0, description="prompt length in characters")
-    repeats: int = Field(default=1, gt=0, description="rounds per level")
+    prompt_chars: int = Field(
+        default=200, gt=0, le=MAX_PROMPT_CHARS, description="prompt length in characters"
+    )
+    repeats: int = Field(default=1, gt=0, le=MAX_REPEATS, description="rounds per level")
     warmup: bool = Field(default=True, description="send one untimed request before the sweep")
     mode: Literal["stream", "plain"] = Field(
         default="stream",
@@ -59,8 +86,20 @@ class ProbeSettings(_Model):
     gpu: Literal["auto", "sim", "nvml", "smi", "none"] = Field(
         default="auto", description="power source: auto (the simulated box, NVML, nvidia-smi, else none)"
     )
-    time_scale: float | None = Field(default=None, gt=0, description="model-time scale; default: /sim/info")
-    request_timeout_s: float = Field(default=900.0, gt=0, description="per-request ceiling, model seconds")
+    time_scale: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="model-time scale; default: /sim/info"
+    )
+    request_timeout_s: float = Field(
+        default=900.0, gt=0, le=MAX_REQUEST_TIMEOUT_S, description="per-request ceiling, model seconds"
+    )
+
+    @field_validator("streams")
+    @classmethod
+    def _levels_in_range(cls, levels: list[int]) -> list[int]:
+        bad = [n for n in levels if n > MAX_STREAMS]  # below 1: `run_probe` names it as --streams
+        if bad:
+            raise ValueError(f"a level of {bad[0]:,} streams; at most {MAX_STREAMS:,} streams a level")
+        return levels
 
 
 class ProbeLevel(_Model):
@@ -127,16 +166,17 @@ class ProbeReport(_Model):
     warnings: list[str] = Field(default_factory=list)
 
     def save_file(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        return path
+        """Written whole or not at all (`write_output`): a full disk keeps the file that was there."""
+        return write_output(path, self.model_dump_json(indent=2) + "\n")
 
     @classmethod
     def load_file(cls, path: str | Path) -> ProbeReport:
+        """A saved report: a regular file of at most `PROBE_REPORT_MAX_BYTES`, else `InputError`."""
+        data = read_input(path, what="probe report", max_bytes=PROBE_REPORT_MAX_BYTES)
         try:
-            body = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: cannot read a probe report: {exc}") from exc
+            body = json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"probe report {path}: not JSON: {exc}") from None
         return load_probe_report(body, where=str(path))
 
 

@@ -28,9 +28,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .._exceptions import ConfigError
+from .._exceptions import ConfigError, InputError
+from .._files import MIB, read_input
 
 __all__ = [
+    "RULES_MAX_BYTES",
     "RULES_VERSION",
     "CrossEngineRule",
     "EngineInfo",
@@ -42,6 +44,8 @@ __all__ = [
 ]
 
 RULES_VERSION = 1
+RULES_MAX_BYTES = MIB
+"""The largest rules file read: the advisor writes a few kB; past this it is not a rules file."""
 
 
 class _Rule(BaseModel):
@@ -176,13 +180,17 @@ def parse_rules(text: str, *, where: str) -> RulesFile:
 
 
 def load_rules(path: str | Path) -> RulesFile:
-    """The rules file at ``path``; `ConfigError` when it cannot be read or is not valid."""
+    """The rules file at ``path``; `ConfigError` when it cannot be read or is not valid.
+
+    Only a regular file of at most `RULES_MAX_BYTES` is read: a FIFO or a device is refused at
+    once (a governed runner's first cell reads this file, and must never wait on it)."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{file}: cannot read the rules file: {reason}") from exc
+        text = read_input(file, what="rules file", max_bytes=RULES_MAX_BYTES).decode("utf-8")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"rules file {file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_rules(text, where=str(file))
 
 

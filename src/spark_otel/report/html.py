@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._clock import NS_PER_S, real_wall_ns
 from .._exceptions import InputError
+from .._files import write_output
 from .._version import __version__
 from ..analysis.advisor import engine_url, probe_command
 from ..analysis.neighbour import no_baseline_reason, windows_touched
@@ -433,7 +434,9 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
 
 
 def write_report(content: ReportContent, out_dir: str | Path) -> Path:
-    """Write ``report.html`` and every plot as a PNG file into ``out_dir``; returns the page's path."""
+    """Write ``report.html`` and every plot as a PNG file into ``out_dir``; returns the page's path.
+    Each file is written whole or not at all: a full disk leaves an earlier report's files as
+    they were."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -441,7 +444,5 @@ def write_report(content: ReportContent, out_dir: str | Path) -> Path:
         raise InputError(f"{out}: cannot create the report directory: {exc}") from exc
     images = render_images(content)
     for name, png in images.items():
-        (out / name).write_bytes(png)
-    page = out / "report.html"
-    page.write_text(render_html(content, images), encoding="utf-8")
-    return page
+        write_output(out / name, png)
+    return write_output(out / "report.html", render_html(content, images))

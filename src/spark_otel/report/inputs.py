@@ -80,15 +80,21 @@ class InstrumentInputs:
     notes: list[str] = field(default_factory=list)
 
 
-def read_inputs(store: Store, *, source: str = "auto", bin_s: float = DEFAULT_BIN_S) -> InstrumentInputs:
+def read_inputs(store: Store, *, source: str = "auto", bin_s: float | None = None) -> InstrumentInputs:
     """The intervals (from ``source``, or with ``auto`` the first kind the store holds: probe
     levels, receiver bins, eval runs) and every gauge sample and rated cell around them. Reads
-    only; the analysis is `instrument_verdicts`."""
+    only; the analysis is `instrument_verdicts`.
+
+    Receiver bins are ``bin_s`` seconds (`ConfigError` when they would be more than
+    `MAX_RECEIVER_INTERVALS`); without it, `DEFAULT_BIN_S`, widened (with a note) where the
+    scrapes span so long that the default would pass the cap."""
     from .. import _semconv as sc
     from ..analysis.gauges import (
+        MAX_RECEIVER_INTERVALS,
         STORED_METRICS,
         cell_rate_samples,
         eval_intervals,
+        fitting_bin_s,
         probe_intervals,
         receiver_intervals,
     )
@@ -104,7 +110,14 @@ def read_inputs(store: Store, *, source: str = "auto", bin_s: float = DEFAULT_BI
         if kind == "probe":
             intervals, notes = probe_intervals(store.documents("probe"))
         elif kind == "receiver":
-            intervals = receiver_intervals(store.samples(sc.ENGINE_GENERATION_TOKENS), bin_s)
+            scrapes = store.samples(sc.ENGINE_GENERATION_TOKENS)
+            width = bin_s if bin_s is not None else fitting_bin_s(scrapes, DEFAULT_BIN_S)
+            if width != (bin_s or DEFAULT_BIN_S):
+                notes.append(
+                    f"receiver bins of {width:g} s, not {DEFAULT_BIN_S:g} s: the scrapes span too long for "
+                    f"{MAX_RECEIVER_INTERVALS:,} bins of {DEFAULT_BIN_S:g} s"
+                )
+            intervals = receiver_intervals(scrapes, width)
             throughput_metric = sc.ENGINE_GENERATION_TOKENS
         else:
             intervals = eval_intervals(store.cells())

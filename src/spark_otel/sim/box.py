@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from .. import _clock
 from .._clock import NS_PER_S
+from .._exceptions import ConfigError
 from .metrics import EngineMetrics
 from .profiles import Profile
 from .tracing import end_server_span
@@ -38,16 +39,24 @@ if TYPE_CHECKING:
 __all__ = [
     "BOX_MEMORY_TOTAL_BYTES",
     "IDLE_POWER_W",
+    "MAX_SPEED",
+    "MIN_SPEED",
     "BoxModel",
     "EngineModel",
     "EngineStats",
     "GpuReadout",
     "RequestTiming",
     "SimRequest",
+    "check_speed",
     "draw_output_tokens",
 ]
 
 _logger = logging.getLogger(__name__)
+
+MIN_SPEED = 0.001
+MAX_SPEED = 1_000_000.0
+"""A finite speed lies in this range (or the box runs at ``inf``, as fast as it can): past it model
+time overflows the clock's nanoseconds (a speed of 1e300 or 1e-300 was an internal error)."""
 
 IDLE_POWER_W = 12.0
 BUSY_UTILIZATION_PCT = 96.0
@@ -526,6 +535,17 @@ class EngineModel:
         req.event.set()
 
 
+def check_speed(speed: float, *, what: str = "speed") -> float:
+    """``speed`` when it is ``inf`` or from `MIN_SPEED` to `MAX_SPEED`; `ConfigError` naming ``what``."""
+    if (
+        isinstance(speed, bool)
+        or not isinstance(speed, int | float)
+        or not (speed == math.inf or MIN_SPEED <= speed <= MAX_SPEED)
+    ):
+        raise ConfigError(f"{what} must be inf or from {MIN_SPEED:g} to {MAX_SPEED:,.0f}, got {speed!r}")
+    return float(speed)
+
+
 class BoxModel:
     """Engines sharing one simulated GPU; create and run it on one event loop."""
 
@@ -537,8 +557,7 @@ class BoxModel:
         contention: float = 1.0,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
-        if not speed > 0:
-            raise ValueError(f"speed must be positive, got {speed!r}")
+        check_speed(speed)
         if contention < 0:
             raise ValueError(f"contention must not be negative, got {contention!r}")
         self.speed = float(speed)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _clock
 from .._exceptions import ConfigError
-from .box import BoxModel, EngineStats, RequestTiming
+from .box import BoxModel, EngineStats, RequestTiming, check_speed
 from .clock import model_time
 from .profiles import Profile, get_profile
 
@@ -297,8 +297,7 @@ def run_box(
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"the simulated engine needs {exc.name}: pip install 'spark-otel[sim]'") from None
-    if not speed > 0:
-        raise ConfigError(f"speed must be positive (or inf), got {speed!r}")
+    check_speed(speed)
     if not (contention >= 0 and math.isfinite(contention)):
         raise ConfigError(f"contention must be a finite number >= 0, got {contention!r}")
     specs = _specs(engines, ports)

@@ -23,6 +23,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import _semconv as sc
+from .._files import disk_full
+from .._guard import warn_once
 from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming, attributes_json
 from ..records.span_codec import (
     cell_from_span,
@@ -36,6 +38,19 @@ from .embedded import Store
 __all__ = ["StoreMetricExporter", "StoreSpanExporter"]
 
 _logger = logging.getLogger(__name__)
+
+
+def _write_failed(exc: Exception, what: str, store: Store) -> None:
+    """A full disk is one warning naming the store (once per process: the next export finds it
+    full too), never a traceback in the user's process; anything else is a bug, logged with it."""
+    if disk_full(exc):
+        warn_once(
+            f"store full {store.path}",
+            f"{store.path}: disk full: {what} (and any after them while it stays full) were not stored; "
+            "everything stored before is kept",
+        )
+        return
+    _logger.error("spark_otel: writing %s to %s failed", what, store.path, exc_info=exc)
 
 
 class StoreSpanExporter(SpanExporter):
@@ -73,8 +88,8 @@ class StoreSpanExporter(SpanExporter):
                 self._store.write_windows(windows)
             if timings:
                 self._store.write_server_timings(timings)
-        except Exception:
-            _logger.exception("spark_otel: writing %d spans to %s failed", len(spans), self._store.path)
+        except Exception as exc:
+            _write_failed(exc, f"{len(spans)} spans", self._store)
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
@@ -110,10 +125,8 @@ class StoreMetricExporter(MetricExporter):
         try:
             if samples:
                 self._store.write_samples(samples)
-        except Exception:
-            _logger.exception(
-                "spark_otel: writing %d metric samples to %s failed", len(samples), self._store.path
-            )
+        except Exception as exc:
+            _write_failed(exc, f"{len(samples)} metric samples", self._store)
             return MetricExportResult.FAILURE
         return MetricExportResult.SUCCESS
 

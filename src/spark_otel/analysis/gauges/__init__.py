@@ -70,11 +70,19 @@ from .grades import (
     Verdict,
     VerdictReason,
 )
-from .intervals import cell_rate_samples, eval_intervals, probe_intervals, receiver_intervals
+from .intervals import (
+    MAX_RECEIVER_INTERVALS,
+    cell_rate_samples,
+    eval_intervals,
+    fitting_bin_s,
+    probe_intervals,
+    receiver_intervals,
+)
 from .verdicts import instrument_verdicts
 
 __all__ = [
     "GAUGE_METRICS",
+    "MAX_RECEIVER_INTERVALS",
     "MEASURE_STREAMS",
     "STORED_METRICS",
     "InstrumentVerdict",
@@ -88,6 +96,7 @@ __all__ = [
     "cell_rate_samples",
     "elasticity",
     "eval_intervals",
+    "fitting_bin_s",
     "instrument_verdicts",
     "probe_intervals",
     "rank_correlation",

@@ -10,7 +10,7 @@ from typing import Any
 
 from ... import _semconv as sc
 from ..._clock import NS_PER_S
-from ..._exceptions import InputError
+from ..._exceptions import ConfigError, InputError
 from ...model import AttributeValue, Cell, MetricSample
 from ..rates import rated_decode_rate
 from ..windows import DEFAULT_MERGE_GAP_S, overlapping_pairs, windows_from_cells
@@ -18,7 +18,18 @@ from .catalog import CELL_RATE_METRIC
 from .grades import LoadInterval
 from .series import at, cumulative
 
-__all__ = ["cell_rate_samples", "eval_intervals", "probe_intervals", "receiver_intervals"]
+__all__ = [
+    "MAX_RECEIVER_INTERVALS",
+    "cell_rate_samples",
+    "eval_intervals",
+    "fitting_bin_s",
+    "probe_intervals",
+    "receiver_intervals",
+]
+
+MAX_RECEIVER_INTERVALS = 10_000
+"""The most receiver bins one reading makes: each is graded against every gauge, so a bin of
+10 ms over an hour of scrapes (360,000 bins) ran for minutes and took gigabytes."""
 
 
 def probe_intervals(documents: Iterable[Mapping[str, Any]]) -> tuple[list[LoadInterval], list[str]]:
@@ -82,7 +93,14 @@ def receiver_intervals(counter_samples: Iterable[MetricSample], bin_s: float) ->
         return []
     first = min(times[0] for times, _ in series.values())
     last = max(times[-1] for times, _ in series.values())
-    step = int(bin_s * NS_PER_S)
+    step = max(1, int(bin_s * NS_PER_S))
+    bins = (last - first) // step
+    if bins > MAX_RECEIVER_INTERVALS:
+        raise ConfigError(
+            f"a bin of {bin_s:g} s makes {bins:,} intervals over {(last - first) / NS_PER_S:,.0f} s of "
+            f"engine scrapes, past the cap of {MAX_RECEIVER_INTERVALS:,}; use a bin of at least "
+            f"{_fitting(last - first):g} s"
+        )
     out: list[LoadInterval] = []
     for start in range(first, last - step + 1, step):
         end = start + step
@@ -103,6 +121,24 @@ def receiver_intervals(counter_samples: Iterable[MetricSample], bin_s: float) ->
                 )
             )
     return out
+
+
+def _fitting(span_ns: int) -> float:
+    """The smallest whole number of seconds whose bins over ``span_ns`` stay within the cap."""
+    return float(max(1, -(-span_ns // (MAX_RECEIVER_INTERVALS * NS_PER_S))))
+
+
+def fitting_bin_s(counter_samples: Sequence[MetricSample], bin_s: float) -> float:
+    """``bin_s``, or the smallest whole number of seconds above it whose bins over these scrapes
+    stay within `MAX_RECEIVER_INTERVALS` (a default bin over months of scrapes is widened, not
+    refused)."""
+    times = [s.unix_ns for s in counter_samples if s.name == sc.ENGINE_GENERATION_TOKENS]
+    if not times:
+        return bin_s
+    span = max(times) - min(times)
+    if span // max(1, int(bin_s * NS_PER_S)) <= MAX_RECEIVER_INTERVALS:
+        return bin_s
+    return max(bin_s, _fitting(span))
 
 
 def _scale(value: AttributeValue | None) -> float:

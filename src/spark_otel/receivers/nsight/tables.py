@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._exceptions import InputError, NoGpuMetricsError
+from ..._files import check_regular
 from ..._validate import EARLIEST_NS, LATEST_NS, year_of
 from .capture import NsightLayout
 from .problems import left_out, not_integer, shown
@@ -50,8 +51,9 @@ def _check_whole(path: Path) -> None:
 
 
 def open_export(path: Path) -> tuple[sqlite3.Connection, set[str]]:
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    """The export opened read-only; a path that is not a regular file (a directory, a FIFO, a
+    device) is refused by name before SQLite opens it, and the file is never read whole."""
+    check_regular(path, what="Nsight export")
     _check_whole(path)
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
