@@ -222,7 +222,7 @@ def test_a_fifo_as_the_rules_file_is_refused_at_once_not_read(
         worker.start()
         worker.join(10)
     assert done.is_set(), "the cell blocked on the FIFO"
-    problem = f"{fifo}: cannot read the rules file: not a regular file"
+    problem = f"rules file {fifo}: is a FIFO (named pipe), not a regular file; nothing was read"
     assert [r.getMessage() for r in caplog.records] == [
         f"spark_otel: governor rules {fifo} failed; the call goes on untouched: {problem}"
     ]

@@ -32,7 +32,8 @@ from opentelemetry.metrics import MeterProvider
 
 from .. import _clock
 from .. import _semconv as sc
-from .._exceptions import ConfigError, GovernorError
+from .._exceptions import ConfigError, GovernorError, InputError
+from .._files import check_regular
 from .._guard import report_failure
 from ..model import AttributeValue
 from ..records.rules_file import RulesFile, load_rules
@@ -101,10 +102,7 @@ class Governor:
             info = self.rules_path.stat()
             key: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
             if not stat.S_ISREG(info.st_mode):
-                key, error = (
-                    None,
-                    ConfigError(f"{self.rules_path}: cannot read the rules file: not a regular file"),
-                )
+                key, error = None, _not_regular(self.rules_path)
         except OSError as exc:
             key = None
             error = ConfigError(f"{self.rules_path}: cannot read the rules file: {exc.strerror or exc}")
@@ -239,6 +237,16 @@ class Governor:
 
     def close(self) -> None:
         self.state.close()
+
+
+def _not_regular(path: Path) -> ConfigError:
+    """The rules path that is not a file, named by kind (a FIFO, a device, a directory) as every
+    reader of a user's file names it."""
+    try:
+        check_regular(path, what="rules file")
+    except InputError as exc:
+        return ConfigError(str(exc))
+    return ConfigError(f"rules file {path}: not a regular file")  # replaced by one meanwhile
 
 
 def _nonempty(rules: RulesFile, path: Path) -> RulesFile:
