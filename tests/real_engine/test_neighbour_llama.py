@@ -19,7 +19,7 @@ from spark_otel import cell
 from spark_otel.analysis import neighbour_cost
 from spark_otel.telemetry import Telemetry, configure
 
-TOKENS = 160
+TOKENS = 64
 LOAD_STREAMS = 4
 
 

@@ -25,8 +25,8 @@ ENV = "SPARK_OTEL_LLAMA_SERVER"
 VOCAB = "ggml-vocab-llama-spm.gguf"
 START_TIMEOUT_S = 120.0
 HOW_TO_BUILD = (
-    f"run `make llama-server` (about 12 minutes on 2 cores), whose cached build the tests find, "
-    f"or set {ENV} to a build's path"
+    f"run `make llama-server` (a cold build takes about 27 minutes on 2 cores), whose cached build "
+    f"the tests find, or set {ENV} to a build's path"
 )
 
 

@@ -3,7 +3,7 @@
 The tokenizer is llama.cpp's own Llama test vocabulary (``ggml-vocab-llama-spm.gguf``, which
 ``scripts/build-llama-server.sh`` keeps beside the binary); the weights are random (seeded), so
 the text is noise but every token is really computed: token counts, usage and timings are the
-server's own. Tied embeddings (no ``output.weight``) keep the file near 35 MB.
+server's own. Tied embeddings (no ``output.weight``) keep the file near 44 MB.
 
 Written by gguf-py from the same llama.cpp tree as the binary, in a child process with that
 tree on its path (`write_tiny_model`), so no installed ``gguf`` is needed or shadowed.
