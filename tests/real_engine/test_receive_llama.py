@@ -1,9 +1,15 @@
 """The receivers against llama.cpp's own ``/metrics``: its names map to the engine's concepts, its
 counters count exactly the tokens the server reported in ``usage``, and the rates the receiver
-stores, times the intervals between its scrapes, add up to those counters' growth."""
+stores, times the intervals between its scrapes, add up to those counters' growth.
+
+Two ways llama.cpp's counters differ from vLLM's (and the simulated engine's), pinned here and
+written down in docs/receivers.md: its generated-token counter grows when a request finishes,
+all at once, not token by token while it streams; and its prompt counter leaves out the prompt
+tokens it reused from its cache, which vLLM's counts."""
 
 from __future__ import annotations
 
+import httpx2
 import openai
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -84,3 +90,43 @@ def test_the_receivers_rates_add_up_to_the_tokens_generated(
     (point,) = exported
     assert dict(point.attributes) == {sc.ENGINE: "tiny", sc.ENGINE_KIND: "llamacpp"}
     assert point.value >= start.generation_tokens + sum(TOKENS)
+
+
+def test_llama_cpps_token_counter_grows_when_a_request_finishes_not_while_it_streams(
+    llama: LlamaServer,
+) -> None:
+    before = scrape_engine(llama.url)
+    body = {"model": llama.model, "prompt": "Tell a long story.", "max_tokens": 200, "stream": True}
+    with (
+        httpx2.Client(timeout=60) as http,
+        http.stream("POST", llama.url + "/v1/completions", json={**body, "ignore_eos": True}) as response,
+    ):
+        lines = response.iter_lines()
+        tokens = 0
+        while tokens < 50:
+            tokens += next(lines).startswith("data: {")
+        during = scrape_engine(llama.url)
+        rest = [line for line in lines if line]
+    after = scrape_engine(llama.url)
+    assert rest[-1] == "data: [DONE]"
+    assert during.requests_running == 1
+    assert during.generation_tokens == before.generation_tokens  # 50 tokens read, none counted yet
+    assert counter_delta(before, after).generation_tokens == 200  # all of them at the finish
+
+
+def test_llama_cpps_prompt_counter_leaves_out_the_prompt_tokens_it_reused(llama: LlamaServer) -> None:
+    client = openai.OpenAI(base_url=llama.url + "/v1", api_key="none", max_retries=0)
+    prompt = "The same prompt twice: once computed, then mostly reused from the slot's cache."
+    computed = []
+    for _ in range(2):
+        before = scrape_engine(llama.url)
+        usage = client.completions.create(model=llama.model, prompt=prompt, max_tokens=1).usage
+        assert usage is not None
+        assert usage.prompt_tokens_details is not None
+        cached = usage.prompt_tokens_details.cached_tokens or 0
+        delta = counter_delta(before, scrape_engine(llama.url))
+        assert delta.prompt_tokens == usage.prompt_tokens - cached
+        computed.append((usage.prompt_tokens, cached))
+    (total, _), (again, cached_again) = computed
+    assert again == total
+    assert 0 < cached_again < total  # the second time most of the prompt came from the cache
