@@ -1,6 +1,7 @@
 """`stream_with_deadline` on a long generation from llama.cpp's server: cut off within 0.2 s of its
 deadline, status ``deadline``, and what arrived kept (a prefix of the answer the same greedy
-request gives in full); the server then stops generating, its slot freed."""
+request gives in full); the server then stops generating, its slot freed. A short one that ends
+first keeps the server's usage, which llama.cpp sends on its finishing chunk."""
 
 from __future__ import annotations
 
@@ -61,3 +62,16 @@ def test_the_async_twin_cuts_off_a_long_generation_too(llama: LlamaServer) -> No
 
     result, wall_s = asyncio.run(run())
     _check_cut_off(llama, result, wall_s)
+
+
+def test_a_generation_that_ends_before_its_deadline_keeps_the_servers_usage(llama: LlamaServer) -> None:
+    # llama.cpp sends a completions stream's usage on the chunk that finishes it, not on a chunk
+    # of its own as vLLM does: the result still takes the server's count, and its finish reason.
+    client = openai.OpenAI(base_url=llama.url + "/v1", api_key="none")
+    result = stream_with_deadline(client, deadline_s=30.0, extractor=None, **{**REQUEST, "max_tokens": 40})
+    assert result.status is DeadlineStatus.LENGTH_CAP
+    assert result.finish_reason == "length"
+    assert result.usage.source == "usage"
+    assert result.usage.completion_tokens == 40
+    plain = client.completions.create(**{**REQUEST, "max_tokens": 1})  # type: ignore[call-overload]
+    assert result.usage.prompt_tokens == plain.usage.prompt_tokens
