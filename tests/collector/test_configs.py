@@ -491,3 +491,4 @@ def test_make_test_runs_what_ci_runs() -> None:
     # With every real component required, as .ci/run exports: a missing one fails, never skips.
     assert "SPARK_OTEL_REQUIRE_REAL_COMPONENTS=1 .venv/bin/pytest -q" in recipe
     assert "SPARK_OTEL_JAEGER=" in recipe
+    assert "SPARK_OTEL_LLAMA_SERVER=" in recipe

@@ -5,14 +5,18 @@ What a stream's result says decides a level's figures and warnings, so each endi
 the error text of an HTTP error (its first 200 bytes, bad UTF-8 replaced), of a stream broken
 off, of one without its usage chunk and of one without ``[DONE]``; the event count when the last
 event lacks its blank line; a usage of 0 tokens read as 0; and the usage looked for only among
-the last four events, which is all a stream keeps.
+the last four events, which is all a stream keeps. A request that meets a kept-alive connection
+the engine closed (as llama.cpp's server closes one after each stream) is sent once more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx2
@@ -152,3 +156,85 @@ def test_the_prompt_is_the_seed_sentence_repeated_to_the_exact_length() -> None:
     assert probe_prompt(200) == (SEED * 3)[:200]
     assert probe_prompt(5) == "Write"
     assert probe_prompt(len(SEED)) == SEED
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    """One request's head and body, or None when the client closed the connection first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return body
+
+
+@contextmanager
+def _closing_after_each_answer() -> Iterator[tuple[str, list[str]]]:
+    """An engine that, like llama.cpp's server after a stream, answers one request per connection
+    while saying keep-alive, then closes it when the next request arrives on it, unanswered: the
+    client always meets the closed connection. Yields its URL and what it did, in order."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done: list[str] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                request = _read_request(conn)
+                if request is None:
+                    continue
+                if json.loads(request).get("stream"):
+                    events = [TOKEN_EVENT] * 4 + [usage_event(4), DONE_EVENT]
+                    chunks = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                        b"Keep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks
+                    )
+                else:
+                    payload = json.dumps({"choices": [], "usage": {"completion_tokens": 4}}).encode()
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        b"Keep-Alive: timeout=5, max=100\r\nContent-Length: %d\r\n\r\n%s"
+                        % (len(payload), payload)
+                    )
+                done.append("answered")
+                if _read_request(conn) is not None:
+                    done.append("closed on the next request")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", done
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() that close() alone leaves blocked
+        listener.close()
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("once", [stream_once, plain_once])
+def test_a_request_that_meets_a_connection_the_engine_closed_is_sent_once_more(once: Once) -> None:
+    body = json.dumps({"max_tokens": 4, "stream": once is stream_once}).encode()
+
+    async def twice(url: str) -> list[StreamTiming]:
+        async with httpx2.AsyncClient(base_url=url, trust_env=False) as client:
+            return [await once(client, body), await once(client, body)]
+
+    with _closing_after_each_answer() as (url, done):
+        first, second = asyncio.run(twice(url))
+    assert (first.error, first.completion_tokens) == (None, 4)
+    assert (second.error, second.completion_tokens) == (None, 4)
+    assert done[:3] == ["answered", "closed on the next request", "answered"]

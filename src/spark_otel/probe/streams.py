@@ -3,6 +3,11 @@
 A stream's loop stamps the first byte, counts the events the shared SSE decoder yields and
 keeps the data of the last few; the usage chunk is parsed once, after the stream ends, so the
 client's own work stays small next to what it measures.
+
+A request that meets a kept-alive connection the engine has just closed is sent once more, on a
+new connection, and timed from there: the engine never saw it. llama.cpp's server closes the
+connection after each stream while its headers still say keep-alive, so the next request the
+pool sends on it at once reads "Server disconnected without sending a response".
 """
 
 from __future__ import annotations
@@ -46,6 +51,14 @@ def usage_from_tail(events: Iterable[bytes]) -> dict[str, Any] | None:
 
 
 async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
+    return await _stream(client, body, again=True)
+
+
+async def plain_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
+    return await _plain(client, body, again=True)
+
+
+async def _stream(client: httpx2.AsyncClient, body: bytes, *, again: bool) -> StreamTiming:
     clock = real_monotonic_ns
     st = StreamTiming(start_ns=clock())
     decoder = SseDecoder()
@@ -67,6 +80,11 @@ async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
             st.events += len(last)
             tail.extend(event.data for event in last)
         st.end_ns = clock()
+    except httpx2.RemoteProtocolError as exc:
+        if again and _unanswered(exc):
+            return await _stream(client, body, again=False)
+        st.error = f"{type(exc).__name__}: {exc}"
+        return st
     except Exception as exc:
         st.error = f"{type(exc).__name__}: {exc}"
         return st
@@ -80,7 +98,7 @@ async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
     return st
 
 
-async def plain_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
+async def _plain(client: httpx2.AsyncClient, body: bytes, *, again: bool) -> StreamTiming:
     clock = real_monotonic_ns
     st = StreamTiming(start_ns=clock())
     try:
@@ -95,6 +113,10 @@ async def plain_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
             st.error = f"the engine's usage is {usage!r}, not a JSON object"
             return st
         _count_tokens(st, usage or {})
+    except httpx2.RemoteProtocolError as exc:
+        if again and _unanswered(exc):
+            return await _plain(client, body, again=False)
+        st.error = f"{type(exc).__name__}: {exc}"
     except Exception as exc:
         st.error = f"{type(exc).__name__}: {exc}"
     return st
@@ -108,6 +130,11 @@ def _count_tokens(st: StreamTiming, usage: dict[str, Any]) -> None:
         st.completion_tokens = 0 if value is None else check_count(value, "usage.completion_tokens")
     except ValueError as exc:
         st.error = f"the engine's {exc}"
+
+
+def _unanswered(exc: httpx2.RemoteProtocolError) -> bool:
+    """The connection closed before the response's first byte (httpcore's own words for it)."""
+    return str(exc) == "Server disconnected without sending a response."
 
 
 def request_body(settings: ProbeSettings, model: str, tokens: int) -> bytes:
