@@ -136,6 +136,8 @@ class LaneView:
     """Of ``in_use``, the cells whose lease lapsed while they ran (their slot put back)."""
     in_use_ids: list[str | None] = field(default_factory=list, compare=False)
     """The cell id of each of ``in_use``, in order."""
+    waiting_ids: list[str | None] = field(default_factory=list, compare=False)
+    """The cell id of each of ``waiting``, in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,6 +558,7 @@ def _lane_views(
             waiting=[
                 (_cell(r), r["rule"], (now - r["since_ns"]) / NS_PER_S) for r in waiting if r["engine"] == e
             ],
+            waiting_ids=[r["cell_id"] for r in waiting if r["engine"] == e],
             present=[_cell(r) for r in present if r["engine"] == e],
             lapses=[
                 Lapse(

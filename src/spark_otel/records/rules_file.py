@@ -232,6 +232,16 @@ class RulesFile(BaseModel):
                 raise ValueError(f"slowdown.{engine} is {factor!r}: a factor of at least 1 (1: no slower)")
         return self
 
+    @property
+    def format_version(self) -> int:
+        """The version the file says; one that says none is version 1 unless it uses a key of 2's."""
+        if "version" in self.model_fields_set:
+            return self.version
+        v2 = _V2_FILE_KEYS & self.model_fields_set or any(
+            _V2_RULE_KEYS & r.model_fields_set for r in (*self.limit, *self.cross_engine)
+        )
+        return 2 if v2 else 1
+
     def history_of(self, engine: str, family: str) -> list[History]:
         """The measured history of ``family`` on ``engine``, one entry per class (a few dozen
         entries at most: a scan costs microseconds)."""
