@@ -227,3 +227,21 @@ def test_a_file_that_mixes_up_the_versions_is_refused_by_name(text: str, problem
         parse_rules(text, where="rules.toml")
     assert problem in str(raised.value)
     assert str(raised.value).startswith("rules.toml: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("version = 1\n[[lane]]\nengine='q'\ncells=2\n", 1),
+        ("version = 2\n[[lane]]\nengine='q'\ncells=2\n", 2),
+        ("[[lane]]\nengine='q'\ncells=2\n", 1),  # written by hand, or before version 2: 1's meaning
+        ("[[cross_engine]]\nengine='n'\ncells=0\nwhile_engine='q'\nwhile_ceiling_bound=true\n", 2),
+        ("[slowdown]\nq = 1.5\n", 2),
+    ],
+)
+def test_the_version_a_file_is_read_as_is_the_one_it_says_else_the_one_its_keys_need(
+    text: str, version: int
+) -> None:
+    """What `rules check` reports: a file that says no version is version 1 unless it uses a key
+    only version 2 has."""
+    assert parse_rules(text, where="rules.toml").format_version == version
