@@ -172,3 +172,12 @@ def test_a_missing_store_is_named_and_not_created(files: Path, capsys: pytest.Ca
         "$SPARK_OTEL_STORE)\n",
     )
     assert not Path("none.sqlite").exists()
+
+
+def test_recent_without_a_store_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--recent alone would be ignored: said, as advise says --by-eval without --write-rules."""
+    assert main(["rules", "check", "general.toml", "--recent", "2"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "spark-otel: error: --recent picks the cells of the store --store names: name it with --store PATH\n",
+    )

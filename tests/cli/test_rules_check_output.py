@@ -291,7 +291,7 @@ def test_rules_check_help_shows_the_timeouts_default(
         "  --json             print JSON instead of tables\n"
         "  --store PATH       also show which of this store's recent cells each rule would catch\n"
         "  --recent HOURS     with --store: the cells that started this long before the store's newest\n"
-        "                     cell (default: 24.0)\n"
+        "                     cell (default 24)\n"
     )
 
 

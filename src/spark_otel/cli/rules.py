@@ -36,6 +36,7 @@ _logger = logging.getLogger(__name__)
 
 RECENT_H = Bounds(above=0, at_most=24 * 366)
 """--recent: hours before the store's newest cell, at most a year."""
+RECENT_DEFAULT_H = 24.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,9 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--recent",
         type=float,
-        default=24.0,
         metavar="HOURS",
-        help="with --store: the cells that started this long before the store's newest cell",
+        help=f"with --store: the cells that started this long before the store's newest cell (default "
+        f"{RECENT_DEFAULT_H:g})",
     )
 
 
@@ -64,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
     from ..governor import load_rules
     from ..receivers.served_models import check_engines
 
+    if args.recent is not None and not args.store:
+        from .._exceptions import ConfigError
+
+        raise ConfigError("--recent picks the cells of the store --store names: name it with --store PATH")
     rules = load_rules(args.file)
     catch = _catch(args, rules) if args.store else None
     checks = check_engines(rules, timeout_s=args.timeout)
@@ -136,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
 def _catch(args: argparse.Namespace, rules: RulesFile) -> StoreCatch:
     from ..governor.matching import caught_in_store
 
-    RECENT_H.check("--recent", args.recent)
+    recent_h = RECENT_DEFAULT_H if args.recent is None else args.recent
+    RECENT_H.check("--recent", recent_h)
     with open_store(args) as store:
-        return caught_in_store(rules, store, recent_s=args.recent * 3600)
+        return caught_in_store(rules, store, recent_s=recent_h * 3600)
