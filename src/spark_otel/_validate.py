@@ -82,6 +82,7 @@ def check_cell_arguments(
     engine: Any = None,
     deadline_s: Any = None,
     workers: Any = None,
+    prompt_tokens: Any = None,
 ) -> None:
     """`spark_otel.cell`'s arguments, checked before the cell starts: a bad one raises
     `ConfigError` naming it, so a typo fails at once instead of recording a cell no reader can
@@ -103,3 +104,7 @@ def check_cell_arguments(
         isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers < MAX_COUNT
     ):
         raise ConfigError(f"cell(workers={workers!r}): expected a whole number >= 1")
+    if prompt_tokens is not None and (
+        isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or prompt_tokens < 0
+    ):
+        raise ConfigError(f"cell(prompt_tokens={prompt_tokens!r}): expected a whole number >= 0 or None")

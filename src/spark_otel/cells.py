@@ -256,12 +256,20 @@ class cell:
         deadline_s: float | None = None,
         workers: int | None = None,
         cell_class: str | None = None,
+        prompt_tokens: int | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         **attributes: AttributeValue,
     ) -> None:
         # The user's own typo fails here, naming the argument, before anything is recorded.
-        check_cell_arguments(eval_name, cell_id, engine=engine, deadline_s=deadline_s, workers=workers)
+        check_cell_arguments(
+            eval_name,
+            cell_id,
+            engine=engine,
+            deadline_s=deadline_s,
+            workers=workers,
+            prompt_tokens=prompt_tokens,
+        )
         self.eval_name = eval_name
         self.cell_id = cell_id
         self.engine = engine
@@ -269,6 +277,10 @@ class cell:
         self.workers = workers
         self.cell_class = cell_class
         """The class the governor admits the cell as; by default, the one its rules give the eval."""
+        self.prompt_tokens = prompt_tokens
+        """The prompt's size (tokens, an estimate will do) where the runner knows it before the
+        cell runs: the governor classes a long prompt as long-context at admission. Not recorded:
+        the cell records the prompt tokens its requests report."""
         self.attributes = attributes
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
@@ -307,6 +319,7 @@ class cell:
         """The governor in force and this cell as its rules see it; (None, None) when no
         governor is in force or the cell names no engine (nothing to hold it to)."""
         from .governor import GovernorError, governor_from_environment
+        from .governor.classing import profile
         from .governor.decision import InFlight
 
         try:
@@ -314,8 +327,22 @@ class cell:
             if governor is None or self.engine is None:
                 return None, None
             rules = governor.rules()
-            cell_class = self.cell_class or (rules.class_of(self.eval_name) if rules is not None else None)
-            return governor, InFlight(self.engine, self.eval_name, cell_class, self.deadline_s is not None)
+            if rules is None:
+                return governor, InFlight(
+                    self.engine, self.eval_name, self.cell_class, self.deadline_s is not None
+                )
+            seen = profile(
+                rules,
+                engine=self.engine,
+                eval_name=self.eval_name,
+                deadline_s=self.deadline_s,
+                cell_class=self.cell_class,
+                prompt_tokens=self.prompt_tokens,
+            )
+            has_deadline = self.deadline_s is not None
+            return governor, InFlight(
+                self.engine, self.eval_name, seen.cell_class, has_deadline, seen.ceiling_bound
+            )
         except GovernorError:
             raise  # fail-closed, as the user asked: before the cell starts
         except Exception as exc:
@@ -456,6 +483,7 @@ class cell:
             deadline_s=self.deadline_s,
             workers=self.workers,
             cell_class=self.cell_class,
+            prompt_tokens=self.prompt_tokens,
             tracer_provider=self._tracer_provider,
             meter_provider=self._meter_provider,
             **self.attributes,

@@ -62,8 +62,13 @@ def test_advise_on_a_model_clock_says_so_in_each_title(
     snapshot(capsys.readouterr().out)
 
 
+@pytest.mark.parametrize("by_eval", [False, True], ids=["general", "by-eval"])
 def test_advise_writes_the_rules_file_and_says_what_it_holds(
-    small_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    by_eval: bool,
+    small_store: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(governor_advice, "real_wall_ns", lambda: WRITTEN_NS)
     with Store(small_store) as store:  # q's address, as a cell's requests reached it
@@ -82,22 +87,23 @@ def test_advise_writes_the_rules_file_and_says_what_it_holds(
             ]
         )
     path = tmp_path / "rules.toml"
-    assert (
-        main(["advise", "--store", small_store, "--ceiling", "115", "--json", "--write-rules", str(path)])
-        == 0
-    )
+    command = ["advise", "--store", small_store, "--ceiling", "115", "--json", "--write-rules", str(path)]
+    assert main([*command, *(["--by-eval"] if by_eval else [])]) == 0
     out, err = capsys.readouterr()
-    assert err == f"wrote {path}: 3 rules (1 lane, 2 limit, 0 cross-engine), 0 not covered yet\n"
+    form = "by eval" if by_eval else "general"
+    assert err == f"wrote {path}: 3 rules (1 lane, 2 limit, 0 cross-engine; {form}), 0 not covered yet\n"
     text = path.read_text(encoding="utf-8")
     # What the command adds to the advice: when, from which store, each engine's model and address.
+    general = "" if by_eval else "ceiling_bound_fraction = 0.75\nlong_context_prompt_tokens = 24000\n"
     assert (
-        "\nversion = 1\n"
+        f"\nversion = {1 if by_eval else 2}\n"
         "computed_at = 2027-01-15 08:00:00+00:00\n"
         f'source = "{small_store}"\n'
         "ceiling_s = 115.0\n"
         "eval_gap_s = 2.0\n"
         "cross_engine = []\n"
-        "unmeasured = []\n\n"
+        "unmeasured = []\n"
+        f"{general}\n"
         '[engines.q]\nmodel = "qwen3.8-27b"\nurl = "http://127.0.0.1:8000"\n\n[[lane]]\n'
     ) in text
     # The rules themselves: the governor's own rendering of this advice (tests/governor pins it).
@@ -105,14 +111,29 @@ def test_advise_writes_the_rules_file_and_says_what_it_holds(
     facts = [{k: v for k, v in r.items() if k not in ("rule", "evidence")} for r in data["rules"]]
     advice = Advice.model_validate(data | {"rules": facts})
     expected = rules_from_advice(
-        advice, [CURVE], engine_urls={"q": "http://127.0.0.1:8000"}, source=small_store
+        advice, [CURVE], engine_urls={"q": "http://127.0.0.1:8000"}, source=small_store, by_eval=by_eval
     )
     assert text == dump_rules(expected)
-    assert [r.describe() for r in load_rules(path).rules] == [
-        "q lane at most 4 cells",
-        "cards prompt-heavy cells on q at most 4 at once",
-        "gen generation-heavy cells on q at most 1 at once",
-    ]
+    rules = load_rules(path)
+    assert [r.describe() for r in rules.rules] == (
+        [
+            "q lane at most 4 cells",
+            "cards prompt-heavy cells on q at most 4 at once",
+            "gen generation-heavy cells on q at most 1 at once",
+        ]
+        if by_eval
+        else [
+            "q lane at most 4 cells",
+            "prompt-heavy cells on q at most 4 at once",
+            "generation-heavy cells on q at most 1 at once",
+        ]
+    )
+    # The general form carries each eval family's history, by class: how the next run is classed.
+    assert [(h.family, h.cell_class, h.n_cells, h.share, h.evals) for h in rules.history] == (
+        []
+        if by_eval
+        else [("cards", "prompt-heavy", 8, 1.0, ["cards"]), ("gen", "generation-heavy", 5, 1.0, ["gen"])]
+    )
 
 
 def test_advise_says_why_it_cannot_write_the_rules_file(

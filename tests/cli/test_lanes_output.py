@@ -104,11 +104,47 @@ def _problem(url: str) -> str:
     )
 
 
+def _on_q(eval_name: str, state: str) -> dict[str, object]:
+    """A cell on q in --json's "caught", as `box` queued it: no id, no class, no ceiling."""
+    return {
+        "eval": eval_name,
+        "cell": None,
+        "engine": "q",
+        "class": None,
+        "ceiling_bound": False,
+        "state": state,
+    }
+
+
 def _lanes_json(url: str, *, state: str = "governor.sqlite", rules: str = "rules.toml") -> object:
     """The --json of the state in `box` read with its rules, worked out from the cells queued there."""
+    waiting = [_on_q("ev-x", "waiting"), _on_q("ev-z", "waiting"), _on_q("ev-z", "waiting")]
     return {
         "state": state,
         "rules": rules,
+        "caught": [
+            {
+                "rule": "q lane at most 2 cells",  # every cell on q, in use or waiting
+                "kind": "lane",
+                "by_eval": False,
+                "catches": [_on_q("ev-x", "running"), _on_q("ev-y", "running"), *waiting],
+                "held_while": [],
+            },
+            {
+                "rule": "ev-x cells on q at most 1 at once",
+                "kind": "limit",
+                "by_eval": True,
+                "catches": [_on_q("ev-x", "running"), waiting[0]],
+                "held_while": [],
+            },
+            {
+                "rule": "n yields while a cell with a ceiling runs on q",  # no cell on q has one
+                "kind": "cross_engine",
+                "by_eval": False,
+                "catches": [],
+                "held_while": [],
+            },
+        ],
         "lanes": [
             {
                 "engine": "n",  # only a rule names it: no row in the state
@@ -176,7 +212,8 @@ def test_lanes_table_shows_each_engine_with_its_cap_cells_and_what_holds_them(
 ) -> None:
     """Evals in use counted and sorted by name, the rules holding cells back counted in queue
     order, the longest wait to a tenth; the stale engine flagged in its row, and a warning per
-    engine whose rules are stale or unchecked."""
+    engine whose rules are stale or unchecked. Under it, what each rule catches now: the lane
+    rule every cell on q, in use or waiting; the limit its eval's."""
     assert main(["lanes", "--rules", box.rules, "--state", box.state]) == 0
     out, err = capsys.readouterr()
     assert out == _lines(
@@ -194,6 +231,22 @@ def test_lanes_table_shows_each_engine_with_its_cap_cells_and_what_holds_them(
         "│ z         │        - │      3 │ ev-a 1, ev-b 2 │       0 │ -                │              - │",
         "└───────────┴──────────┴────────┴────────────────┴─────────┴──────────────────┴────────────────┘",
         "longest wait s: real seconds the longest-waiting cell has waited so far",
+        _centred("what each rule catches now"),
+        "┏━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓",
+        "┃ rule                 ┃ form    ┃ catches ┃ caught evals         ┃ held while ┃ holding evals ┃",
+        "┡━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩",
+        "│ q lane at most 2     │ general │       5 │ ev-x 2, ev-z 2, ev-y │          - │             - │",
+        "│ cells                │         │         │ 1                    │            │               │",
+        "│ ev-x cells on q at   │ by eval │       2 │ ev-x 2               │          - │             - │",
+        "│ most 1 at once       │         │         │                      │            │               │",
+        "│ n yields while a     │ general │       0 │ -                    │          0 │             - │",
+        "│ cell with a ceiling  │         │         │                      │            │               │",
+        "│ runs on q            │         │         │                      │            │               │",
+        "└──────────────────────┴─────────┴─────────┴──────────────────────┴────────────┴───────────────┘",
+        "catches: the cells the rule counts against its cap (a cross-engine rule: those on its engine ",
+        "while it holds)",
+        "held while: a cross-engine rule's: the cells that make it hold (ceiling-bound, of its eval, or ",
+        "with a ceiling, as the rule says)",
     )
     assert err == (
         "spark-otel: warning: n: no url in [engines]: not checked\n"

@@ -41,6 +41,7 @@ STORE_READERS: dict[str, list[str]] = {
     "advise": ["advise", "--store", "{path}"],
     "store info": ["store", "info", "--store", "{path}"],
     "report": ["report", "--store", "{path}", "--out", "{out}"],
+    "rules check --store": ["rules", "check", "{rules}", "--store", "{path}", "--json"],
 }
 STATE_READERS: dict[str, list[str]] = {"lanes": ["lanes", "--state", "{path}"]}
 
@@ -158,7 +159,12 @@ def test_a_reader_changes_no_byte_and_creates_no_file(
     shutil.copytree(templates / str(list(KINDS).index(kind)), folder)
     path = folder / "file.sqlite"
     before = _snapshot(folder)
-    argv = [a.format(path=path, out=tmp_path / "report") for a in {**STORE_READERS, **STATE_READERS}[command]]
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[[lane]]\nengine = 'q'\ncells = 2\n")
+    argv = [
+        a.format(path=path, out=tmp_path / "report", rules=rules)
+        for a in {**STORE_READERS, **STATE_READERS}[command]
+    ]
     code = main(argv)
     out, err = capsys.readouterr()
     after = _snapshot(folder)

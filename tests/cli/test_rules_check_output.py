@@ -102,6 +102,8 @@ def test_rules_check_json_has_every_rule_and_every_engine_check(
     assert json.loads(out) == {
         "file": "rules.toml",
         "valid": True,
+        "version": 1,
+        "form": "mixed",
         "rules": [
             {
                 "engine": "q",
@@ -119,6 +121,7 @@ def test_rules_check_json_has_every_rule_and_every_engine_check(
                 "kind": "limit",
                 "eval": "review",
                 "cell_class": "generation-heavy",
+                "ceiling_bound": None,
                 "cells": 1,
             },
             {
@@ -130,6 +133,7 @@ def test_rules_check_json_has_every_rule_and_every_engine_check(
                 "cells": 0,
                 "while_engine": "k",
                 "while_eval": None,
+                "while_ceiling_bound": False,
             },
             {
                 "engine": "s",
@@ -140,6 +144,7 @@ def test_rules_check_json_has_every_rule_and_every_engine_check(
                 "cells": 2,
                 "while_engine": "q",
                 "while_eval": "ev",
+                "while_ceiling_bound": False,
             },
         ],
         "unmeasured": [
@@ -190,14 +195,14 @@ def test_rules_check_prints_the_rules_the_engines_and_what_is_not_covered(
     assert main(["rules", "check", "rules.toml", "--timeout", TIMEOUT]) == 0
     out, err = capsys.readouterr()
     assert out == _lines(
-        "rules.toml: 4 rules, valid (computed 2026-12-01 09:30 UTC)".center(96),
+        "rules.toml: 4 rules, valid, mixed (version 1, computed 2026-12-01 09:30 UTC)".center(96),
         "┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┓",
         "┃ rule                                       ┃ evidence                     ┃ measured (UTC)   ┃",
         "┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━┩",
         "│ q lane at most 8 cells                     │ aggregate peaks at 8 streams │ 2026-11-30 08:05 │",
         "│ review generation-heavy cells on k at most │ -                            │ -                │",
         "│ 1 at once                                  │                              │                  │",
-        "│ n yields while a ceiling-bound eval runs   │ costs k 40%                  │ -                │",
+        "│ n yields while a cell with a ceiling runs  │ costs k 40%                  │ -                │",
         "│ on k                                       │                              │                  │",
         "│ s admits at most 2 cells while ev runs on  │ -                            │ -                │",
         "│ q                                          │                              │                  │",
@@ -230,7 +235,8 @@ def test_rules_check_of_a_bare_file_says_what_it_does_not_know(
     assert main(["rules", "check", "bare.toml"]) == 0
     out, err = capsys.readouterr()
     assert out == _lines(
-        " " * 5 + "bare.toml: 1 rule, valid (computed unknown)" + " " * 5,
+        " " * 4 + "bare.toml: 1 rule, valid, general (version 1," + " " * 4,
+        " " * 18 + "computed unknown)" + " " * 18,
         "┏━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━━┓",
         "┃ rule                  ┃ evidence ┃ measured (UTC) ┃",
         "┡━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━━┩",
@@ -274,13 +280,18 @@ def test_rules_check_help_shows_the_timeouts_default(
     """As every command's --help does (`spark_otel.cli.HelpFormatter`): `rules check` once left
     the default out, its parser made without the command line's formatter."""
     assert _help(monkeypatch, capsys, "rules", "check", "--help") == (
-        "usage: spark-otel rules check [-h] [--timeout SECONDS] [--json] FILE\n\n"
+        "usage: spark-otel rules check [-h] [--timeout SECONDS] [--json] [--store PATH]\n"
+        "                              [--recent HOURS]\n"
+        "                              FILE\n\n"
         "positional arguments:\n"
         "  FILE               the rules file (TOML)\n\n"
         "options:\n"
         "  -h, --help         show this help message and exit\n"
         "  --timeout SECONDS  per engine (default: 2.0)\n"
         "  --json             print JSON instead of tables\n"
+        "  --store PATH       also show which of this store's recent cells each rule would catch\n"
+        "  --recent HOURS     with --store: the cells that started this long before the store's newest\n"
+        "                     cell (default 24)\n"
     )
 
 

@@ -56,6 +56,7 @@ def _curve(engine: str, model: str | None) -> RateCurve:
 
 
 def test_only_enforceable_rules_become_rules_with_their_evidence_and_engines() -> None:
+    """By eval (version 1's forms): each rule names the eval it was measured on."""
     advice = _advice()
     before = _clock.real_wall_ns()
     rules = rules_from_advice(
@@ -63,6 +64,7 @@ def test_only_enforceable_rules_become_rules_with_their_evidence_and_engines() -
         [_curve("qwen", "qwen3.8-27b"), _curve("nemotron", None), _curve("gemma", "gemma-4")],
         engine_urls={"qwen": "http://127.0.0.1:8011", "gemma": "http://127.0.0.1:8013"},
         source="store.sqlite",
+        by_eval=True,
     )
     after = _clock.real_wall_ns()
     review, finder, _, _, _, _, yields, at_most_one, *_ = advice.rules
@@ -127,7 +129,8 @@ def test_only_enforceable_rules_become_rules_with_their_evidence_and_engines() -
         "qwen": EngineInfo(model="qwen3.8-27b", url="http://127.0.0.1:8011"),
     }
     assert list(rules.engines) == ["llama", "nemotron", "qwen"]
-    assert (rules.source, rules.ceiling_s) == ("store.sqlite", 900.0)
+    assert (rules.source, rules.ceiling_s, rules.version, rules.form) == ("store.sqlite", 900.0, 1, "by eval")
+    assert (rules.history, rules.slowdown) == ([], {})
     assert rules.computed_at is not None
     assert rules.computed_at.tzinfo is UTC
     assert before // 1000 <= rules.computed_at.timestamp() * 1e6 <= after // 1000 + 1
@@ -139,8 +142,11 @@ def test_without_urls_or_curves_the_engines_are_named_bare() -> None:
     assert rules.source is None
 
 
-def test_the_written_file_reads_back_as_the_same_rules_without_kinds_or_empty_figures() -> None:
-    rules = rules_from_advice(_advice(), [_curve("qwen", "qwen3.8-27b")], source="store.sqlite")
+@pytest.mark.parametrize("by_eval", [True, False])
+def test_the_written_file_reads_back_as_the_same_rules_without_kinds_or_empty_figures(by_eval: bool) -> None:
+    rules = rules_from_advice(
+        _advice(), [_curve("qwen", "qwen3.8-27b")], source="store.sqlite", by_eval=by_eval
+    )
     bare = rules.cross_engine[0].model_copy(update={"figures": {}})  # as a hand-written rule has them
     rules = rules.model_copy(update={"cross_engine": [bare, *rules.cross_engine[1:]]})
     text = dump_rules(rules)
@@ -150,6 +156,8 @@ def test_the_written_file_reads_back_as_the_same_rules_without_kinds_or_empty_fi
     assert text.count("[limit.figures]") == 2
     assert text.count("[lane.figures]") == 1
     assert text.count("[cross_engine.figures]") == 1
+    assert f"version = {1 if by_eval else 2}" in text
+    assert ("while_ceiling_bound = true" in text) is not by_eval
     assert parse_rules(text, where="written") == rules
 
 

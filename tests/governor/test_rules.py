@@ -52,7 +52,7 @@ def test_a_good_file_reads_every_rule_with_its_evidence(tmp_path: Path) -> None:
         "nemotron lane at most 8 cells",
         "thinking-review generation-heavy cells on qwen at most 8 at once",
         "long-context cells on qwen at most 2 at once",
-        "nemotron yields while a ceiling-bound eval runs on qwen",
+        "nemotron yields while a cell with a ceiling runs on qwen",
     ]
     assert rules.eval_gap_s == 1.5
     assert rules.engines["qwen"].model == "qwen3.8-27b"
@@ -68,7 +68,10 @@ def test_a_good_file_reads_every_rule_with_its_evidence(tmp_path: Path) -> None:
         ("[[lane]]\nengine = 'e'\ncells = 2\nstreams = 4\n", "rules.toml: lane[0].streams: unknown key"),
         ("[[lane]]\nengine = 'e'\ncels = 2\n", "rules.toml: lane[0].cels: unknown key (did you mean cells?)"),
         ("colour = 'red'\n", "rules.toml: colour: unknown key"),
-        ("[[limit]]\nengine = 'e'\ncells = 2\n", "a limit names the eval or the cell_class it holds"),
+        (
+            "[[limit]]\nengine = 'e'\ncells = 2\n",
+            "a limit names the eval, the cell_class or the ceiling_bound cells it holds",
+        ),
         ("[[lane]]\nengine = 'e'\n", "rules.toml: lane[0].cells: missing"),
         (
             "[[lane]]\nengine = 'e'\ncells = 0\n",
@@ -78,7 +81,7 @@ def test_a_good_file_reads_every_rule_with_its_evidence(tmp_path: Path) -> None:
             "[[cross_engine]]\nengine = 'q'\ncells = 0\nwhile_engine = 'q'\n",
             "engine and while_engine are both 'q'",
         ),
-        ("version = 2\n", "rules.toml: version: Input should be less than or equal to 1"),
+        ("version = 3\n", "rules.toml: version: Input should be less than or equal to 2"),
         ("[[lane]\n", "rules.toml: not valid TOML"),
         ("[engines.q]\nmodle = 'x'\n", "rules.toml: engines.q.modle: unknown key"),
     ],
@@ -150,7 +153,7 @@ def test_a_cross_engine_rule_that_admits_some_says_how_many() -> None:
     )
     assert [r.describe() for r in rules.rules] == [
         "n admits at most 1 cell while serial runs on q",
-        "n admits at most 2 cells while a ceiling-bound eval runs on q",
+        "n admits at most 2 cells while a cell with a ceiling runs on q",
     ]
 
 

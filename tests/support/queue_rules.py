@@ -129,16 +129,24 @@ def class_advice(**kw: Any) -> ClassAdvice:
 
 
 def batched_rule(
-    engine: str, eval_name: str, workers: int, cell_class: CellClass = CellClass.GENERATION_HEAVY
+    engine: str,
+    eval_name: str,
+    workers: int,
+    cell_class: CellClass = CellClass.GENERATION_HEAVY,
+    **advice_fields: Any,
 ) -> QueueRule:
     """The advisor's batch rule for `class_advice` of ``eval_name`` on ``engine`` at ``workers``, on
-    a curve rising over 1, 2 and 4 streams."""
+    a curve rising over 1, 2 and 4 streams; ``advice_fields`` replace any of the class's advice."""
     curve = RateCurve(
         engine=engine,
         points=[_point(1, 10.0), _point(2, 18.0), _point(4, 32.0)],
     )
     advice = class_advice(
-        engine=engine, eval_name=eval_name, recommended_workers=workers, cell_class=cell_class
+        engine=engine,
+        eval_name=eval_name,
+        recommended_workers=workers,
+        cell_class=cell_class,
+        **advice_fields,
     )
     return batch_rule(advice, curve, {})
 

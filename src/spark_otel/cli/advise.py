@@ -15,7 +15,11 @@ pinned while token rates vary, adds the rule to read load from token counts.
 Each rule is printed with the numbers behind it; --json prints the whole analysis.
 --write-rules FILE also writes the enforceable rules (worker counts, lane caps, cross-engine
 limits), each with its evidence, for the queue governor (spark_otel.govern, SPARK_OTEL_RULES;
-see docs/governor.md); check a file with `spark-otel rules check FILE`. The rules
+see docs/governor.md); check a file with `spark-otel rules check FILE`. The rules take the
+general forms, so they govern the next run of an eval whatever it is called: worker counts per
+cell class, cross-engine limits while any ceiling-bound cell runs, and each eval family's
+history, from which the governor knows a cell's class at admission. --by-eval writes rules that
+name the measured evals instead (version 1's forms: they hold those runs only). The rules
 are the ones `spark-otel report` shows for the same store, ceiling and threshold: both run the
 same analysis (`spark_otel.analysis.overview`).
 """
@@ -57,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="also write the enforceable rules as a governor rules file (TOML)",
     )
+    parser.add_argument(
+        "--by-eval",
+        action="store_true",
+        help="with --write-rules: rules that name the measured evals, instead of holding by cell class "
+        "and for any ceiling-bound cell (the default, which carries to the next run)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,8 +84,14 @@ def run(args: argparse.Namespace) -> int:
         found = _overview(args, inputs, config)
     advice = found.advice
     assert advice is not None  # there are cells
+    if args.by_eval and not args.write_rules:
+        from .._exceptions import ConfigError
+
+        raise ConfigError(
+            "--by-eval shapes the rules --write-rules writes: name the file with --write-rules FILE"
+        )
     if args.write_rules:
-        _write_rules(args.write_rules, found, inputs)
+        _write_rules(args.write_rules, found, inputs, by_eval=args.by_eval)
     if args.json:
         print_json(advice_json(advice))
         return 0
@@ -154,7 +170,7 @@ def _overview(args: argparse.Namespace, inputs: ReportInputs, config: AdvisorCon
     return found
 
 
-def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
+def _write_rules(path: str, found: Overview, inputs: ReportInputs, *, by_eval: bool) -> None:
     import sys
     from pathlib import Path
 
@@ -164,7 +180,7 @@ def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
 
     assert found.advice is not None
     rules = rules_from_advice(
-        found.advice, found.curves, engine_urls=inputs.engine_urls, source=inputs.source
+        found.advice, found.curves, engine_urls=inputs.engine_urls, source=inputs.source, by_eval=by_eval
     )
     target = Path(path)
     try:
@@ -175,6 +191,6 @@ def _write_rules(path: str, found: Overview, inputs: ReportInputs) -> None:
         raise InputError(f"--write-rules {target}: cannot write: {exc.strerror or exc}") from exc
     print(
         f"wrote {target}: {len(rules.rules)} rules ({len(rules.lane)} lane, {len(rules.limit)} limit, "
-        f"{len(rules.cross_engine)} cross-engine), {len(rules.unmeasured)} not covered yet",
+        f"{len(rules.cross_engine)} cross-engine; {rules.form}), {len(rules.unmeasured)} not covered yet",
         file=sys.stderr,
     )

@@ -9,7 +9,10 @@ holds each back and how long it has waited, and the evals that count as running 
 cells, and the cells whose lease lapsed while they ran in the last hour (their runner was
 stopped or starved past it; "slot taken": another cell was admitted in theirs meanwhile).
 Engines whose rules are stale (now serving another model) are flagged, with the command that
-re-measures them. --json prints the same for scripts.
+re-measures them. With rules, a second table shows which cells each rule catches now, in use
+or waiting, each as it was classed at admission: the cells it counts against its cap, and for
+a cross-engine rule the cells (and evals between two of their cells) that make it hold. --json
+prints the same for scripts.
 
 Reading changes nothing: the state file is opened read-only, and a path that is missing, a
 directory, not a SQLite file, locked, or not a governor state file (another program's SQLite
@@ -56,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..governor import RULES_ENV, STATE_ENV, load_rules
+    from ..governor.matching import caught_in_lanes
     from ..governor.state import default_state_path, read_lanes
     from ..receivers.served_models import check_engines
 
@@ -67,11 +71,15 @@ def run(args: argparse.Namespace) -> int:
     engines = sorted({lane.engine for lane in lanes} | set(checks))
     by_engine = {lane.engine: lane for lane in lanes}
     caps = {r.engine: r.cells for r in rules.lane} if rules is not None else {}
+    caught = caught_in_lanes(rules, lanes) if rules is not None else None
     if args.json:
+        from ..views.rule_catches import catches_json
+
         print_json(
             {
                 "state": str(state_path),
                 "rules": rules_path,
+                **({"caught": catches_json(caught)} if caught is not None else {}),
                 "lanes": [
                     {
                         "engine": e,
@@ -130,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         rows = [row[:-1] for row in rows]
     print_table(f"governor lanes ({state_path})", headers, rows, notes=notes)
+    if caught is not None:
+        from ..views.rule_catches import catches_table
+
+        columns, caught_rows, caught_notes = catches_table(caught)
+        print_table("what each rule catches now", columns, caught_rows, notes=caught_notes)
     for e in engines:
         if e in checks and checks[e].problem is not None:
             _logger.warning("%s: %s", e, checks[e].problem)

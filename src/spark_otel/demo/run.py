@@ -404,12 +404,15 @@ def _scrape_interval_s(speed: float) -> float:
 
 
 def _write_rules(content: ReportContent, out: Path, plan: DemoPlan) -> Path:
-    """The rules Acts 2 to 4 gave, as `spark-otel advise --write-rules` writes them."""
+    """The rules Acts 2 to 4 gave, as `spark-otel advise --write-rules --by-eval` writes them:
+    naming the serial eval, because its cells sit far inside their ceiling, so the general form
+    (which holds nemotron only beside ceiling-bound cells) would rightly let nemotron run beside
+    them, and Act 5 shows what a rule that holds it buys."""
     from ..views.rules_file import dump_rules, rules_from_advice
 
     assert content.advice is not None
     rules = rules_from_advice(
-        content.advice, content.curves, engine_urls=content.engine_urls, source=content.source
+        content.advice, content.curves, engine_urls=content.engine_urls, source=content.source, by_eval=True
     )
     rules = rules.model_copy(update={"eval_gap_s": plan.governed_eval_gap_s})
     out.mkdir(parents=True, exist_ok=True)  # with --store, nothing has written into it yet

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..records.rules_file import CrossEngineRule, LaneRule, LimitRule, RulesFile
 
-__all__ = ["InFlight", "admitted_in_order", "holding_rule"]
+__all__ = ["InFlight", "admitted_in_order", "holding_rule", "limits", "triggers"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,13 @@ class InFlight:
     eval_name: str
     cell_class: str | None
     has_deadline: bool
+    ceiling_bound: bool | None = None
+    """Ceiling-bound at admission (`classing.profile`); None (a row an older runner wrote):
+    taken as ``has_deadline``, version 1's meaning."""
+
+    @property
+    def bound(self) -> bool:
+        return self.has_deadline if self.ceiling_bound is None else self.ceiling_bound
 
 
 def holding_rule(
@@ -36,8 +43,8 @@ def holding_rule(
         if lane.engine == candidate.engine and len(on_engine) >= lane.cells:
             return lane
     for limit in rules.limit:
-        if limit.engine == candidate.engine and limit.selects(candidate.eval_name, candidate.cell_class):
-            held = sum(1 for c in on_engine if limit.selects(c.eval_name, c.cell_class))
+        if limit.engine == candidate.engine and _selects(limit, candidate):
+            held = sum(1 for c in on_engine if _selects(limit, c))
             if held >= limit.cells:
                 return limit
     running = [*in_flight, *present]
@@ -49,13 +56,29 @@ def holding_rule(
     return None
 
 
+def _selects(limit: LimitRule, cell: InFlight) -> bool:
+    return limit.selects(cell.eval_name, cell.cell_class, cell.bound)
+
+
+def triggers(rule: CrossEngineRule, cell: InFlight) -> bool:
+    """Whether ``cell`` running makes ``rule`` hold: a cell of its ``while_eval``; a ceiling-bound
+    cell (``while_ceiling_bound``); else (version 1) any cell with a ceiling."""
+    if cell.engine != rule.while_engine:
+        return False
+    if rule.while_eval is not None:
+        return cell.eval_name == rule.while_eval
+    return cell.bound if rule.while_ceiling_bound else cell.has_deadline
+
+
+def limits(rule: LaneRule | LimitRule | CrossEngineRule, cell: InFlight) -> bool:
+    """Whether ``rule`` counts ``cell`` against its cap (the cells it may hold back)."""
+    if cell.engine != rule.engine:
+        return False
+    return _selects(rule, cell) if isinstance(rule, LimitRule) else True
+
+
 def _triggers(rule: CrossEngineRule, running: Iterable[InFlight]) -> bool:
-    for c in running:
-        if c.engine == rule.while_engine and (
-            c.eval_name == rule.while_eval if rule.while_eval is not None else c.has_deadline
-        ):
-            return True
-    return False
+    return any(triggers(rule, c) for c in running)
 
 
 def admitted_in_order(

@@ -70,17 +70,17 @@ CREATE TABLE IF NOT EXISTS slots (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     host TEXT NOT NULL, pid INTEGER NOT NULL, lease_until_ns INTEGER NOT NULL,
     engine TEXT NOT NULL, eval_name TEXT NOT NULL, cell_class TEXT, has_deadline INTEGER NOT NULL,
-    cell_id TEXT, admitted_ns INTEGER NOT NULL, waited_s REAL NOT NULL
+    cell_id TEXT, admitted_ns INTEGER NOT NULL, waited_s REAL NOT NULL, ceiling_bound INTEGER
 );
 CREATE TABLE IF NOT EXISTS waiting (
     ticket INTEGER PRIMARY KEY AUTOINCREMENT,
     host TEXT NOT NULL, pid INTEGER NOT NULL, lease_until_ns INTEGER NOT NULL,
     engine TEXT NOT NULL, eval_name TEXT NOT NULL, cell_class TEXT, has_deadline INTEGER NOT NULL,
-    cell_id TEXT, since_ns INTEGER NOT NULL, rule TEXT
+    cell_id TEXT, since_ns INTEGER NOT NULL, rule TEXT, ceiling_bound INTEGER
 );
 CREATE TABLE IF NOT EXISTS present (
     engine TEXT NOT NULL, eval_name TEXT NOT NULL, cell_class TEXT, has_deadline INTEGER NOT NULL,
-    last_end_ns INTEGER NOT NULL, PRIMARY KEY (engine, eval_name)
+    last_end_ns INTEGER NOT NULL, ceiling_bound INTEGER, PRIMARY KEY (engine, eval_name)
 );
 CREATE TABLE IF NOT EXISTS lapses (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -97,6 +97,9 @@ _COLUMNS = {
 """What a governor state file holds (the columns a reader uses); ``lapses`` is optional (a file
 written before it existed gets it from its next writer)."""
 _OWN_TABLES = {*_COLUMNS, "lapses", "sqlite_sequence"}
+_ADDED = {"slots": "ceiling_bound", "waiting": "ceiling_bound", "present": "ceiling_bound"}
+"""Columns added since the first state files: a writer adds them to an older file (NULL in the
+rows already there, which `_cell` reads as version 1's meaning); a reader does without."""
 LAPSES_SHOWN_S = 3600.0
 """`spark-otel lanes` shows the leases that lapsed within this many seconds."""
 _LAPSES_KEPT_S = 86_400.0
@@ -131,6 +134,10 @@ class LaneView:
     """The leases that lapsed while their cells ran here, within `LAPSES_SHOWN_S`, oldest first."""
     lapsed_in_use: int = 0
     """Of ``in_use``, the cells whose lease lapsed while they ran (their slot put back)."""
+    in_use_ids: list[str | None] = field(default_factory=list, compare=False)
+    """The cell id of each of ``in_use``, in order."""
+    waiting_ids: list[str | None] = field(default_factory=list, compare=False)
+    """The cell id of each of ``waiting``, in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +196,25 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _cell(row: sqlite3.Row) -> InFlight:
-    return InFlight(row["engine"], row["eval_name"], row["cell_class"], bool(row["has_deadline"]))
+    bound = row["ceiling_bound"] if "ceiling_bound" in row.keys() else None  # noqa: SIM118  (`in` a Row looks at its values)
+    return InFlight(
+        row["engine"],
+        row["eval_name"],
+        row["cell_class"],
+        bool(row["has_deadline"]),
+        None if bound is None else bool(bound),
+    )
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """The columns an older state file lacks (`_ADDED`)."""
+    for table, column in _ADDED.items():
+        if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+            try:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER")
+            except sqlite3.OperationalError as exc:  # another runner added it a moment ago
+                if "duplicate column" not in str(exc):
+                    raise
 
 
 def _problem(path: Path, exc: BaseException) -> InputError:
@@ -269,6 +294,7 @@ class SharedState:
             use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
+            _add_columns(conn)
         except BaseException:
             conn.close()
             raise
@@ -431,6 +457,7 @@ class SharedState:
             "eval_name": cell.eval_name,
             "cell_class": cell.cell_class,
             "has_deadline": int(cell.has_deadline),
+            "ceiling_bound": None if cell.ceiling_bound is None else int(cell.ceiling_bound),
             "cell_id": cell_id,
             **more,
         }
@@ -448,16 +475,17 @@ class SharedState:
                 held = self._forget(slot)  # under the lock: no transaction puts it back now
                 conn.execute("DELETE FROM slots WHERE id = ?", (held.row if held is not None else slot,))
                 conn.execute(
-                    "INSERT INTO present (engine, eval_name, cell_class, has_deadline, last_end_ns)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (engine, eval_name) DO UPDATE SET"
-                    " last_end_ns = excluded.last_end_ns, has_deadline = excluded.has_deadline,"
-                    " cell_class = excluded.cell_class",
+                    "INSERT INTO present (engine, eval_name, cell_class, has_deadline, last_end_ns,"
+                    " ceiling_bound) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (engine, eval_name) DO UPDATE"
+                    " SET last_end_ns = excluded.last_end_ns, has_deadline = excluded.has_deadline,"
+                    " cell_class = excluded.cell_class, ceiling_bound = excluded.ceiling_bound",
                     (
                         cell.engine,
                         cell.eval_name,
                         cell.cell_class,
                         int(cell.has_deadline),
                         _clock.real_wall_ns(),
+                        None if cell.ceiling_bound is None else int(cell.ceiling_bound),
                     ),
                 )
         finally:
@@ -526,9 +554,11 @@ def _lane_views(
         LaneView(
             engine=e,
             in_use=[_cell(r) for r in slots if r["engine"] == e],
+            in_use_ids=[r["cell_id"] for r in slots if r["engine"] == e],
             waiting=[
                 (_cell(r), r["rule"], (now - r["since_ns"]) / NS_PER_S) for r in waiting if r["engine"] == e
             ],
+            waiting_ids=[r["cell_id"] for r in waiting if r["engine"] == e],
             present=[_cell(r) for r in present if r["engine"] == e],
             lapses=[
                 Lapse(

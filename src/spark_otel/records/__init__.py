@@ -5,5 +5,6 @@ probe's report document, a rate curve, the rules file, an Inspect AI sample's ru
     probe_report the concurrency probe's versioned report document
     rate_curve   a decode-rate curve over concurrency levels, as measured or read off cells
     rules_file   the governor's rules file: its rules, parsed and checked
+    eval_family  an eval's name without the run id a runner appends (what rules and history key on)
     inspect_sample  one Inspect AI sample and epoch as one cell: its names, status, ceiling, tokens
 """

@@ -5,15 +5,24 @@ each with the evidence it came from and when it was measured:
 
 ``[[lane]]``          at most ``cells`` cells in flight on ``engine`` (where its aggregate stopped
                       gaining: the article's "Nemotron lane at most 8 streams").
-``[[limit]]``         at most ``cells`` cells of one eval (or cell class) in flight on ``engine``
+``[[limit]]``         at most ``cells`` cells of a cell class (and, in version 2, of the
+                      ceiling-bound ones or the others), or of one eval, in flight on ``engine``
                       ("Qwen3.8 generation-heavy cells batch to 8").
-``[[cross_engine]]``  while a cell of ``while_eval`` (or, without it, any cell with a per-cell
-                      ceiling) runs on ``while_engine``, ``engine`` admits at most ``cells``
-                      (0: it yields; 1: no batching), the article's "the Nemotron lane yields
-                      while any Qwen3.8 eval with a per-cell ceiling is in flight".
+``[[cross_engine]]``  while a ceiling-bound cell (``while_ceiling_bound``, version 2), a cell of
+                      ``while_eval``, or (with neither) any cell with a per-cell ceiling runs on
+                      ``while_engine``, ``engine`` admits at most ``cells`` (0: it yields; 1: no
+                      batching), the article's "no batched Nemotron job beside a ceiling-bound
+                      Qwen3.8 eval".
 
 ``[engines.NAME]`` records the model each engine served when the rules were measured (and its
 URL), so a rule whose engine now serves another model can be reported stale.
+
+Version 2 adds what the governor needs to know a cell's class and whether it is ceiling-bound at
+admission, whatever its eval is called this time: ``[[history]]`` (per engine, eval family and
+class: how long the cells ran alone), ``slowdown`` (per engine: how much longer its cells take
+beside the costliest neighbour measured), ``ceiling_bound_fraction`` and
+``long_context_prompt_tokens`` (`spark_otel.governor.classing` applies them). A version 1 file
+loads and means what it meant: its rules name evals, or hold while any cell with a ceiling runs.
 
 The admission decision over these rules is the governor's (`spark_otel.governor.decision`).
 """
@@ -36,6 +45,7 @@ __all__ = [
     "RULES_VERSION",
     "CrossEngineRule",
     "EngineInfo",
+    "History",
     "LaneRule",
     "LimitRule",
     "RulesFile",
@@ -43,7 +53,9 @@ __all__ = [
     "parse_rules",
 ]
 
-RULES_VERSION = 1
+RULES_VERSION = 2
+_V2_RULE_KEYS = {"ceiling_bound", "while_ceiling_bound"}
+_V2_FILE_KEYS = {"history", "slowdown", "ceiling_bound_fraction", "long_context_prompt_tokens"}
 RULES_MAX_BYTES = MIB
 """The largest rules file read: the advisor writes a few kB; past this it is not a rules file."""
 
@@ -55,6 +67,11 @@ class _Rule(BaseModel):
     evidence: str = Field(default="", description="the measured figures the rule came from")
     measured_at: datetime | None = Field(default=None, description="when those figures were measured")
     figures: dict[str, Any] = Field(default_factory=dict, description="the figures, for scripts")
+
+    @property
+    def by_eval(self) -> bool:
+        """The narrow form: the rule names an eval, so it holds that eval under that name only."""
+        return False
 
 
 def _cells(n: int) -> str:
@@ -72,37 +89,53 @@ class LaneRule(_Rule):
 
 
 class LimitRule(_Rule):
-    """At most ``cells`` cells of ``eval`` (and/or ``cell_class``) in flight on ``engine``."""
+    """At most ``cells`` cells of ``eval``, ``cell_class`` and/or (version 2) the ceiling-bound
+    ones (``ceiling_bound = true``) or the others (``false``) in flight on ``engine``."""
 
     kind: Literal["limit"] = "limit"
     eval: str | None = Field(default=None, min_length=1)
     cell_class: str | None = Field(default=None, min_length=1)
+    ceiling_bound: bool | None = Field(
+        default=None, description="only the cells ceiling-bound at admission (true) or the others (false)"
+    )
     cells: int = Field(ge=1)
 
     @model_validator(mode="after")
     def _selects_something(self) -> LimitRule:
-        if self.eval is None and self.cell_class is None:
-            raise ValueError("a limit names the eval or the cell_class it holds (or both)")
+        if self.eval is None and self.cell_class is None and self.ceiling_bound is None:
+            raise ValueError("a limit names the eval, the cell_class or the ceiling_bound cells it holds")
         return self
 
-    def selects(self, eval_name: str, cell_class: str | None) -> bool:
-        return (self.eval is None or self.eval == eval_name) and (
-            self.cell_class is None or self.cell_class == cell_class
+    @property
+    def by_eval(self) -> bool:
+        """The narrow form: it names an eval, so it holds that eval's runs under that name only."""
+        return self.eval is not None
+
+    def selects(self, eval_name: str, cell_class: str | None, ceiling_bound: bool = False) -> bool:
+        return (
+            (self.eval is None or self.eval == eval_name)
+            and (self.cell_class is None or self.cell_class == cell_class)
+            and (self.ceiling_bound is None or self.ceiling_bound == ceiling_bound)
         )
 
     def describe(self) -> str:
-        who = " ".join(x for x in (self.eval, self.cell_class) if x)
+        bound = {True: "ceiling-bound", False: "not ceiling-bound", None: None}[self.ceiling_bound]
+        who = " ".join(x for x in (self.eval, bound, self.cell_class) if x)
         return f"{who} cells on {self.engine} at most {self.cells} at once"
 
 
 class CrossEngineRule(_Rule):
-    """While ``while_eval`` (or any cell with a ceiling) runs on ``while_engine``, ``engine``
-    admits at most ``cells`` cells."""
+    """While a ceiling-bound cell (``while_ceiling_bound``), a cell of ``while_eval``, or (with
+    neither) any cell with a ceiling runs on ``while_engine``, ``engine`` admits at most
+    ``cells`` cells."""
 
     kind: Literal["cross_engine"] = "cross_engine"
     cells: int = Field(ge=0)
     while_engine: str = Field(min_length=1)
     while_eval: str | None = Field(default=None, min_length=1)
+    while_ceiling_bound: bool = Field(
+        default=False, description="holds while a cell ceiling-bound at admission runs on while_engine"
+    )
 
     @model_validator(mode="after")
     def _two_engines(self) -> CrossEngineRule:
@@ -110,11 +143,21 @@ class CrossEngineRule(_Rule):
             raise ValueError(
                 f"engine and while_engine are both {self.engine!r}: a lane rule limits one engine"
             )
+        if self.while_eval is not None and self.while_ceiling_bound:
+            raise ValueError("while_eval and while_ceiling_bound: a rule holds while one or the other runs")
         return self
+
+    @property
+    def by_eval(self) -> bool:
+        """The narrow form: it holds while one eval runs under that name only."""
+        return self.while_eval is not None
 
     def describe(self) -> str:
         what = "yields" if self.cells == 0 else f"admits at most {_cells(self.cells)}"
-        who = self.while_eval or "a ceiling-bound eval"
+        if self.while_eval is not None:
+            who = self.while_eval
+        else:
+            who = "a ceiling-bound cell" if self.while_ceiling_bound else "a cell with a ceiling"
         return f"{self.engine} {what} while {who} runs on {self.while_engine}"
 
 
@@ -125,6 +168,24 @@ class EngineInfo(BaseModel):
 
     model: str | None = Field(default=None, description="the model id it served")
     url: str | None = Field(default=None, description="its base URL, where `rules check` asks what it serves")
+
+
+class History(BaseModel):
+    """How an eval family's cells of one class ran on an engine when the rules were measured:
+    what lets the governor class the next run's cells, whatever that run is called."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str = Field(min_length=1)
+    family: str = Field(min_length=1, description="the eval's name without its run id (eval_family)")
+    cell_class: str | None = Field(default=None, min_length=1)
+    n_cells: int = Field(ge=1)
+    share: float = Field(gt=0, le=1, description="of the family's measured cells on the engine, this class's")
+    p90_alone_s: float = Field(ge=0, description="p90 predicted time of a cell alone on the engine (model s)")
+    evals: list[str] = Field(default_factory=list, description="the evals measured")
+
+
+Form = Literal["general", "by eval", "mixed", "no rules"]
 
 
 class RulesFile(BaseModel):
@@ -147,6 +208,57 @@ class RulesFile(BaseModel):
         default_factory=list,
         description="what the advisor could not answer yet, with the command to measure it",
     )
+    ceiling_bound_fraction: float = Field(
+        default=0.75,
+        gt=0,
+        description="a cell is ceiling-bound when its slowed length reaches this of its ceiling",
+    )
+    long_context_prompt_tokens: int = Field(
+        default=24_000, ge=1, description="a prompt this long: long-context"
+    )
+    slowdown: dict[str, float] = Field(
+        default_factory=dict,
+        description="per engine: its cells' length beside the costliest neighbour, over alone",
+    )
+    history: list[History] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _version_keys(self) -> RulesFile:
+        if "version" in self.model_fields_set and self.version < 2:
+            used = sorted(_V2_FILE_KEYS & self.model_fields_set)
+            used += sorted(
+                {k for r in (*self.limit, *self.cross_engine) for k in _V2_RULE_KEYS & r.model_fields_set}
+            )
+            if used:
+                raise ValueError(f"version 1 has no {', '.join(used)}: set version = 2")
+        for engine, factor in self.slowdown.items():
+            if not factor >= 1:
+                raise ValueError(f"slowdown.{engine} is {factor!r}: a factor of at least 1 (1: no slower)")
+        return self
+
+    @property
+    def format_version(self) -> int:
+        """The version the file says; one that says none is version 1 unless it uses a key of 2's."""
+        if "version" in self.model_fields_set:
+            return self.version
+        v2 = _V2_FILE_KEYS & self.model_fields_set or any(
+            _V2_RULE_KEYS & r.model_fields_set for r in (*self.limit, *self.cross_engine)
+        )
+        return 2 if v2 else 1
+
+    def history_of(self, engine: str, family: str) -> list[History]:
+        """The measured history of ``family`` on ``engine``, one entry per class (a few dozen
+        entries at most: a scan costs microseconds)."""
+        return [h for h in self.history if h.engine == engine and h.family == family]
+
+    @property
+    def form(self) -> Form:
+        """Which form the rules take: general (by cell class and ceiling-bound cells, carrying to
+        the next run), by eval (naming the measured evals), mixed, or no rules."""
+        kinds = {r.by_eval for r in (*self.limit, *self.cross_engine)}
+        if not self.rules:
+            return "no rules"
+        return "mixed" if len(kinds) > 1 else ("by eval" if kinds == {True} else "general")
 
     @property
     def rules(self) -> list[LaneRule | LimitRule | CrossEngineRule]:

@@ -13,4 +13,5 @@ render, from the facts the analyses return, so each sentence and each table exis
     curves   a rate curve and a lane's shape in words
     rules    each queue rule and its evidence in words, as a table and as advise's JSON
     rules_file  the advisor's rules as the governor's rules file (TOML)
+    rule_catches  which cells each governor rule catches, as a table and JSON (rules check, lanes)
 """

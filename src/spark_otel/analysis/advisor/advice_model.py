@@ -88,6 +88,9 @@ class ClassAdvice(Result):
     eval_name: str
     cell_class: CellClass
     ceiling_bound: bool
+    serial_p90_s: float | None = Field(
+        default=None, description="p90 predicted time of the class's cells at one worker, alone (model s)"
+    )
     n_cells: int
     historical_timeouts: int
     prompt_tokens_median: float | None

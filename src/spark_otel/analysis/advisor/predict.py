@@ -198,11 +198,13 @@ def class_advice(
         seed=f"{engine}/{eval_name}/{cell_class.value}",
     )
     outputs = sorted(j.output_tokens for j in jobs if not j.timed_out)
+    serial_p90 = percentile(serial_times, 0.9)
     return ClassAdvice(
         engine=engine,
         eval_name=eval_name,
         cell_class=cell_class,
-        ceiling_bound=percentile(serial_times, 0.9) >= config.ceiling_bound_fraction * config.ceiling_s,
+        ceiling_bound=serial_p90 >= config.ceiling_bound_fraction * config.ceiling_s,
+        serial_p90_s=serial_p90,
         n_cells=len(members),
         historical_timeouts=sum(j.timed_out for j in jobs),
         prompt_tokens_median=summarize(float(c.prompt_tokens) for c, _ in members if c.prompt_tokens).median,
