@@ -13,8 +13,10 @@ other cells' tok/s.
 
 Cells go to the embedded store (or --store PATH), and with --otlp also over OTLP as cell
 spans carrying their historical start and end times. Re-running on the same files replaces
-their cells instead of duplicating them. A record that does not fit is reported with its
-file and line, the rest still load, and the exit code is non-zero. --json prints the cells
+their cells instead of duplicating them, and the log of an Inspect run the live hook recorded
+replaces the hook's cells (same uids, requests still linked) with the log's figures. A record
+that does not fit is reported with its file and line, the rest still load, and the exit code is
+non-zero. --json prints the cells
 (written, or with --dry-run that would be), the rejected records and the counts. Only regular
 files of at most 512 MiB are read; a FIFO, a device or a directory is refused by name.
 
