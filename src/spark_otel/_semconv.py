@@ -347,3 +347,4 @@ INSPECT_LIMIT = "spark_otel.inspect.limit"  # the limit that halted the sample (
 INSPECT_RETRIES = "spark_otel.inspect.retries"  # the sample's errors Inspect retried
 INSPECT_WORKING_S = "spark_otel.inspect.working_s"  # Inspect's working time of the sample
 INSPECT_WAITING_S = "spark_otel.inspect.waiting_s"  # its clock time minus working time (connections, retries)
+INSPECT_SAMPLE_UUID = "spark_otel.inspect.sample_uuid"  # Inspect's EvalSample.uuid: live and log meet on it

@@ -116,6 +116,8 @@ def test_model_time_and_no_rated_cell_show_in_the_title_and_as_a_dash(
         "timeouts": 0,
         "rated": 0,
         "median_tok_s": None,
+        "replaced_live": 0,
+        "kept_live": 0,
     }
 
 

@@ -4,6 +4,7 @@ statuses, and a model-graded scorer kept out of the sample's figures."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.support.inspect_runs import (
 import spark_otel
 from spark_otel import _clock
 from spark_otel import _semconv as sc
+from spark_otel.cli import main
 from spark_otel.model import CellStatus
 from spark_otel.sim import Box
 from spark_otel.store import Store
@@ -201,3 +203,21 @@ def test_a_user_who_instruments_too_hears_nothing_and_gets_one_span_per_call(
         assert store.row_counts()["cells"] == 2
         assert store.row_counts()["requests"] == 2
     assert log.status == "success"
+
+
+def test_a_sample_recorded_on_a_model_clock_is_kept_when_its_log_is_backfilled(
+    inspect_box: Box, store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The box runs faster than real time: the live cell's times are model seconds, the log's real
+    ones, so the live cell stays as recorded (its requests beside it) and the log adds none."""
+    model = f"openai-api/sim/{served_model(inspect_box.url('qwen'))}"
+    (log,) = inspect_eval(qa_task(1), model=model, log_dir=str(tmp_path / "logs"), display="none")
+    with _stored(store_path) as store:
+        live = store.cells()
+    assert live[0].attributes[sc.TIME_SCALE] == _clock.rate() != 1.0
+    capsys.readouterr()
+    assert main(["backfill", "--mapping", "inspect", log.location, "--store", str(store_path), "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)["counts"]
+    assert (counts["records"], counts["cells"], counts["replaced_live"], counts["kept_live"]) == (1, 0, 0, 1)
+    with Store(store_path) as store:
+        assert store.cells() == live

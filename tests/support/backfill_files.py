@@ -93,7 +93,16 @@ def backfill_document(tmp_path: Path, *, dry_run: bool, store: str | None, otlp:
         "otlp": otlp,
         # 6 records, 4 cells; the timeout (0.5 tok/s) and the cell without tokens are not rated:
         # the median of 10 and 15 tok/s.
-        "counts": {"records": 6, "cells": 4, "rejected": 2, "timeouts": 1, "rated": 2, "median_tok_s": 12.5},
+        "counts": {
+            "records": 6,
+            "cells": 4,
+            "rejected": 2,
+            "timeouts": 1,
+            "rated": 2,
+            "median_tok_s": 12.5,
+            "replaced_live": 0,  # no Inspect sample the live hook recorded
+            "kept_live": 0,
+        },
         "cells": [
             _cell(b, 2, "b1", 5, 50, None),
             _cell(a, 2, "a1", 1, 100, 1000),

@@ -13,8 +13,10 @@ other cells' tok/s.
 
 Cells go to the embedded store (or --store PATH), and with --otlp also over OTLP as cell
 spans carrying their historical start and end times. Re-running on the same files replaces
-their cells instead of duplicating them. A record that does not fit is reported with its
-file and line, the rest still load, and the exit code is non-zero. --json prints the cells
+their cells instead of duplicating them, and the log of an Inspect run the live hook recorded
+replaces the hook's cells (same uids, requests still linked) with the log's figures. A record
+that does not fit is reported with its file and line, the rest still load, and the exit code is
+non-zero. --json prints the cells
 (written, or with --dry-run that would be), the rejected records and the counts. Only regular
 files of at most 512 MiB are read; a FIFO, a device or a directory is refused by name.
 
@@ -26,14 +28,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..views.tables import model_time, time_scales
-from ._common import add_store_argument, print_json, print_table
+from ._common import add_store_argument, print_hint, print_json, print_table
 from ._console import status
 
 if TYPE_CHECKING:
     from ..model import Cell
+    from ..receivers.backfill import LiveAdoption
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +81,14 @@ def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError
     from ..analysis.rates import ceiling_hit, rated_decode_rate
     from ..analysis.stats import summarize
-    from ..receivers.backfill import BackfillResult, backfill_files, error_lines, load_mapping
+    from ..receivers.backfill import (
+        BackfillResult,
+        LiveAdoption,
+        adopt_live_cells,
+        backfill_files,
+        error_lines,
+        load_mapping,
+    )
 
     if args.no_store and not args.otlp and not args.dry_run:
         raise ConfigError("--no-store without --otlp would keep nothing; add --otlp or --dry-run")
@@ -93,17 +104,22 @@ def run(args: argparse.Namespace) -> int:
             result.records += one.records
             result.warnings += one.warnings
         cells = result.cells
-        if cells and not args.dry_run:
-            if not args.no_store:
+        adoption = LiveAdoption(cells=cells)
+        if cells and not args.no_store:
+            if args.dry_run:
+                adoption = _adopted_in_existing_store(args, cells)
+            else:
                 from ._common import open_store
 
                 with open_store(args, write=True) as store:
-                    phase.update(f"writing {len(cells):,} cells to {store.path}")
-                    store.write_cells(cells)
+                    adoption = adopt_live_cells(cells, store, **_named(args))
+                    phase.update(f"writing {len(adoption.cells):,} cells to {store.path}")
+                    store.write_cells(adoption.cells, replacing=adoption.superseded)
                     store_path = str(store.path)
-            if args.otlp:
-                phase.update(f"exporting {len(cells):,} cells over OTLP")
-                _export_otlp(cells)
+            cells = adoption.cells
+        if cells and args.otlp and not args.dry_run:
+            phase.update(f"exporting {len(cells):,} cells over OTLP")
+            _export_otlp(cells)
     for line in error_lines(result.errors):  # a repeated error once, with a count of the rest
         print(f"spark-otel: error: {line}", file=sys.stderr)
     for warning in result.warnings:
@@ -125,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
                     "timeouts": timeouts,
                     "rated": rates.n,
                     "median_tok_s": rates.median,
+                    "replaced_live": adoption.replaced_live,
+                    "kept_live": adoption.kept_live,
                 },
                 "cells": [
                     c.model_dump(mode="json") | {"elapsed_s": c.elapsed_s, "decode_rate": c.decode_rate}
@@ -151,7 +169,42 @@ def run(args: argparse.Namespace) -> int:
             ]
         ],
     )
+    if adoption.replaced_live or adoption.kept_live:
+        print_hint(_live_note(adoption, dry_run=args.dry_run))
     return 1 if result.errors else 0
+
+
+def _live_note(adoption: LiveAdoption, *, dry_run: bool) -> str:
+    notes = []
+    if adoption.replaced_live:
+        verb = "would replace" if dry_run else "replaced"
+        notes.append(
+            f"{adoption.replaced_live:,} cells {verb} the live Inspect hook's for the same samples "
+            "(same uid, its requests still linked)"
+        )
+    if adoption.kept_live:
+        notes.append(
+            f"{adoption.kept_live:,} samples recorded live on a model clock were kept as recorded, "
+            "not replaced by the log's real times"
+        )
+    return "; ".join(notes) + "."
+
+
+def _adopted_in_existing_store(args: argparse.Namespace, cells: list[Cell]) -> LiveAdoption:
+    """What a write would replace, read from the store if it exists (a dry run creates none)."""
+    from ..receivers.backfill import LiveAdoption, adopt_live_cells
+    from ..store import Store, default_store_path
+
+    path = Path(args.store).expanduser() if args.store else default_store_path()
+    if not path.is_file():
+        return LiveAdoption(cells=cells)
+    with Store(path, read_only=True) as store:
+        return adopt_live_cells(cells, store, **_named(args))
+
+
+def _named(args: argparse.Namespace) -> dict[str, bool]:
+    """Whether the user named the eval and the engine: their names win over a live cell's."""
+    return {"eval_named": bool(args.eval_name), "engine_named": bool(args.engine)}
 
 
 def _export_otlp(cells: list[Cell]) -> None:

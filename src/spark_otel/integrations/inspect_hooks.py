@@ -4,8 +4,9 @@ Inspect imports this module through its ``inspect_ai`` entry point (``pip instal
 'spark-otel[inspect]'``); ``SPARK_OTEL_INSPECT=0`` turns it off. For each sample and epoch:
 
 - ``on_sample_init`` (in the sample's own task, before its sandboxes and its time limit start)
-  waits for the governor's lane without holding up Inspect's event loop, then opens the cell, and
-  calls `spark_otel.instrument()` if nothing has. The cell is the current span and cell of the
+  waits for the governor's lane without holding up Inspect's event loop, then opens the cell
+  (marked with the sample's uuid, which its log keeps too), and calls `spark_otel.instrument()`
+  if nothing has. The cell is the current span and cell of the
   sample's task, so every task Inspect starts for the sample inherits it: the sample's model
   calls nest under the cell and add up in it.
 - ``on_sample_scoring`` marks where grading begins: the rest is the cell's ``scoring`` phase, and
@@ -194,6 +195,9 @@ class SparkOtelHooks(Hooks):
         # The governor's wait (an asyncio sleep between attempts), then the cell's span and context,
         # set in this task: Inspect's tasks for the sample copy it.
         state = await cm.__aenter__()
+        # Inspect's uuid of the sample (``EvalSample.uuid`` in its log): a backfill of the log
+        # finds this cell by it and replaces it rather than adding a second.
+        state.span.set_attribute(sc.INSPECT_SAMPLE_UUID, data.sample_id)
         self._samples[data.sample_id] = _Sample(data.eval_id, cm, state)
 
     async def on_sample_attempt_end(self, data: SampleAttemptEnd) -> None:

@@ -15,6 +15,7 @@ problem, and leaves the file as it was.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -275,8 +276,17 @@ class Store:
             conn.executemany(table.insert_sql, rows)
         return len(rows)
 
-    def write_cells(self, cells: Iterable[Cell]) -> int:
-        return self._write(CELLS, cells)
+    def write_cells(self, cells: Iterable[Cell], *, replacing: Iterable[str] = ()) -> int:
+        """Write ``cells`` (a stored cell of the same uid is replaced), and remove the cells whose
+        uids are in ``replacing`` in the same transaction (cells these stand for under other uids)."""
+        gone = [(uid,) for uid in replacing]
+        if not gone:
+            return self._write(CELLS, cells)
+        rows = [CELLS.row(c) for c in cells]
+        with self._transaction() as conn:
+            conn.executemany(f"DELETE FROM {CELLS.name} WHERE uid = ?", gone)
+            conn.executemany(CELLS.insert_sql, rows)
+        return len(rows)
 
     def write_requests(self, requests: Iterable[Request]) -> int:
         return self._write(REQUESTS, requests)
@@ -376,6 +386,18 @@ class Store:
     def cells_by_uid(self, uids: Iterable[str]) -> dict[str, Cell]:
         """The stored cells among ``uids``, by uid."""
         return {c.uid: c for c in self._keyed(CELLS, "uid", uids)}
+
+    def cells_with_attribute(self, name: str, values: Iterable[str]) -> list[Cell]:
+        """The stored cells whose attribute ``name`` is one of ``values`` (an Inspect sample's
+        uuid, say): read from the attributes' JSON, so any attribute can be asked for."""
+        wanted = list(dict.fromkeys(values))
+        path = "$." + json.dumps(name)  # quoted: attribute names hold dots
+        cells: list[Cell] = []
+        for k in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
+            chunk = wanted[k : k + 500]
+            clauses = f" WHERE json_extract(attributes, ?) IN ({', '.join('?' * len(chunk))})"
+            cells += self._records(CELLS, clauses, [path, *chunk])
+        return cells
 
     def row_counts(self) -> dict[str, int]:
         """Rows in each of the store's tables (meta aside)."""

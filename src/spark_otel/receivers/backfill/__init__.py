@@ -4,12 +4,14 @@ mapping     where a record keeps each cell field (`FieldMapping`), and the built
 values      where a field's value comes from: paths, templates, the enclosing document, sums, literals
 records     reading record files (regular files, under a cap) and turning each record into a `Cell`
 inspect_log Inspect AI's logs (.eval, .json): one cell per sample and epoch
+live_cells  Inspect samples the live hook already recorded: the log's cell takes the stored uid
 lm_eval     lm-eval's --log_samples files, recognised and refused with what they lack
 spans       backfilled cells as spans with their historical times
 """
 
 from __future__ import annotations
 
+from .live_cells import LiveAdoption, adopt_live_cells
 from .mapping import BUILTIN_MAPPINGS, INSPECT, BuiltinReader, FieldMapping, Layout, load_mapping
 from .records import (
     BackfillResult,
@@ -29,7 +31,9 @@ __all__ = [
     "FieldMapping",
     "FixedIdGenerator",
     "Layout",
+    "LiveAdoption",
     "RecordError",
+    "adopt_live_cells",
     "backfill_files",
     "cell_from_record",
     "error_lines",

@@ -235,6 +235,8 @@ def _attributes(sample: Any, run: _Run, limit: str | None, status: CellStatus) -
         sc.INSPECT_MODEL: run.model,
         sc.INSPECT_RETRIES: len(sample.error_retries or ()),
     }
+    if sample.uuid:
+        attributes[sc.INSPECT_SAMPLE_UUID] = sample.uuid
     if limit is not None:
         attributes[sc.INSPECT_LIMIT] = limit
     if sample.working_time is not None:
