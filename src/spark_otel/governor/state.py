@@ -14,6 +14,10 @@ back if another runner's transaction had dropped it, so the lane counts the cell
 A file that disappears or is replaced under a runner (another inode at the path) is warned once;
 the runner moves to the file now at the path and registers its running cells there.
 
+Each slot's row also carries its cell's live progress (elapsed, tokens so far, live decode rate:
+`spark_otel.live_progress`), which the runner publishes with every lease renewal; it goes with
+the slot, and a reader treats figures older than the lease as none.
+
 `read_lanes` is the reader (`spark-otel lanes`): it opens the file read-only and changes
 nothing, not even the rows of processes that are gone (it leaves them out instead). Both refuse,
 by name, a file that is not a governor state file (another program's SQLite file, a store, a
