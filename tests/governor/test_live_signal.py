@@ -5,7 +5,7 @@ Two runners stream chat completions of a pinned length from the simulated box's 
 (real HTTP, the real openai client, each runner on the box's model clock); one of the second
 runner's cells never streams. The box knows each stream's decode rate (`Box.predicted_rate`), so
 the published rates are checked against it; a runner killed with SIGKILL takes its entries with
-it."""
+it, and one stopped with SIGSTOP loses them with its lease and publishes again when continued."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def _until(check: Callable[[], bool], timeout_s: float) -> float:
     return time.monotonic() - start
 
 
-def test_runners_publish_live_rates_and_progress_and_a_killed_runners_entries_go(
+def test_runners_publish_live_rates_and_progress_and_a_stopped_or_killed_runners_entries_go(
     box: Any,
     tmp_path: Path,
     rules_file: Callable[[str], Path],
@@ -127,6 +127,14 @@ def test_runners_publish_live_rates_and_progress_and_a_killed_runners_entries_go
         left = _in_flight(state_path, capsys)
         assert set(left) == {"live-b-0", "live-q-0"}
         assert left["live-b-0"]["rate_tok_s"] is not None
+
+        # A runner stopped (SIGSTOP): its entries go when its lease lapses (it renewed at most a
+        # second before), and come back, published afresh, once it continues.
+        os.kill(second.pid, signal.SIGSTOP)
+        stopped_for = _until(lambda: "live-b-0" not in _in_flight(state_path, capsys), timeout_s=LEASE_S + 5)
+        assert stopped_for <= LEASE_S + 1.0  # the polls of a loaded machine
+        os.kill(second.pid, signal.SIGCONT)
+        _until(lambda: (_in_flight(state_path, capsys).get("live-b-0") or {}).get("tokens"), timeout_s=10)
     finally:
         for proc in (first, second, quiet):
             if proc.poll() is None:
