@@ -38,6 +38,7 @@ from ._clock import NS_PER_S
 from ._guard import guard, report_failure
 from ._validate import check_cell_arguments
 from ._version import __version__
+from .live_progress import ChunkStamps, LiveProgress, RateWindow
 from .model import AttributeValue, CellStatus
 from .records.span_codec import cell_end_attributes, cell_error, cell_span_name, cell_start_attributes
 from .telemetry.instruments import instruments
@@ -135,6 +136,12 @@ class CellState:
         self.status: CellStatus | None = None
         self._explicit_status: CellStatus | None = None
         self._lock = threading.Lock()
+        self._streams: list[ChunkStamps] = []
+        """The cell's streams still being read (`watch_stream`), for its live progress."""
+        self._done_chunks = 0
+        """Chunks of the cell's streams that ended."""
+        self._first_chunk_ns = 0
+        self._rate_window = RateWindow()
 
     def add_tokens(self, *, prompt: int | None = None, completion: int | None = None) -> None:
         """Add token counts by hand, for calls the instrumentation does not see."""
@@ -147,6 +154,32 @@ class CellState:
         if completion is not None:
             self.completion_tokens = (self.completion_tokens or 0) + completion
 
+    def watch_stream(self, stream: ChunkStamps) -> None:
+        """Called by the instrumentation when a request inside this cell starts streaming: its
+        chunks count in the cell's live progress until the request finalizes (`add_request`). A
+        grader's stream (after `begin_scoring`) is not the cell's own and is not watched."""
+        with self._lock:
+            if self.scoring_real_ns is None:
+                self._streams.append(stream)
+
+    def live_progress(self) -> LiveProgress:
+        """The cell now: elapsed (model s), tokens so far, and the decode rate of its streams
+        over the last few seconds (`spark_otel.live_progress`); called about once a second by a
+        governed runner's lease renewal, which publishes it."""
+        now_real, now_perf = _clock.real_monotonic_ns(), _clock.perf_ns()
+        with self._lock:
+            running = [(s.first_ns, s.chunks) for s in self._streams]
+            chunks = self._done_chunks + sum(n for _, n in running)
+            firsts = [f for f, _ in running if f]
+            if firsts and (not self._first_chunk_ns or min(firsts) < self._first_chunk_ns):
+                self._first_chunk_ns = min(firsts)
+            first = self._first_chunk_ns
+            tokens = self.completion_tokens
+            if running:
+                tokens = (tokens or 0) + sum(n for _, n in running)
+            rate = self._rate_window.rate(now_real, chunks, first, scale=_clock.rate())
+        return LiveProgress((now_perf - self.start_ns) / NS_PER_S, tokens, rate)
+
     def add_request(
         self,
         *,
@@ -154,11 +187,18 @@ class CellState:
         output_tokens: int | None,
         error_type: str | None,
         stamps: RequestStamps | None = None,
+        stream: ChunkStamps | None = None,
     ) -> None:
         """Called by the instrumentation when a request inside this cell finalizes; ``stamps``
         (real monotonic ns) place it in the cell's time budget. A request that began once grading
-        had (`begin_scoring`) is the grader's: counted apart, never in the cell's own tokens."""
+        had (`begin_scoring`) is the grader's: counted apart, never in the cell's own tokens.
+        ``stream``: the stream it was read from (`watch_stream`), no longer running."""
         with self._lock:
+            if stream is not None and any(s is stream for s in self._streams):
+                self._streams = [s for s in self._streams if s is not stream]
+                self._done_chunks += stream.chunks
+                if stream.first_ns and (not self._first_chunk_ns or stream.first_ns < self._first_chunk_ns):
+                    self._first_chunk_ns = stream.first_ns
             if self._is_scoring(stamps):
                 self.scoring_requests += 1
                 if input_tokens is not None:
@@ -402,6 +442,9 @@ class cell:
         with guard("cell start metrics"):
             instruments(meter_provider).cells_in_flight.add(1, self._metric_attributes(state))
             self._in_flight = True
+        if self._admission is not None and self._governor is not None:
+            with guard("governor live progress"):
+                self._governor.running(self._admission, state.live_progress)
         return state
 
     def __exit__(

@@ -24,12 +24,39 @@ from spark_otel.cli import lanes, main
 from spark_otel.governor import RULES_ENV, STATE_ENV
 from spark_otel.governor.decision import InFlight
 from spark_otel.governor.state import SharedState
+from spark_otel.live_progress import LiveProgress
 from spark_otel.records.rules_file import parse_rules
 
 START_NS = 1_800_000_000 * NS_PER_S
 LONGEST_WAIT_NS = 1_234_567_890_000  # 1,234.56789 s: three decimals in --json, one in the table
 SERVING = "qwen3.8-27b"
 METRICS = f'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name="{SERVING}"}} 1\n'
+
+Q_IN_FLIGHT = [  # as `box` published them: rounded to three decimals in --json
+    {"eval": "ev-x", "cell": None, "elapsed_s": 31.25, "tokens": None, "rate_tok_s": None},
+    {"eval": "ev-y", "cell": None, "elapsed_s": 612.346, "tokens": 6789, "rate_tok_s": 10.612},
+]
+Z_IN_FLIGHT = [  # nothing published: each figure null, never a guess
+    {"eval": e, "cell": None, "elapsed_s": None, "tokens": None, "rate_tok_s": None}
+    for e in ("ev-b", "ev-a", "ev-b")
+]
+IN_FLIGHT_TABLE = (
+    "cells in flight".center(58),
+    "┏━━━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━┓",
+    "┃ engine ┃ eval ┃ cell ┃ elapsed s ┃ tokens ┃ live tok/s ┃",
+    "┡━━━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━┩",
+    "│ q      │ ev-x │    - │      31.2 │      - │          - │",
+    "│ q      │ ev-y │    - │     612.3 │  6,789 │       10.6 │",
+    "│ z      │ ev-b │    - │         - │      - │          - │",
+    "│ z      │ ev-a │    - │         - │      - │          - │",
+    "│ z      │ ev-b │    - │         - │      - │          - │",
+    "└────────┴──────┴──────┴───────────┴────────┴────────────┘",
+    "elapsed s: model seconds since the cell was admitted",
+    "tokens: completion tokens so far: its finished requests' plus one per chunk of its running ",
+    "streams",
+    "live tok/s: its streams' decode rate over the last 5 real seconds; '-': it has not streamed (no ",
+    "rate is guessed), or its runner published nothing within the lease",
+)
 
 
 def _rules_text(url: str) -> str:
@@ -92,6 +119,9 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, metrics_server: Metrics
             assert slot is not None
             state.release(slot, c)  # their evals count as present on z and p for 5 s
         walk_to(START_NS + LONGEST_WAIT_NS)
+        # What the runners published of their cells in flight with that renewal: ev-x's has not
+        # streamed (progress, no rate); ev-y's streams; z's cells published nothing.
+        state.renew({1: LiveProgress(31.25, None, None), 2: LiveProgress(612.3456, 6789, 10.61234)})
         yield Box("rules.toml", "governor.sqlite", metrics_server.url)
     finally:
         state.close()
@@ -152,6 +182,7 @@ def _lanes_json(url: str, *, state: str = "governor.sqlite", rules: str = "rules
                 "in_use": [],
                 "waiting": [],
                 "present": [],
+                "in_flight": [],
                 "lapsed_in_use": 0,
                 "lease_lapses": [],
                 "stale": False,
@@ -163,6 +194,7 @@ def _lanes_json(url: str, *, state: str = "governor.sqlite", rules: str = "rules
                 "in_use": [],
                 "waiting": [],
                 "present": ["ev-p"],
+                "in_flight": [],
                 "lapsed_in_use": 0,
                 "lease_lapses": [],
                 "stale": False,
@@ -178,6 +210,7 @@ def _lanes_json(url: str, *, state: str = "governor.sqlite", rules: str = "rules
                     {"eval": "ev-z", "rule": "q lane at most 2 cells", "waited_s": 1233.568},
                 ],
                 "present": [],
+                "in_flight": Q_IN_FLIGHT,
                 "lapsed_in_use": 0,
                 "lease_lapses": [],
                 "stale": True,
@@ -189,6 +222,7 @@ def _lanes_json(url: str, *, state: str = "governor.sqlite", rules: str = "rules
                 "in_use": ["ev-b", "ev-a", "ev-b"],
                 "waiting": [],
                 "present": ["ev-b"],
+                "in_flight": Z_IN_FLIGHT,
                 "lapsed_in_use": 0,
                 "lease_lapses": [],
                 "stale": False,
@@ -231,6 +265,7 @@ def test_lanes_table_shows_each_engine_with_its_cap_cells_and_what_holds_them(
         "│ z         │        - │      3 │ ev-a 1, ev-b 2 │       0 │ -                │              - │",
         "└───────────┴──────────┴────────┴────────────────┴─────────┴──────────────────┴────────────────┘",
         "longest wait s: real seconds the longest-waiting cell has waited so far",
+        *IN_FLIGHT_TABLE,
         _centred("what each rule catches now"),
         "┏━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓",
         "┃ rule                 ┃ form    ┃ catches ┃ caught evals         ┃ held while ┃ holding evals ┃",
@@ -293,6 +328,7 @@ def test_lanes_without_rules_shows_the_state_alone(box: Box, capsys: pytest.Capt
                     {"eval": "ev-z", "rule": "q lane at most 2 cells", "waited_s": 1233.568},
                 ],
                 "present": [],
+                "in_flight": Q_IN_FLIGHT,
                 "lapsed_in_use": 0,
                 "lease_lapses": [],
                 "stale": False,
@@ -304,6 +340,7 @@ def test_lanes_without_rules_shows_the_state_alone(box: Box, capsys: pytest.Capt
                 "in_use": ["ev-b", "ev-a", "ev-b"],
                 "waiting": [],
                 "present": [],
+                "in_flight": Z_IN_FLIGHT,
                 "lapsed_in_use": 0,
                 "lease_lapses": [],
                 "stale": False,
@@ -325,6 +362,7 @@ def test_lanes_without_rules_shows_the_state_alone(box: Box, capsys: pytest.Capt
         "│ z      │        - │      3 │ ev-a 1, ev-b 2 │       0 │ -                   │              - │",
         "└────────┴──────────┴────────┴────────────────┴─────────┴─────────────────────┴────────────────┘",
         "longest wait s: real seconds the longest-waiting cell has waited so far",
+        *IN_FLIGHT_TABLE,
     )
     assert err == ""
 

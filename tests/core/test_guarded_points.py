@@ -804,13 +804,28 @@ def _failing_lease(inj: Injector) -> None:
     inj.fail(SharedState, "renew", exc=InjectedDatabaseFault)
     failing, world = SharedState.renew, inj.harness.world
 
-    def renew(state: SharedState) -> None:
+    def renew(state: SharedState, *args: Any) -> None:
         try:
-            failing(state)
+            failing(state, *args)
         finally:
             world.renewed()
 
     inj.monkeypatch.setattr(SharedState, "renew", renew)
+
+
+def _failing_progress(inj: Injector) -> None:
+    """A cell's live progress raises at every renewal that would publish it; the renewal goes on."""
+    inj.monkeypatch.setattr(governor_state, "_RENEW_S", 0.01)
+    inj.fail(cells.CellState, "live_progress")
+    renew, world = SharedState.renew, inj.harness.world
+
+    def renewing(state: SharedState, *args: Any) -> None:
+        try:
+            renew(state, *args)
+        finally:
+            world.renewed()
+
+    inj.monkeypatch.setattr(SharedState, "renew", renewing)
 
 
 def _processor_raising_on_end(module: str) -> Callable[[Injector], None]:
@@ -963,6 +978,9 @@ FAULTS: tuple[Fault, ...] = (
        CELLS_SOME, env=("governed",)),
     _f("governor lease renewal", "lease renewal", _failing_lease, ("cell-slow",), env=("governed",),
        exc=InjectedDatabaseFault),
+    _f("governor live progress", "progress registered", lambda i: i.fail(Governor, "running"), CELLS_SOME,
+       env=("governed",)),
+    _f("governor live progress", "progress", _failing_progress, ("cell-slow",), env=("governed",)),
     # -- a stream under a deadline --------------------------------------------------------------------
     _f("deadline stream close", "sdk stream close",
        lambda i: i.fail(openai.Stream, "close", when=FROM_SPARK_OTEL), ("deadline-openai",)),

@@ -19,6 +19,7 @@ from spark_otel._exceptions import InputError
 from spark_otel.governor import state as governor_state
 from spark_otel.governor.decision import InFlight
 from spark_otel.governor.state import LEASE_S, Decision, LaneView, Lease, SharedState
+from spark_otel.live_progress import LiveProgress
 from spark_otel.records.rules_file import parse_rules
 
 RULES = parse_rules("eval_gap_s = 5\n[[lane]]\nengine = 'q'\ncells = 1\n", where="test")
@@ -372,3 +373,71 @@ def _insert_row(
             f"INSERT INTO {table} ({columns}, {more[0]}) VALUES (?, ?, ?, 'q', ?, 0, {more[1]})",
             (state.host, pid, lease_until_ns, eval_name),
         )
+
+
+def test_live_progress_rides_on_the_slot_and_goes_stale_or_away_with_it(
+    state: SharedState, clock: WallClock
+) -> None:
+    """A renewal publishes each in-flight cell's progress on its slot's row; the reader shows it
+    while it is fresh (within the lease), not once the runner stops publishing it, and never
+    after the slot is released or its lease lapses."""
+    slot = state.attempt(A, "a1", RULES, ticket=None, waited_s=0.0).slot
+    assert slot is not None
+    other = state.attempt(InFlight("z", "ev-z", None, False), "z1", RULES, ticket=None, waited_s=0.0).slot
+    assert other is not None
+    [q, z] = governor_state.read_lanes(state.path)
+    assert (q.in_use_live, z.in_use_live) == ([None], [None])  # admitted, nothing published yet
+    state.renew({slot: LiveProgress(12.5, 340, 10.25), other: LiveProgress(3.0, None, None)})
+    [q, z] = governor_state.read_lanes(state.path)
+    assert (q.in_use_live, z.in_use_live) == (
+        [LiveProgress(12.5, 340, 10.25)],
+        [LiveProgress(3.0, None, None)],
+    )
+    clock.advance(LEASE_S - 0.5)
+    state.renew({other: LiveProgress(6.5, None, None)})  # the lease renewed, a's progress not
+    [q, z] = governor_state.read_lanes(state.path)
+    assert q.in_use_live == [LiveProgress(12.5, 340, 10.25)]  # still within the lease
+    clock.advance(1.0)
+    state.renew({other: LiveProgress(7.5, None, None)})
+    [q, z] = governor_state.read_lanes(state.path)
+    assert (q.in_use, q.in_use_live) == ([A], [None])  # the slot holds; its figures are stale
+    state.release(other, InFlight("z", "ev-z", None, False))
+    state.renew({slot: LiveProgress(20.0, 420, 9.5), other: LiveProgress(9.0, None, None)})
+    lanes = {lane.engine: lane for lane in governor_state.read_lanes(state.path)}
+    assert lanes["q"].in_use_live == [LiveProgress(20.0, 420, 9.5)]
+    assert lanes["z"].in_use == []  # released: its late progress is not written anywhere
+    assert [r["id"] for r in _rows(state, "slots")] == [slot]
+    clock.advance(LEASE_S + 0.1)  # the runner stops renewing: the slot and its figures lapse
+    assert governor_state.read_lanes(state.path) == []
+
+
+def test_a_lease_publishes_what_its_governors_progress_says(tmp_path: Path) -> None:
+    """The renewal thread asks the progress method it was given each time it renews, and holds
+    it weakly, as it holds the state."""
+
+    class Runner:
+        def __init__(self) -> None:
+            self.asked = 0
+
+        def progress(self) -> dict[int, LiveProgress]:
+            self.asked += 1
+            return {slot: LiveProgress(float(self.asked), self.asked, None)}
+
+    state = SharedState(tmp_path / "governor.sqlite")
+    try:
+        slot = state.attempt(A, "a1", RULES, ticket=None, waited_s=0.0).slot
+        assert slot is not None
+        runner = Runner()
+        lease = Lease(state, lambda exc: None, runner.progress)
+        lease.hold()
+        deadline = time.monotonic() + 10
+        while runner.asked < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lease.drop()
+        [lane] = governor_state.read_lanes(state.path)
+        [live] = lane.in_use_live
+        assert live is not None
+        assert live.tokens in range(2, runner.asked + 1)  # a renewal after the first, committed
+        assert live == LiveProgress(float(live.tokens), live.tokens, None)
+    finally:
+        state.close()

@@ -30,7 +30,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("timeouts", "timeouts", "why each cell that hit its ceiling did: slowed, long by itself, or queued"),
     ("advise", "advise", "recommend worker counts per cell class and flag costly neighbours"),
     ("rules", "rules", "check a governor rules file (valid, still about the models served)"),
-    ("lanes", "lanes", "the governor's lanes now: cells in use, waiting, and the rules holding them"),
+    ("lanes", "lanes", "the governor's lanes now: cells in use and their live tok/s, cells waiting and why"),
     ("report", "report", "write a self-contained HTML report with plots"),
     ("receive", "receive", "scrape engines' /metrics and re-export them as OpenTelemetry metrics"),
     ("ingest-nsight", "ingest_nsight", "read Nsight Systems SQLite exports: GPU metrics and summaries"),

@@ -8,6 +8,8 @@ rules: per engine, its lane cap, the cells in use by eval, the cells waiting wit
 holds each back and how long it has waited, and the evals that count as running there between
 cells, and the cells whose lease lapsed while they ran in the last hour (their runner was
 stopped or starved past it; "slot taken": another cell was admitted in theirs meanwhile).
+Then each cell in flight: how long it has run, its tokens so far and its live decode rate, as
+its runner publishes them about once a second (no rate for a cell that has not streamed).
 Engines whose rules are stale (now serving another model) are flagged, with the command that
 re-measures them. With rules, a second table shows which cells each rule catches now, in use
 or waiting, each as it was classed at admission: the cells it counts against its cap, and for
@@ -73,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     caps = {r.engine: r.cells for r in rules.lane} if rules is not None else {}
     caught = caught_in_lanes(rules, lanes) if rules is not None else None
     if args.json:
+        from ..views.live_cells import in_flight_json
         from ..views.rule_catches import catches_json
 
         print_json(
@@ -90,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
                             for c, rule, waited in (by_engine[e].waiting if e in by_engine else [])
                         ],
                         "present": [c.eval_name for c in by_engine[e].present] if e in by_engine else [],
+                        "in_flight": in_flight_json(by_engine.get(e)),
                         "lapsed_in_use": by_engine[e].lapsed_in_use if e in by_engine else 0,
                         "lease_lapses": [
                             {
@@ -138,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         rows = [row[:-1] for row in rows]
     print_table(f"governor lanes ({state_path})", headers, rows, notes=notes)
+    if any(lane.in_use for lane in lanes):
+        from ..views.live_cells import in_flight_table
+
+        columns, live_rows, live_notes = in_flight_table(lanes)
+        print_table("cells in flight", columns, live_rows, notes=live_notes)
     if caught is not None:
         from ..views.rule_catches import catches_table
 

@@ -12,7 +12,7 @@ are freed within seconds. See docs/governor.md.
                (`spark_otel.records.rules_file`, the rules as data)
     classing   a cell's class and whether it is ceiling-bound, known at admission
     matching   which cells each rule catches (in a store's recent cells, in the lanes now)
-    state      the shared state file: slots, the queue, leases
+    state      the shared state file: slots (with each cell's live progress), the queue, leases
     admission  `Governor`: waiting, holding and releasing a slot; fail-open or fail-closed
 """
 

@@ -24,6 +24,7 @@ import random
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from .. import _semconv as sc
 from .._exceptions import ConfigError, GovernorError, InputError
 from .._files import check_regular
 from .._guard import report_failure
+from ..live_progress import LiveProgress
 from ..model import AttributeValue
 from ..records.rules_file import RulesFile, load_rules
 from ..telemetry.instruments import instruments
@@ -86,8 +88,12 @@ class Governor:
         self.fail_closed = fail_closed
         self.poll_s = poll_s
         self.state = SharedState(Path(state_path) if state_path is not None else default_state_path())
-        self._lease = Lease(self.state, lambda exc: report_failure("governor lease renewal", exc))
+        self._lease = Lease(
+            self.state, lambda exc: report_failure("governor lease renewal", exc), self.live_progress
+        )
         self._lock = threading.Lock()
+        self._running: dict[int, Callable[[], LiveProgress]] = {}
+        """Each admitted cell's progress, by slot, published with every lease renewal."""
         self._rules: RulesFile | None = None
         self._rules_key: tuple[int, int] | None = None
         self._rules_error: ConfigError | None = None
@@ -185,6 +191,26 @@ class Governor:
         finally:
             waiter.leave()
 
+    def running(self, admission: Admission, progress: Callable[[], LiveProgress]) -> None:
+        """The admitted cell started: publish what ``progress`` says of it about once a second,
+        with the lease renewal, until its slot is released."""
+        if admission.slot is not None:
+            with self._lock:
+                self._running[admission.slot] = progress
+
+    def live_progress(self) -> dict[int, LiveProgress]:
+        """Each running cell's progress now, by slot; a cell whose progress fails is left out
+        (logged once) and the others are published."""
+        with self._lock:
+            running = list(self._running.items())
+        live: dict[int, LiveProgress] = {}
+        for slot, progress in running:
+            try:
+                live[slot] = progress()
+            except Exception as exc:
+                report_failure("governor live progress", exc)
+        return live
+
     def waited_past_deadline(self, admission: Admission, cell_id: str, deadline_s: float | None) -> bool:
         """Whether the cell waited longer than its own ceiling: allowed (the ceiling counts from
         when the cell starts) but reported, with a warning once per eval."""
@@ -209,6 +235,8 @@ class Governor:
         lapses within seconds."""
         if admission.slot is None:
             return None
+        with self._lock:
+            self._running.pop(admission.slot, None)
         lapse = None
         try:
             lapse = self.state.release(admission.slot, admission.cell).lapse

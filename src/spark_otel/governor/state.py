@@ -14,6 +14,10 @@ back if another runner's transaction had dropped it, so the lane counts the cell
 A file that disappears or is replaced under a runner (another inode at the path) is warned once;
 the runner moves to the file now at the path and registers its running cells there.
 
+Each slot's row also carries its cell's live progress (elapsed, tokens so far, live decode rate:
+`spark_otel.live_progress`), which the runner publishes with every lease renewal; it goes with
+the slot, and a reader treats figures older than the lease as none.
+
 `read_lanes` is the reader (`spark-otel lanes`): it opens the file read-only and changes
 nothing, not even the rows of processes that are gone (it leaves them out instead). Both refuse,
 by name, a file that is not a governor state file (another program's SQLite file, a store, a
@@ -27,12 +31,13 @@ differ.
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +49,7 @@ from .._clock import NS_PER_S
 from .._exceptions import InputError
 from .._guard import warn_once
 from .._sqlite import use_wal
+from ..live_progress import LiveProgress
 from ..model import AttributeValue
 from ..records.rules_file import RulesFile
 from .decision import InFlight, admitted_in_order, holding_rule
@@ -70,7 +76,8 @@ CREATE TABLE IF NOT EXISTS slots (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     host TEXT NOT NULL, pid INTEGER NOT NULL, lease_until_ns INTEGER NOT NULL,
     engine TEXT NOT NULL, eval_name TEXT NOT NULL, cell_class TEXT, has_deadline INTEGER NOT NULL,
-    cell_id TEXT, admitted_ns INTEGER NOT NULL, waited_s REAL NOT NULL, ceiling_bound INTEGER
+    cell_id TEXT, admitted_ns INTEGER NOT NULL, waited_s REAL NOT NULL, ceiling_bound INTEGER,
+    live_ns INTEGER, live_elapsed_s REAL, live_tokens INTEGER, live_rate REAL
 );
 CREATE TABLE IF NOT EXISTS waiting (
     ticket INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -97,9 +104,20 @@ _COLUMNS = {
 """What a governor state file holds (the columns a reader uses); ``lapses`` is optional (a file
 written before it existed gets it from its next writer)."""
 _OWN_TABLES = {*_COLUMNS, "lapses", "sqlite_sequence"}
-_ADDED = {"slots": "ceiling_bound", "waiting": "ceiling_bound", "present": "ceiling_bound"}
-"""Columns added since the first state files: a writer adds them to an older file (NULL in the
-rows already there, which `_cell` reads as version 1's meaning); a reader does without."""
+_ADDED = (
+    ("slots", "ceiling_bound", "INTEGER"),
+    ("waiting", "ceiling_bound", "INTEGER"),
+    ("present", "ceiling_bound", "INTEGER"),
+    ("slots", "live_ns", "INTEGER"),
+    ("slots", "live_elapsed_s", "REAL"),
+    ("slots", "live_tokens", "INTEGER"),
+    ("slots", "live_rate", "REAL"),
+)
+"""Columns added since the first state files, oldest first (the state file's versions): a writer
+adds them to an older file (NULL in the rows already there, which `_cell` reads as version 1's
+meaning, and a reader as no live progress published); a reader does without. Columns, not
+tables: a runner of an older spark-otel on the same box still takes the file for a state file
+(it refuses unknown tables by name) and keeps its slots in it."""
 LAPSES_SHOWN_S = 3600.0
 """`spark-otel lanes` shows the leases that lapsed within this many seconds."""
 _LAPSES_KEPT_S = 86_400.0
@@ -138,6 +156,9 @@ class LaneView:
     """The cell id of each of ``in_use``, in order."""
     waiting_ids: list[str | None] = field(default_factory=list, compare=False)
     """The cell id of each of ``waiting``, in order."""
+    in_use_live: list[LiveProgress | None] = field(default_factory=list, compare=False)
+    """What each of ``in_use`` last published, in order: None when it has published nothing
+    within `LEASE_S` (just admitted, an older runner, a state file of an older version)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,12 +227,22 @@ def _cell(row: sqlite3.Row) -> InFlight:
     )
 
 
+def _live(row: sqlite3.Row, now: int) -> LiveProgress | None:
+    """What the slot's runner last published, when it did within the lease (else stale: None)."""
+    if "live_ns" not in row.keys():  # noqa: SIM118  (`in` a Row looks at its values)
+        return None  # a state file of an older version: nothing published
+    sampled = row["live_ns"]
+    if sampled is None or sampled < now - int(LEASE_S * NS_PER_S) or row["live_elapsed_s"] is None:
+        return None
+    return LiveProgress(row["live_elapsed_s"], row["live_tokens"], row["live_rate"])
+
+
 def _add_columns(conn: sqlite3.Connection) -> None:
     """The columns an older state file lacks (`_ADDED`)."""
-    for table, column in _ADDED.items():
+    for table, column, kind in _ADDED:
         if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
             try:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER")
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             except sqlite3.OperationalError as exc:  # another runner added it a moment ago
                 if "duplicate column" not in str(exc):
                     raise
@@ -505,10 +536,22 @@ class SharedState:
         with self._transaction() as conn:
             conn.execute("DELETE FROM waiting WHERE ticket = ?", (ticket,))
 
-    def renew(self) -> None:
-        """Extend this process's leases."""
+    def renew(self, live: Mapping[int, LiveProgress] | None = None) -> None:
+        """Extend this process's leases, and publish each in-flight cell's progress in ``live``
+        (by `Decision.slot`) on its slot's row: one UPDATE per cell, in the same transaction, so
+        the figures live exactly as long as the slot (a killed runner's go with its lease)."""
+        now = _clock.real_wall_ns()
         with self._transaction() as conn:
             self._renew(conn)
+            for slot, progress in (live or {}).items():
+                held = self._held.get(slot)
+                if held is None:
+                    continue  # released meanwhile
+                conn.execute(
+                    "UPDATE slots SET live_ns = ?, live_elapsed_s = ?, live_tokens = ?, live_rate = ?"
+                    " WHERE id = ?",
+                    (now, progress.elapsed_s, progress.tokens, progress.rate, held.row),
+                )
 
     def _renew(self, conn: sqlite3.Connection) -> None:
         lease = self._lease()
@@ -555,6 +598,7 @@ def _lane_views(
             engine=e,
             in_use=[_cell(r) for r in slots if r["engine"] == e],
             in_use_ids=[r["cell_id"] for r in slots if r["engine"] == e],
+            in_use_live=[_live(r, now) for r in slots if r["engine"] == e],
             waiting=[
                 (_cell(r), r["rule"], (now - r["since_ns"]) / NS_PER_S) for r in waiting if r["engine"] == e
             ],
@@ -622,12 +666,21 @@ def read_lanes(path: str | Path, rules: RulesFile | None = None) -> list[LaneVie
 
 
 class Lease:
-    """Renews a process's leases about every second while it holds a slot or a ticket: one
-    daemon thread per state, started on first hold and stopped when nothing is held."""
+    """Renews a process's leases about every second while it holds a slot or a ticket, and with
+    each renewal publishes what ``progress`` says of its in-flight cells: one daemon thread per
+    state, started on first hold and stopped when nothing is held."""
 
-    def __init__(self, state: SharedState, on_error: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self,
+        state: SharedState,
+        on_error: Callable[[BaseException], None],
+        progress: Callable[[], Mapping[int, LiveProgress]] | None = None,
+    ) -> None:
         self._state = weakref.ref(state)
         self._on_error = on_error
+        self._progress: Callable[[], Callable[[], Mapping[int, LiveProgress]] | None] = lambda: progress
+        if inspect.ismethod(progress):  # a governor's own method: held weakly, as the state is
+            self._progress = weakref.WeakMethod(progress)
         self._held = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -661,7 +714,11 @@ class Lease:
             state = self._state()
             if state is None:
                 return
+            progress = self._progress()
             try:
-                state.renew()
+                if progress is None:
+                    state.renew()
+                else:
+                    state.renew(progress())
             except Exception as exc:
                 self._on_error(exc)

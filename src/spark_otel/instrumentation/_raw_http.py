@@ -145,6 +145,8 @@ class BodyObserver:
             SseScanner(capture=request.rt.capture_content, choices=request.choice_count) if is_sse else None
         )
         self.scanner = scanner
+        if scanner is not None and not encoded:
+            request.watch(scanner)
         self.body: list[bytes] | None = None if is_sse else []
         self.size = 0
         self.ended = False

@@ -24,6 +24,7 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._guard import report_failure
 from ..cells import CellState, current_cell
+from ..live_progress import ChunkStamps
 from ..telemetry.instruments import Instruments
 from ..time_budget import RequestStamps
 from ._content import get_field, is_mapping, output_content_messages, request_content_messages
@@ -85,6 +86,7 @@ class RequestTelemetry:
         "span",
         "start_ns",
         "start_wall_ns",
+        "stream",
         "streaming",
     )
 
@@ -132,6 +134,7 @@ class RequestTelemetry:
             elif isinstance(stop, list | tuple) and all(isinstance(s, str) for s in stop):
                 attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = list(stop)
         self.cell: CellState | None = current_cell()
+        self.stream: ChunkStamps | None = None
         if self.cell is not None:
             attrs.update(self.cell.request_attributes)
         self.notes: RequestNotes | None = current_request_notes()
@@ -150,6 +153,13 @@ class RequestTelemetry:
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(self.span))
         return carrier
+
+    def watch(self, stream: ChunkStamps) -> None:
+        """The response is a stream read through ``stream``: its chunks count in the cell's live
+        progress while it runs (once per stream, not per chunk)."""
+        self.stream = stream
+        if self.cell is not None:
+            self.cell.watch_stream(stream)
 
     # -- outcomes ----------------------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
@@ -307,6 +317,7 @@ class RequestTelemetry:
                 output_tokens=output_tokens,
                 error_type=error_type,
                 stamps=RequestStamps(self.start_ns, first_ns, end_ns, self.streaming),
+                stream=self.stream,
             )
 
     def _set_span_outcome(

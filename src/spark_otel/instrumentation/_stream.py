@@ -54,6 +54,7 @@ class StreamState:
         self.usage: Any = None
         self.reasons: dict[int, str] = {}
         self.texts: dict[int, list[str]] | None = {} if request.rt.capture_content else None
+        request.watch(self)
 
     def on_chunk(self, chunk: Any) -> None:
         now = real_monotonic_ns()
