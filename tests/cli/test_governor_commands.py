@@ -20,9 +20,12 @@ def test_advise_writes_the_enforceable_rules_with_their_evidence(
     article_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "rules.toml"
-    assert main(["advise", "--store", article_store, "--json", "--write-rules", str(path)]) == 0
+    # By eval (version 1): each rule names the eval it was measured on, as the advice does; the
+    # general forms are tested in tests/governor/test_classing.py and test_matching.py.
+    assert main(["advise", "--store", article_store, "--json", "--by-eval", "--write-rules", str(path)]) == 0
     advice = json.loads(capsys.readouterr().out)
     rules = load_rules(path)  # what it wrote validates
+    assert rules.version == 1
     by_kind: dict[str, list[dict[str, object]]] = {}
     for r in advice["rules"]:
         by_kind.setdefault(r["kind"], []).append(r)

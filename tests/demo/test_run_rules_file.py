@@ -42,7 +42,11 @@ def _check(path: Path, out: Path) -> None:
     assert path == out / "rules.toml"
     rules = load_rules(path)
     assert rules == RulesFile(
-        computed_at=rules.computed_at, source=SOURCE, ceiling_s=600.0, eval_gap_s=PLAN.governed_eval_gap_s
+        version=1,  # the demo governs its own evals by name (by_eval)
+        computed_at=rules.computed_at,
+        source=SOURCE,
+        ceiling_s=600.0,
+        eval_gap_s=PLAN.governed_eval_gap_s,
     )
     assert path.read_bytes().decode("utf-8") == dump_rules(rules)
 
