@@ -2,15 +2,19 @@
 resample), kept as the reference the bulk numpy bootstrap is checked against, and the check.
 
 Both draw ``bootstrap_resamples`` resamples from different generators, so their intervals agree
-within the bootstrap's own error, not exactly: `within_bootstrap_error` allows each end of an
-interval to move by a share of the reference interval's width and holds every other figure equal.
+within the bootstrap's own error, not exactly. The check is in ranks: placed among the
+reference's own resampled speedups, each end of the bulk interval must sit within
+`rank_tolerance` of its quantile (2.5% and 97.5%), which scales with the resamples as the
+bootstrap's error does. Every other figure is held equal.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
-from collections.abc import Iterator, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,10 +23,33 @@ from spark_otel.analysis.advisor.advice_model import AdvisorConfig
 from spark_otel.analysis.stats import percentile
 from spark_otel.records.rate_curve import RateCurve
 
-TOLERANCE = 0.25
-"""How far an interval's end may move, as a share of the reference interval's width: 200
-resamples put the 2.5% point between the 5th and 6th of them, whose spread over seeds is of
-this order (`tests/analysis/test_bootstrap_bulk.py` measures it)."""
+QUANTILES = (0.025, 0.975)
+
+
+def rank_tolerance(resamples: int) -> float:
+    """How far an interval end's rank among the reference's speedups may be from its quantile:
+    four standard errors of the difference of two independent estimates of a quantile from
+    ``resamples`` draws (sqrt(2 p (1 - p) / n) each), so a bench that checks hundreds of ends
+    fails by chance about once in fifty runs of it, and a real difference fails at once."""
+    return 4 * math.sqrt(2 * QUANTILES[0] * (1 - QUANTILES[0]) / resamples)
+
+
+def end_ranks(interval: Sequence[float], speedups: Sequence[float]) -> tuple[float, float]:
+    """The share of the (sorted) reference speedups below each end of ``interval``."""
+    n = len(speedups)
+    return bisect_left(speedups, interval[0]) / n, bisect_left(speedups, interval[1]) / n
+
+
+def within_ranks(interval: Sequence[float], speedups: Sequence[float]) -> bool:
+    """Whether both ends of ``interval`` sit within `rank_tolerance` of their quantiles among
+    the reference's ``speedups`` (an end equal to several of them, as in a class of a few cells,
+    takes any rank among those)."""
+    tolerance, n = rank_tolerance(len(speedups)), len(speedups)
+    return all(
+        max(bisect_left(speedups, end) / n, q - tolerance)
+        <= min(bisect_right(speedups, end) / n, q + tolerance)
+        for end, q in zip(interval, QUANTILES, strict=True)
+    )
 
 
 def reference_speedups(
@@ -49,7 +76,7 @@ def reference_speedups(
     return sorted(speedups)
 
 
-def reference_speedup_interval(
+def reference_bootstrap_of(
     jobs: Sequence[Any],
     curve: RateCurve,
     workers: int,
@@ -58,8 +85,9 @@ def reference_speedup_interval(
     config: AdvisorConfig,
     run_size: int,
     seed: str,
-) -> tuple[float, float] | None:
-    """`predict._speedup_interval` before issue 38, figure for figure."""
+) -> tuple[tuple[float, float], list[float]] | None:
+    """`predict._speedup_interval` before issue 38, figure for figure, with the sorted speedups
+    it took the interval from."""
     if len(jobs) < 2 or workers == 1:
         return None
     speedups = reference_speedups(
@@ -71,40 +99,73 @@ def reference_speedup_interval(
         run_size=run_size,
         seed=zlib.crc32(seed.encode()),
     )
-    return percentile(speedups, 0.025), percentile(speedups, 0.975)
+    return (percentile(speedups, QUANTILES[0]), percentile(speedups, QUANTILES[1])), speedups
+
+
+def reference_speedup_interval(
+    jobs: Sequence[Any],
+    curve: RateCurve,
+    workers: int,
+    *,
+    contention: float,
+    config: AdvisorConfig,
+    run_size: int,
+    seed: str,
+) -> tuple[float, float] | None:
+    """`predict._speedup_interval` before issue 38, figure for figure."""
+    found = reference_bootstrap_of(
+        jobs, curve, workers, contention=contention, config=config, run_size=run_size, seed=seed
+    )
+    return None if found is None else found[0]
 
 
 @contextmanager
-def reference_bootstrap() -> Iterator[None]:
-    """The advisor with the reference bootstrap in place of the bulk one, for a comparison."""
+def reference_bootstrap() -> Iterator[dict[tuple[float, float], list[float]]]:
+    """The advisor with the reference bootstrap in place of the bulk one, for a comparison; yields
+    each interval it gave with the sorted speedups it took it from."""
     bulk = predict._speedup_interval
-    predict._speedup_interval = reference_speedup_interval  # type: ignore[assignment]
+    drawn: dict[tuple[float, float], list[float]] = {}
+
+    def recording(*args: Any, **kwargs: Any) -> tuple[float, float] | None:
+        found = reference_bootstrap_of(*args, **kwargs)
+        if found is None:
+            return None
+        drawn[found[0]] = found[1]
+        return found[0]
+
+    predict._speedup_interval = recording  # type: ignore[assignment]
     try:
-        yield
+        yield drawn
     finally:
         predict._speedup_interval = bulk
 
 
-def within_bootstrap_error(ours: Any, reference: Any, *, where: str = "") -> list[str]:
-    """Where two advice documents (JSON) differ beyond the bootstrap's error: intervals
-    (``speedup_interval``) within `TOLERANCE` of the reference's width, everything else equal."""
+def within_bootstrap_error(
+    ours: Any, reference: Any, drawn: Mapping[tuple[float, float], list[float]], *, where: str = ""
+) -> list[str]:
+    """Where two advice documents (JSON) differ beyond the bootstrap's error: each
+    ``speedup_interval`` `within_ranks` of the reference's speedups it came from (``drawn``, from
+    `reference_bootstrap`), everything else equal."""
     if isinstance(reference, dict) and isinstance(ours, dict):
         if ours.keys() != reference.keys():
             return [f"{where}: keys {sorted(ours)} != {sorted(reference)}"]
         problems = []
         for key in reference:
             if key == "speedup_interval" and reference[key] is not None and ours[key] is not None:
-                lo, hi = reference[key]
-                slack = TOLERANCE * (hi - lo) + 1e-9 * abs(hi)
-                if abs(ours[key][0] - lo) > slack or abs(ours[key][1] - hi) > slack:
-                    problems.append(f"{where}.{key}: {ours[key]} vs reference {reference[key]}")
+                speedups = drawn[tuple(reference[key])]  # type: ignore[index]
+                if not within_ranks(ours[key], speedups):
+                    ranks = ", ".join(f"{r:.3f}" for r in end_ranks(ours[key], speedups))
+                    problems.append(
+                        f"{where}.{key}: {ours[key]} vs reference {reference[key]} "
+                        f"(ranks {ranks} among its {len(speedups)} resamples)"
+                    )
             else:
-                problems += within_bootstrap_error(ours[key], reference[key], where=f"{where}.{key}")
+                problems += within_bootstrap_error(ours[key], reference[key], drawn, where=f"{where}.{key}")
         return problems
     if isinstance(reference, list) and isinstance(ours, list) and len(ours) == len(reference):
         return [
             p
             for i, (a, b) in enumerate(zip(ours, reference, strict=True))
-            for p in within_bootstrap_error(a, b, where=f"{where}[{i}]")
+            for p in within_bootstrap_error(a, b, drawn, where=f"{where}[{i}]")
         ]
     return [] if ours == reference else [f"{where}: {ours!r} != reference {reference!r}"]

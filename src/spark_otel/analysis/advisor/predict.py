@@ -239,25 +239,40 @@ def _speedup_interval(
     if len(jobs) < 2 or workers == 1:
         return None
     np = _numpy()
-    prompt_s = np.fromiter((j.prompt_s for j in jobs), dtype=np.float64, count=len(jobs))
-    output = np.fromiter((j.output_tokens for j in jobs), dtype=np.float64, count=len(jobs))
-    serial_t = np.minimum(prompt_s + output / curve.per_stream_rate_at(1), config.ceiling_s)
-    batched_t = np.minimum(
-        prompt_s * (1 + contention * (workers - 1)) + output / curve.per_stream_rate_at(workers),
-        config.ceiling_s,
-    )
-    n = len(jobs)
+    n, resamples = len(jobs), config.bootstrap_resamples
+    serial_t = _capped_times(jobs, curve, 1, contention=contention, config=config)
+    batched_t = _capped_times(jobs, curve, workers, contention=contention, config=config)
     rng = np.random.default_rng(zlib.crc32(seed.encode()))
     block = max(1, _BOOTSTRAP_BLOCK // n)
-    speedups = []
-    for done in range(0, config.bootstrap_resamples, block):
-        rows = rng.integers(0, n, size=(min(block, config.bootstrap_resamples - done), n))
-        serial = _wall(serial_t[rows], run_size, 1)
-        batched = _wall(batched_t[rows], run_size, workers)
-        kept = batched > 0
-        speedups.append(serial[kept] / batched[kept])
+    speedups = [
+        _speedups(
+            serial_t, batched_t, rng.integers(0, n, size=(min(block, resamples - done), n)), run_size, workers
+        )
+        for done in range(0, resamples, block)
+    ]
     ordered = np.sort(np.concatenate(speedups)).tolist()
     return percentile(ordered, 0.025), percentile(ordered, 0.975)
+
+
+def _capped_times(
+    jobs: Sequence[_Job], curve: RateCurve, workers: int, *, contention: float, config: AdvisorConfig
+) -> Any:
+    """Each cell's predicted time at ``workers`` capped at the ceiling, as `_predict` computes it."""
+    np = _numpy()
+    prompt_s = np.fromiter((j.prompt_s for j in jobs), dtype=np.float64, count=len(jobs))
+    output = np.fromiter((j.output_tokens for j in jobs), dtype=np.float64, count=len(jobs))
+    times = prompt_s * (1 + contention * (workers - 1)) + output / curve.per_stream_rate_at(workers)
+    return np.minimum(times, config.ceiling_s)
+
+
+def _speedups(serial_t: Any, batched_t: Any, rows: Any, run_size: int, workers: int) -> Any:
+    """Each resample's speedup, serial wall over batched wall as `_predict` computes them, a
+    resample being a row of indices into the cells' capped times; one whose batched wall is 0 is
+    left out."""
+    serial = _wall(serial_t[rows], run_size, 1)
+    batched = _wall(batched_t[rows], run_size, workers)
+    kept = batched > 0
+    return serial[kept] / batched[kept]
 
 
 _BOOTSTRAP_BLOCK = 1_000_000
