@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from tests.support.article import (
 from spark_otel import ConfigError, InputError
 from spark_otel import _semconv as sc
 from spark_otel.analysis import (
+    WindowCost,
     neighbour_cost,
     neighbour_costs,
     overlapping_pairs,
@@ -439,6 +441,21 @@ def test_neighbour_costs_equal_neighbour_cost_per_eval_and_worker_count(seed: in
     assert len(got) > 4  # some eval was priced per worker count
     assert [r.model_dump() for r in got] == [r.model_dump() for r in expected]
     assert any(w.n_cells for r in got for w in r.windows)
+
+
+def test_neighbour_costs_build_an_untouched_windows_row_once_for_every_report() -> None:
+    """A window none of an eval's cells ran beside has the same row in every report on its
+    engine: one object, not one validated per report (issue 38: 22 reports over 14,000 windows)."""
+    cells, windows = _varied_box(0)
+    got = neighbour_costs(cells, windows, min_cells=1, merge_gap_s=30)
+    rows: dict[tuple[str, bool | None], list[WindowCost]] = defaultdict(list)
+    for report in got:
+        for w in report.windows:
+            if not w.n_cells:
+                rows[w.uid, w.same_engine].append(w)
+    shared = [same for same in rows.values() if len(same) > 1]
+    assert shared
+    assert all(row is same[0] for same in shared for row in same)
 
 
 def test_a_negative_merge_gap_is_refused_by_every_analysis_that_merges() -> None:

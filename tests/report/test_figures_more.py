@@ -130,7 +130,7 @@ def test_the_png_is_a_png_under_a_users_own_default_save_format() -> None:
 
 
 def test_the_plots_keep_their_colours_under_a_users_own_colour_cycle() -> None:
-    """The per-stream band and median, and the timeline's cell legend entry, are drawn in the
+    """The per-stream band and median, and the timeline's cells and their legend entry, are drawn in the
     per-stream blue whatever colour cycle the user's style sets."""
     with matplotlib.rc_context({"axes.prop_cycle": matplotlib.cycler(color=["#000000"])}):
         per_ax, _ = curve_figure(_curve()).axes
@@ -139,9 +139,10 @@ def test_the_plots_keep_their_colours_under_a_users_own_colour_cycle() -> None:
     assert [to_hex(ln.get_color()) for ln in per_ax.get_lines()] == ["#1f77b4"]
     assert [(ln.get_label(), to_hex(ln.get_color())) for ln in ax.get_lines()] == [
         ("baseline median 10.00 tok/s (n=1)", "#2ca02c"),
-        ("_child1", "#1f77b4"),
         ("a cell: start to end at its tok/s (n=1)", "#1f77b4"),
     ]
+    [cell_bars] = ax.collections
+    assert [to_hex(c) for c in cell_bars.get_color()] == ["#1f77b4"]
 
 
 def test_the_curves_note_wraps_to_the_figures_width() -> None:

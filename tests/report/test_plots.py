@@ -5,6 +5,7 @@ marker, no curve from one point, and a timeline per eval with its loads shaded."
 from __future__ import annotations
 
 import pytest
+from matplotlib.collections import LineCollection
 
 from spark_otel import ConfigError
 from spark_otel.analysis.neighbour import neighbour_cost, no_baseline_reason
@@ -104,11 +105,11 @@ def test_the_timeline_draws_each_cell_at_its_rate_and_shades_the_load_it_ran_bes
     result = neighbour_cost("serial", cells, windows)
     fig = timeline_figure(result, time_scale=50.0)
     [ax] = fig.axes
-    bars = [line for line in ax.get_lines() if len(line.get_xdata()) == 2 and line.get_linewidth() == 2]
+    # Every cell's bar in one collection of segments, none a line of its own.
+    [bars] = [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert [line for line in ax.get_lines() if len(line.get_xdata()) == 2 and line.get_linewidth() == 2] == []
     # 700 s of cells read in minutes.
-    drawn = sorted(
-        (round(x0 * 60, 6), round(x1 * 60, 6), b.get_ydata()[0]) for b in bars for x0, x1 in [b.get_xdata()]
-    )
+    drawn = sorted((round(x0 * 60, 6), round(x1 * 60, 6), y0) for (x0, y0), (x1, _) in bars.get_segments())
     assert drawn == [
         (0.0, 100.0, 10.0),
         (100.0, 200.0, 10.0),

@@ -23,7 +23,7 @@ load, like any other eval's); without it, a report over mixed worker counts carr
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pydantic import Field
 
@@ -242,8 +242,13 @@ def _priced(
     evals: set[str],
     min_overlap_fraction: float,
     warnings: list[str],
+    untouched: dict[tuple[int, bool | None], WindowCost] | None = None,
 ) -> NeighbourReport:
-    """The report of ``own`` (in start order) against the candidates that are other load."""
+    """The report of ``own`` (in start order) against the candidates that are other load.
+
+    ``untouched`` holds the rows of windows none of an eval's cells ran beside, shared by the
+    reports of one `neighbour_costs` call: such a row depends only on the window and whether it
+    is on the eval's engine, and in a long history most windows are such for most evals."""
     loads = [w for run, w in candidates if _is_other_load(w, run, eval_name, workers, evals)]
     engines = Counter(c.engine for c in own if c.engine)
     engine = engines.most_common(1)[0][0] if engines else None
@@ -270,26 +275,26 @@ def _priced(
 
     def window_cost(j: int, w: LoadWindow) -> WindowCost:
         members = per_window.get(j, [])  # most windows, in a long history: nothing of the eval beside them
+        same_engine = (w.engine == engine) if w.engine and engine else None
+        if not members and untouched is not None:
+            key = (id(w), same_engine)
+            row = untouched.get(key)
+            if row is None:
+                row = untouched[key] = _window_row(w, same_engine=same_engine, members=0)
+            return row
         member_rates = [r for i in members if (r := rates[i]) is not None]
         summary = summarize(member_rates) if members else _NO_RATES
         cost = None
         if summary.median is not None and baseline.median:
             cost = 1.0 - summary.median / baseline.median
-        return WindowCost(
-            uid=w.uid,
-            name=w.name,
-            kind=w.kind,
-            engine=w.engine,
-            streams=w.streams,
-            start_unix_ns=w.start_unix_ns,
-            end_unix_ns=w.end_unix_ns,
-            same_engine=(w.engine == engine) if w.engine and engine else None,
-            n_cells=len(members),
+        return _window_row(
+            w,
+            same_engine=same_engine,
+            members=len(members),
             timeouts=sum(timed_out[i] for i in members),
             failures=sum(failures[i] for i in members),
-            rate=summary,
-            min_rate=min(member_rates, default=None),
-            max_rate=max(member_rates, default=None),
+            rates=member_rates,
+            summary=summary,
             cost=cost,
         )
 
@@ -333,6 +338,37 @@ def _priced(
     )
 
 
+def _window_row(
+    w: LoadWindow,
+    *,
+    same_engine: bool | None,
+    members: int,
+    timeouts: int = 0,
+    failures: int = 0,
+    rates: Sequence[float] = (),
+    summary: RateSummary = _NO_RATES,
+    cost: float | None = None,
+) -> WindowCost:
+    """One window's row, from what its member cells did (by default: none beside it)."""
+    return WindowCost(
+        uid=w.uid,
+        name=w.name,
+        kind=w.kind,
+        engine=w.engine,
+        streams=w.streams,
+        start_unix_ns=w.start_unix_ns,
+        end_unix_ns=w.end_unix_ns,
+        same_engine=same_engine,
+        n_cells=members,
+        timeouts=timeouts,
+        failures=failures,
+        rate=summary,
+        min_rate=min(rates, default=None),
+        max_rate=max(rates, default=None),
+        cost=cost,
+    )
+
+
 def neighbour_costs(
     cells: Iterable[Cell],
     windows: Iterable[LoadWindow] = (),
@@ -357,6 +393,7 @@ def neighbour_costs(
     names = sorted(by_eval) if eval_names is None else [n for n in eval_names if n in by_eval]
     candidates = _candidate_loads(windows, keyed_windows_from_cells(all_cells, merge_gap_s=merge_gap_s))
     evals = set(by_eval)
+    untouched: dict[tuple[int, bool | None], WindowCost] = {}
     reports = []
     for name in names:
         mine = by_eval[name]
@@ -378,6 +415,7 @@ def neighbour_costs(
                     evals=evals,
                     min_overlap_fraction=min_overlap_fraction,
                     warnings=warnings,
+                    untouched=untouched,
                 )
                 if workers is None and group is not mine:
                     report = report.model_copy(update={"without_count": True})

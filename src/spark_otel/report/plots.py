@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..analysis.budget import CellBudget
     from ..analysis.concurrency import ConcurrencyReport
     from ..analysis.gauges import InstrumentVerdict
-    from ..analysis.neighbour import NeighbourReport
+    from ..analysis.neighbour import NeighbourReport, WindowCost
     from ..records.probe_report import ProbeReport
     from ..records.rate_curve import RateCurve
     from .content import ReportContent
@@ -145,10 +145,19 @@ def plot_neighbour(result: NeighbourReport) -> bytes:
     return _png(neighbour_figure(result))
 
 
+NEIGHBOUR_ROWS = 40
+"""The most windows an eval's neighbour plot draws (one row each): those beside the most of its
+cells, in time order; the title says how many it left out (the table lists every one)."""
+
+
 def neighbour_figure(result: NeighbourReport) -> Any:
     """Per-window median rates (with their range) against the baseline band."""
     plt = _pyplot()
-    touched = windows_touched(result)
+    every = windows_touched(result)
+    touched = every
+    if len(every) > NEIGHBOUR_ROWS:
+        kept = sorted(range(len(every)), key=lambda k: (-every[k].n_cells, k))[:NEIGHBOUR_ROWS]
+        touched = [every[k] for k in sorted(kept)]
     fig, ax = plt.subplots(figsize=(8, 0.6 * max(len(touched), 1) + 1.8))
     base = result.baseline
     if base.p10 is not None and base.p90 is not None:
@@ -171,7 +180,8 @@ def neighbour_figure(result: NeighbourReport) -> Any:
     ax.set_ylim(len(touched) - 0.4, -0.7)  # top row first, room for its annotation
     ax.set_xlim(0, right * _Y_PAD if right > 0 else 1.0)
     ax.set_xlabel(f"{result.label}: per-cell decode tok/s")
-    ax.set_title(f"What other load cost {result.label}", fontsize=11)
+    more = f" (the {len(touched)} beside the most cells, of {len(every)})" if touched != every else ""
+    ax.set_title(f"What other load cost {result.label}{more}", fontsize=11)
     _legend_outside(ax)
     return fig
 
@@ -198,10 +208,15 @@ def timeline_figure(result: NeighbourReport, *, time_scale: float | None = None)
 
     top = max((c.decode_rate or 0.0 for c in cells), default=0.0)
     top = max(top, result.baseline.p90 or 0.0)
-    for i, window in enumerate(windows_touched(result)):
-        colour = _LOAD_COLOURS[i % len(_LOAD_COLOURS)]
+    touched = windows_touched(result)
+    colours, other = _load_colours(touched)
+    labelled: set[str] = set()
+    for window in touched:
+        colour = colours.get(window.name, _OTHER_LOADS)
+        label = window.name if window.name in colours else other
         start, end = at(max(window.start_unix_ns, t0)), at(min(window.end_unix_ns, t1))
-        ax.axvspan(start, end, color=colour, alpha=0.13, label=window.name)
+        ax.axvspan(start, end, color=colour, alpha=0.13, label="_nolegend_" if label in labelled else label)
+        labelled.add(label)
     if result.baseline.median is not None:
         ax.axhline(
             result.baseline.median,
@@ -211,9 +226,15 @@ def timeline_figure(result: NeighbourReport, *, time_scale: float | None = None)
             label=f"baseline median {result.baseline.median:.2f} tok/s (n={result.baseline.n})",
         )
     rated = [c for c in cells if c.decode_rate is not None]
-    for c in rated:
-        ax.plot([at(c.start_unix_ns), at(c.end_unix_ns)], [c.decode_rate] * 2, color=_PER_STREAM, linewidth=2)
     if rated:
+        # One collection for every cell's bar: a line artist per cell cost a year of cells minutes.
+        from matplotlib.collections import LineCollection
+
+        bars = []
+        for c in rated:
+            rate = c.decode_rate or 0.0  # never None here: the cell is rated
+            bars.append(((at(c.start_unix_ns), rate), (at(c.end_unix_ns), rate)))
+        ax.add_collection(LineCollection(bars, colors=_PER_STREAM, linewidths=2, capstyle="projecting"))
         label = f"a cell: start to end at its tok/s (n={len(rated)})"
         ax.plot([], [], color=_PER_STREAM, linewidth=2, label=label)
     unrated = [c for c in cells if c.decode_rate is None]
@@ -233,6 +254,25 @@ def timeline_figure(result: NeighbourReport, *, time_scale: float | None = None)
     ax.set_title(f"{result.label} over time", fontsize=11)
     _legend_outside(ax)
     return fig
+
+
+_OTHER_LOADS = "#bbbbbb"
+
+
+def _load_colours(touched: Sequence[WindowCost]) -> tuple[dict[str, str], str]:
+    """Each load's colour by name (a load that ran several times keeps one colour and one legend
+    entry), in order of first appearance; past as many names as there are colours, the names
+    beside the most cells keep theirs and the rest share a grey, under the second value's label."""
+    cells: dict[str, int] = {}
+    for w in touched:
+        cells[w.name] = cells.get(w.name, 0) + w.n_cells
+    names = list(cells)
+    if len(names) > len(_LOAD_COLOURS):
+        order = {n: i for i, n in enumerate(names)}
+        top = set(sorted(names, key=lambda n: (-cells[n], order[n]))[: len(_LOAD_COLOURS) - 1])
+        names = [n for n in names if n in top]
+    other = f"{len(cells) - len(names)} other loads"
+    return {n: _LOAD_COLOURS[i] for i, n in enumerate(names)}, other
 
 
 def plot_concurrency(report: ConcurrencyReport) -> bytes:

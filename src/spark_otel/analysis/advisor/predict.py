@@ -29,9 +29,9 @@ holds the model:
   speedups within 1% of the best count as equal, and the fewer workers win.
 
 * **Intervals.** The predicted speedup's 95% interval is a bootstrap over the class's cells
-  (resampled with replacement, ``bootstrap_resamples`` times, seeded by the class so a run is
-  reproducible); the per-stream cost's combines the curve's intervals on both rates, the ends
-  taken against each other, so it is wide rather than optimistic.
+  (resampled with replacement, ``bootstrap_resamples`` times, all at once with numpy, seeded by
+  the class so a run is reproducible); the per-stream cost's combines the curve's intervals on
+  both rates, the ends taken against each other, so it is wide rather than optimistic.
 
 Assumptions: cells of a class keep their historical lengths; the queue is full (no idle
 workers); the curve was measured with the engine otherwise idle (`evidence` says when not).
@@ -40,10 +40,10 @@ workers); the curve was measured with the engine otherwise idle (`evidence` says
 from __future__ import annotations
 
 import math
-import random
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from ...model import Cell
 from ...records.rate_curve import RateCurve
@@ -233,19 +233,74 @@ def _speedup_interval(
     seed: str,
 ) -> tuple[float, float] | None:
     """The 95% bootstrap interval over the cells on the speedup at ``workers``; None for a
-    class of one cell (nothing to resample) or when serial is the recommendation."""
+    class of one cell (nothing to resample) or when serial is the recommendation.
+
+    All resamples at once (numpy): each is a row of indices into the class's cells, drawn by a
+    generator seeded by the class, and `_predict`'s wall time is computed for every row as
+    arrays, a block of rows at a time so memory stays bounded however large the class."""
     if len(jobs) < 2 or workers == 1:
         return None
-    rng = random.Random(zlib.crc32(seed.encode()))
-    speedups = []
-    for _ in range(config.bootstrap_resamples):
-        sample = rng.choices(jobs, k=len(jobs))
-        serial = _predict(sample, curve, 1, contention=contention, config=config, run_size=run_size)
-        batched = _predict(sample, curve, workers, contention=contention, config=config, run_size=run_size)
-        if batched.wall_s > 0:
-            speedups.append(serial.wall_s / batched.wall_s)
-    speedups.sort()
-    return percentile(speedups, 0.025), percentile(speedups, 0.975)
+    np = _numpy()
+    n, resamples = len(jobs), config.bootstrap_resamples
+    serial_t = _capped_times(jobs, curve, 1, contention=contention, config=config)
+    batched_t = _capped_times(jobs, curve, workers, contention=contention, config=config)
+    rng = np.random.default_rng(zlib.crc32(seed.encode()))
+    block = max(1, _BOOTSTRAP_BLOCK // n)
+    speedups = [
+        _speedups(
+            serial_t, batched_t, rng.integers(0, n, size=(min(block, resamples - done), n)), run_size, workers
+        )
+        for done in range(0, resamples, block)
+    ]
+    ordered = np.sort(np.concatenate(speedups)).tolist()
+    return percentile(ordered, 0.025), percentile(ordered, 0.975)
+
+
+def _capped_times(
+    jobs: Sequence[_Job], curve: RateCurve, workers: int, *, contention: float, config: AdvisorConfig
+) -> Any:
+    """Each cell's predicted time at ``workers`` capped at the ceiling, as `_predict` computes it."""
+    np = _numpy()
+    prompt_s = np.fromiter((j.prompt_s for j in jobs), dtype=np.float64, count=len(jobs))
+    output = np.fromiter((j.output_tokens for j in jobs), dtype=np.float64, count=len(jobs))
+    times = prompt_s * (1 + contention * (workers - 1)) + output / curve.per_stream_rate_at(workers)
+    return np.minimum(times, config.ceiling_s)
+
+
+def _speedups(serial_t: Any, batched_t: Any, rows: Any, run_size: int, workers: int) -> Any:
+    """Each resample's speedup, serial wall over batched wall as `_predict` computes them, a
+    resample being a row of indices into the cells' capped times; one whose batched wall is 0 is
+    left out."""
+    serial = _wall(serial_t[rows], run_size, 1)
+    batched = _wall(batched_t[rows], run_size, workers)
+    kept = batched > 0
+    return serial[kept] / batched[kept]
+
+
+_BOOTSTRAP_BLOCK = 1_000_000
+"""Resampled cells held at once (rows x cells): about 8 MB per array of them."""
+
+
+def _wall(capped: Any, run_size: int, workers: int) -> Any:
+    """`_predict`'s wall time for each row of capped cell times: the run's cells spread over the
+    workers, or the longest cell when that is longer."""
+    np = _numpy()
+    return np.maximum(run_size * capped.mean(axis=1) / workers, capped.max(axis=1))
+
+
+def _numpy() -> Any:
+    """numpy, which the advisor's bootstrap needs (the ``cli`` extra; the core install that
+    `instrument()` needs leaves it out)."""
+    try:
+        import numpy
+    except ImportError:
+        from ..._exceptions import ConfigError
+
+        raise ConfigError(
+            "the advisor's bootstrap needs numpy, which the core install leaves out: "
+            "pip install 'spark-otel[cli]'"
+        ) from None
+    return numpy
 
 
 def per_stream_cost_interval(curve: RateCurve, workers: int) -> tuple[float, float] | None:
