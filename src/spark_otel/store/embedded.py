@@ -501,7 +501,8 @@ class Store:
             (),
         )
         urls: dict[str, str] = {}
-        for engine, host, port, _n in rows:  # ascending counts: the most used is written last
+        for engine, address, port, _n in rows:  # ascending counts: the most used is written last
+            host = f"[{address}]" if ":" in address and not address.startswith("[") else address  # IPv6
             urls[engine] = f"http://{host}:{port}" if port else f"http://{host}"
         return urls
 
