@@ -19,7 +19,7 @@ from .records import (
     error_lines,
     read_records,
 )
-from .spans import FixedIdGenerator, export_cells_as_spans
+from .spans import FixedIdGenerator, UnsentCounter, export_cells_as_spans
 
 __all__ = [
     "BUILTIN_MAPPINGS",
@@ -30,6 +30,7 @@ __all__ = [
     "FixedIdGenerator",
     "Layout",
     "RecordError",
+    "UnsentCounter",
     "backfill_files",
     "cell_from_record",
     "error_lines",
