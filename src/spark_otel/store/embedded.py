@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -101,6 +102,33 @@ def _reopen_in_forked_children() -> None:
         )
 
 
+_ROOM_TO_OPEN = 1024 * 1024
+"""Free bytes below which an open's "disk I/O error" is the disk being full: opening a WAL store
+(a reader too) needs room for its ``-shm`` index (32 KiB) and ``-wal`` beside it."""
+
+
+def _on_a_full_disk(path: Path, exc: StoreError) -> StoreError | None:
+    """``exc`` named as a full disk where it is one: SQLite's own "database or disk is full", or
+    the "disk I/O error" it says when it cannot make its ``-shm`` file on a disk with (almost) no
+    room left. None where it is not."""
+    cause = exc.__cause__
+    if not isinstance(cause, sqlite3.Error):
+        return None
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return None
+    full = (
+        cause.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR) and free < _ROOM_TO_OPEN
+    )
+    if not full:
+        return None
+    return StoreError(
+        f"{path}: disk full: cannot open the spark-otel store ({cause}, {free:,} bytes free where SQLite "
+        "needs room for the -wal and -shm files beside it); nothing was written: free some space"
+    )
+
+
 def default_store_path() -> Path:
     """``$SPARK_OTEL_STORE``, else ``$XDG_DATA_HOME/spark-otel/store.sqlite``
     (``~/.local/share/spark-otel/store.sqlite``)."""
@@ -140,12 +168,22 @@ class Store:
         self.read_only = read_only
         self._lock = threading.RLock()
         self._lock_noticed = False
+        try:
+            self._open()
+        except StoreError as exc:
+            if (full := _on_a_full_disk(self.path, exc)) is not None:
+                raise full from exc
+            raise
+        _open_stores.add(self)
+        _reopen_in_forked_children()
+
+    def _open(self) -> None:
         self._conn = self._connect()
         try:
             shape = self._reading(lambda conn: versions.read_shape(conn, self.path))
-            if versions.plan(self.path, shape, read_only=read_only).set_up:
+            if versions.plan(self.path, shape, read_only=self.read_only).set_up:
                 self._set_up()
-            if not read_only:
+            if not self.read_only:
                 self._tune()
         except sqlite3.Error as exc:
             self._conn.close()
@@ -153,8 +191,6 @@ class Store:
         except BaseException:
             self._conn.close()
             raise
-        _open_stores.add(self)
-        _reopen_in_forked_children()
 
     def _connect(self) -> sqlite3.Connection:
         try:
