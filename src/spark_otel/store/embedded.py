@@ -273,11 +273,13 @@ class Store:
                     raise StoreError(f"{self.path}: cannot write: {exc}") from exc
                 try:
                     yield self._conn
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                else:
                     self._conn.execute("COMMIT")
+                except BaseException:
+                    # SQLite may have rolled back by itself (a full disk): a second ROLLBACK would
+                    # fail with "cannot rollback" and hide the error that ended the transaction.
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
                 return
 
     def _begin(self) -> None:
