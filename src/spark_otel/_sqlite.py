@@ -5,9 +5,24 @@ from __future__ import annotations
 import sqlite3
 import time
 
-__all__ = ["use_wal"]
+__all__ = ["LOCK_NOTICE_MS", "busy", "use_wal"]
 
 _WAL_ATTEMPTS = 20
+
+LOCK_NOTICE_MS = 500
+"""How long a read or a write waits on another process's lock on the file before it says so."""
+
+
+def busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked": another connection holds a lock on the file
+    past the busy timeout. (A `StoreError` made from one counts as one.)"""
+    for error in (exc, exc.__cause__):
+        if (
+            isinstance(error, sqlite3.OperationalError)
+            and error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+        ):
+            return True
+    return False
 
 
 def use_wal(conn: sqlite3.Connection) -> None:

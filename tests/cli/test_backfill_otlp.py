@@ -133,3 +133,45 @@ def test_on_a_terminal_it_names_the_export(
         *backfill_stderr(tmp_path),
     ]
     capsys.readouterr()
+
+
+def test_a_collector_that_refuses_the_cells_is_an_error_saying_nothing_was_stored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refusing = OtlpSink(status=400)
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.url)
+        code = main(backfill_argv(tmp_path, "--otlp", "--no-store", "--json"))
+    finally:
+        refusing.server.shutdown()
+        refusing.server.server_close()
+    captured = capsys.readouterr()
+    assert code == 1
+    assert len(refusing.bodies) == 1  # it was asked, and said no
+    assert json.loads(captured.out) == backfill_document(tmp_path, dry_run=False, store=None, otlp=False)
+    assert captured.err.splitlines()[-1] == (
+        f"spark-otel: error: the collector at {refusing.url} did not take 4 of 4 cells over OTLP; "
+        "nothing was stored (--no-store): send them again once it is up"
+    )
+
+
+def test_a_collector_that_is_down_is_an_error_naming_the_store_that_keeps_the_cells(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", down)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # the SDK retries until its timeout
+    store = tmp_path / "s.sqlite"
+    assert main(backfill_argv(tmp_path, "--otlp", "--store", str(store))) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"spark-otel: error: the collector at {down} did not take 4 of 4 cells over OTLP; they are in the "
+        f"store {store}: send them again once it is up"
+    )
+    from spark_otel.store import Store
+
+    with Store(store, read_only=True) as kept:
+        assert sorted(c.cell_id for c in kept.cells()) == ["a1", "a2", "a3", "b1"]

@@ -97,7 +97,10 @@ def one_error(capsys: pytest.CaptureFixture[str]) -> str:
         ),
         (["cells", "--limit", "0"], "--limit must be a whole number >= 1 and <= 1,000,000,000, got 0"),
         (["cells", "--limit", "-5"], "--limit must be a whole number >= 1 and <= 1,000,000,000, got -5"),
-        (["concurrency", "--merge-gap", "nan"], "--merge-gap must be a finite number >= 0, got nan"),
+        (
+            ["concurrency", "--merge-gap", "nan"],
+            "--merge-gap must be a finite number >= 0 and <= 31,536,000, got nan",
+        ),
         (
             ["neighbour-cost", "--eval", "e", "--min-overlap", "1.5"],
             "--min-overlap must be a finite number >= 0 and <= 1, got 1.5",

@@ -120,7 +120,9 @@ def test_a_zero_merge_gap_is_taken(tmp_path: Path, capsys) -> None:
     assert main(["concurrency", "--store", store, "--eval", "rev", "--merge-gap", "0", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["engines"][0]["runs"]) == 3
     assert main(["concurrency", "--store", store, "--merge-gap", "nan"]) == 2
-    assert capsys.readouterr().err == "spark-otel: error: --merge-gap must be a finite number >= 0, got nan\n"
+    assert capsys.readouterr().err == (
+        "spark-otel: error: --merge-gap must be a finite number >= 0 and <= 31,536,000, got nan\n"
+    )
 
 
 def test_the_spinner_names_each_phase_with_the_cells_it_reads(tmp_path: Path, capsys) -> None:

@@ -66,7 +66,9 @@ def test_a_negative_merge_gap_is_a_usage_error(article_store, capsys) -> None:
     for argv in (["neighbour-cost", "--eval", D_EVAL], ["concurrency"]):
         assert main([*argv, "--store", article_store, "--merge-gap", "-5"]) == 2
         err = capsys.readouterr().err
-        assert err == "spark-otel: error: --merge-gap must be a finite number >= 0, got -5\n"
+        assert err == (
+            "spark-otel: error: --merge-gap must be a finite number >= 0 and <= 31,536,000, got -5\n"
+        )
 
 
 def test_plot_draws_the_eval_timeline_one_file_per_worker_count(article_store, capsys, tmp_path) -> None:

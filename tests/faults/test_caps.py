@@ -92,6 +92,14 @@ def test_the_default_bin_widens_over_a_long_span_of_scrapes_and_says_so(tmp_path
             "--workers must be a whole number >= 1 and <= 1,000,000,000, got 1e+23",
         ),
         (
+            ["concurrency", "--merge-gap", "1e308"],
+            "--merge-gap must be a finite number >= 0 and <= 31,536,000, got 1e+308",
+        ),
+        (
+            ["neighbour-cost", "--eval", "e", "--merge-gap", "1e308"],
+            "--merge-gap must be a finite number >= 0 and <= 31,536,000, got 1e+308",
+        ),
+        (
             ["rules", "check", "{tmp}/rules.toml", "--timeout", "-1"],
             "--timeout must be a finite number > 0 and <= 3,600, got -1",
         ),
@@ -184,3 +192,13 @@ def test_the_library_keeps_the_rules_checks_timeout_in_range(timeout_s: float) -
         ConfigError, match="timeout_s must be a finite number of seconds above 0 and at most 3,600"
     ):
         check_engines(RulesFile(), timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize("gap_s", [1e308, float("inf"), 31_536_001.0])
+def test_the_library_refuses_a_merge_gap_past_a_year_instead_of_overflowing(gap_s: float) -> None:
+    from spark_otel._exceptions import ConfigError
+    from spark_otel.analysis.concurrency import concurrency
+
+    with pytest.raises(ConfigError) as refused:
+        concurrency([], merge_gap_s=gap_s)
+    assert str(refused.value) == f"merge gap {gap_s:g} s is past a year (31,536,000 s)"

@@ -221,3 +221,39 @@ def test_a_metrics_answer_that_never_ends_is_stopped_at_its_cap_or_its_timeout(
         with pytest.raises(EngineError) as raised:
             asyncio.run(ascrape_engine(engine.url, timeout_s=1.0))
         assert str(raised.value) == f"{engine.url}/metrics: {said}"
+
+
+ERROR_EVENT = b'data: {"error": {"message": "out of memory", "type": "InternalServerError", "code": 500}}\n\n'
+HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+NOT_WHAT_WAS_ASKED = {
+    "an error event, then [DONE]": (
+        "stream",
+        Answer(events=[TOKEN_EVENT, ERROR_EVENT, DONE_EVENT]),
+        "the engine sent an error event: out of memory",
+    ),
+    "an error event, then the end": (
+        "stream",
+        Answer(events=[ERROR_EVENT]),
+        "the engine sent an error event: out of memory",
+    ),
+    "an HTML page for a stream": (
+        "stream",
+        Answer(body=HTML, content_type="text/html"),
+        f"the engine answered text/html, not an event stream: {HTML.decode()}",
+    ),
+    "an HTML page for a plain answer": (
+        "plain",
+        Answer(body=HTML, content_type="text/html"),
+        f"the engine answered text/html, not JSON: {HTML.decode()}",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NOT_WHAT_WAS_ASKED)
+def test_an_error_event_or_a_page_that_is_not_the_answer_is_named_as_what_it_is(case: str) -> None:
+    """Not "the stream ended without [DONE]", "no usage chunk" or a JSON parse error: the error
+    names what the engine sent instead."""
+    mode, answer, said = NOT_WHAT_WAS_ASKED[case]
+    with ScriptedEngine(answer=lambda number, body: answer) as engine, pytest.raises(EngineError) as raised:
+        run_probe(engine.url, TINY.model_copy(update={"mode": mode, "streams": [1]}), store=None)
+    assert str(raised.value) == f"{engine.url}/v1/completions: every stream at level 1 failed: {said}"

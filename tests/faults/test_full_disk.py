@@ -79,6 +79,63 @@ def test_receive_on_a_full_disk_stops_with_exit_1_naming_it_and_keeps_every_samp
     assert len(after) > len(before)  # scrapes were stored until the disk filled
 
 
+BACKFILL = (
+    FILL
+    + """
+import json, os, sqlite3, subprocess, sys
+directory = os.environ["FULL_DIR"]
+store = os.path.join(directory, "s.sqlite")
+first = os.path.join(directory, "first.csv")
+with open(first, "w") as f:
+    f.write("cell_id,start,elapsed_s,completion_tokens\\nfirst,2026-09-19T01:00:00Z,10,100\\n")
+many = os.path.join(os.environ["ROWS_DIR"], "many.csv")
+with open(many, "w") as f:
+    f.write("cell_id,start,elapsed_s,completion_tokens\\n")
+    f.writelines(f"c{i},2026-09-19T02:{i % 60:02d}:00Z,10,{i}\\n" for i in range(20_000))
+backfill = [sys.executable, "-m", "spark_otel", "backfill", "--mapping", "generic-csv", "--eval", "e",
+            "--engine", "q", "--store", store]
+cells = [sys.executable, "-m", "spark_otel", "cells", "--store", store, "--json"]
+runs = {"first": subprocess.run([*backfill, first], capture_output=True, text=True, timeout=60)}
+fill(directory, 256 * 1024)  # room to open the store, none for 20,000 cells
+runs["write"] = subprocess.run([*backfill, many], capture_output=True, text=True, timeout=60)
+os.remove(os.path.join(directory, "filler"))
+fill(directory, 0)  # no room for the -shm file an open makes
+runs["open"] = subprocess.run([*backfill, many], capture_output=True, text=True, timeout=60)
+runs["read"] = subprocess.run(cells, capture_output=True, text=True, timeout=60)
+os.remove(os.path.join(directory, "filler"))
+with sqlite3.connect(store) as conn:
+    stored = [r[0] for r in conn.execute("SELECT cell_id FROM cells")]
+    check = conn.execute("PRAGMA integrity_check").fetchone()[0]
+ran = {k: [r.returncode, r.stderr] for k, r in runs.items()}
+print(json.dumps({"runs": ran, "stored": stored, "check": check, "store": store}))
+"""
+)
+
+
+def test_backfill_and_a_reader_on_a_full_disk_say_disk_full_exit_1_and_lose_nothing(tmp_path: Path) -> None:
+    """On a full disk a write fails inside its transaction (SQLite rolls it back), and with no
+    room left even opening the store fails: SQLite then says "disk I/O error", named here as the
+    full disk it is, for a writer and a reader alike."""
+    found = json.loads(on_a_full_disk(BACKFILL, env={"ROWS_DIR": str(tmp_path)}))
+    runs, store = found["runs"], found["store"]
+    assert runs["first"] == [0, ""]
+    code, err = runs["write"]
+    assert code == 1
+    assert err.count("\n") == 1, err
+    assert err.startswith("spark-otel: error: disk full (database or disk is full)"), (
+        err
+    )  # not "cannot rollback"
+    assert err.endswith("nothing written before was lost; free some space and run it again\n")
+    opened = f"spark-otel: error: {store}: disk full: cannot open the spark-otel store (disk I/O error, "
+    for run in ("open", "read"):
+        code, err = runs[run]
+        assert code == 1
+        assert err.count("\n") == 1, err
+        assert err.startswith(opened), err
+    assert found["stored"] == ["first"]
+    assert found["check"] == "ok"
+
+
 WRITE = (
     FILL
     + """

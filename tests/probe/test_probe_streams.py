@@ -118,9 +118,9 @@ def test_a_plain_http_error_keeps_the_first_200_characters_of_its_body() -> None
     assert st.completion_tokens is None
 
 
-def test_a_plain_answer_that_is_no_json_reads_as_the_parsers_exception() -> None:
-    st = _one(Answer(body=b"<html>busy</html>"), plain_once)
-    assert st.error == "JSONDecodeError: Expecting value: line 1 column 1 (char 0)"
+def test_a_plain_answer_that_is_no_json_is_named_with_its_type_and_first_bytes() -> None:
+    st = _one(Answer(body=b"<html>busy</html>", content_type="text/html"), plain_once)
+    assert st.error == "the engine answered text/html, not JSON: <html>busy</html>"  # not a parse error
     assert st.completion_tokens is None
 
 

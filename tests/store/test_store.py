@@ -240,12 +240,14 @@ def test_engine_urls_are_where_each_engine_answered_most(tmp_path: Path) -> None
                 request("3", "qwen", "box.lan", 9000),
                 request("4", "nemotron", "127.0.0.1", 8012),
                 request("5", "llama", "llama.lan", None),
+                request("6", "phi", "::1", 8013),
             ]
         )
         assert store.engine_urls() == {
             "qwen": "http://127.0.0.1:8011",
             "nemotron": "http://127.0.0.1:8012",
             "llama": "http://llama.lan",
+            "phi": "http://[::1]:8013",  # a URL a rules file takes (EngineInfo checks it)
         }
 
 

@@ -66,6 +66,8 @@ class Answer:
     events: list[bytes] = field(default_factory=list)
     stall: Literal["silent", "trickle"] | None = None
     drop: bool = False
+    content_type: str = "application/json"
+    """Of ``body`` (an HTML error page a proxy sends: ``text/html``)."""
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ class ScriptedEngine:
                     json.loads(answer.body)["usage"]["completion_tokens"] if answer.status == 200 else 0
                 )
             finish()
-            self._send(handler, answer.status, answer.body, "application/json")
+            self._send(handler, answer.status, answer.body, answer.content_type)
             return
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")

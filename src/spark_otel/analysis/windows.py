@@ -91,11 +91,17 @@ def split_at_gaps(items: Iterable[_T], gap_ns: int, interval: Callable[[_T], Int
     return runs
 
 
+MAX_MERGE_GAP_S = 31_536_000.0
+"""A year: a longer gap merges nothing more (and past about 292 years its nanoseconds overflow)."""
+
+
 def merge_gap_ns(merge_gap_s: float) -> int:
     """``merge_gap_s`` in nanoseconds; a negative gap would split cells that overlap into separate
-    runs, so it is refused here, for every analysis that merges cells."""
+    runs, so it is refused here, for every analysis that merges cells, as is one past a year."""
     if not merge_gap_s >= 0:
         raise ConfigError(f"merge gap {merge_gap_s} s must not be negative")
+    if not merge_gap_s <= MAX_MERGE_GAP_S:
+        raise ConfigError(f"merge gap {merge_gap_s:g} s is past a year ({MAX_MERGE_GAP_S:,.0f} s)")
     return int(merge_gap_s * NS_PER_S)
 
 

@@ -12,11 +12,12 @@ kept partial tokens; failed cells are not rated either. The summary's median is 
 other cells' tok/s.
 
 Cells go to the embedded store (or --store PATH), and with --otlp also over OTLP as cell
-spans carrying their historical start and end times. Re-running on the same files replaces
-their cells instead of duplicating them, and the log of an Inspect run the live hook recorded
-replaces the hook's cells (same uids, requests still linked) with the log's figures. A record
-that does not fit is reported with its file and line, the rest still load, and the exit code is
-non-zero. --json prints the cells
+spans carrying their historical start and end times; a collector that does not take them is an
+error (exit 1) saying where the cells are kept. Re-running on the same files replaces their cells
+instead of duplicating them, and the log of an Inspect run the live hook recorded replaces the
+hook's cells (same uids, requests still linked) with the log's figures. A record that does not
+fit is reported with its file and line, the rest still load, and the exit code is non-zero.
+--json prints the cells
 (written, or with --dry-run that would be), the rejected records and the counts. Only regular
 files of at most 512 MiB are read; a FIFO, a device or a directory is refused by name.
 
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     mapping = load_mapping(args.mapping)
     result = BackfillResult()
     store_path = None
+    unsent = 0
     with status("reading records") as phase:
         for i, path in enumerate(args.records, start=1):
             phase.update(f"reading {path} ({i:,} of {len(args.records):,} files)")
@@ -119,11 +121,18 @@ def run(args: argparse.Namespace) -> int:
             cells = adoption.cells
         if cells and args.otlp and not args.dry_run:
             phase.update(f"exporting {len(cells):,} cells over OTLP")
-            _export_otlp(cells)
+            unsent = _export_otlp(cells)
     for line in error_lines(result.errors):  # a repeated error once, with a count of the rest
         print(f"spark-otel: error: {line}", file=sys.stderr)
     for warning in result.warnings:
         print(f"spark-otel: warning: {warning}", file=sys.stderr)
+    if unsent:
+        kept = f"they are in the store {store_path}" if store_path else "nothing was stored (--no-store)"
+        print(
+            f"spark-otel: error: {_collector()} did not take {unsent:,} of {len(cells):,} cells over OTLP; "
+            f"{kept}: send them again once it is up",
+            file=sys.stderr,
+        )
     # Cut-off and failed cells are listed but never rated (the analyses' shared predicate).
     timeouts = sum(1 for c in cells if ceiling_hit(c))
     rates = summarize(rated_decode_rate(c) for c in cells)
@@ -133,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
                 "mapping": mapping.name,
                 "dry_run": args.dry_run,
                 "store": store_path,
-                "otlp": bool(args.otlp and cells and not args.dry_run),
+                "otlp": bool(args.otlp and cells and not args.dry_run and not unsent),
                 "counts": {
                     "records": result.records,
                     "cells": len(cells),
@@ -152,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
                 "warnings": result.warnings,
             }
         )
-        return 1 if result.errors else 0
+        return 1 if result.errors or unsent else 0
     print_table(
         f"backfill with mapping {mapping.name}"
         + (" (dry run)" if args.dry_run else "")
@@ -171,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if adoption.replaced_live or adoption.kept_live:
         print_hint(_live_note(adoption, dry_run=args.dry_run))
-    return 1 if result.errors else 0
+    return 1 if result.errors or unsent else 0
 
 
 def _live_note(adoption: LiveAdoption, *, dry_run: bool) -> str:
@@ -207,17 +216,28 @@ def _named(args: argparse.Namespace) -> dict[str, bool]:
     return {"eval_named": bool(args.eval_name), "engine_named": bool(args.engine)}
 
 
-def _export_otlp(cells: list[Cell]) -> None:
+def _collector() -> str:
+    """The collector the spans went to, as the environment names it."""
+    import os
+
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        if os.environ.get(name):
+            return f"the collector at {os.environ[name]}"
+    return "the collector (the default endpoint, localhost)"
+
+
+def _export_otlp(cells: list[Cell]) -> int:
+    """Send ``cells`` as spans; how many the collector did not take (down, or refusing them)."""
     import os
 
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from ..receivers.backfill import FixedIdGenerator, export_cells_as_spans
+    from ..receivers.backfill import FixedIdGenerator, UnsentCounter, export_cells_as_spans
     from ..telemetry import otlp_span_exporter
 
-    span_exporter = otlp_span_exporter()
+    span_exporter = UnsentCounter(otlp_span_exporter())
     resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or "spark-otel-backfill"})
     provider = TracerProvider(resource=resource, id_generator=FixedIdGenerator(), shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(span_exporter, max_queue_size=max(2048, len(cells))))
@@ -225,3 +245,4 @@ def _export_otlp(cells: list[Cell]) -> None:
         export_cells_as_spans(cells, provider)
     finally:
         provider.shutdown()
+    return span_exporter.unsent

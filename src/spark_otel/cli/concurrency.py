@@ -174,9 +174,9 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.request_cells import count_requests_as_cells
     from ..report.inputs import cells_from_store
     from ..views.requests import no_cells, requests_as_cells_line
-    from ._common import Bounds, print_hint
+    from ._common import DURATION_S, print_hint
 
-    Bounds(at_least=0).check("--merge-gap", args.merge_gap)
+    DURATION_S.check("--merge-gap", args.merge_gap)  # 0 to a year
 
     # Tables are laid out under the spinner (thousands of runs take a while) and written after it.
     with tables_held(), status("reading cells") as phase:

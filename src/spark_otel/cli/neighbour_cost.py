@@ -182,11 +182,11 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.request_cells import count_requests_as_cells
     from ..report.inputs import cells_from_store
     from ..views.requests import no_cells, requests_as_cells_line
-    from ._common import COUNT, FRACTION, Bounds, check_advisor_arguments, print_hint
+    from ._common import COUNT, DURATION_S, FRACTION, check_advisor_arguments, print_hint
 
     check_advisor_arguments(args)
     FRACTION.check("--min-overlap", args.min_overlap)
-    Bounds(at_least=0).check("--merge-gap", args.merge_gap)
+    DURATION_S.check("--merge-gap", args.merge_gap)  # 0 to a year
     COUNT.check("--workers", args.workers)
     if args.plot:
         check_output(args.plot, what="--plot")  # before the store is read

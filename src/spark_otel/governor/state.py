@@ -32,6 +32,7 @@ differ.
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import socket
 import sqlite3
@@ -48,7 +49,7 @@ from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .._exceptions import InputError
 from .._guard import warn_once
-from .._sqlite import use_wal
+from .._sqlite import LOCK_NOTICE_MS, busy, use_wal
 from ..live_progress import LiveProgress
 from ..model import AttributeValue
 from ..records.rules_file import RulesFile
@@ -66,6 +67,8 @@ __all__ = [
     "default_state_path",
     "read_lanes",
 ]
+
+_logger = logging.getLogger(__name__)
 
 LEASE_S = 4.0
 """A row outlives its process by at most this long where the process cannot be asked directly."""
@@ -631,7 +634,9 @@ def read_lanes(path: str | Path, rules: RulesFile | None = None) -> list[LaneVie
     """The lanes in the state file at ``path``, read without taking part: the file is opened
     read-only (SQLite ``mode=ro``) and nothing in it changes; the rows of processes that are gone
     are left out, not dropped. `InputError` naming the file when it is missing, a directory, not
-    a SQLite file, locked, or not a governor state file."""
+    a SQLite file, locked past the busy timeout, or not a governor state file. A wait on another
+    process's lock (one in exclusive locking mode, or a file not in WAL mode mid-write) is said
+    within `LOCK_NOTICE_MS`, naming the file, as the store's readers say it."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path}: governor state file: a directory, not a file")
@@ -649,8 +654,20 @@ def read_lanes(path: str | Path, rules: RulesFile | None = None) -> list[LaneVie
         raise _problem(path, exc) from exc
     try:
         conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={LOCK_NOTICE_MS}")
         conn.execute("BEGIN")
-        _check_shape(conn, path, new_ok=False)
+        try:  # the first read takes the read lock; the transaction's others then never wait
+            _check_shape(conn, path, new_ok=False)
+        except sqlite3.OperationalError as exc:
+            if not busy(exc):
+                raise
+            _logger.warning(
+                "%s: governor state file: another process holds a lock on it; waiting for it (up to %g s)",
+                path,
+                _BUSY_TIMEOUT_MS / 1000,
+            )
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS - LOCK_NOTICE_MS}")
+            _check_shape(conn, path, new_ok=False)
         now = _clock.real_wall_ns()
 
         def live(row: sqlite3.Row) -> bool:

@@ -23,6 +23,7 @@ from .._clock import real_monotonic_ns
 from .._validate import check_count
 from ..analysis.probe_levels import StreamTiming
 from ..records.probe_report import ProbeSettings
+from ..wire.chunks import error_of
 from ..wire.sse import DONE, SseDecoder
 
 __all__ = ["plain_once", "probe_prompt", "request_body", "stream_once", "usage_from_tail"]
@@ -50,6 +51,22 @@ def usage_from_tail(events: Iterable[bytes]) -> dict[str, Any] | None:
     return None
 
 
+def _error_event(events: Iterable[bytes]) -> str | None:
+    """What an error event the engine sent in place of its answer says (vLLM and SGLang send
+    ``data: {"error": {...}}`` when a request fails mid-stream); None where none did."""
+    for data in events:
+        if data == DONE or b"error" not in data:
+            continue
+        try:
+            error = error_of(json.loads(data))
+        except ValueError:
+            continue
+        if error is not None:
+            said = error.get("message") or error if isinstance(error, dict) else error
+            return f"the engine sent an error event: {said}"
+    return None
+
+
 async def stream_once(client: httpx2.AsyncClient, body: bytes) -> StreamTiming:
     return await _stream(client, body, again=True)
 
@@ -63,15 +80,20 @@ async def _stream(client: httpx2.AsyncClient, body: bytes, *, again: bool) -> St
     st = StreamTiming(start_ns=clock())
     decoder = SseDecoder()
     tail: deque[bytes] = deque(maxlen=_TAIL_EVENTS)
+    head = b""
+    kind = "no content type"
     try:
         async with client.stream("POST", "/v1/completions", content=body) as response:
             if response.status_code != 200:
                 text = (await response.aread())[:200].decode("utf-8", "replace")
                 st.error = f"HTTP {response.status_code}: {text}"
                 return st
+            kind = response.headers.get("content-type") or kind
             async for chunk in response.aiter_raw():
                 if not st.first_ns:
                     st.first_ns = clock()
+                if len(head) < 200:
+                    head += chunk[: 200 - len(head)]
                 events = decoder.feed_data(chunk)
                 if events:
                     st.events += len(events)
@@ -88,14 +110,25 @@ async def _stream(client: httpx2.AsyncClient, body: bytes, *, again: bool) -> St
     except Exception as exc:
         st.error = f"{type(exc).__name__}: {exc}"
         return st
+    _count_or_say_why_not(st, tail, head, kind)
+    return st
+
+
+def _count_or_say_why_not(st: StreamTiming, tail: deque[bytes], head: bytes, kind: str) -> None:
+    """The stream's tokens from its usage chunk; else its error, naming what the engine sent
+    instead: an error event, something that is not an event stream (an HTML error page, a JSON
+    error: its type and first 200 bytes), a stream without usage, or one cut off."""
     usage = usage_from_tail(tail)
     if usage is not None:
         _count_tokens(st, usage)
+    elif (error := _error_event(tail)) is not None:
+        st.error = error
+    elif not st.events and head and not kind.lower().startswith("text/event-stream"):  # an HTML page
+        st.error = f"the engine answered {kind}, not an event stream: {head.decode('utf-8', 'replace')}"
     elif tail and tail[-1] == DONE:
         st.error = "no usage chunk before [DONE] (is stream_options.include_usage supported?)"
     else:
         st.error = "the stream ended without [DONE]: the engine closed it mid-stream"
-    return st
 
 
 async def _plain(client: httpx2.AsyncClient, body: bytes, *, again: bool) -> StreamTiming:
@@ -107,7 +140,12 @@ async def _plain(client: httpx2.AsyncClient, body: bytes, *, again: bool) -> Str
         if response.status_code != 200:
             st.error = f"HTTP {response.status_code}: {response.text[:200]}"
             return st
-        answer = response.json()
+        try:
+            answer = response.json()
+        except ValueError:  # an HTML error page behind a proxy, a truncated body
+            kind = response.headers.get("content-type") or "no content type"
+            st.error = f"the engine answered {kind}, not JSON: {response.text[:200]}"
+            return st
         usage = answer.get("usage") if isinstance(answer, dict) else None
         if usage is not None and not isinstance(usage, dict):
             st.error = f"the engine's usage is {usage!r}, not a JSON object"

@@ -31,14 +31,16 @@ from __future__ import annotations
 
 import difflib
 import tomllib
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .._exceptions import ConfigError, InputError
 from .._files import MIB, read_input
+from .._urls import check_engine_url
 
 __all__ = [
     "RULES_MAX_BYTES",
@@ -169,12 +171,23 @@ class EngineInfo(BaseModel):
     model: str | None = Field(default=None, description="the model id it served")
     url: str | None = Field(default=None, description="its base URL, where `rules check` asks what it serves")
 
+    @field_validator("url")
+    @classmethod
+    def _a_url(cls, url: str | None) -> str | None:
+        """An http(s) URL with a host, as ``--engine`` takes one: anything else was never asked."""
+        if url is None:
+            return None
+        try:
+            return check_engine_url(url)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
 
 class History(BaseModel):
     """How an eval family's cells of one class ran on an engine when the rules were measured:
     what lets the governor class the next run's cells, whatever that run is called."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     engine: str = Field(min_length=1)
     family: str = Field(min_length=1, description="the eval's name without its run id (eval_family)")
@@ -193,7 +206,7 @@ class RulesFile(BaseModel):
     long (real seconds) after its last cell ended, so a serial runner's next cell, started a
     moment later, finds the eval still there."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf: a ceiling never met
 
     version: int = Field(default=RULES_VERSION, ge=1, le=RULES_VERSION)
     computed_at: datetime | None = Field(default=None, description="when the advisor wrote the rules")
@@ -234,6 +247,27 @@ class RulesFile(BaseModel):
         for engine, factor in self.slowdown.items():
             if not factor >= 1:
                 raise ValueError(f"slowdown.{engine} is {factor!r}: a factor of at least 1 (1: no slower)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_cap_each(self) -> RulesFile:
+        """Two rules that hold the same cells with different caps: which was meant cannot be known
+        (the same rule twice is harmless, and passes)."""
+        tables: list[tuple[str, Sequence[LaneRule | LimitRule | CrossEngineRule]]] = [
+            ("lane", self.lane),
+            ("limit", self.limit),
+            ("cross_engine", self.cross_engine),
+        ]
+        for table, rules in tables:
+            first: dict[str, tuple[int, LaneRule | LimitRule | CrossEngineRule]] = {}
+            for i, rule in enumerate(rules):
+                held = repr(rule.model_dump(exclude={"cells", "evidence", "measured_at", "figures"}))
+                j, other = first.setdefault(held, (i, rule))
+                if other.cells != rule.cells:
+                    raise ValueError(
+                        f"{table}[{j}] and {table}[{i}] hold the same cells with different caps "
+                        f"({other.describe()}; {rule.describe()}): keep one"
+                    )
         return self
 
     @property

@@ -18,21 +18,22 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from .. import _clock
 from .._exceptions import StoreError
-from .._sqlite import use_wal
+from .._sqlite import LOCK_NOTICE_MS, busy, use_wal
 from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
 from . import energy_inputs, versions
 from .schema import (
@@ -55,8 +56,7 @@ _logger = logging.getLogger(__name__)
 
 _BUSY_TIMEOUT_MS = 30_000
 _WRITE_ATTEMPTS = 5
-_LOCK_NOTICE_MS = 500
-"""How long a write waits on another writer's lock before it says so (once per handle)."""
+_T = TypeVar("_T")
 
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -103,6 +103,33 @@ def _reopen_in_forked_children() -> None:
         )
 
 
+_ROOM_TO_OPEN = 1024 * 1024
+"""Free bytes below which an open's "disk I/O error" is the disk being full: opening a WAL store
+(a reader too) needs room for its ``-shm`` index (32 KiB) and ``-wal`` beside it."""
+
+
+def _on_a_full_disk(path: Path, exc: StoreError) -> StoreError | None:
+    """``exc`` named as a full disk where it is one: SQLite's own "database or disk is full", or
+    the "disk I/O error" it says when it cannot make its ``-shm`` file on a disk with (almost) no
+    room left. None where it is not."""
+    cause = exc.__cause__
+    if not isinstance(cause, sqlite3.Error):
+        return None
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return None
+    full = (
+        cause.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR) and free < _ROOM_TO_OPEN
+    )
+    if not full:
+        return None
+    return StoreError(
+        f"{path}: disk full: cannot open the spark-otel store ({cause}, {free:,} bytes free where SQLite "
+        "needs room for the -wal and -shm files beside it); nothing was written: free some space"
+    )
+
+
 def default_store_path() -> Path:
     """``$SPARK_OTEL_STORE``, else ``$XDG_DATA_HOME/spark-otel/store.sqlite``
     (``~/.local/share/spark-otel/store.sqlite``)."""
@@ -142,12 +169,22 @@ class Store:
         self.read_only = read_only
         self._lock = threading.RLock()
         self._lock_noticed = False
+        try:
+            self._open()
+        except StoreError as exc:
+            if (full := _on_a_full_disk(self.path, exc)) is not None:
+                raise full from exc
+            raise
+        _open_stores.add(self)
+        _reopen_in_forked_children()
+
+    def _open(self) -> None:
         self._conn = self._connect()
         try:
-            shape = versions.read_shape(self._conn, self.path)
-            if versions.plan(self.path, shape, read_only=read_only).set_up:
+            shape = self._reading(lambda conn: versions.read_shape(conn, self.path))
+            if versions.plan(self.path, shape, read_only=self.read_only).set_up:
                 self._set_up()
-            if not read_only:
+            if not self.read_only:
                 self._tune()
         except sqlite3.Error as exc:
             self._conn.close()
@@ -155,8 +192,6 @@ class Store:
         except BaseException:
             self._conn.close()
             raise
-        _open_stores.add(self)
-        _reopen_in_forked_children()
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -239,20 +274,22 @@ class Store:
                     raise StoreError(f"{self.path}: cannot write: {exc}") from exc
                 try:
                     yield self._conn
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                else:
                     self._conn.execute("COMMIT")
+                except BaseException:
+                    # SQLite may have rolled back by itself (a full disk): a second ROLLBACK would
+                    # fail with "cannot rollback" and hide the error that ended the transaction.
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
                 return
 
     def _begin(self) -> None:
-        """BEGIN IMMEDIATE. Another writer's lock held past `_LOCK_NOTICE_MS` is said once per
+        """BEGIN IMMEDIATE. Another writer's lock held past `LOCK_NOTICE_MS` is said once per
         handle, naming the file, and then waited for as before (the busy timeout)."""
         if self._lock_noticed:
             self._conn.execute("BEGIN IMMEDIATE")
             return
-        self._conn.execute(f"PRAGMA busy_timeout={_LOCK_NOTICE_MS}")
+        self._conn.execute(f"PRAGMA busy_timeout={LOCK_NOTICE_MS}")
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             return
@@ -309,9 +346,41 @@ class Store:
         return uid
 
     # -- reads ---------------------------------------------------------------------------------------
-    def _select(self, sql: str, params: Sequence[Any]) -> list[Any]:
+    def _reading(self, read: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``read`` on the connection. Another process's lock on the file (a writer's commit on a
+        store not in WAL mode, a connection in exclusive locking mode) is waited for as a write
+        waits: past `LOCK_NOTICE_MS` that is said once per handle, naming the file, and past the
+        busy timeout the read fails naming the file and the wait (a `StoreError`, not SQLite's
+        "database is locked"). Only reads go through it, so a read tried again changes nothing."""
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            if not self._lock_noticed:
+                self._conn.execute(f"PRAGMA busy_timeout={LOCK_NOTICE_MS}")
+                try:
+                    return read(self._conn)
+                except (sqlite3.OperationalError, StoreError) as exc:
+                    if not busy(exc):
+                        raise
+                finally:
+                    self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+                self._lock_noticed = True
+                _logger.warning(
+                    "%s: another process holds a lock on this store; waiting for it (up to %g s)",
+                    self.path,
+                    _BUSY_TIMEOUT_MS / 1000,
+                )
+            try:
+                return read(self._conn)
+            except (sqlite3.OperationalError, StoreError) as exc:
+                if not busy(exc):
+                    raise
+                waited = _BUSY_TIMEOUT_MS / 1000
+                raise StoreError(
+                    f"{self.path}: another process held a lock on this store for {waited:g} s; nothing was "
+                    "read (is a process that writes it stopped or stuck? try again once it ends)"
+                ) from exc
+
+    def _select(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        return self._reading(lambda conn: conn.execute(sql, params).fetchall())
 
     def _records(self, table: Table, clauses: str, params: Sequence[Any]) -> list[Any]:
         """Rows of ``table`` (``clauses``: WHERE, ORDER BY, LIMIT) as its records."""
@@ -421,8 +490,8 @@ class Store:
         that ran beside them and each GPU's readings around them (`energy_inputs`). Priced by
         `analysis.energy.attribute`, these give each named cell the share it has over the whole
         store."""
-        with self._lock:
-            return energy_inputs.neighbourhood(self._conn, None if cell_uids is None else list(cell_uids))
+        uids = None if cell_uids is None else list(cell_uids)
+        return self._reading(lambda conn: energy_inputs.neighbourhood(conn, uids))
 
     def _keyed(self, table: Table, key: str, keys: Iterable[str] | None) -> list[Any]:
         """The records of ``table`` whose ``key`` is one of ``keys`` (all of them for None)."""
@@ -492,7 +561,8 @@ class Store:
             (),
         )
         urls: dict[str, str] = {}
-        for engine, host, port, _n in rows:  # ascending counts: the most used is written last
+        for engine, address, port, _n in rows:  # ascending counts: the most used is written last
+            host = f"[{address}]" if ":" in address and not address.startswith("[") else address  # IPv6
             urls[engine] = f"http://{host}:{port}" if port else f"http://{host}"
         return urls
 

@@ -21,7 +21,7 @@ from .records import (
     error_lines,
     read_records,
 )
-from .spans import FixedIdGenerator, export_cells_as_spans
+from .spans import FixedIdGenerator, UnsentCounter, export_cells_as_spans
 
 __all__ = [
     "BUILTIN_MAPPINGS",
@@ -33,6 +33,7 @@ __all__ = [
     "Layout",
     "LiveAdoption",
     "RecordError",
+    "UnsentCounter",
     "adopt_live_cells",
     "backfill_files",
     "cell_from_record",

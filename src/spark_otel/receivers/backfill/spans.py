@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from ... import _semconv as sc
 from ...model import Cell
 from ...records.span_codec import cell_error, cell_span_attributes, cell_span_name
 
-__all__ = ["FixedIdGenerator", "export_cells_as_spans"]
+__all__ = ["FixedIdGenerator", "UnsentCounter", "export_cells_as_spans"]
 
 
 def export_cells_as_spans(cells: Iterable[Cell], tracer_provider: Any) -> int:
@@ -60,3 +62,24 @@ class FixedIdGenerator(IdGenerator):
         if self._uid is None:
             return self._random.generate_trace_id()
         return int(hashlib.sha256(self._uid.encode()).hexdigest()[:32], 16) or 1
+
+
+class UnsentCounter(SpanExporter):
+    """``inner``, counting the spans it could not send (a collector down or refusing them): the
+    SDK's batch processor only logs them, and a backfill must not say it sent what it lost."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.unsent = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            self.unsent += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
