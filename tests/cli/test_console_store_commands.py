@@ -51,3 +51,16 @@ def test_a_store_command_names_its_phase_on_a_terminal_and_prints_only_its_answe
         # Only log records (the rules' unchecked engines) reach a piped stderr, never a phase.
         assert all(line.startswith("spark-otel: warning: ") for line in piped.err.splitlines())
         assert phase not in piped.err
+
+
+def test_neighbour_cost_names_the_drawing_of_its_plot_on_a_terminal(
+    article_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    png = tmp_path / "t.png"
+    args = ["neighbour-cost", "--eval", "qwen-serial", "--store", article_store, "--plot", str(png), "--json"]
+    with stderr_on_a_terminal() as terminal:
+        assert main(args) == 0
+    assert f"drawing the timeline of qwen-serial to {png}" in terminal.getvalue()
+    json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    assert capsys.readouterr().err == f"wrote {png}\n"  # piped: the file written, no phase
