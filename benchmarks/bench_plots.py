@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import numpy
 from matplotlib.collections import PathCollection, PolyCollection
 
 from spark_otel.analysis import concurrency, neighbour_cost
@@ -54,9 +55,11 @@ def _counted(fig: Any) -> int:
     for ax in fig.axes:
         for c in ax.collections:
             if isinstance(c, PolyCollection):
-                n += int(c.get_array().sum())
+                counts = c.get_array()
+                assert counts is not None, "a hexbin without counts"
+                n += int(counts.sum())
             elif isinstance(c, PathCollection):
-                n += len(c.get_offsets())
+                n += len(numpy.asarray(c.get_offsets()))
     return n
 
 

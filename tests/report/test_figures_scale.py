@@ -99,7 +99,7 @@ def test_many_cells_on_a_timeline_are_drawn_as_one_density() -> None:
     assert density.get_label() == f"cells by their middle and tok/s (n={DENSITY_ABOVE + 1})"
     [baseline] = ax.get_lines()  # no bar per cell
     assert baseline.get_label().startswith("baseline median ")
-    assert fig.axes[1].get_ylabel() == "cells"  # the colour bar says what the shade counts
+    assert fig.axes[1].get_xlabel() == "cells per hexagon"  # the colour bar, below: the legend is right
     # At the threshold: a bar each, no density.
     [at_most] = timeline_figure(neighbour_cost("serial", cells[:DENSITY_ABOVE], [])).axes
     assert _hexbins(at_most) == []
@@ -119,6 +119,7 @@ def test_many_cells_in_the_concurrency_plot_are_one_density_panel_per_engine() -
     x_label = "cells in flight on the engine (time-weighted)"
     assert sorted(ax.get_xlabel() for ax in (nemo, qwen)) == ["", x_label]
     assert fig.get_suptitle() == "Per-cell rate against concurrency"
+    assert [ax.get_ylabel() for ax in fig.axes if not _hexbins(ax)] == ["cells per hexagon"] * 2
     # At the threshold in all: one scatter, a marker per cell.
     [ax] = concurrency_figure(concurrency(cells[: DENSITY_ABOVE - 1] + cells[-1:])).axes
     assert sum(len(c.get_offsets()) for c in ax.collections) == DENSITY_ABOVE

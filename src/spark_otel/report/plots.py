@@ -67,6 +67,8 @@ DENSITY_ABOVE = 2_000
 """More cells than this on one plot are drawn as density (hexagons shaded by how many cells fall
 in each), not one marker or bar each: markers past a few thousand merge into a solid bar and cost
 seconds to draw."""
+DENSITY_LABEL = "cells per hexagon"
+"""What a density plot's colour bar counts."""
 _HEXBINS = 60
 """Hexagons across a density plot's x axis."""
 _DENSITY_CMAP = "Blues"
@@ -158,10 +160,12 @@ def _dates() -> Any:
     return importlib.import_module("matplotlib.dates")
 
 
-def _density(ax: Any, xs: Sequence[float], ys: Sequence[float], *, label: str) -> Any:
-    """Many points as hexagons shaded by count (one call), with a colour bar saying so."""
+def _density(ax: Any, xs: Sequence[float], ys: Sequence[float], *, label: str, below: bool = False) -> Any:
+    """Many points as hexagons shaded by count (one call), with a colour bar saying so: right of
+    the axes, or ``below`` them where a legend sits to the right."""
     cells = ax.hexbin(xs, ys, gridsize=_HEXBINS, mincnt=1, cmap=_DENSITY_CMAP, linewidths=0, label=label)
-    ax.figure.colorbar(cells, ax=ax, label="cells", pad=0.01)
+    where = {"location": "bottom", "pad": 0.2, "fraction": 0.05, "aspect": 60} if below else {"pad": 0.01}
+    ax.figure.colorbar(cells, ax=ax, label=DENSITY_LABEL, **where)
     return cells
 
 
@@ -296,6 +300,7 @@ def timeline_figure(
             [at((c.start_unix_ns + c.end_unix_ns) // 2) for c in rated],
             [c.decode_rate or 0.0 for c in rated],
             label=f"cells by their middle and tok/s (n={len(rated)})",
+            below=True,
         )
     else:
         for c in rated:
