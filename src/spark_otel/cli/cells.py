@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 
 from ..views.tables import model_time, time_scales
 from ._common import add_store_argument, open_store, print_hint, print_json, print_table
+from ._console import status
 
 if TYPE_CHECKING:
+    from ..analysis.budget import CellBudget
     from ..model import Cell
     from ..store import Store
 
@@ -48,12 +50,20 @@ def run(args: argparse.Namespace) -> int:
     from ._common import COUNT
 
     COUNT.check("--limit", args.limit)
-    with open_store(args) as store:
+    with (
+        open_store(args) as store,
+        status(f"reading the {args.limit:,} most recent cells from {store.path}") as phase,
+    ):
         cells = store.cells(eval_name=args.eval_name, engine=args.engine, limit=args.limit, newest_first=True)
         if args.budget:
-            return _budget(store, cells, as_json=args.json)
-        energy = energy_shares(*store.energy_inputs(c.uid for c in cells), [c.uid for c in cells])
-        outside = 0 if cells else len(store.requests_outside_cells())
+            phase.update(f"splitting the time of {len(cells):,} cells")
+            budgets = _budgets(store, cells)
+        else:
+            phase.update(f"pricing the energy of {len(cells):,} cells")
+            energy = energy_shares(*store.energy_inputs(c.uid for c in cells), [c.uid for c in cells])
+            outside = 0 if cells else len(store.requests_outside_cells())
+    if args.budget:
+        return _budget(cells, budgets, as_json=args.json)
     if args.json:
         print_json(cells_json(cells, energy))
         return 0
@@ -76,12 +86,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _budget(store: Store, cells: list[Cell], *, as_json: bool) -> int:
-    from ..analysis.budget import cell_budgets, eval_budgets
-    from ..views.budget import PHASE_NOTES, budget_table, eval_budget_table
+def _budgets(store: Store, cells: list[Cell]) -> list[CellBudget]:
+    from ..analysis.budget import cell_budgets
 
     requests = [r for c in cells for r in store.requests(cell_uid=c.uid)]
-    budgets = cell_budgets(cells, requests, store.server_timings(r.uid for r in requests))
+    return cell_budgets(cells, requests, store.server_timings(r.uid for r in requests))
+
+
+def _budget(cells: list[Cell], budgets: list[CellBudget], *, as_json: bool) -> int:
+    from ..analysis.budget import eval_budgets
+    from ..views.budget import PHASE_NOTES, budget_table, eval_budget_table
+
     per_eval = eval_budgets(budgets, cells)
     if as_json:
         print_json(

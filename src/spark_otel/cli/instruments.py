@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..report.inputs import DEFAULT_BIN_S, read_inputs, verdicts_of
 from ._common import add_store_argument, open_store, print_hint, print_json, print_table
+from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.gauges import InstrumentsReport
@@ -92,12 +93,17 @@ def run(args: argparse.Namespace) -> int:
     from ._common import Bounds
 
     Bounds(above=0, at_most=86_400).check("--bin", args.bin_s)
-    with open_store(args) as store:
-        try:
-            inputs = read_inputs(store, source=args.intervals, bin_s=args.bin_s)
-        except ConfigError as exc:
-            raise ConfigError(f"--bin {args.bin_s:g}: {exc}") from None
-        path = store.path
+    with status("reading the load intervals and gauges") as phase:
+        with open_store(args) as store:
+            phase.update(f"reading the load intervals and gauges from {store.path}")
+            try:
+                inputs = read_inputs(store, source=args.intervals, bin_s=args.bin_s)
+            except ConfigError as exc:
+                raise ConfigError(f"--bin {args.bin_s:g}: {exc}") from None
+            path = store.path
+        if inputs.intervals:
+            phase.update(f"grading the gauges over {len(inputs.intervals):,} {inputs.source} intervals")
+            report = verdicts_of(inputs)
     if not inputs.intervals:
         what = (
             "probe levels, engine counter scrapes or eval cells"
@@ -107,7 +113,6 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
         raise InputError(f"{path}: no load to pair the gauges with (no {what}); measure: {_MEASURE}")
-    report = verdicts_of(inputs)
     if not report.intervals:
         raise InputError(
             f"{path}: none of the {len(inputs.intervals)} {inputs.source} intervals had any token "

@@ -223,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
     if line and not args.json:
         print_hint(line)
     if args.plot:
-        _plot(args.plot, reports, time_scales(c for c in cells if c.eval_name == args.eval_name))
+        with status(f"drawing the timeline of {args.eval_name} to {args.plot}"):
+            _plot(args.plot, reports, time_scales(c for c in cells if c.eval_name == args.eval_name))
     if args.json:
         dumped = [r.model_dump(mode="json") | {"threshold": args.threshold} for r in reports]
         print_json(dumped[0] if len(dumped) == 1 else dumped)

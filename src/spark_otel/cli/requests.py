@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 
 from ._common import add_store_argument, open_store, print_hint, print_json, print_table
+from ._console import status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     COUNT.check("--limit", args.limit)
     filtered = args.eval_name is not None or args.engine is not None
-    with open_store(args) as store:
+    with open_store(args) as store, status(f"reading requests from {store.path}") as phase:
         urls = store.engine_urls()
         if args.outside_cells:
             found = store.requests_outside_cells()[::-1]
@@ -52,11 +53,13 @@ def run(args: argparse.Namespace) -> int:
                 and (args.eval_name is None or request_eval(r, engines[r.uid]) == args.eval_name)
             ]
         requests = found[: args.limit]
+        phase.update(f"reading the cells of {len(requests):,} requests")
         cells = store.cells_by_uid(r.cell_uid for r in requests if r.cell_uid)
         outside = [r for r in requests if r.cell_uid not in cells]
         loads = store.windows(kind="load") + store.windows(kind="probe") if outside else []
-    # Of those no cell holds, the ones the answers count as cells (not a recorded load's).
-    standing = {c.uid for c in requests_as_cells(outside, engine_urls=urls, windows=loads)}
+        # Of those no cell holds, the ones the answers count as cells (not a recorded load's).
+        phase.update(f"matching {len(outside):,} requests outside cells to loads")
+        standing = {c.uid for c in requests_as_cells(outside, engine_urls=urls, windows=loads)}
     if args.json:
         print_json(requests_json(requests, cells, urls, standing))
         return 0

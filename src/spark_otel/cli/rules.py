@@ -27,6 +27,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ._common import Bounds, open_store, print_json, print_table
+from ._console import status
 
 if TYPE_CHECKING:
     from ..governor import RulesFile
@@ -147,5 +148,5 @@ def _catch(args: argparse.Namespace, rules: RulesFile) -> StoreCatch:
 
     recent_h = RECENT_DEFAULT_H if args.recent is None else args.recent
     RECENT_H.check("--recent", recent_h)
-    with open_store(args) as store:
+    with open_store(args) as store, status(f"matching the rules to the recent cells of {store.path}"):
         return caught_in_store(rules, store, recent_s=recent_h * 3600)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..views.tables import model_time, time_scales
 from ._common import add_store_argument, open_store, print_hint, print_json, print_table
+from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.timeouts import TimeoutVerdict
@@ -35,17 +36,21 @@ def run(args: argparse.Namespace) -> int:
     from ..views.requests import no_cells, requests_as_cells_line
     from ..views.timeouts import timeouts_table, verdict_json
 
-    with open_store(args) as store:
-        cells, windows = cells_from_store(store), store.windows()  # requests no cell holds as cells
-        scoped = [c for c in cells if args.eval_name is None or c.eval_name == args.eval_name]
-        counts = {} if scoped else store.row_counts()  # what a refusal names
-        source = str(store.path)
+    with status("reading cells") as phase:
+        with open_store(args) as store:
+            phase.update(f"reading cells and load windows from {store.path}")
+            cells, windows = cells_from_store(store), store.windows()  # requests no cell holds as cells
+            scoped = [c for c in cells if args.eval_name is None or c.eval_name == args.eval_name]
+            counts = {} if scoped else store.row_counts()  # what a refusal names
+            source = str(store.path)
+        if scoped:
+            phase.update(f"judging the timeouts of {len(scoped):,} cells")
+            verdicts = timeout_verdicts(cells, windows, eval_name=args.eval_name)
     if not scoped:
         evals = sorted({c.eval_name for c in cells})
         scope = "" if args.eval_name is None else f" of eval {args.eval_name!r}"
         stand_ins = count_requests_as_cells(cells)
         raise InputError(no_cells(source, counts, scope=scope, evals=evals, stand_ins=stand_ins))
-    verdicts = timeout_verdicts(cells, windows, eval_name=args.eval_name)
     if args.json:
         print_json([verdict_json(v) for v in verdicts])
         return 0

@@ -2,13 +2,17 @@
 
 Each plot answers one question at a glance: legends sit outside the data, the y axis is padded
 so no marker is clipped, stream counts sit on an integer axis, and a curve of one point is not
-drawn at all (the page says why instead, `plottable`).
+drawn at all (the page says why instead, `plottable`). A year of cells stays readable: a time
+axis reads in seconds, minutes, hours, then dates as the span grows (`time_axis`), and more
+cells than `DENSITY_ABOVE` are drawn as density, one hexbin call, not a solid bar of markers.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +31,9 @@ if TYPE_CHECKING:
     from .content import ReportContent
 
 __all__ = [
+    "DATES_ABOVE_S",
+    "DENSITY_ABOVE",
+    "TimeAxis",
     "budget_figure",
     "budget_png_name",
     "concurrency_figure",
@@ -45,6 +52,7 @@ __all__ = [
     "plot_timeline",
     "plottable",
     "render_images",
+    "time_axis",
     "timeline_figure",
     "timeline_png_name",
 ]
@@ -55,6 +63,19 @@ _BASELINE = "#2ca02c"
 _TIMEOUT = "#b3261e"
 _Y_PAD = 1.15
 """Headroom above the highest marker, so none is clipped and annotations fit."""
+DENSITY_ABOVE = 2_000
+"""More cells than this on one plot are drawn as density (hexagons shaded by how many cells fall
+in each), not one marker or bar each: markers past a few thousand merge into a solid bar and cost
+seconds to draw."""
+DENSITY_LABEL = "cells per hexagon"
+"""What a density plot's colour bar counts."""
+_HEXBINS = 60
+"""Hexagons across a density plot's x axis."""
+_DENSITY_CMAP = "Blues"
+DATES_ABOVE_S = 2 * 86_400
+"""A time axis longer than this reads in dates (UTC), not in time since the first cell."""
+_MINUTES_ABOVE_S = 600
+_HOURS_ABOVE_S = 6 * 3_600
 _LOAD_COLOURS = ("#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
@@ -87,6 +108,65 @@ def _pad_y(ax: Any, top: float) -> None:
 
 def _model_time(time_scale: float | None) -> str:
     return "" if not time_scale or time_scale == 1 else f", model time at {time_scale:g}x"
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """How a time axis reads: ``unit`` is "seconds", "minutes" or "hours" since ``t0_ns``, or
+    "dates": matplotlib date numbers (days since its date epoch, ``epoch_days`` after the Unix
+    one), UTC, for a long span."""
+
+    unit: str
+    t0_ns: int
+    epoch_days: float = 0.0
+
+    def at(self, unix_ns: int) -> float:
+        """Where ``unix_ns`` sits on the axis."""
+        if self.unit == "dates":
+            return unix_ns / NS_PER_S / 86_400 + self.epoch_days
+        return (unix_ns - self.t0_ns) / NS_PER_S / _UNIT_S[self.unit]
+
+    def label(self, what: str) -> str:
+        return "date (UTC)" if self.unit == "dates" else f"{self.unit} since {what}"
+
+    def format(self, ax: Any) -> None:
+        """Date ticks (matplotlib's locator and its concise labels) on a dates axis."""
+        if self.unit == "dates":
+            dates = _dates()
+            locator = dates.AutoDateLocator(tz=dates.UTC)
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=dates.UTC))
+
+
+_UNIT_S = {"seconds": 1.0, "minutes": 60.0, "hours": 3_600.0}
+
+
+def time_axis(t0_ns: int, t1_ns: int) -> TimeAxis:
+    """The unit a span from ``t0_ns`` to ``t1_ns`` reads in: seconds up to ten minutes, minutes up
+    to six hours, hours up to `DATES_ABOVE_S`, dates beyond."""
+    span = (t1_ns - t0_ns) / NS_PER_S
+    if span > DATES_ABOVE_S:
+        from datetime import UTC, datetime
+
+        return TimeAxis("dates", t0_ns, float(_dates().date2num(datetime(1970, 1, 1, tzinfo=UTC))))
+    if span > _HOURS_ABOVE_S:
+        return TimeAxis("hours", t0_ns)
+    return TimeAxis("minutes" if span > _MINUTES_ABOVE_S else "seconds", t0_ns)
+
+
+def _dates() -> Any:
+    """matplotlib's dates module (untyped: reached through Any)."""
+    _pyplot()
+    return importlib.import_module("matplotlib.dates")
+
+
+def _density(ax: Any, xs: Sequence[float], ys: Sequence[float], *, label: str, below: bool = False) -> Any:
+    """Many points as hexagons shaded by count (one call), with a colour bar saying so: right of
+    the axes, or ``below`` them where a legend sits to the right."""
+    cells = ax.hexbin(xs, ys, gridsize=_HEXBINS, mincnt=1, cmap=_DENSITY_CMAP, linewidths=0, label=label)
+    where = {"location": "bottom", "pad": 0.2, "fraction": 0.05, "aspect": 60} if below else {"pad": 0.01}
+    ax.figure.colorbar(cells, ax=ax, label=DENSITY_LABEL, **where)
+    return cells
 
 
 def plottable(curve: RateCurve) -> bool:
@@ -186,25 +266,28 @@ def neighbour_figure(result: NeighbourReport) -> Any:
     return fig
 
 
-def plot_timeline(result: NeighbourReport, *, time_scale: float | None = None) -> bytes:
+def plot_timeline(
+    result: NeighbourReport, *, time_scale: float | None = None, density_above: int = DENSITY_ABOVE
+) -> bytes:
     """`timeline_figure` as PNG bytes."""
-    return _png(timeline_figure(result, time_scale=time_scale))
+    return _png(timeline_figure(result, time_scale=time_scale, density_above=density_above))
 
 
-def timeline_figure(result: NeighbourReport, *, time_scale: float | None = None) -> Any:
+def timeline_figure(
+    result: NeighbourReport, *, time_scale: float | None = None, density_above: int = DENSITY_ABOVE
+) -> Any:
     """The eval over time: each cell a bar from its start to its end at its decode rate
     (timeouts and failures marked at their end), the other loads it ran beside shaded and
-    labelled. The neighbour cost, seen rather than tabled."""
+    labelled. The neighbour cost, seen rather than tabled. More rated cells than
+    ``density_above``: their density by middle and rate instead of a bar each. The time axis
+    reads as `time_axis` says."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
     cells = result.cells
     t0 = min((c.start_unix_ns for c in cells), default=0)
     t1 = max((c.end_unix_ns for c in cells), default=t0)
-    minutes = (t1 - t0) / NS_PER_S > 600
-    unit = 60.0 if minutes else 1.0
-
-    def at(unix_ns: int) -> float:
-        return (unix_ns - t0) / NS_PER_S / unit
+    axis = time_axis(t0, t1)
+    at = axis.at
 
     top = max((c.decode_rate or 0.0 for c in cells), default=0.0)
     top = max(top, result.baseline.p90 or 0.0)
@@ -226,7 +309,15 @@ def timeline_figure(result: NeighbourReport, *, time_scale: float | None = None)
             label=f"baseline median {result.baseline.median:.2f} tok/s (n={result.baseline.n})",
         )
     rated = [c for c in cells if c.decode_rate is not None]
-    if rated:
+    if len(rated) > density_above:
+        _density(
+            ax,
+            [at((c.start_unix_ns + c.end_unix_ns) // 2) for c in rated],
+            [c.decode_rate or 0.0 for c in rated],
+            label=f"cells by their middle and tok/s (n={len(rated)})",
+            below=True,
+        )
+    elif rated:
         # One collection for every cell's bar: a line artist per cell cost a year of cells minutes.
         from matplotlib.collections import LineCollection
 
@@ -248,8 +339,9 @@ def timeline_figure(result: NeighbourReport, *, time_scale: float | None = None)
             label=f"timed out or failed, not rated (n={len(unrated)})",
         )
     _pad_y(ax, top)
-    ax.set_xlim(0, max(at(t1), 1e-9))
-    ax.set_xlabel(f"{'minutes' if minutes else 'seconds'} since the first cell{_model_time(time_scale)}")
+    ax.set_xlim(at(t0), max(at(t1), at(t0) + 1e-9))
+    axis.format(ax)
+    ax.set_xlabel(axis.label("the first cell") + _model_time(time_scale))
     ax.set_ylabel("per-cell decode tok/s")
     ax.set_title(f"{result.label} over time", fontsize=11)
     _legend_outside(ax)
@@ -275,22 +367,39 @@ def _load_colours(touched: Sequence[WindowCost]) -> tuple[dict[str, str], str]:
     return {n: _LOAD_COLOURS[i] for i, n in enumerate(names)}, other
 
 
-def plot_concurrency(report: ConcurrencyReport) -> bytes:
+def plot_concurrency(report: ConcurrencyReport, *, density_above: int = DENSITY_ABOVE) -> bytes:
     """`concurrency_figure` as PNG bytes."""
-    return _png(concurrency_figure(report))
+    return _png(concurrency_figure(report, density_above=density_above))
 
 
-def concurrency_figure(report: ConcurrencyReport) -> Any:
-    """Per-cell decode rate against time-weighted cells in flight, one colour per engine."""
+def concurrency_figure(report: ConcurrencyReport, *, density_above: int = DENSITY_ABOVE) -> Any:
+    """Per-cell decode rate against time-weighted cells in flight, one colour per engine. More
+    cells than ``density_above`` in all: one panel per engine, each its cells' density."""
     plt = _pyplot()
+    points = {
+        engine.engine: [(c.in_flight, c.decode_rate) for c in engine.cells if c.in_flight and c.decode_rate]
+        for engine in report.engines
+    }
+    points = {engine: pts for engine, pts in points.items() if pts}
+    top = max((p[1] for pts in points.values() for p in pts), default=0.0)
+    if sum(map(len, points.values())) > density_above:
+        fig, axes = plt.subplots(
+            len(points), 1, sharex=True, sharey=True, figsize=(7.5, 1.2 + 2.8 * len(points)), squeeze=False
+        )
+        for ax, (engine, pts) in zip(axes[:, 0], points.items(), strict=True):
+            _density(ax, [p[0] for p in pts], [p[1] for p in pts], label=f"{engine} (n={len(pts)})")
+            ax.set_title(f"{engine}: {len(pts):,} cells", fontsize=9, loc="left")
+            ax.set_ylabel("per-cell decode tok/s")
+        axes[-1, 0].set_xlabel("cells in flight on the engine (time-weighted)")
+        ax = axes[0, 0]
+        ax.set_xlim(left=0)
+        _pad_y(ax, top)
+        fig.suptitle("Per-cell rate against concurrency", fontsize=11)
+        return fig
     fig, ax = plt.subplots(figsize=(7.5, 4))
-    top = 0.0
-    for engine in report.engines:
-        pts = [(c.in_flight, c.decode_rate) for c in engine.cells if c.in_flight and c.decode_rate]
-        if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7,
-                       label=f"{engine.engine} (n={len(pts)})")  # fmt: skip
-            top = max(top, *(p[1] for p in pts))
+    for engine, pts in points.items():
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7,
+                   label=f"{engine} (n={len(pts)})")  # fmt: skip
     ax.set_xlabel("cells in flight on the engine (time-weighted)")
     ax.set_ylabel("per-cell decode tok/s")
     ax.set_xlim(left=0)
