@@ -5,6 +5,7 @@ command ends in. The commands stand in as plain functions here: what is pinned i
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 
 import pytest
@@ -65,3 +66,26 @@ def test_each_kind_of_failure_exits_with_its_code_and_line(
 ) -> None:
     assert _run(_failing(exc)) == code
     assert capsys.readouterr() == ("", err)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_command_runs_with_rare_collections_and_leaves_the_thresholds_as_they_were(
+    monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    seen: list[tuple[int, int, int]] = []
+
+    def run(_args: argparse.Namespace) -> int:
+        seen.append(gc.get_threshold())
+        if fails:
+            raise RuntimeError("boom")
+        return 0
+
+    monkeypatch.setattr("spark_otel.cli.cells.run", run)
+    before = gc.get_threshold()
+    gc.set_threshold(900, 11, 12)
+    try:
+        assert main(["cells"]) == (1 if fails else 0)
+        assert gc.get_threshold() == (900, 11, 12)
+    finally:
+        gc.set_threshold(*before)
+    assert seen == [(50_000, 20, 100)]

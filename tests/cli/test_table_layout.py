@@ -6,6 +6,8 @@ column's cells are numbers; and `print_json`'s layout and `open_store`'s default
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,25 @@ def test_a_column_is_numeric_when_at_least_half_its_filled_cells_are(
 def test_json_is_indented_by_two_and_names_what_json_cannot_hold(capsys: pytest.CaptureFixture[str]) -> None:
     print_json({"store": Path("/tmp/s.sqlite"), "cells": [1, 2]})
     assert capsys.readouterr().out == '{\n  "store": "/tmp/s.sqlite",\n  "cells": [\n    1,\n    2\n  ]\n}\n'
+
+
+def test_json_larger_than_one_write_is_printed_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value = {"rows": [{"uid": f"c{k}", "rate": k / 7, "none": None} for k in range(3000)]}
+    writes: list[str] = []
+    write = sys.stdout.write
+
+    def counting(text: str) -> int:
+        writes.append(text)
+        return write(text)
+
+    monkeypatch.setattr(sys.stdout, "write", counting)
+    print_json(value)
+    assert capsys.readouterr().out == json.dumps(value, indent=2) + "\n"
+    chunks = len(list(json.JSONEncoder(indent=2).iterencode(value)))
+    assert chunks > 2 * 8192
+    assert len(writes) == chunks // 8192 + 1  # the last write carries the newline
 
 
 def test_a_command_without_a_store_option_opens_the_default_store(

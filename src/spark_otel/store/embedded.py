@@ -384,8 +384,8 @@ class Store:
 
     def _records(self, table: Table, clauses: str, params: Sequence[Any]) -> list[Any]:
         """Rows of ``table`` (``clauses``: WHERE, ORDER BY, LIMIT) as its records."""
-        sql = f"SELECT {', '.join(table.column_names)} FROM {table.name}{clauses}"
-        return [table.record(row) for row in self._select(sql, params)]
+        sql = table.select_sql + clauses
+        return self._reading(lambda conn: table.records(conn.execute(sql, params)))
 
     @staticmethod
     def _where(
@@ -547,7 +547,7 @@ class Store:
         """Result documents of one kind, oldest first, each with ``uid``, ``name``, ``created_unix_ns``
         and its ``body``."""
         where, params = self._where({"kind": kind, "name": name}, None, None, "created_unix_ns")
-        sql = f"SELECT {', '.join(DOCUMENTS.column_names)} FROM documents{where} ORDER BY created_unix_ns"
+        sql = f"{DOCUMENTS.select_sql}{where} ORDER BY created_unix_ns"
         documents = (DOCUMENTS.fields(row) for row in self._select(sql, params))
         return [{key: doc[key] for key in ("uid", "name", "created_unix_ns", "body")} for doc in documents]
 

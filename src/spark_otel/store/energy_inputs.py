@@ -26,8 +26,8 @@ EVERYTHING = (-(2**63), 2**63 - 1)
 """The span of every cell."""
 
 _ALL = object()
-_CELL_COLUMNS = ", ".join(CELLS.column_names)
-_SAMPLE_COLUMNS = ", ".join(METRIC_SAMPLES.column_names)
+_CELL_COLUMNS = ", ".join(CELLS.read_names)
+_SAMPLE_COLUMNS = ", ".join(METRIC_SAMPLES.read_names)
 
 
 def neighbourhood(
@@ -77,8 +77,8 @@ def _overlapping(conn: sqlite3.Connection, low: int, high: int) -> list[Cell]:
         f"SELECT {_CELL_COLUMNS} FROM cells {_indexed_by(conn, 'cells_end')} "
         "WHERE end_unix_ns > ? AND start_unix_ns < ?",
         (low, high),
-    ).fetchall()
-    return [CELLS.record(row) for row in rows]
+    )
+    return CELLS.records(rows)
 
 
 def _from(conn: sqlite3.Connection, name: str, gpu: object = _ALL) -> tuple[str, tuple[object, ...]]:
@@ -133,5 +133,5 @@ def _readings(conn: sqlite3.Connection, low: int, high: int) -> list[MetricSampl
                 f"SELECT {_SAMPLE_COLUMNS} {where} AND unix_ns BETWEEN ? AND ?",
                 (*params, low if lower is None else lower, high if upper is None else upper),
             )
-            out += [METRIC_SAMPLES.record(row) for row in rows]
+            out += METRIC_SAMPLES.records(rows)
     return out

@@ -5,8 +5,11 @@ these declarations, so a field added to a record is added here and nowhere else 
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -35,6 +38,45 @@ __all__ = [
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _loads(text: str) -> Any:
+    """JSON text as its value; the empty object and list (most rows' attributes) without the parser."""
+    if text == "{}":
+        return {}
+    if text == "[]":
+        return []
+    return json.loads(text)
+
+
+class _CollectorPauses:
+    """The cyclic garbage collector off while rows become records, as it was after: building
+    100,000 records of plain values makes no cycles, yet sets off collections that scan every
+    record made so far (a third of the read's time). Reads in several threads at once: the last
+    one out restores the collector as the first one in found it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pauses = 0
+        self._was_enabled = False
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._pauses == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._pauses += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pauses -= 1
+                if self._pauses == 0 and self._was_enabled:
+                    gc.enable()
+
+
+collector_paused = _CollectorPauses()
 
 
 @dataclass(frozen=True)
@@ -77,7 +119,7 @@ def _flag(name: str, *, derived: bool = False) -> Column:
 
 
 def _json(name: str) -> Column:
-    return Column(name, "TEXT", encode=_dumps, decode=json.loads)
+    return Column(name, "TEXT", encode=_dumps, decode=_loads)
 
 
 def _enum(name: str) -> Column:
@@ -148,9 +190,20 @@ class Table:
         return tuple((c.name, c.encode) for c in self.columns)
 
     @cached_property
-    def _decoders(self) -> tuple[tuple[str, Callable[[Any], Any] | None] | None, ...]:
-        """Per column, its name and decoder; None for a derived column, which no record field takes."""
-        return tuple(None if c.derived else (c.name, c.decode) for c in self.columns)
+    def read_names(self) -> tuple[str, ...]:
+        """The columns a record is read from, in the order `fields` takes a row's values: all
+        but the derived ones, which the record derives."""
+        return tuple(c.name for c in self.columns if not c.derived)
+
+    @cached_property
+    def select_sql(self) -> str:
+        """``SELECT`` of the `read_names` from this table, for a read to add its clauses to."""
+        return f"SELECT {', '.join(self.read_names)} FROM {self.name}"
+
+    @cached_property
+    def _decoders(self) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+        """The read columns that need decoding, with their decoders."""
+        return tuple((c.name, c.decode) for c in self.columns if not c.derived and c.decode is not None)
 
     def row(self, record: Any) -> tuple[Any, ...]:
         """A record's values in column order, encoded for SQLite."""
@@ -161,17 +214,21 @@ class Table:
         return tuple(values)
 
     def fields(self, row: Sequence[Any]) -> dict[str, Any]:
-        """A row (its values in column order) as the record's fields, decoded."""
-        return {
-            decoder[0]: value if decoder[1] is None or value is None else decoder[1](value)
-            for decoder, value in zip(self._decoders, row, strict=True)
-            if decoder is not None
-        }
+        """A row (its values in `read_names` order) as the record's fields, decoded."""
+        values = dict(zip(self.read_names, row, strict=True))
+        for name, decode in self._decoders:
+            value = values[name]
+            if value is not None:
+                values[name] = decode(value)
+        return values
 
-    def record(self, row: Sequence[Any]) -> Any:
-        """A row as its record type (a `Cell`, a `Request`, ...)."""
+    def records(self, rows: Iterable[Sequence[Any]]) -> list[Any]:
+        """Rows (their values in `read_names` order) as the table's record type (a `Cell`, a
+        `Request`, ...), validated as any record is; ``rows`` may be a cursor, read as they are built."""
         assert self.record_type is not None, f"table {self.name} holds no record type"
-        return self.record_type(**self.fields(row))
+        validate, fields = self.record_type.model_validate, self.fields
+        with collector_paused():
+            return [validate(fields(row)) for row in rows]
 
 
 CELL_BUDGET_COLUMNS = tuple(
