@@ -175,6 +175,8 @@ class CellState:
                 self._first_chunk_ns = min(firsts)
             first = self._first_chunk_ns
             tokens = self.completion_tokens
+            if tokens is None and self._done_chunks:  # streams that ended without reporting usage
+                tokens = self._done_chunks
             if running:
                 tokens = (tokens or 0) + sum(n for _, n in running)
             rate = self._rate_window.rate(now_real, chunks, first, scale=_clock.rate())
@@ -369,8 +371,9 @@ class cell:
             rules = governor.rules()
             if rules is None:
                 return governor, InFlight(
-                    self.engine, self.eval_name, self.cell_class, self.deadline_s is not None
-                )
+                    self.engine, self.eval_name, self.cell_class, self.deadline_s is not None,
+                    deadline_s=self.deadline_s,
+                )  # fmt: skip
             seen = profile(
                 rules,
                 engine=self.engine,
@@ -381,8 +384,9 @@ class cell:
             )
             has_deadline = self.deadline_s is not None
             return governor, InFlight(
-                self.engine, self.eval_name, seen.cell_class, has_deadline, seen.ceiling_bound
-            )
+                self.engine, self.eval_name, seen.cell_class, has_deadline, seen.ceiling_bound,
+                deadline_s=self.deadline_s,
+            )  # fmt: skip
         except GovernorError:
             raise  # fail-closed, as the user asked: before the cell starts
         except Exception as exc:
