@@ -210,3 +210,20 @@ def test_an_unknown_govern_value_is_warned_once_and_read_as_unset(
     with caplog.at_level("WARNING"):
         assert governor.governor_from_environment() is None
     assert "SPARK_OTEL_GOVERN='adaptiv': expected adaptive, static or off" in caplog.text
+
+
+def test_a_declared_max_tokens_is_the_length_until_a_cell_of_the_eval_ends(
+    state_path: Path, tracer_provider, meter_provider
+) -> None:
+    g = govern(state=state_path, adaptive=True)
+    with cell(
+        "serial", "s0", engine="qwen", deadline_s=1000, max_tokens=700,
+        tracer_provider=tracer_provider, meter_provider=meter_provider,
+    ):  # fmt: skip
+        (slot,) = g.state._held
+        g.state.renew({slot: LiveProgress(10.0, 100, 10.0)})
+        decision = _attempt(g, NEIGHBOUR, "n0")
+    assert decision.verdict is not None
+    assert decision.verdict.reason is SlackReason.SLACK
+    assert decision.verdict.projection is not None
+    assert decision.verdict.projection.finish_s == pytest.approx(10 + 600 / 7.0)
