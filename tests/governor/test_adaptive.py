@@ -227,3 +227,28 @@ def test_a_declared_max_tokens_is_the_length_until_a_cell_of_the_eval_ends(
     assert decision.verdict.reason is SlackReason.SLACK
     assert decision.verdict.projection is not None
     assert decision.verdict.projection.finish_s == pytest.approx(10 + 600 / 7.0)
+
+
+def test_until_its_stream_shows_a_rate_a_cell_is_projected_at_its_evals_last_rate(state_path: Path) -> None:
+    g = Governor(None, state_path=state_path, adaptive=True)
+    done = _admit(g, SERIAL, "s0")
+    g.state.release(done, SERIAL, LiveProgress(100.0, 1000, 10.0))
+    slot = _admit(g, SERIAL, "s1")
+    g.state.renew({slot: LiveProgress(1.0, None, None)})  # publishing; no chunk yet
+    decision = _attempt(g, NEIGHBOUR, "n0")
+    assert decision.verdict is not None
+    assert decision.verdict.projection is not None
+    assert decision.verdict.projection.rate_used == pytest.approx(7.0)
+    assert decision.verdict.projection.finish_s == pytest.approx(1 + 1000 / 7.0)
+
+
+def test_a_cell_of_an_eval_that_never_streams_cannot_be_projected(state_path: Path) -> None:
+    g = Governor(None, state_path=state_path, adaptive=True)
+    done = _admit(g, SERIAL, "s0")
+    g.state.release(done, SERIAL, LiveProgress(100.0, 1000, None))  # answered whole: no rate
+    slot = _admit(g, SERIAL, "s1")
+    g.state.renew({slot: LiveProgress(50.0, None, None)})
+    decision = _attempt(g, NEIGHBOUR, "n0")
+    assert decision.slot is None
+    assert decision.verdict is not None
+    assert decision.verdict.reason is SlackReason.RATE_UNKNOWN

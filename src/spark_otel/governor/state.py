@@ -258,7 +258,8 @@ def _cell(row: sqlite3.Row) -> InFlight:
 
 def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int) -> BoxNow:
     """The facts the deadline-slack law needs: each ceiling-bound cell in flight (its progress as
-    last published within the lease, its eval's longest completed cell), and the next cell of each
+    last published within the lease, its eval's longest completed cell; until its stream shows a
+    rate, the rate its eval's last cell ended at, while it publishes), and the next cell of each
     ceiling-bound eval between two of its cells (within ``gap_ns`` of its last end; never the
     candidate's own eval on its engine: the candidate is that next cell)."""
     slots = list(conn.execute("SELECT * FROM slots"))
@@ -277,6 +278,10 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
             continue
         since = max(recent_ns, row["admitted_ns"])
         unseen = sum(1 for other in slots if other["id"] != row["id"] and other["admitted_ns"] > since)
+        past = history.get((cell.engine, cell.eval_name))
+        rate = live.rate if live is not None else None
+        if live is not None and rate is None:  # publishing, no rate yet: its eval's last cell's
+            rate = _last_rate(past)
         protected.append(
             Protected(
                 row["cell_id"],
@@ -285,8 +290,8 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
                 cell.deadline_s,
                 live.elapsed_s if live is not None else 0.0,
                 live.tokens if live is not None else None,
-                live.rate if live is not None else None,
-                _expected(history.get((cell.engine, cell.eval_name)), cell.max_tokens),
+                rate,
+                _expected(past, cell.max_tokens),
                 unseen,
             )
         )
@@ -298,9 +303,17 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
         cell = _cell_between(row)
         if not cell.bound or cell.deadline_s is None:
             continue
-        rate = row["last_rate"] if "last_rate" in row.keys() else None  # noqa: SIM118  (`in` a Row looks at its values)
         protected.append(
-            Protected(None, cell.engine, cell.eval_name, cell.deadline_s, 0.0, 0, rate, _expected(row, None))
+            Protected(
+                None,
+                cell.engine,
+                cell.eval_name,
+                cell.deadline_s,
+                0.0,
+                0,
+                _last_rate(row),
+                _expected(row, None),
+            )
         )
     return BoxNow(protected, widths, rates)
 
@@ -312,6 +325,14 @@ def _cell_between(row: sqlite3.Row) -> InFlight:
         row["engine"], row["eval_name"], row["cell_class"], bool(row["has_deadline"]),
         None if bound is None else bool(bound), row["deadline_s"] if "deadline_s" in keys else None,
     )  # fmt: skip
+
+
+def _last_rate(present: sqlite3.Row | None) -> float | None:
+    """The live rate the eval's last cell on the engine ended at, if it streamed."""
+    if present is None or "last_rate" not in present.keys():  # noqa: SIM118  (`in` a Row looks at its values)
+        return None
+    rate: float | None = present["last_rate"]
+    return rate
 
 
 def _expected(present: sqlite3.Row | None, max_tokens: int | None) -> float | None:
