@@ -123,6 +123,14 @@ CELL_CLASS = "spark_otel.cell.class"  # the cell class the governor admitted it 
 CELL_LEASE_LAPSED = "spark_otel.cell.lease_lapsed"  # True: its governor lease lapsed while it ran
 CELL_LEASE_LAPSED_S = "spark_otel.cell.lease_lapsed_s"  # real s past its lease when its runner noticed
 CELL_SLOT_TAKEN = "spark_otel.cell.slot_taken"  # True: its slot went to another cell while it was lapsed
+# The deadline-slack law (adaptive governing): what the cell was admitted on, and its last hold.
+CELL_ADAPTIVE_REASON = "spark_otel.cell.adaptive.reason"  # why the law admitted it
+CELL_ADAPTIVE_PROTECTED = "spark_otel.cell.adaptive.protected_cell"  # the tightest protected cell
+CELL_ADAPTIVE_FINISH_S = "spark_otel.cell.adaptive.projected_finish_s"  # that cell's projected end, model s
+CELL_ADAPTIVE_MARGIN = "spark_otel.cell.adaptive.margin"  # (ceiling - projected finish) / ceiling
+CELL_ADAPTIVE_RATE = "spark_otel.cell.adaptive.rate_used"  # its rate projected after the admission, tok/s
+CELL_ADAPTIVE_HELD_REASON = "spark_otel.cell.adaptive.held_reason"  # why the law held it last, if it did
+CELL_ADAPTIVE_HELD_FOR = "spark_otel.cell.adaptive.held_for"  # the protected cell its last hold named
 # The cell's time budget (issue 17), model s: its elapsed time split by what the cell waited on.
 # first_token + decode + unsplit + other = elapsed; the governor's wait comes before elapsed.
 CELL_BUDGET_FIRST_TOKEN_S = "spark_otel.cell.budget.first_token_s"  # waiting for first tokens
@@ -185,6 +193,8 @@ GOVERNOR_SLOTS = "spark_otel.governor.slots_in_use"  # per engine: cells admitte
 GOVERNOR_QUEUE = "spark_otel.governor.queue_length"  # per engine: cells waiting
 GOVERNOR_LEASE_LAPSES = "spark_otel.governor.lease_lapses"  # counter: cells that ran past their lease
 GOVERNOR_SLOT_TAKEN = "spark_otel.governor.slot_taken"  # on lease_lapses: the slot went to another cell
+GOVERNOR_ADAPTIVE_HOLDS = "spark_otel.governor.adaptive_holds"  # counter: cells the deadline-slack law held
+GOVERNOR_HOLD_REASON = "spark_otel.governor.hold_reason"  # on adaptive_holds: why (a `SlackReason`)
 
 # Cells run for seconds to hours (the article's ceiling is 30 minutes).
 CELL_DURATION_BUCKETS_S: tuple[float, ...] = (

@@ -83,6 +83,7 @@ def check_cell_arguments(
     deadline_s: Any = None,
     workers: Any = None,
     prompt_tokens: Any = None,
+    max_tokens: Any = None,
 ) -> None:
     """`spark_otel.cell`'s arguments, checked before the cell starts: a bad one raises
     `ConfigError` naming it, so a typo fails at once instead of recording a cell no reader can
@@ -108,3 +109,7 @@ def check_cell_arguments(
         isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or prompt_tokens < 0
     ):
         raise ConfigError(f"cell(prompt_tokens={prompt_tokens!r}): expected a whole number >= 0 or None")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise ConfigError(f"cell(max_tokens={max_tokens!r}): expected a whole number >= 1 or None")

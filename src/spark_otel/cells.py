@@ -175,6 +175,8 @@ class CellState:
                 self._first_chunk_ns = min(firsts)
             first = self._first_chunk_ns
             tokens = self.completion_tokens
+            if tokens is None and self._done_chunks:  # streams that ended without reporting usage
+                tokens = self._done_chunks
             if running:
                 tokens = (tokens or 0) + sum(n for _, n in running)
             rate = self._rate_window.rate(now_real, chunks, first, scale=_clock.rate())
@@ -297,6 +299,7 @@ class cell:
         workers: int | None = None,
         cell_class: str | None = None,
         prompt_tokens: int | None = None,
+        max_tokens: int | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         **attributes: AttributeValue,
@@ -309,6 +312,7 @@ class cell:
             deadline_s=deadline_s,
             workers=workers,
             prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
         )
         self.eval_name = eval_name
         self.cell_id = cell_id
@@ -321,6 +325,9 @@ class cell:
         """The prompt's size (tokens, an estimate will do) where the runner knows it before the
         cell runs: the governor classes a long prompt as long-context at admission. Not recorded:
         the cell records the prompt tokens its requests report."""
+        self.max_tokens = max_tokens
+        """The most completion tokens the cell's answer may take, where the runner caps it: under
+        adaptive governing, its expected length until a cell of its eval has ended. Not recorded."""
         self.attributes = attributes
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
@@ -369,8 +376,9 @@ class cell:
             rules = governor.rules()
             if rules is None:
                 return governor, InFlight(
-                    self.engine, self.eval_name, self.cell_class, self.deadline_s is not None
-                )
+                    self.engine, self.eval_name, self.cell_class, self.deadline_s is not None,
+                    deadline_s=self.deadline_s, max_tokens=self.max_tokens,
+                )  # fmt: skip
             seen = profile(
                 rules,
                 engine=self.engine,
@@ -381,8 +389,9 @@ class cell:
             )
             has_deadline = self.deadline_s is not None
             return governor, InFlight(
-                self.engine, self.eval_name, seen.cell_class, has_deadline, seen.ceiling_bound
-            )
+                self.engine, self.eval_name, seen.cell_class, has_deadline, seen.ceiling_bound,
+                deadline_s=self.deadline_s, max_tokens=self.max_tokens,
+            )  # fmt: skip
         except GovernorError:
             raise  # fail-closed, as the user asked: before the cell starts
         except Exception as exc:
@@ -527,6 +536,7 @@ class cell:
             workers=self.workers,
             cell_class=self.cell_class,
             prompt_tokens=self.prompt_tokens,
+            max_tokens=self.max_tokens,
             tracer_provider=self._tracer_provider,
             meter_provider=self._meter_provider,
             **self.attributes,

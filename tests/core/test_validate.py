@@ -133,6 +133,7 @@ def test_the_year_is_the_utc_year_in_any_time_zone(tokyo: None) -> None:
         {"eval_name": "golden"},
         {"eval_name": "golden", "cell_id": "B#1", "engine": "qwen", "deadline_s": 0.5, "workers": 1},
         {"eval_name": "golden", "deadline_s": 1800, "workers": MAX_COUNT - 1},
+        {"eval_name": "golden", "max_tokens": 1},
     ],
 )
 def test_good_cell_arguments_pass(kwargs: dict[str, Any]) -> None:
@@ -158,6 +159,13 @@ def test_good_cell_arguments_pass(kwargs: dict[str, Any]) -> None:
         *(
             ({"eval_name": "e", "workers": bad}, f"cell(workers={bad!r}): expected a whole number >= 1")
             for bad in (True, 2.0, "2", 0, MAX_COUNT)
+        ),
+        *(
+            (
+                {"eval_name": "e", "max_tokens": bad},
+                f"cell(max_tokens={bad!r}): expected a whole number >= 1 or None",
+            )
+            for bad in (True, 2.0, "2", 0, -1)
         ),
     ],
 )

@@ -11,6 +11,8 @@ are freed within seconds. See docs/governor.md.
     decision   the admission decision (`holding_rule`), pure, over a `RulesFile`
                (`spark_otel.records.rules_file`, the rules as data)
     classing   a cell's class and whether it is ceiling-bound, known at admission
+    slack      the deadline-slack control law (adaptive governing), pure
+    costs      what one more neighbour costs a cell's rate, learned from the live rates
     matching   which cells each rule catches (in a store's recent cells, in the lanes now)
     state      the shared state file: slots (with each cell's live progress), the queue, leases
     admission  `Governor`: waiting, holding and releasing a slot; fail-open or fail-closed
@@ -21,11 +23,13 @@ from __future__ import annotations
 import os
 import threading
 
+from .._guard import warn_once
 from ..records.rules_file import RulesFile, load_rules, parse_rules
 from .admission import Admission, Governor, GovernorError
 from .decision import holding_rule
 
 __all__ = [
+    "GOVERN_ENV",
     "RULES_ENV",
     "STATE_ENV",
     "Admission",
@@ -42,6 +46,9 @@ __all__ = [
 ]
 
 RULES_ENV = "SPARK_OTEL_RULES"
+GOVERN_ENV = "SPARK_OTEL_GOVERN"
+"""``adaptive``: the deadline-slack law, with or without ``$SPARK_OTEL_RULES``; ``off``: no
+governing at all, whatever else is set; ``static`` (or unset): the rules file alone."""
 STATE_ENV = "SPARK_OTEL_GOVERNOR_STATE"
 FAIL_CLOSED_ENV = "SPARK_OTEL_RULES_FAIL_CLOSED"
 
@@ -51,19 +58,23 @@ _lock = threading.Lock()
 
 
 def govern(
-    rules: str | os.PathLike[str],
+    rules: str | os.PathLike[str] | None = None,
     *,
     state: str | os.PathLike[str] | None = None,
     fail_closed: bool = False,
+    adaptive: bool = False,
 ) -> Governor:
     """Enforce the rules file ``rules`` on every cell this process enters from now on; replaces
-    any governor in force. ``state``: the shared state file (default: beside the embedded store,
-    or ``$SPARK_OTEL_GOVERNOR_STATE``). ``fail_closed``: raise `GovernorError` before a cell
-    starts when the governor cannot decide, instead of letting it run unthrottled."""
+    any governor in force. ``adaptive``: also admit a cell only while every ceiling-bound cell on
+    the box stays projected to finish under its ceiling with a margin (the deadline-slack law;
+    ``rules`` may then be None, and the rules, if any, stay in force as caps). ``state``: the
+    shared state file (default: beside the embedded store, or ``$SPARK_OTEL_GOVERNOR_STATE``).
+    ``fail_closed``: raise `GovernorError` before a cell starts when the governor cannot decide,
+    instead of letting it run unthrottled."""
     global _current
     if state is None:
         state = os.environ.get(STATE_ENV) or None
-    governor = Governor(rules, state_path=state, fail_closed=fail_closed)
+    governor = Governor(rules, state_path=state, fail_closed=fail_closed, adaptive=adaptive)
     with _lock:
         old, _current = _current, governor
     if old is not None:
@@ -88,15 +99,25 @@ def current_governor() -> Governor | None:
 
 def governor_from_environment() -> Governor | None:
     """The governor in force; on the process's first call, `govern` with ``$SPARK_OTEL_RULES``
-    (and ``$SPARK_OTEL_RULES_FAIL_CLOSED=1``) when set and no governor is in force yet. The
-    first cell calls it, so the environment is read then, never at import."""
+    (and ``$SPARK_OTEL_RULES_FAIL_CLOSED=1``) and ``$SPARK_OTEL_GOVERN`` when set and no
+    governor is in force yet; ``SPARK_OTEL_GOVERN=off`` governs nothing, even a governor set in
+    code. The first cell calls it, so the environment is read then, never at import."""
     global _environment_read
+    mode = os.environ.get(GOVERN_ENV, "").strip().lower()
+    if mode == "off":
+        return None
     if _environment_read:
         return _current
     with _lock:
         first, _environment_read = not _environment_read, True
-    path = os.environ.get(RULES_ENV)
-    if not first or not path or _current is not None:
+    path = os.environ.get(RULES_ENV) or None
+    adaptive = mode == "adaptive"
+    if mode not in ("", "static", "adaptive"):
+        warn_once(
+            f"{GOVERN_ENV} value",
+            f"{GOVERN_ENV}={mode!r}: expected adaptive, static or off; governing as if it were unset",
+        )
+    if not first or (not path and not adaptive) or _current is not None:
         return _current
     fail_closed = os.environ.get(FAIL_CLOSED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-    return govern(path, fail_closed=fail_closed)
+    return govern(path, fail_closed=fail_closed, adaptive=adaptive)

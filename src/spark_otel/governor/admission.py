@@ -40,8 +40,10 @@ from ..live_progress import LiveProgress
 from ..model import AttributeValue
 from ..records.rules_file import RulesFile, load_rules
 from ..telemetry.instruments import instruments
+from .costs import NeighbourCosts
 from .decision import InFlight
-from .state import Decision, Lapse, Lease, SharedState, default_state_path
+from .slack import Hysteresis, SlackParams, SlackVerdict, decide
+from .state import BoxNow, Decision, Lapse, Lease, SharedState, default_state_path
 
 __all__ = ["Admission", "Governor", "GovernorError"]
 
@@ -60,6 +62,10 @@ class Admission:
     """Model seconds, like the cell's own times."""
     rule: str | None
     """The rule that held the cell back last, if any did."""
+    verdict: SlackVerdict | None = None
+    """The deadline-slack law's verdict it was admitted on (adaptive governing)."""
+    held: SlackVerdict | None = None
+    """The law's last hold of it, if it held it."""
 
     def span_attributes(self) -> dict[str, AttributeValue]:
         attrs: dict[str, AttributeValue] = {sc.CELL_QUEUE_WAIT_S: self.waited_s}
@@ -67,24 +73,51 @@ class Admission:
             attrs[sc.CELL_QUEUE_RULE] = self.rule
         if self.cell.cell_class is not None:
             attrs[sc.CELL_CLASS] = self.cell.cell_class
+        if self.verdict is not None:
+            attrs[sc.CELL_ADAPTIVE_REASON] = self.verdict.reason.value
+            if self.verdict.protected is not None:
+                attrs[sc.CELL_ADAPTIVE_PROTECTED] = self.verdict.protected.name
+            if (p := self.verdict.projection) is not None:
+                attrs[sc.CELL_ADAPTIVE_FINISH_S] = round(p.finish_s, 3)
+                attrs[sc.CELL_ADAPTIVE_MARGIN] = round(p.margin, 4)
+                attrs[sc.CELL_ADAPTIVE_RATE] = round(p.rate_used, 3)
+        if self.held is not None:
+            attrs[sc.CELL_ADAPTIVE_HELD_REASON] = self.held.reason.value
+            if self.held.protected is not None:
+                attrs[sc.CELL_ADAPTIVE_HELD_FOR] = self.held.protected.name
         return attrs
+
+
+_NO_RULES = RulesFile()
 
 
 class Governor:
     """The rules in ``rules_path``, enforced through the state file at ``state_path`` (default:
-    beside the embedded store) for every process that governs with the same file."""
+    beside the embedded store) for every process that governs with the same file; with
+    ``adaptive``, the deadline-slack law (`slack`) too, on every engine, with or without rules
+    (``rules_path`` None: the law alone)."""
 
     def __init__(
         self,
-        rules_path: str | os.PathLike[str],
+        rules_path: str | os.PathLike[str] | None,
         *,
         state_path: str | os.PathLike[str] | None = None,
         fail_closed: bool = False,
         poll_s: float = POLL_S,
+        adaptive: bool = False,
+        params: SlackParams | None = None,
     ) -> None:
         if not poll_s > 0:
             raise ConfigError(f"poll_s must be positive, got {poll_s!r}")
-        self.rules_path = Path(rules_path)
+        if rules_path is None and not adaptive:
+            raise ConfigError("govern: name a rules file, or govern adaptively (adaptive=True)")
+        self.rules_path = Path(rules_path) if rules_path is not None else None
+        self.adaptive = adaptive
+        self.params = params or SlackParams()
+        self._costs = NeighbourCosts(prior=self.params.prior_factor)
+        self._memory: dict[str, Hysteresis] = {}
+        """The law's hysteresis, per candidate engine."""
+        self._law_lock = threading.Lock()
         self.fail_closed = fail_closed
         self.poll_s = poll_s
         self.state = SharedState(Path(state_path) if state_path is not None else default_state_path())
@@ -102,7 +135,10 @@ class Governor:
     # -- rules ----------------------------------------------------------------------------------------
     def rules(self) -> RulesFile | None:
         """The rules as the file says now (read again when it changed); None when it cannot be
-        read or is invalid, which fail-open logs once and fail-closed raises."""
+        read or is invalid, which fail-open logs once and fail-closed raises. Adaptive with no
+        rules file: no rules (the law alone)."""
+        if self.rules_path is None:
+            return _NO_RULES
         error: ConfigError | None = None
         try:
             info = self.rules_path.stat()
@@ -134,9 +170,26 @@ class Governor:
     # -- admission ------------------------------------------------------------------------------------
     def _governed(self, cell: InFlight) -> RulesFile | None:
         rules = self.rules()
-        if rules is None or cell.engine not in rules.engines_governed():
+        if rules is None:
             return None
-        return rules
+        if self.adaptive:
+            self._costs.measured = rules.slowdown
+            return rules
+        return rules if cell.engine in rules.engines_governed() else None
+
+    def judge(self, cell: InFlight, box: BoxNow) -> SlackVerdict:
+        """The deadline-slack law for ``cell`` on the box now, with this process's learned
+        neighbour costs and hysteresis (per candidate engine)."""
+        now_s = _clock.real_monotonic_ns() / _clock.NS_PER_S
+        with self._law_lock:
+            self._costs.observe(now_s, box.widths, box.rates)
+
+            def factor(protected: Any) -> float:
+                return self._costs.factor(protected.engine, cell.engine, box.widths)
+
+            memory = self._memory.get(cell.engine, Hysteresis())
+            verdict, self._memory[cell.engine] = decide(box.protected, factor, memory, now_s, self.params)
+        return verdict
 
     def _failed(self, exc: BaseException) -> None:
         if self.fail_closed:
@@ -236,10 +289,16 @@ class Governor:
         if admission.slot is None:
             return None
         with self._lock:
-            self._running.pop(admission.slot, None)
+            progress = self._running.pop(admission.slot, None)
         lapse = None
         try:
-            lapse = self.state.release(admission.slot, admission.cell).lapse
+            end = None
+            if progress is not None:
+                try:
+                    end = progress()
+                except Exception as exc:
+                    report_failure("governor live progress", exc)
+            lapse = self.state.release(admission.slot, admission.cell, end).lapse
         except Exception as exc:
             report_failure(f"governor state {self.state.path}", exc)
         finally:
@@ -306,6 +365,8 @@ class _Waiter:
         self.ticket: int | None = None
         self.rule: str | None = None
         self.queued = False
+        self.verdict: SlackVerdict | None = None
+        self.held: SlackVerdict | None = None
 
     def waited_real_s(self) -> float:
         return (_clock.real_monotonic_ns() - self.started_ns) / _clock.NS_PER_S
@@ -314,12 +375,26 @@ class _Waiter:
         """One try; None when the state failed (fail-open: the cell goes ungoverned)."""
         try:
             decision = self.governor.state.attempt(
-                self.cell, self.cell_id, rules, ticket=self.ticket, waited_s=self.waited_real_s()
+                self.cell,
+                self.cell_id,
+                rules,
+                ticket=self.ticket,
+                waited_s=self.waited_real_s(),
+                judge=self.governor.judge if self.governor.adaptive else None,
             )
         except Exception as exc:  # never into the user's eval: fail open (or closed, if asked)
             self.governor._failed(exc)
             return None
         self.ticket = decision.ticket
+        self.verdict = decision.verdict
+        if decision.verdict is not None and not decision.verdict.admit:
+            if self.held is None or self.held.reason is not decision.verdict.reason:
+                attrs = {sc.ENGINE: self.cell.engine, sc.GOVERNOR_HOLD_REASON: decision.verdict.reason.value}
+                try:
+                    instruments(self.meter_provider).governor_adaptive_holds.add(1, attrs)
+                except Exception as exc:
+                    report_failure("governor metrics", exc)
+            self.held = decision.verdict
         if decision.slot is None:
             self.rule = decision.rule
             if not self.queued:
@@ -340,7 +415,8 @@ class _Waiter:
                 )
             except Exception as exc:
                 report_failure("governor metrics", exc)
-        return Admission(slot, self.cell, waited, self.rule)
+        verdict = self.verdict if slot is not None else None
+        return Admission(slot, self.cell, waited, self.rule, verdict, self.held)
 
     def leave(self) -> None:
         """However the wait ended: out of the queue, and the queue gauge down."""

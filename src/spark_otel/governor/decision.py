@@ -4,7 +4,7 @@ that holds it back (or None) out. `admitted_in_order` applies it to a queue, old
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..records.rules_file import CrossEngineRule, LaneRule, LimitRule, RulesFile
 
@@ -22,6 +22,10 @@ class InFlight:
     ceiling_bound: bool | None = None
     """Ceiling-bound at admission (`classing.profile`); None (a row an older runner wrote):
     taken as ``has_deadline``, version 1's meaning."""
+    deadline_s: float | None = field(default=None, compare=False)
+    """The ceiling itself, model s: what the deadline-slack law protects (`slack`)."""
+    max_tokens: int | None = field(default=None, compare=False)
+    """The answer's declared cap: the law's expected length before any cell of the eval ended."""
 
     @property
     def bound(self) -> bool:

@@ -50,10 +50,11 @@ from .._clock import NS_PER_S
 from .._exceptions import InputError
 from .._guard import warn_once
 from .._sqlite import LOCK_NOTICE_MS, busy, use_wal
-from ..live_progress import LiveProgress
+from ..live_progress import WINDOW_S, LiveProgress
 from ..model import AttributeValue
 from ..records.rules_file import RulesFile
 from .decision import InFlight, admitted_in_order, holding_rule
+from .slack import Protected, SlackVerdict
 
 __all__ = [
     "LAPSES_SHOWN_S",
@@ -115,6 +116,12 @@ _ADDED = (
     ("slots", "live_elapsed_s", "REAL"),
     ("slots", "live_tokens", "INTEGER"),
     ("slots", "live_rate", "REAL"),
+    ("slots", "deadline_s", "REAL"),
+    ("slots", "max_tokens", "INTEGER"),
+    ("present", "deadline_s", "REAL"),
+    ("present", "done_n", "INTEGER"),
+    ("present", "done_tokens_max", "INTEGER"),
+    ("present", "last_rate", "REAL"),
 )
 """Columns added since the first state files, oldest first (the state file's versions): a writer
 adds them to an older file (NULL in the rows already there, which `_cell` reads as version 1's
@@ -140,6 +147,22 @@ class Decision:
     slot: int | None
     ticket: int | None
     rule: str | None
+    verdict: SlackVerdict | None = None
+    """The deadline-slack law's verdict, where it judged (adaptive governing, the rules admitting)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoxNow:
+    """What the deadline-slack law reads of the box at one admission attempt."""
+
+    protected: list[Protected]
+    widths: dict[str, int]
+    """Cells in flight per engine."""
+    rates: list[tuple[str, float]]
+    """Each in-flight cell's (engine, live rate), where it published one within the lease."""
+
+
+Judge = Callable[[InFlight, BoxNow], SlackVerdict]
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,14 +243,103 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _cell(row: sqlite3.Row) -> InFlight:
-    bound = row["ceiling_bound"] if "ceiling_bound" in row.keys() else None  # noqa: SIM118  (`in` a Row looks at its values)
+    keys = row.keys()
+    bound = row["ceiling_bound"] if "ceiling_bound" in keys else None
     return InFlight(
         row["engine"],
         row["eval_name"],
         row["cell_class"],
         bool(row["has_deadline"]),
         None if bound is None else bool(bound),
+        row["deadline_s"] if "deadline_s" in keys else None,
+        row["max_tokens"] if "max_tokens" in keys else None,
     )
+
+
+def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int) -> BoxNow:
+    """The facts the deadline-slack law needs: each ceiling-bound cell in flight (its progress as
+    last published within the lease, its eval's longest completed cell; until its stream shows a
+    rate, the rate its eval's last cell ended at, while it publishes), and the next cell of each
+    ceiling-bound eval between two of its cells (within ``gap_ns`` of its last end; never the
+    candidate's own eval on its engine: the candidate is that next cell)."""
+    slots = list(conn.execute("SELECT * FROM slots"))
+    history = {(r["engine"], r["eval_name"]): r for r in conn.execute("SELECT * FROM present")}
+    widths: dict[str, int] = {}
+    rates: list[tuple[str, float]] = []
+    protected: list[Protected] = []
+    recent_ns = now - int(WINDOW_S * NS_PER_S)
+    for row in slots:
+        cell = _cell(row)
+        widths[cell.engine] = widths.get(cell.engine, 0) + 1
+        live = _live(row, now)
+        if live is not None and live.rate is not None:
+            rates.append((cell.engine, live.rate))
+        if not cell.bound or cell.deadline_s is None:
+            continue
+        since = max(recent_ns, row["admitted_ns"])
+        unseen = sum(1 for other in slots if other["id"] != row["id"] and other["admitted_ns"] > since)
+        past = history.get((cell.engine, cell.eval_name))
+        rate = live.rate if live is not None else None
+        if live is not None and rate is None:  # publishing, no rate yet: its eval's last cell's
+            rate = _last_rate(past)
+        protected.append(
+            Protected(
+                row["cell_id"],
+                cell.engine,
+                cell.eval_name,
+                cell.deadline_s,
+                live.elapsed_s if live is not None else 0.0,
+                live.tokens if live is not None else None,
+                rate,
+                _expected(past, cell.max_tokens),
+                unseen,
+            )
+        )
+    running = {(c.engine, c.eval_name) for c in map(_cell, slots)}
+    for key, row in history.items():
+        mine = key == (candidate.engine, candidate.eval_name)
+        if key in running or mine or row["last_end_ns"] < now - gap_ns:
+            continue
+        cell = _cell_between(row)
+        if not cell.bound or cell.deadline_s is None:
+            continue
+        protected.append(
+            Protected(
+                None,
+                cell.engine,
+                cell.eval_name,
+                cell.deadline_s,
+                0.0,
+                0,
+                _last_rate(row),
+                _expected(row, None),
+            )
+        )
+    return BoxNow(protected, widths, rates)
+
+
+def _cell_between(row: sqlite3.Row) -> InFlight:
+    keys = row.keys()
+    bound = row["ceiling_bound"] if "ceiling_bound" in keys else None
+    return InFlight(
+        row["engine"], row["eval_name"], row["cell_class"], bool(row["has_deadline"]),
+        None if bound is None else bool(bound), row["deadline_s"] if "deadline_s" in keys else None,
+    )  # fmt: skip
+
+
+def _last_rate(present: sqlite3.Row | None) -> float | None:
+    """The live rate the eval's last cell on the engine ended at, if it streamed."""
+    if present is None or "last_rate" not in present.keys():  # noqa: SIM118  (`in` a Row looks at its values)
+        return None
+    rate: float | None = present["last_rate"]
+    return rate
+
+
+def _expected(present: sqlite3.Row | None, max_tokens: int | None) -> float | None:
+    """The eval's longest completed cell on the engine, else the declared cap, else unknown."""
+    if present is not None and "done_tokens_max" in present.keys() and present["done_n"]:  # noqa: SIM118
+        return float(present["done_tokens_max"])
+    return float(max_tokens) if max_tokens is not None else None
 
 
 def _live(row: sqlite3.Row, now: int) -> LiveProgress | None:
@@ -438,10 +550,18 @@ class SharedState:
         return _clock.real_wall_ns() + int(LEASE_S * NS_PER_S)
 
     def attempt(
-        self, cell: InFlight, cell_id: str | None, rules: RulesFile, *, ticket: int | None, waited_s: float
+        self,
+        cell: InFlight,
+        cell_id: str | None,
+        rules: RulesFile,
+        *,
+        ticket: int | None,
+        waited_s: float,
+        judge: Judge | None = None,
     ) -> Decision:
-        """Admit ``cell`` if the rules and the queue allow it now; else queue it (or keep its
-        ``ticket``) and say which rule holds it."""
+        """Admit ``cell`` if the rules and the queue allow it now, and ``judge`` (the
+        deadline-slack law, adaptive governing) too; else queue it (or keep its ``ticket``) and
+        say which rule, or what projection, holds it."""
         with self._transaction() as conn:
             now = _clock.real_wall_ns()
             flying = [_cell(r) for r in conn.execute("SELECT * FROM slots")]
@@ -464,6 +584,11 @@ class SharedState:
             verdicts = admitted_in_order(
                 [_cell(r) for r in queue[: mine + 1]], flying, rules, present=present
             )
+            verdict = judge(cell, box_now(conn, cell, now, gap_ns)) if verdicts[-1] and judge else None
+            if verdict is not None and not verdict.admit:
+                rule = verdict.describe()
+                conn.execute("UPDATE waiting SET rule = ? WHERE ticket = ?", (rule, ticket))
+                return Decision(None, ticket, rule, verdict)
             if verdicts[-1]:
                 conn.execute("DELETE FROM waiting WHERE ticket = ?", (ticket,))
                 slot = self._insert(conn, "slots", cell, cell_id, admitted_ns=now, waited_s=waited_s)
@@ -477,7 +602,7 @@ class SharedState:
             if not self._held:
                 self._lease_until_ns = lease
             self._held[slot] = _Held(slot, cell, cell_id, now, waited_s)
-        return Decision(slot, None, None)
+        return Decision(slot, None, None, verdict)
 
     def _insert(
         self, conn: sqlite3.Connection, table: str, cell: InFlight, cell_id: str | None, **more: float
@@ -495,24 +620,35 @@ class SharedState:
             "cell_id": cell_id,
             **more,
         }
+        if table == "slots":
+            values.update(deadline_s=cell.deadline_s, max_tokens=cell.max_tokens)
         sql = f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
         row = conn.execute(sql, tuple(values.values())).lastrowid
         assert row is not None
         return row
 
-    def release(self, slot: int, cell: InFlight) -> Released:
-        """The cell ended: free its slot, note when its eval last ran on its engine, and say
-        whether its lease lapsed while it ran."""
+    def release(self, slot: int, cell: InFlight, end: LiveProgress | None = None) -> Released:
+        """The cell ended: free its slot, note when its eval last ran on its engine (and, from
+        ``end``, its progress at the end: the eval's longest cell and last rate, which the
+        deadline-slack law projects its next cells from), and say whether its lease lapsed
+        while it ran."""
         held: _Held | None = None
         try:
             with self._transaction() as conn:
                 held = self._forget(slot)  # under the lock: no transaction puts it back now
+                tokens = end.tokens if end is not None and end.tokens else None
                 conn.execute("DELETE FROM slots WHERE id = ?", (held.row if held is not None else slot,))
                 conn.execute(
                     "INSERT INTO present (engine, eval_name, cell_class, has_deadline, last_end_ns,"
-                    " ceiling_bound) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (engine, eval_name) DO UPDATE"
+                    " ceiling_bound, deadline_s, done_n, done_tokens_max, last_rate)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (engine, eval_name) DO UPDATE"
                     " SET last_end_ns = excluded.last_end_ns, has_deadline = excluded.has_deadline,"
-                    " cell_class = excluded.cell_class, ceiling_bound = excluded.ceiling_bound",
+                    " cell_class = excluded.cell_class, ceiling_bound = excluded.ceiling_bound,"
+                    " deadline_s = excluded.deadline_s,"
+                    " done_n = COALESCE(present.done_n, 0) + excluded.done_n,"
+                    " done_tokens_max = MAX(COALESCE(present.done_tokens_max, 0),"
+                    " COALESCE(excluded.done_tokens_max, 0)),"
+                    " last_rate = COALESCE(excluded.last_rate, present.last_rate)",
                     (
                         cell.engine,
                         cell.eval_name,
@@ -520,6 +656,10 @@ class SharedState:
                         int(cell.has_deadline),
                         _clock.real_wall_ns(),
                         None if cell.ceiling_bound is None else int(cell.ceiling_bound),
+                        cell.deadline_s,
+                        int(tokens is not None),
+                        tokens,
+                        end.rate if end is not None else None,
                     ),
                 )
         finally:

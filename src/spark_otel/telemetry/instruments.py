@@ -43,6 +43,7 @@ class Instruments:
     governor_slots: UpDownCounter
     governor_queue: UpDownCounter
     governor_lease_lapses: Counter
+    governor_adaptive_holds: Counter
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +125,10 @@ SPECS: tuple[InstrumentSpec, ...] = (
         "governor_lease_lapses", "counter", sc.GOVERNOR_LEASE_LAPSES, "{cell}",
         "Governed cells whose lease lapsed while they ran (their process stopped or starved past "
         "it), per engine and eval; slot_taken: another cell was admitted in their slot meanwhile.",
+    ),
+    InstrumentSpec(
+        "governor_adaptive_holds", "counter", sc.GOVERNOR_ADAPTIVE_HOLDS, "{cell}",
+        "Cells the deadline-slack law held, per engine and reason (each cell once per reason).",
     ),
 )  # fmt: skip
 """Every instrument spark-otel records, in one table: `Instruments` and the bulk histograms
