@@ -113,7 +113,7 @@ class LimitRule(_Rule):
         """The narrow form: it names an eval, so it holds that eval's runs under that name only."""
         return self.eval is not None
 
-    def selects(self, eval_name: str, cell_class: str | None, ceiling_bound: bool = False) -> bool:
+    def selects(self, eval_name: str, cell_class: str | None, ceiling_bound: bool) -> bool:
         return (
             (self.eval is None or self.eval == eval_name)
             and (self.cell_class is None or self.cell_class == cell_class)
