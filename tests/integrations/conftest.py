@@ -7,10 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.inspect_runs import inspect_env
+from tests.support.inspect_runs import inspect_env, point_inspect_at, store_for_test
 
-import spark_otel
-from spark_otel.instrumentation import SparkOtelInstrumentor
 from spark_otel.sim import Box, run_box
 
 SPEED = 50.0
@@ -25,25 +23,13 @@ def box() -> Iterator[Box]:
 
 @pytest.fixture
 def inspect_box(box: Box, monkeypatch: pytest.MonkeyPatch) -> Box:
-    """The box, with Inspect's providers pointed at it. Inspect memoizes a model by its name, not
-    by the base URL its provider read from the environment: a model kept from an earlier test would
-    call that test's stopped box (and back off for minutes), so each test starts with none."""
-    import inspect_ai.model._model as inspect_models
-
-    monkeypatch.setattr(inspect_models, "_models", {})
-    for name, value in inspect_env(box.url("qwen")).items():
-        monkeypatch.setenv(name, value)
-    for name in ("SPARK_OTEL_INSPECT", "SPARK_OTEL_EVAL", "SPARK_OTEL_ENGINE", "SPARK_OTEL_RULES"):
-        monkeypatch.delenv(name, raising=False)
+    """The box, with Inspect's providers pointed at it (no model kept from an earlier test)."""
+    point_inspect_at(monkeypatch, inspect_env(box.url("qwen")))
     return box
 
 
 @pytest.fixture
 def store_path(tmp_path: Path, clean_env: None) -> Iterator[Path]:
     """The store this test's cells and requests go to; nothing instrumented or configured after."""
-    path = tmp_path / "store.sqlite"
-    spark_otel.configure(store=path)
-    yield path
-    if SparkOtelInstrumentor().is_instrumented:
-        spark_otel.uninstrument()
-    spark_otel.shutdown()
+    with store_for_test(tmp_path / "store.sqlite") as path:
+        yield path

@@ -10,45 +10,40 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
-from tests.support.inspect_runs import cells_by_id, qa_task, samples_by_cell_id, usage_of
+from tests.support.inspect_runs import (
+    cells_by_id,
+    point_inspect_at,
+    qa_task,
+    samples_by_cell_id,
+    store_for_test,
+    usage_of,
+)
 from tests.support.llama_server import LlamaServer
 
 import spark_otel
-from spark_otel.instrumentation import SparkOtelInstrumentor
 from spark_otel.model import CellStatus
 from spark_otel.store import Store
 
 
 @pytest.fixture
 def inspect_llama(llama: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> LlamaServer:
-    """The server, with Inspect's ``openai-api/llama`` provider pointed at it, offline. Inspect
-    memoizes a model by its name, not by the base URL its provider read from the environment, so
-    the test starts with none (as tests/integrations/conftest.py does)."""
-    import inspect_ai.model._model as inspect_models
-
-    monkeypatch.setattr(inspect_models, "_models", {})
-    for name, value in {
+    """The server, with Inspect's ``openai-api/llama`` provider pointed at it, offline."""
+    env = {
         "LLAMA_BASE_URL": llama.url + "/v1",
         "LLAMA_API_KEY": "none",
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "INSPECT_LOG_LEVEL": "warning",
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("SPARK_OTEL_INSPECT", "SPARK_OTEL_EVAL", "SPARK_OTEL_ENGINE", "SPARK_OTEL_RULES"):
-        monkeypatch.delenv(name, raising=False)
+    }
+    point_inspect_at(monkeypatch, env)
     return llama
 
 
 @pytest.fixture
 def store_path(tmp_path: Path, clean_env: None) -> Iterator[Path]:
     """The store the cells go to; nothing instrumented or configured after."""
-    path = tmp_path / "store.sqlite"
-    spark_otel.configure(store=path)
-    yield path
-    if SparkOtelInstrumentor().is_instrumented:
-        spark_otel.uninstrument()
-    spark_otel.shutdown()
+    with store_for_test(tmp_path / "store.sqlite") as path:
+        yield path
 
 
 def test_each_sample_is_an_ok_cell_with_inspects_own_tokens(

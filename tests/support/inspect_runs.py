@@ -10,6 +10,9 @@ Inspect keeps the grader's usage apart from the solver's in each sample's ``mode
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -44,6 +47,36 @@ def inspect_env(base_url: str) -> dict[str, str]:
         "HF_DATASETS_OFFLINE": "1",
         "INSPECT_LOG_LEVEL": "warning",
     }
+
+
+def point_inspect_at(monkeypatch: Any, env: dict[str, str]) -> None:
+    """Inspect's providers pointed where ``env`` says, spark-otel's own variables unset, and no
+    model memoized: Inspect memoizes a model by its name, not by the base URL its provider read
+    from the environment, so a model kept from an earlier test would call that test's stopped
+    engine (and back off for minutes)."""
+    import inspect_ai.model._model as inspect_models
+
+    monkeypatch.setattr(inspect_models, "_models", {})
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for name in ("SPARK_OTEL_INSPECT", "SPARK_OTEL_EVAL", "SPARK_OTEL_ENGINE", "SPARK_OTEL_RULES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@contextmanager
+def store_for_test(path: Path) -> Iterator[Path]:
+    """``path`` the store this test's cells and requests go to; nothing instrumented or
+    configured after."""
+    import spark_otel
+    from spark_otel.instrumentation import SparkOtelInstrumentor
+
+    spark_otel.configure(store=path)
+    try:
+        yield path
+    finally:
+        if SparkOtelInstrumentor().is_instrumented:
+            spark_otel.uninstrument()
+        spark_otel.shutdown()
 
 
 def dataset(n: int) -> list[Sample]:
