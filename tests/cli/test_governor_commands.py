@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.waiting import wait_for
@@ -96,16 +97,19 @@ def test_lanes_shows_cells_in_use_and_waiting_with_the_rule_that_holds_them(
             release.wait(10)
 
     threads = [threading.Thread(target=run, args=(name,)) for name in ("first", "second")]
+
+    def lane() -> dict[str, Any]:
+        """The lane as `lanes --json` shows it; empty while the first runner is still creating
+        the state file (which `lanes` refuses until its tables are there)."""
+        code = main(["lanes", "--rules", str(rules), "--state", str(state), "--json"])
+        out = capsys.readouterr().out
+        return json.loads(out)["lanes"][0] if code == 0 else {}
+
     try:
         threads[0].start()
-        wait_for(state.exists, "the state file", 5)
+        wait_for(lambda: lane().get("in_use") == ["first"], "the first cell to be admitted", 5)
         threads[1].start()
-
-        def waiting() -> list[object]:
-            assert main(["lanes", "--rules", str(rules), "--state", str(state), "--json"]) == 0
-            return json.loads(capsys.readouterr().out)["lanes"][0]["waiting"]
-
-        wait_for(lambda: len(waiting()) == 1, "the second cell to queue", 5)
+        wait_for(lambda: len(lane().get("waiting", [])) == 1, "the second cell to queue", 5)
         assert main(["lanes", "--rules", str(rules), "--state", str(state), "--json"]) == 0
         [lane] = json.loads(capsys.readouterr().out)["lanes"]
         assert (lane["engine"], lane["cap"], lane["in_use"]) == ("q", 1, ["first"])
