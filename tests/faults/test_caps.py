@@ -194,6 +194,10 @@ def test_the_library_keeps_the_rules_checks_timeout_in_range(timeout_s: float) -
         check_engines(RulesFile(), timeout_s=timeout_s)
 
 
+def test_the_rules_checks_timeout_may_be_a_whole_hour() -> None:
+    assert check_engines(RulesFile(), timeout_s=3600) == []  # the cap itself is in range
+
+
 @pytest.mark.parametrize("gap_s", [1e308, float("inf"), 31_536_001.0])
 def test_the_library_refuses_a_merge_gap_past_a_year_instead_of_overflowing(gap_s: float) -> None:
     from spark_otel._exceptions import ConfigError
