@@ -13,25 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.wall_clock import WallClock
 
-from spark_otel import _clock
-from spark_otel._clock import NS_PER_S
 from spark_otel.governor.decision import InFlight
 from spark_otel.governor.state import LEASE_S, Lapse, SharedState, read_lanes
 from spark_otel.records.rules_file import parse_rules
 
 RULES = parse_rules("[[lane]]\nengine = 'q'\ncells = 1\n", where="test")
 A, B, C = (InFlight("q", name, None, False) for name in ("ev-a", "ev-b", "ev-c"))
-START_NS = 1_800_000_000 * NS_PER_S
-
-
-class WallClock:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.now_ns = START_NS
-        monkeypatch.setattr(_clock, "real_wall_ns", lambda: self.now_ns)
-
-    def advance(self, seconds: float) -> None:
-        self.now_ns += int(seconds * NS_PER_S)
 
 
 @pytest.fixture

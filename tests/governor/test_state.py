@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.wall_clock import START_NS, WallClock
 
-from spark_otel import _clock
 from spark_otel._clock import NS_PER_S
 from spark_otel._exceptions import InputError
 from spark_otel.governor import state as governor_state
@@ -25,16 +25,6 @@ from spark_otel.records.rules_file import parse_rules
 RULES = parse_rules("eval_gap_s = 5\n[[lane]]\nengine = 'q'\ncells = 1\n", where="test")
 A, B, C = (InFlight("q", name, None, False) for name in ("ev-a", "ev-b", "ev-c"))
 DEADLINED = InFlight("q", "ev-d", "seed", True)
-START_NS = 1_800_000_000 * NS_PER_S
-
-
-class WallClock:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.now_ns = START_NS
-        monkeypatch.setattr(_clock, "real_wall_ns", lambda: self.now_ns)
-
-    def advance(self, seconds: float) -> None:
-        self.now_ns += int(seconds * NS_PER_S)
 
 
 @pytest.fixture
