@@ -10,7 +10,6 @@ earlier run tried, and a new counterexample is found, and kept as an ``@example`
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tests.support.boxes import GAUGES_BOX_SPEED, PROBE_BOX_SPEED
 from tests.support.nsight import build_capture
+from tests.support.ports import free_ports
 
 import spark_otel
 from spark_otel import _clock, _guard
@@ -120,9 +120,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    (port,) = free_ports(1)
+    return port
 
 
 @pytest.fixture

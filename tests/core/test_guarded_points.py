@@ -25,7 +25,6 @@ import contextvars
 import inspect
 import logging
 import re
-import socket
 import sqlite3
 import sys
 import threading
@@ -53,6 +52,7 @@ from requests.structures import CaseInsensitiveDict
 from tests.support.engine_server import MODEL, LocalServer
 from tests.support.finished_spans import request_spans
 from tests.support.metrics_server import MetricsServer
+from tests.support.ports import free_ports
 
 import spark_otel
 from spark_otel import ConfigError, SparkOtelError, cells
@@ -1084,7 +1084,7 @@ def test_every_scenario_is_used_and_every_fault_names_known_scenarios() -> None:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[LocalServer]:
-    with LocalServer(_free_port()) as server:
+    with LocalServer(free_ports(1)[0]) as server:
         yield server
 
 
@@ -1093,12 +1093,6 @@ def metrics() -> Iterator[MetricsServer]:
     with MetricsServer() as server:
         server.set_text(VLLM_METRICS)
         yield server
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

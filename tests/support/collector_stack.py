@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +20,7 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 import yaml
+from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTOR_DIR = ROOT / "collector"
@@ -130,20 +130,6 @@ def resolve_otelcol(say: Callable[[str], object] | None = None, timeout_s: float
 def resolve_jaeger(say: Callable[[str], object] | None = None, timeout_s: float = 1800) -> Path | Unusable:
     """``SPARK_OTEL_JAEGER``, else the cached or freshly built ``scripts/build-jaeger.sh``."""
     return resolve_built(JAEGER, say, timeout_s)
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free 127.0.0.1 ports (held open together so none repeats)."""
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 @dataclass
