@@ -10,6 +10,10 @@ cells, and the cells whose lease lapsed while they ran in the last hour (their r
 stopped or starved past it; "slot taken": another cell was admitted in theirs meanwhile).
 Then each cell in flight: how long it has run, its tokens so far and its live decode rate, as
 its runner publishes them about once a second (no rate for a cell that has not streamed).
+Then, from the embedded store (--store, else the default, where one exists), what the adaptive
+governor decided for the latest finished cells it judged: admitted on what (slack, nothing to
+protect), the margin and the protected cell the admission rested on, how long each waited and
+why the law last held it; where the store holds no such decision, the command that records them.
 Engines whose rules are stale (now serving another model) are flagged, with the command that
 re-measures them. With rules, a second table shows which cells each rule catches now, in use
 or waiting, each as it was classed at admission: the cells it counts against its cap, and for
@@ -29,9 +33,11 @@ import os
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ._common import print_json, print_table
+from .._exceptions import InputError, StoreError
+from ._common import add_store_argument, print_hint, print_json, print_table
 
 if TYPE_CHECKING:
+    from ..analysis.adaptive_decisions import CellDecision
     from ..governor.state import LaneView
 
 _logger = logging.getLogger(__name__)
@@ -44,7 +50,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the shared state file (default: $SPARK_OTEL_GOVERNOR_STATE, else beside the store)",
     )
+    add_store_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+CELLS_READ = 500
+"""The newest cells of the store the recent decisions are looked for among."""
+DECISIONS_SHOWN = 10
+"""The recent decisions listed, newest first."""
+
+
+def _recent_decisions(args: argparse.Namespace) -> tuple[str, int, list[CellDecision]] | None:
+    """The store's path, how many of its newest cells were read, and the adaptive decisions among
+    them, newest first; None where no store exists (one named by --store must)."""
+    from pathlib import Path
+
+    from ..analysis.adaptive_decisions import cell_decision
+    from ..store import Store, default_store_path
+
+    path = Path(args.store).expanduser() if args.store else default_store_path()
+    if not path.exists():
+        if args.store:
+            raise InputError(f"{args.store}: no such store file")
+        return None
+    try:
+        with Store(path, read_only=True) as store:
+            cells = store.cells(limit=CELLS_READ, newest_first=True)
+    except (InputError, StoreError) as exc:
+        if args.store:
+            raise
+        _logger.warning("%s; no adaptive decision shown", exc)  # the lanes are still worth showing
+        return None
+    decided = [d for c in cells if (d := cell_decision(c)) is not None]
+    decided.sort(key=lambda d: d.end_unix_ns, reverse=True)
+    return str(path), len(cells), decided[:DECISIONS_SHOWN]
 
 
 def _lapses(lane: LaneView | None) -> str:
@@ -74,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
     by_engine = {lane.engine: lane for lane in lanes}
     caps = {r.engine: r.cells for r in rules.lane} if rules is not None else {}
     caught = caught_in_lanes(rules, lanes) if rules is not None else None
+    recent = _recent_decisions(args)
     if args.json:
+        from ..views.adaptive_decisions import no_decisions_line, recent_json
         from ..views.live_cells import in_flight_json
         from ..views.rule_catches import catches_json
 
@@ -110,6 +151,14 @@ def run(args: argparse.Namespace) -> int:
                     }
                     for e in engines
                 ],
+                "decisions": None
+                if recent is None
+                else {
+                    "store": recent[0],
+                    "cells_read": recent[1],
+                    "recent": recent_json(recent[2]),
+                    "note": None if recent[2] else no_decisions_line(recent[1], newest=True),
+                },
             }
         )
         return 0
@@ -152,7 +201,19 @@ def run(args: argparse.Namespace) -> int:
 
         columns, caught_rows, caught_notes = catches_table(caught)
         print_table("what each rule catches now", columns, caught_rows, notes=caught_notes)
+    if recent is not None:
+        _print_decisions(*recent)
     for e in engines:
         if e in checks and checks[e].problem is not None:
             _logger.warning("%s: %s", e, checks[e].problem)
     return 0
+
+
+def _print_decisions(store: str, cells_read: int, decided: list[CellDecision]) -> None:
+    from ..views.adaptive_decisions import no_decisions_line, recent_table
+
+    if not decided:
+        print_hint(no_decisions_line(cells_read, newest=True))
+        return
+    columns, rows, notes = recent_table(decided)
+    print_table(f"adaptive decisions, latest finished cells ({store})", columns, rows, notes=notes)

@@ -1,6 +1,9 @@
 """Write a self-contained HTML report: concurrency curves, neighbour cost, deadline outcomes and
 the advisor's queue rules, with every plot embedded (and also written as PNG files).
 
+The page says what the adaptive governor decided for the cells (what it admitted at once, what
+it held, for how long and why), and so does a line printed after the page is written.
+
 Reads the embedded store (default), an OTLP JSON trace export written by the collector's file
 exporter (--otlp-json), or eval records backfilled on the fly (--records with --mapping, into a
 temporary store that is thrown away). --eval narrows the report to one eval. The queue rules
@@ -106,4 +109,9 @@ def run(args: argparse.Namespace) -> int:
     line = requests_as_cells_line(content.requests_as_cells, content.n_cells)
     if line:
         print_hint(line)
+    if content.decisions is not None and content.decisions.any:
+        from ..views.adaptive_decisions import summary_line
+        from ..views.tables import seconds
+
+        print_hint(summary_line(content.decisions, seconds(content.scales)))
     return 0

@@ -13,6 +13,7 @@ from ..views.tables import time_scales
 from .inputs import ReportInputs
 
 if TYPE_CHECKING:
+    from ..analysis.adaptive_decisions import AdaptiveDecisions
     from ..analysis.advisor import Advice, AdvisorConfig
     from ..analysis.budget import CellBudget, EvalBudget
     from ..analysis.concurrency import ConcurrencyReport
@@ -63,6 +64,8 @@ class ReportContent:
     """A verdict for every cell that hit its ceiling."""
     requests_as_cells: int = 0
     """Of the ``n_cells``, requests no cell held, each standing in for a cell (`analysis.request_cells`)."""
+    decisions: AdaptiveDecisions | None = None
+    """What the adaptive governor decided for the cells reported on (none decided: ``any`` False)."""
 
 
 def overview_from_inputs(
@@ -105,6 +108,7 @@ def build_report(
 
         what = "cells, load windows or probe runs to report on"
         raise InputError(no_cells(inputs.source, inputs.holdings, what=what))
+    from ..analysis.adaptive_decisions import adaptive_decisions
     from ..analysis.budget import cell_budgets, eval_budgets
     from ..analysis.energy import attribute, restrict
     from ..analysis.timeouts import timeout_verdicts
@@ -138,6 +142,7 @@ def build_report(
         eval_budgets=eval_budgets(budgets, outcome_cells),
         timeouts=timeout_verdicts(inputs.cells, inputs.windows, eval_name=eval_name),
         requests_as_cells=count_requests_as_cells(inputs.cells),
+        decisions=adaptive_decisions(outcome_cells),
     )
 
 

@@ -321,6 +321,35 @@ def _outcomes_section(content: ReportContent) -> str:
     return "".join(parts)
 
 
+def _decisions_section(content: ReportContent, glossary: _Glossary) -> str:
+    """What the adaptive governor decided: a line at a glance (did it hold anything, how long,
+    why), then per eval, and the holds by reason and by the protected cell; or the command that
+    records such decisions."""
+    from ..views.adaptive_decisions import evals_table, holds_tables, no_decisions_line, summary_line
+
+    parts = ["<h2>Adaptive governor: what it admitted and held</h2>"]
+    decisions = content.decisions
+    if decisions is None or not decisions.any:
+        line = no_decisions_line(decisions.cells_seen if decisions is not None else content.n_cells)
+        parts.append(f'<p class="empty">{_code(line)}</p>')
+        return "".join(parts)
+    unit = seconds(content.scales)
+    parts.append(f'<p class="decisions-summary">{html.escape(summary_line(decisions, unit))}</p>')
+    columns, rows, notes = evals_table(decisions, unit)
+    parts.append(_table(columns, rows, warn_col=columns.index("held")))
+    parts.append(glossary.notes(columns, notes))
+    for title, columns, rows in holds_tables(decisions, unit):
+        parts.append(f"<h3>{html.escape(title[0].upper() + title[1:])}</h3>")
+        parts.append(_table(columns, rows))
+    return "".join(parts)
+
+
+def _code(text: str) -> str:
+    """``text`` escaped, its backticked commands as code."""
+    pieces = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))
+
+
 def _budget_section(content: ReportContent, images: dict[str, bytes]) -> str:
     """Where each eval's wall time went, a bar per cell; then a verdict for every timeout."""
     from ..views.budget import PHASE_NOTES, eval_budget_table
@@ -420,6 +449,7 @@ def render_html(content: ReportContent, images: dict[str, bytes]) -> str:
             _neighbour_section(content, images, glossary),
             _instruments_section(content, images),
             _outcomes_section(content),
+            _decisions_section(content, glossary),
             _budget_section(content, images),
             _advice_section(content),
             f'<ul class="warnings">{notes}</ul>' if notes else "",
