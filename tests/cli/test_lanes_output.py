@@ -229,6 +229,7 @@ def _lanes_json(url: str, *, state: str = "governor.sqlite", rules: str = "rules
                 "problem": None,
             },
         ],
+        "decisions": None,  # no store: no finished cell's decision to show
     }
 
 
@@ -347,6 +348,7 @@ def test_lanes_without_rules_shows_the_state_alone(box: Box, capsys: pytest.Capt
                 "problem": None,
             },
         ],
+        "decisions": None,  # no store: no finished cell's decision to show
     }
     assert main(["lanes", "--state", box.state]) == 0
     out, err = capsys.readouterr()
@@ -383,16 +385,18 @@ def test_lanes_help_names_each_option_and_its_default(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("COLUMNS", "96")
+    monkeypatch.setenv("SPARK_OTEL_STORE", "store.sqlite")  # the default the help names
     with pytest.raises(SystemExit) as exited:
         main(["lanes", "--help"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == (
-        "usage: spark-otel lanes [-h] [--rules FILE] [--state PATH] [--json]\n\n"
+        "usage: spark-otel lanes [-h] [--rules FILE] [--state PATH] [--store PATH] [--json]\n\n"
         f"{lanes.__doc__.strip()}\n\n"
         "options:\n"
         "  -h, --help    show this help message and exit\n"
         "  --rules FILE  the rules file (default: $SPARK_OTEL_RULES)\n"
         "  --state PATH  the shared state file (default: $SPARK_OTEL_GOVERNOR_STATE, else beside the\n"
         "                store)\n"
+        "  --store PATH  embedded store file (default: $SPARK_OTEL_STORE or store.sqlite)\n"
         "  --json        print JSON instead of tables\n"
     )

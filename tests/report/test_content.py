@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_otel import _semconv as sc
+from spark_otel.analysis.adaptive_decisions import AdaptiveDecisions
 from spark_otel.analysis.advisor import AdvisorConfig
 from spark_otel.analysis.budget import CellBudget, EvalBudget
 from spark_otel.analysis.outcomes import DeadlineOutcome
@@ -185,6 +186,7 @@ def test_a_report_of_a_curve_alone_is_in_real_time_with_nothing_else_to_show() -
         concurrency=None, neighbours=[], outcomes=[], advice=None, notes=[], time_scales={}, engine_urls={},
         scales=[1.0], answers=answers(overview_from_inputs(inputs)), energy=None, instruments=None,
         budgets=[], eval_budgets=[], timeouts=[],
+        decisions=AdaptiveDecisions(cells_seen=0, cells=0, held=0, hold_s=0.0, longest=None, evals=[]),
     )  # fmt: skip
 
 

@@ -323,6 +323,11 @@ def test_without_budgets_or_timeouts_the_section_says_why_each_is_empty() -> Non
 
 
 # -- the page -----------------------------------------------------------------------------------------
+def _empty_body(among: str) -> str:
+    """Each section's empty note; ``among``: which cells held no adaptive decision."""
+    return EMPTY_BODY.replace("{among}", among)
+
+
 EMPTY_BODY = (
     '<h2>Concurrency: what more streams buy</h2><p class="empty">No probe runs or cells recorded.</p>'
     "<h2>Neighbour cost: what other load cost an eval</h2>"
@@ -332,6 +337,9 @@ EMPTY_BODY = (
     "probe: <code>spark-otel receive --engine NAME=URL --gpu auto --interval 1</code> and "
     "<code>spark-otel probe --engine NAME=URL --streams 1,2,4,8,16</code>.</p>"
     '<h2>Deadline outcomes</h2><p class="empty">No cells recorded.</p>'
+    '<h2>Adaptive governor: what it admitted and held</h2><p class="empty">No adaptive governor decision '
+    "recorded {among}: run an eval with adaptive governing, <code>SPARK_OTEL_GOVERN=adaptive &lt;your eval "
+    "command&gt;</code>, and each cell&#x27;s span records what it was admitted or held on.</p>"
     "<h2>Where the time went</h2>"
     '<p class="empty">No cell was recorded with a time budget (a live cell() records one; older and '
     'backfilled cells have none unless their records say).</p><h3>Timeouts</h3><p class="empty">No cell hit '
@@ -361,7 +369,7 @@ def test_the_page_of_all_evals_names_its_source_counts_and_creation_minute_in_ut
     assert body == (
         "<h1>spark-otel report</h1>\n"
         '<p class="meta">From store.db: 0 cells, 2 load windows, 0 probe runs (all evals); '
-        "generated 2026-03-04 23:50 UTC.</p>\n" + EMPTY_BODY + "\n" + FOOTER
+        "generated 2026-03-04 23:50 UTC.</p>\n" + _empty_body("(no cells recorded)") + "\n" + FOOTER
     )
 
 
@@ -375,7 +383,7 @@ def test_the_page_of_one_eval_names_it_in_the_title_and_lists_the_analyses_notes
         "<h1>spark-otel report: re&lt;view&gt;</h1>\n"
         '<p class="meta">From store.db: 3 cells, 0 load windows, 0 probe runs (eval re&lt;view&gt;); '
         "generated 2026-03-04 23:50 UTC.</p>\n"
-        + EMPTY_BODY
+        + _empty_body("among these 3 cells")
         + '<ul class="warnings"><li>no baseline for &lt;x&gt;</li><li>only 1 probe</li></ul>\n'
         + FOOTER
     )

@@ -1,6 +1,7 @@
 """Builders and servers the tests share: one home for each, so no test module imports another
 (tests/test_layout.py keeps it so). One module per concept:
 
+adaptive_cells     finished cells the adaptive governor decided on, attributes by the governor's own code
 advise_store       the advise tests' small store: engine q's curve, a prompt-heavy and a generating eval
 article            the article's own rows (Appendices A, C, D) as cells, windows and curves
 backfill_checks    the checks every `backfill_files` result must pass, for the fuzz suites

@@ -157,9 +157,7 @@ def decisions_json(d: AdaptiveDecisions) -> dict[str, Any]:
 
 
 def _decision(d: CellDecision) -> str:
-    if d.reason is None:
-        return "ran ungoverned after a hold"
-    return f"admitted: {d.reason}"
+    return d.reason if d.reason is not None else "none: ran ungoverned (failed open)"
 
 
 def _held(d: CellDecision) -> str:
@@ -170,7 +168,8 @@ def _held(d: CellDecision) -> str:
 
 def recent_table(decisions: Sequence[CellDecision]) -> tuple[list[str], list[list[str]], dict[str, str]]:
     """Columns and a row per recently finished cell the law decided, newest first."""
-    columns = ["engine", "eval", "cell", "decision", "margin", "protecting", "waited s", "last held because"]
+    columns = ["engine", "eval", "cell", "admitted on", "margin", "protecting", "waited s"]
+    columns.append("last held because")
     rows = [
         [
             d.engine or "-",
@@ -185,8 +184,9 @@ def recent_table(decisions: Sequence[CellDecision]) -> tuple[list[str], list[lis
         for d in decisions
     ]
     notes = {
+        "admitted on": "why the law let it start (slack: every protected cell projected inside its margin)",
         "margin": "(ceiling - projected finish) / ceiling of the protected cell, after this admission",
-        "waited s": "model seconds it waited before it started",
+        "waited s": "seconds it waited before it started (model seconds where it ran on a model clock)",
     }
     return columns, rows, notes
 
