@@ -2,7 +2,7 @@
 the advisor's queue rules, with every plot embedded (and also written as PNG files).
 
 The page says what the adaptive governor decided for the cells (what it admitted at once, what
-it held, for how long and why), and so does a line printed after the page is written.
+it held, for how long and why), and, where it decided any, so does a line printed after the page.
 
 Reads the embedded store (default), an OTLP JSON trace export written by the collector's file
 exporter (--otlp-json), or eval records backfilled on the fly (--records with --mapping, into a
