@@ -9,19 +9,31 @@ cells) stays projected to finish under its ceiling with a margin, *after* the ad
     rate after = live rate x factor ** (1 + unseen)     (factor: what one more neighbour leaves of
                                                           the rate; unseen: cells admitted too
                                                           recently to show in the live rate yet)
-    finish     = elapsed + remaining / rate after
+    drain      = how long the candidate and every other cell in flight are expected to run yet
+    in drain   = min(remaining, rate after x drain)
+    finish     = elapsed + in drain / rate after + (remaining - in drain) / rate alone
     margin     = (ceiling - finish) / ceiling
 
-The expected length is the longest of its eval's completed cells, else the ``max_tokens`` the
-cell declared; with neither (no cell of the eval finished yet) the length is unknown, and a
-protected cell with an unknown length, or no live rate (it never streamed, its figures are older
-than the lease, or it stalled), holds every admission: what cannot be projected is protected as a
-static rule of 0 would protect it, and the reason says so.
+Drain-aware: a hold takes effect as soon as the neighbours in flight end, so an admission costs a
+protected cell only the neighbours' remaining time at the slower rate, not the rest of its own
+length; after the drain the cell decodes at ``rate alone`` (the best rate its eval's cells ended
+at, at least the live rate). Where a neighbour's length is unknown (its eval has no completed
+cell yet, or it outran them all) the drain is unbounded and the whole remainder is projected at
+the rate after the admission.
 
-Hysteresis, so the width does not oscillate: admitting, the law holds once the tightest margin
-falls below `SlackParams.hold_margin`; holding, it admits again only after the tightest margin
-stayed at or above the wider `SlackParams.admit_margin` for `SlackParams.sustain_s` real seconds.
-It never cancels a running cell: a hold only keeps the candidate waiting.
+The expected length is the ``max_tokens`` the cell declared (a bound: a deadline is lost to the
+long cells, and an eval's cells vary several-fold), else the longest of its eval's completed
+cells; with neither the length is unknown, and a protected cell with an unknown length, or no
+live rate (it never streamed, its figures are older than the lease, or it stalled), holds every
+admission: what cannot be projected is protected as a static rule of 0 would protect it, and the
+reason says so.
+
+Hysteresis, so the width does not oscillate: the law holds once the tightest margin falls below
+`SlackParams.hold_margin`; after it had admitted a cell, such a hold arms the hysteresis, and it
+admits again only after the tightest margin stayed at or above the wider
+`SlackParams.admit_margin` for `SlackParams.sustain_s` real seconds, or at once when the cell it
+held for is no longer protected (it ended: the next one is a fresh projection, not a noisy rate
+crossing back). It never cancels a running cell: a hold only keeps the candidate waiting.
 """
 
 from __future__ import annotations
@@ -81,6 +93,15 @@ class Protected:
     """Its eval's longest completed cell, else its declared ``max_tokens``; None: unknown."""
     unseen: int = 0
     """Neighbours admitted too recently to show in ``rate`` yet."""
+    drain_s: float = math.inf
+    """Model seconds the candidate and every other cell in flight are expected to run yet (inf:
+    some length unknown): how long the rate after the admission lasts."""
+    alone_rate: float | None = None
+    """The best rate its eval's cells ended at, model tok/s: the rate once the neighbours drain."""
+
+    @property
+    def key(self) -> tuple[str | None, str, str]:
+        return (self.cell_id, self.engine, self.eval_name)
 
     @property
     def name(self) -> str:
@@ -130,6 +151,11 @@ class Hysteresis:
 
     holding: bool = False
     slack_since_s: float | None = None
+    held_for: tuple[str | None, str, str] | None = None
+    """The protected cell (`Protected.key`) the hold began for: once it is gone, the hold is."""
+    admitted: bool = False
+    """Something was admitted since the memory was last cleared: only a hold after an admission
+    arms the hysteresis (before one, nothing can oscillate)."""
 
 
 def project(cell: Protected, factor: float) -> Projection | SlackReason:
@@ -141,7 +167,14 @@ def project(cell: Protected, factor: float) -> Projection | SlackReason:
     done = cell.tokens or 0
     remaining = max(cell.expected_tokens - done, LATE_FLOOR * done)
     rate = cell.rate * factor ** (1 + cell.unseen)
-    finish = cell.elapsed_s + remaining / rate if rate > 0 else math.inf
+    if not rate > 0:
+        finish = math.inf
+    elif math.isfinite(cell.drain_s):
+        in_drain = min(remaining, rate * cell.drain_s)
+        alone = max(rate, cell.alone_rate or 0.0, cell.rate)
+        finish = cell.elapsed_s + in_drain / rate + (remaining - in_drain) / alone
+    else:
+        finish = cell.elapsed_s + remaining / rate
     margin = (cell.deadline_s - finish) / cell.deadline_s
     return Projection(cell.cell_id, cell.engine, finish, margin, rate)
 
@@ -157,22 +190,28 @@ def decide(  # noqa: PLR0911  (one return per outcome reads plainer than a chain
     of that cell's rate. Returns the verdict and the memory for the next decision."""
     if not protected:
         return SlackVerdict(SlackReason.NOTHING_PROTECTED), Hysteresis()
+    if memory.held_for is not None and memory.held_for not in {c.key for c in protected}:
+        memory = Hysteresis()  # the cell it held for ended: judge the box afresh
     tightest: tuple[Protected, Projection] | None = None
     for cell in protected:
         out = project(cell, factor(cell))
         if isinstance(out, SlackReason):
-            return SlackVerdict(out, cell), Hysteresis(holding=True)
+            return SlackVerdict(out, cell), memory  # a fact missing, not a margin crossed: no hysteresis
         if tightest is None or out.margin < tightest[1].margin:
             tightest = (cell, out)
     assert tightest is not None
     cell, p = tightest
     if p.margin < params.hold_margin:
-        return SlackVerdict(SlackReason.TIGHT, cell, p), Hysteresis(holding=True)
+        if memory.holding:
+            return SlackVerdict(SlackReason.TIGHT, cell, p), replace(memory, slack_since_s=None)
+        return SlackVerdict(SlackReason.TIGHT, cell, p), Hysteresis(
+            holding=memory.admitted, held_for=cell.key, admitted=memory.admitted
+        )
     if not memory.holding:
-        return SlackVerdict(SlackReason.SLACK, cell, p), memory
+        return SlackVerdict(SlackReason.SLACK, cell, p), replace(memory, admitted=True)
     if p.margin < params.admit_margin:
         return SlackVerdict(SlackReason.SETTLING, cell, p), replace(memory, slack_since_s=None)
     since = memory.slack_since_s if memory.slack_since_s is not None else now_s
     if now_s - since >= params.sustain_s:
-        return SlackVerdict(SlackReason.SLACK, cell, p), Hysteresis()
-    return SlackVerdict(SlackReason.SETTLING, cell, p), Hysteresis(holding=True, slack_since_s=since)
+        return SlackVerdict(SlackReason.SLACK, cell, p), Hysteresis(held_for=memory.held_for, admitted=True)
+    return SlackVerdict(SlackReason.SETTLING, cell, p), replace(memory, slack_since_s=since)
