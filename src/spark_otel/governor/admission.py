@@ -50,6 +50,10 @@ __all__ = ["Admission", "Governor", "GovernorError"]
 _logger = logging.getLogger(__name__)
 POLL_S = 0.05
 """How often a waiting cell asks again (real seconds, with jitter): the hand-off latency."""
+REPORT_WAIT_S = 120.0
+"""A cell still waiting after this many real seconds is reported (a warning naming it, its lane
+and what holds it), once: a wait is never unbounded without a word, whatever holds it (a rule,
+a protected cell that never ends, a fact the law lacks)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +110,12 @@ class Governor:
         poll_s: float = POLL_S,
         adaptive: bool = False,
         params: SlackParams | None = None,
+        report_wait_s: float = REPORT_WAIT_S,
     ) -> None:
         if not poll_s > 0:
             raise ConfigError(f"poll_s must be positive, got {poll_s!r}")
+        if not report_wait_s > 0:
+            raise ConfigError(f"report_wait_s must be positive, got {report_wait_s!r}")
         if rules_path is None and not adaptive:
             raise ConfigError("govern: name a rules file, or govern adaptively (adaptive=True)")
         self.rules_path = Path(rules_path) if rules_path is not None else None
@@ -120,6 +127,7 @@ class Governor:
         self._law_lock = threading.Lock()
         self.fail_closed = fail_closed
         self.poll_s = poll_s
+        self.report_wait_s = report_wait_s
         self.state = SharedState(Path(state_path) if state_path is not None else default_state_path())
         self._lease = Lease(
             self.state, lambda exc: report_failure("governor lease renewal", exc), self.live_progress
@@ -211,6 +219,7 @@ class Governor:
                 decision = waiter.attempt(rules)
                 if decision is None or decision.slot is not None:
                     return waiter.admitted(decision)
+                waiter.report_long_wait()
                 time.sleep(self.poll_s * random.uniform(0.8, 1.2))
                 rules = self._governed(cell)
                 if rules is None:
@@ -237,6 +246,7 @@ class Governor:
                     raise
                 if decision is None or decision.slot is not None:
                     return waiter.admitted(decision)
+                waiter.report_long_wait()
                 await asyncio.sleep(self.poll_s * random.uniform(0.8, 1.2))
                 rules = self._governed(cell)
                 if rules is None:
@@ -367,6 +377,7 @@ class _Waiter:
         self.queued = False
         self.verdict: SlackVerdict | None = None
         self.held: SlackVerdict | None = None
+        self.reported = False
 
     def waited_real_s(self) -> float:
         return (_clock.real_monotonic_ns() - self.started_ns) / _clock.NS_PER_S
@@ -402,6 +413,18 @@ class _Waiter:
                 self.governor._lease.hold()
                 _add(self.meter_provider, "governor_queue", 1, self.cell.engine)
         return decision
+
+    def report_long_wait(self) -> None:
+        """Past `Governor.report_wait_s`, say once that this cell still waits, and what holds it
+        (the rule, or the law's reason and the cell it protects); it goes on waiting."""
+        if self.reported or self.waited_real_s() < self.governor.report_wait_s:
+            return
+        self.reported = True
+        _logger.warning(
+            "spark-otel governor: cell %s of %s has waited %.0f s (real) for its lane on %s, held by %s; "
+            "it goes on waiting (spark-otel lanes shows what holds it)",
+            self.cell_id, self.cell.eval_name, self.waited_real_s(), self.cell.engine, self.rule,
+        )  # fmt: skip
 
     def admitted(self, decision: Decision | None) -> Admission:
         slot = decision.slot if decision is not None else None
