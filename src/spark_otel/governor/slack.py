@@ -43,7 +43,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-__all__ = ["Hysteresis", "Projection", "Protected", "SlackParams", "SlackReason", "SlackVerdict", "decide"]
+__all__ = [
+    "Hysteresis",
+    "Projection",
+    "Protected",
+    "SlackParams",
+    "SlackReason",
+    "SlackVerdict",
+    "decide",
+    "over_budget",
+]
 
 LATE_FLOOR = 0.1
 """A cell past every length seen is taken to need at least this share of its tokens so far more."""
@@ -56,6 +65,7 @@ class SlackReason(StrEnum):
     SETTLING = "waiting for sustained slack"
     LENGTH_UNKNOWN = "length unknown"
     RATE_UNKNOWN = "rate unknown"
+    BUDGET = "over its slowdown budget"
 
     @property
     def admits(self) -> bool:
@@ -83,7 +93,8 @@ class Protected:
     cell_id: str | None
     engine: str
     eval_name: str
-    deadline_s: float
+    deadline_s: float | None
+    """Its ceiling, model s; None for a cell protected only by its slowdown budget."""
     elapsed_s: float
     """Model seconds since admission (0 for the next cell of an eval between cells)."""
     tokens: int | None
@@ -98,6 +109,9 @@ class Protected:
     some length unknown): how long the rate after the admission lasts."""
     alone_rate: float | None = None
     """The best rate its eval's cells ended at, model tok/s: the rate once the neighbours drain."""
+    budget: float | None = None
+    """Its eval's slowdown budget: the rate after the admission stays at least ``1 - budget`` of
+    its best rate (``alone_rate``, else its live rate)."""
 
     @property
     def key(self) -> tuple[str | None, str, str]:
@@ -139,9 +153,18 @@ class SlackVerdict:
         if self.projection is None:
             return f"adaptive: {self.reason}, protecting {who}"
         p = self.projection
+        if self.reason is SlackReason.BUDGET:
+            best = max(self.protected.alone_rate or 0.0, self.protected.rate or 0.0)
+            return (
+                f"adaptive: {self.reason}, protecting {who}: {p.rate_used:.1f} tok/s after the "
+                f"admission against its best {best:.1f} (budget {self.protected.budget:.0%} slower)"
+            )
+        ceiling = (
+            f"{self.protected.deadline_s:.0f} s" if self.protected.deadline_s is not None else "no ceiling"
+        )
         return (
             f"adaptive: {self.reason}, protecting {who}: projected {p.finish_s:.0f} s of "
-            f"{self.protected.deadline_s:.0f} s (margin {p.margin:.0%}) at {p.rate_used:.1f} tok/s"
+            f"{ceiling} (margin {p.margin:.0%}) at {p.rate_used:.1f} tok/s"
         )
 
 
@@ -160,12 +183,13 @@ class Hysteresis:
 
 def project(cell: Protected, factor: float) -> Projection | SlackReason:
     """``cell``'s projected finish after one more neighbour, or why it cannot be projected."""
-    if cell.expected_tokens is None:
+    if cell.expected_tokens is None and cell.deadline_s is not None:
         return SlackReason.LENGTH_UNKNOWN
     if cell.rate is None or not cell.rate > 0:
         return SlackReason.RATE_UNKNOWN
     done = cell.tokens or 0
-    remaining = max(cell.expected_tokens - done, LATE_FLOOR * done)
+    expected = cell.expected_tokens if cell.expected_tokens is not None else done
+    remaining = max(expected - done, LATE_FLOOR * done)
     rate = cell.rate * factor ** (1 + cell.unseen)
     if not rate > 0:
         finish = math.inf
@@ -175,8 +199,36 @@ def project(cell: Protected, factor: float) -> Projection | SlackReason:
         finish = cell.elapsed_s + in_drain / rate + (remaining - in_drain) / alone
     else:
         finish = cell.elapsed_s + remaining / rate
-    margin = (cell.deadline_s - finish) / cell.deadline_s
+    margin = (cell.deadline_s - finish) / cell.deadline_s if cell.deadline_s is not None else math.inf
     return Projection(cell.cell_id, cell.engine, finish, margin, rate)
+
+
+def over_budget(cell: Protected, projection: Projection) -> bool:
+    """Whether the admission would slow ``cell`` past its eval's slowdown budget: the rate after
+    it under ``1 - budget`` of the best rate its eval's cells ended at (else its live rate)."""
+    if cell.budget is None:
+        return False
+    best = max(cell.alone_rate or 0.0, cell.rate or 0.0)
+    return projection.rate_used < (1.0 - cell.budget) * best
+
+
+def _screen(
+    protected: Sequence[Protected], factor: Callable[[Protected], float]
+) -> SlackVerdict | tuple[Protected, Projection] | None:
+    """A hold for a cell that cannot be projected or would go over its slowdown budget; else the
+    tightest projection (None: only budget cells, none of them streaming)."""
+    tightest: tuple[Protected, Projection] | None = None
+    for cell in protected:
+        out = project(cell, factor(cell))
+        if isinstance(out, SlackReason):
+            if cell.deadline_s is None:
+                continue  # budget only, and no rate to hold it to: nothing to protect it by
+            return SlackVerdict(out, cell)
+        if over_budget(cell, out):
+            return SlackVerdict(SlackReason.BUDGET, cell, out)
+        if tightest is None or out.margin < tightest[1].margin:
+            tightest = (cell, out)
+    return tightest
 
 
 def decide(  # noqa: PLR0911  (one return per outcome reads plainer than a chain of flags)
@@ -192,14 +244,12 @@ def decide(  # noqa: PLR0911  (one return per outcome reads plainer than a chain
         return SlackVerdict(SlackReason.NOTHING_PROTECTED), Hysteresis()
     if memory.held_for is not None and memory.held_for not in {c.key for c in protected}:
         memory = Hysteresis()  # the cell it held for ended: judge the box afresh
-    tightest: tuple[Protected, Projection] | None = None
-    for cell in protected:
-        out = project(cell, factor(cell))
-        if isinstance(out, SlackReason):
-            return SlackVerdict(out, cell), memory  # a fact missing, not a margin crossed: no hysteresis
-        if tightest is None or out.margin < tightest[1].margin:
-            tightest = (cell, out)
-    assert tightest is not None
+    screened = _screen(protected, factor)
+    if isinstance(screened, SlackVerdict):
+        return screened, memory  # a fact missing or a budget, not a margin crossed: no hysteresis
+    tightest = screened
+    if tightest is None:  # only budget cells, none of them streaming
+        return SlackVerdict(SlackReason.NOTHING_PROTECTED), memory
     cell, p = tightest
     if p.margin < params.hold_margin:
         if memory.holding:

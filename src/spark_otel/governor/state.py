@@ -127,6 +127,7 @@ _ADDED = (
     ("present", "done_elapsed_max", "REAL"),
     ("present", "best_rate", "REAL"),
     ("present", "max_tokens", "INTEGER"),
+    ("slots", "slowdown_budget", "REAL"),
 )
 """Columns added since the first state files, oldest first (the state file's versions): a writer
 adds them to an older file (NULL in the rows already there, which `_cell` reads as version 1's
@@ -258,6 +259,7 @@ def _cell(row: sqlite3.Row) -> InFlight:
         None if bound is None else bool(bound),
         row["deadline_s"] if "deadline_s" in keys else None,
         row["max_tokens"] if "max_tokens" in keys else None,
+        row["slowdown_budget"] if "slowdown_budget" in keys else None,
     )
 
 
@@ -283,7 +285,8 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
         live = lives[row["id"]]
         if live is not None and live.rate is not None:
             rates.append((cell.engine, live.rate))
-        if not cell.bound or cell.deadline_s is None:
+        ceiling = cell.deadline_s if cell.bound else None
+        if ceiling is None and cell.slowdown_budget is None:
             continue
         since = max(recent_ns, row["admitted_ns"])
         unseen = sum(1 for other in slots if other["id"] != row["id"] and other["admitted_ns"] > since)
@@ -296,7 +299,7 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
                 row["cell_id"],
                 cell.engine,
                 cell.eval_name,
-                cell.deadline_s,
+                ceiling,
                 live.elapsed_s if live is not None else 0.0,
                 live.tokens if live is not None else None,
                 rate,
@@ -304,6 +307,7 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
                 unseen,
                 max([candidate_s, *(s for i, s in left.items() if i != row["id"])]),
                 _best_rate(past),
+                cell.slowdown_budget,
             )
         )
     running = {(c.engine, c.eval_name) for c in map(_cell, slots)}
@@ -668,7 +672,9 @@ class SharedState:
             **more,
         }
         if table == "slots":
-            values.update(deadline_s=cell.deadline_s, max_tokens=cell.max_tokens)
+            values.update(
+                deadline_s=cell.deadline_s, max_tokens=cell.max_tokens, slowdown_budget=cell.slowdown_budget
+            )
         sql = f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
         row = conn.execute(sql, tuple(values.values())).lastrowid
         assert row is not None
