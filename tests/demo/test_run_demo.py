@@ -287,9 +287,10 @@ def _check_act_4(
 
 
 def _check_act_5(result: DemoResult, cells: list[Cell], requests: list[Request]) -> None:
-    """Both runs: five serial cells streamed at one worker, twelve nemotron cells at four from the
-    other process, the governed run's nemotron cells held until the serial eval is done."""
-    for act in ("5-open", "5-governed"):
+    """Three runs: five serial cells streamed at one worker, twelve nemotron cells at four from the
+    other process, the governed run's nemotron cells held until the serial eval is done, the
+    adaptive run's (the deadline-slack law, no rules file) admitted by the law."""
+    for act in ("5-open", "5-governed", "5-adaptive"):
         serial, load = _of(cells, result.serial_eval, act), _of(cells, result.load_eval, act)
         assert sorted((c.cell_id, c.workers, c.engine) for c in serial) == [
             (f"pr-{i:02d}", 1, "qwen") for i in range(5)
@@ -322,6 +323,19 @@ def _check_act_5(result: DemoResult, cells: list[Cell], requests: list[Request])
         run_figures("without rules", open_serial, open_load, baseline),
         run_figures("with the rules", governed_serial, governed_load, baseline),
     ]
+    adaptive_serial, adaptive_load = (
+        _of(cells, result.serial_eval, "5-adaptive"),
+        _of(cells, result.load_eval, "5-adaptive"),
+    )
+    assert max(c.end_unix_ns for c in governed_serial + governed_load) < min(
+        c.start_unix_ns for c in adaptive_serial
+    )
+    assert all(c.admission_s is not None for c in adaptive_serial + adaptive_load)
+    # every nemotron cell was judged by the law, and the serial cells declared their cap
+    assert all(c.attributes.get(sc.CELL_ADAPTIVE_REASON) for c in adaptive_load)
+    assert not any(c.deadline_hit for c in adaptive_serial)
+    assert result.adaptive == run_figures("adaptive, no rules", adaptive_serial, adaptive_load, baseline)
+    assert result.state_path.with_name("governor-adaptive.sqlite").exists()
 
 
 def _check_the_receiver(

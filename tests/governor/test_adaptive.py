@@ -101,6 +101,28 @@ def test_a_tight_projection_holds_and_a_stale_rate_is_not_used(state_path: Path)
     assert stale.verdict.reason is SlackReason.RATE_UNKNOWN
 
 
+def test_a_neighbour_evals_completed_cells_bound_the_drain_and_max_tokens_bounds_the_length(
+    state_path: Path,
+) -> None:
+    g = Governor(None, state_path=state_path, adaptive=True)
+    capped = InFlight("qwen", "serial", None, True, None, deadline_s=1000.0, max_tokens=8000)
+    n = _admit(g, NEIGHBOUR, "n0")  # nothing to protect yet
+    g.state.release(n, NEIGHBOUR, LiveProgress(40.0, 400, None))  # the neighbour's cells take 40 s
+    done = _admit(g, capped, "s0")
+    g.state.release(done, capped, LiveProgress(200.0, 2000, 12.0))  # a short cell: 2,000 tokens
+    slot = _admit(g, capped, "s1")
+    g.state.renew({slot: LiveProgress(100.0, 1000, 10.0)})
+    decision = _attempt(g, NEIGHBOUR, "n1")
+    assert decision.verdict is not None
+    p = decision.verdict.projection
+    assert p is not None
+    # the length is the declared 8,000 (a bound), not the 2,000 the eval's one cell took: 7,000
+    # left; 40 s at 7 tok/s while the neighbour runs, then the rest at the eval's best 12 tok/s
+    assert p.rate_used == pytest.approx(7.0)
+    assert p.finish_s == pytest.approx(100 + 40 + (7000 - 280) / 12.0)
+    assert decision.verdict.reason is SlackReason.SLACK
+
+
 def test_the_next_cell_of_an_eval_between_cells_is_protected_but_never_from_itself(state_path: Path) -> None:
     g = Governor(None, state_path=state_path, adaptive=True)
     done = _admit(g, SERIAL, "s0")
@@ -154,9 +176,10 @@ def test_a_held_cells_span_names_the_protected_cell_and_holds_are_counted(
     assert entered.is_set()
     (span,) = [s for s in span_exporter.get_finished_spans() if s.attributes.get(sc.CELL_ID) == "n0"]
     attrs = span.attributes
-    # held last while the law waited for sustained slack, protecting s1, the tightest
-    assert attrs[sc.CELL_ADAPTIVE_HELD_FOR] == "s1"
-    assert attrs[sc.CELL_ADAPTIVE_HELD_REASON] == "waiting for sustained slack"
+    # held while s0's length was unknown; a missing fact does not arm the hysteresis, so once
+    # s1 can be projected it is admitted on its slack at once, protecting s1
+    assert attrs[sc.CELL_ADAPTIVE_HELD_FOR] == "s0"
+    assert attrs[sc.CELL_ADAPTIVE_HELD_REASON] == "length unknown"
     assert attrs[sc.CELL_ADAPTIVE_REASON] == "slack"
     assert attrs[sc.CELL_ADAPTIVE_PROTECTED] == "s1"
     assert attrs[sc.CELL_ADAPTIVE_RATE] == pytest.approx(7.0)
@@ -166,7 +189,7 @@ def test_a_held_cells_span_names_the_protected_cell_and_holds_are_counted(
         p.attributes[sc.GOVERNOR_HOLD_REASON]: p.value
         for p in metric_points(metric_reader, sc.GOVERNOR_ADAPTIVE_HOLDS)
     }
-    assert holds == {"length unknown": 1, "waiting for sustained slack": 1}
+    assert holds == {"length unknown": 1}
 
 
 @pytest.fixture

@@ -40,6 +40,22 @@ def test_projection_is_elapsed_plus_remaining_over_the_rate_after_the_admission(
     assert (q.rate_used, q.finish_s) == (2.5, 900.0)
 
 
+def test_a_neighbour_that_drains_costs_only_its_own_time_at_the_slower_rate() -> None:
+    # 2,000 tokens left at 10 tok/s now; the neighbours end within 100 s: 100 s at 5 tok/s
+    # (500 tokens), then 1,500 at the eval's best rate of 12 tok/s
+    p = project(cell(drain_s=100.0, alone_rate=12.0), 0.5)
+    assert not isinstance(p, SlackReason)
+    assert p.finish_s == pytest.approx(100.0 + 100.0 + 1500 / 12.0)
+    # no best rate known: the live rate, never less
+    q = project(cell(drain_s=100.0), 0.5)
+    assert not isinstance(q, SlackReason)
+    assert q.finish_s == pytest.approx(100.0 + 100.0 + 1500 / 10.0)
+    # a drain longer than the cell's remainder is the whole remainder at the slower rate
+    r = project(cell(drain_s=10_000.0, alone_rate=12.0), 0.5)
+    assert not isinstance(r, SlackReason)
+    assert r.finish_s == pytest.approx(100.0 + 2000 / 5.0)
+
+
 def test_a_cell_past_every_length_seen_still_needs_a_tenth_of_its_tokens_more() -> None:
     p = project(cell(tokens=5000, elapsed_s=500.0), 1.0)
     assert not isinstance(p, SlackReason)
@@ -60,14 +76,18 @@ def test_slack_admits_and_names_the_tightest_cell() -> None:
     assert verdict.protected == tight
     assert verdict.projection is not None
     assert verdict.projection.finish_s == pytest.approx(300 + 2000 / 7.0)
-    assert memory == Hysteresis()
+    assert memory == Hysteresis(admitted=True)
 
 
 def test_a_projection_under_the_margin_holds_and_says_which_cell_and_figures() -> None:
     verdict, memory = decide([cell(elapsed_s=700.0)], flat(0.7), Hysteresis(), 0.0, PARAMS)
     assert verdict.reason is SlackReason.TIGHT
     assert not verdict.admit
-    assert memory == Hysteresis(holding=True)
+    # nothing admitted yet, nothing to oscillate: the hysteresis is not armed
+    assert memory == Hysteresis(held_for=("B#1", "qwen", "serial"))
+    # after an admission, a hold arms it
+    _, armed = decide([cell(elapsed_s=700.0)], flat(0.7), Hysteresis(admitted=True), 0.0, PARAMS)
+    assert armed == Hysteresis(holding=True, held_for=("B#1", "qwen", "serial"), admitted=True)
     assert verdict.projection is not None
     assert verdict.projection.margin < 0.10
     assert "protecting B#1 (serial on qwen)" in verdict.describe()
@@ -84,9 +104,12 @@ def test_a_projection_under_the_margin_holds_and_says_which_cell_and_figures() -
 def test_what_cannot_be_projected_holds_conservatively(more: dict[str, object], reason: SlackReason) -> None:
     loose = cell(cell_id="loose", elapsed_s=0.0, tokens=0)
     verdict, memory = decide([loose, cell(cell_id="x", **more)], flat(1.0), Hysteresis(), 0.0, PARAMS)
-    assert (verdict.reason, verdict.admit, memory.holding) == (reason, False, True)
+    assert (verdict.reason, verdict.admit) == (reason, False)
     assert verdict.protected is not None
     assert verdict.protected.cell_id == "x"
+    # a fact missing, not a margin crossed: the hysteresis is not armed, so once the fact is
+    # there the projection alone decides
+    assert memory == Hysteresis()
 
 
 def test_hysteresis_admits_again_only_after_sustained_slack_above_the_wider_margin() -> None:
@@ -105,7 +128,7 @@ def test_hysteresis_admits_again_only_after_sustained_slack_above_the_wider_marg
         verdict, memory = decide([roomy], flat(0.7), memory, t, PARAMS)
         seen.append(verdict.reason)
     assert seen == [SlackReason.SETTLING] * 4 + [SlackReason.SLACK]
-    assert memory == Hysteresis()
+    assert memory == Hysteresis(admitted=True)
 
 
 def test_a_noisy_rate_dipping_under_the_admit_margin_restarts_the_wait_and_never_flaps() -> None:
@@ -123,6 +146,20 @@ def test_a_noisy_rate_dipping_under_the_admit_margin_restarts_the_wait_and_never
         )
         admitted.append(verdict.admit)
     assert admitted == [False] * 12
+
+
+def test_a_hold_ends_with_the_cell_it_held_for_and_the_next_is_judged_afresh() -> None:
+    tight = cell(cell_id="s0", elapsed_s=700.0)
+    _, memory = decide([tight], flat(0.7), Hysteresis(admitted=True), 0.0, PARAMS)
+    assert (memory.holding, memory.held_for) == (True, ("s0", "qwen", "serial"))
+    # s0 is still there, margin roomy: the hysteresis wants sustained slack first
+    roomy = cell(cell_id="s0", elapsed_s=0.0, tokens=0, expected_tokens=3500.0)
+    settling, memory = decide([roomy], flat(0.7), memory, 1.0, PARAMS)
+    assert settling.reason is SlackReason.SETTLING
+    # s0 ended; the next cell of its eval is protected instead: admitted at once on its slack
+    following = cell(cell_id=None, elapsed_s=0.0, tokens=0, expected_tokens=3500.0)
+    verdict, memory = decide([following], flat(0.7), memory, 1.5, PARAMS)
+    assert (verdict.reason, memory) == (SlackReason.SLACK, Hysteresis(admitted=True))
 
 
 def test_costs_fall_back_to_measured_slowdown_then_the_prior() -> None:

@@ -25,6 +25,7 @@ PHASES = [
     "reading the evals' own records",
     "Act 5: the serial eval and, from another process, nemotron at 4 workers (open)",
     "Act 5: the serial eval and, from another process, nemotron at 4 workers (governed)",
+    "Act 5: the serial eval and, from another process, nemotron at 4 workers (adaptive)",
     "reading Act 5's records",
 ]
 

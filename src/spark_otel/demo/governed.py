@@ -1,11 +1,13 @@
 """Act 5, the governor: the rules Act 4's records gave, enforced on the same two evals run again.
 
 The serial eval runs a fixed set of cells on qwen; midway, an eval at four workers on nemotron
-starts from another process (a runner of its own, as on a real box), once without rules and
-once with the rules ``spark-otel advise`` wrote (`rules_from_advice`), both processes governed
-through one state file. Without rules the serial eval pays the neighbour's cost; with them the
-nemotron eval waits while the serial eval runs and then runs at its full width. `RunFigures`
-says what each run cost, from the cells in the store.
+starts from another process (a runner of its own, as on a real box), once without rules, once
+with the rules ``spark-otel advise`` wrote (`rules_from_advice`), both processes governed
+through one state file, and once governed by the deadline-slack law with no rules file (issue
+37: the article's case as a third arm). Without rules the serial eval pays the neighbour's cost;
+with them the nemotron eval waits while the serial eval runs and then runs at its full width;
+adaptive, it runs in the serial cells' slack. `RunFigures` says what each run cost, from the
+cells in the store.
 """
 
 from __future__ import annotations
@@ -32,10 +34,18 @@ from .schedule import LOAD_ENGINE, LOAD_WORKERS, SERIAL_ENGINE, DemoPlan
 if TYPE_CHECKING:
     from ..model import Cell
 
-__all__ = ["DEMO_ACT", "RunFigures", "governed_answer", "load_eval_main", "run_figures", "run_governed_act"]
+__all__ = [
+    "ACT5_RUNS",
+    "DEMO_ACT",
+    "RunFigures",
+    "governed_answer",
+    "load_eval_main",
+    "run_figures",
+    "run_governed_act",
+]
 
 DEMO_ACT = "spark_otel.demo.act"
-"""The attribute naming which run of Act 5 a cell belongs to ("5-open", "5-governed")."""
+"""The attribute naming which run of Act 5 a cell belongs to ("5-open", "5-governed", "5-adaptive")."""
 _READY_S = 60.0
 _DONE_S = 600.0
 
@@ -153,7 +163,9 @@ def load_eval_main() -> None:
         metric_export_interval_ms=60_000,
         clock=follow(config["clock_url"]),
     )
-    if config["rules"]:
+    if config.get("adaptive"):
+        govern(state=config["state"], adaptive=True)
+    elif config["rules"]:
         govern(config["rules"], state=config["state"])
     spark_otel.instrument()
     client = openai_client(config["url"])
@@ -223,6 +235,14 @@ def _load_start_ns(plan: DemoPlan, now_ns: int) -> int:
     return now_ns + int(plan.governed_load_after_s * NS_PER_S)
 
 
+ACT5_RUNS = (
+    ("5-open", "without rules"),
+    ("5-governed", "with the rules"),
+    ("5-adaptive", "adaptive, no rules"),
+)
+"""Act 5's runs, in order: their `DEMO_ACT` value and their label."""
+
+
 def run_governed_act(
     plan: DemoPlan,
     *,
@@ -236,13 +256,23 @@ def run_governed_act(
     state_path: Path,
     on_phase: Any,
 ) -> None:
-    """Both runs of Act 5, the open one first; their cells carry `DEMO_ACT`."""
+    """Act 5's three runs, the open one first, then with the rules, then governed by the
+    deadline-slack law with no rules file (a fresh state file beside ``state_path``: nothing
+    measured before, and the serial cells declare their ``max_tokens``); their cells carry
+    `DEMO_ACT`."""
     from ..governor import govern, ungovern
 
-    for act, rules in (("5-open", None), ("5-governed", rules_path)):
+    for act, _label in ACT5_RUNS:
+        adaptive = act == "5-adaptive"
+        rules = rules_path if act == "5-governed" else None
+        state = (
+            state_path.with_name(f"{state_path.stem}-adaptive{state_path.suffix}") if adaptive else state_path
+        )
         on_phase(f"Act 5: the serial eval and, from another process, nemotron at 4 workers ({act[2:]})")
         if rules is not None:
-            govern(rules, state=state_path)
+            govern(rules, state=state)
+        elif adaptive:
+            govern(state=state, adaptive=True)
         try:
             runner = _LoadRunner(
                 {
@@ -250,7 +280,8 @@ def run_governed_act(
                     "clock_url": urls[SERIAL_ENGINE],
                     "store": str(store_path),
                     "rules": str(rules) if rules is not None else "",
-                    "state": str(state_path),
+                    "adaptive": adaptive,
+                    "state": str(state),
                     "eval": load_eval,
                     "cells": plan.governed_load_cells,
                     "tokens": list(plan.governed_load_tokens),
@@ -261,8 +292,9 @@ def run_governed_act(
             serial = Lane.serial(
                 qwen, qwen_model, serial_eval, plan.governed_serial_tokens, plan.serial_prompt_chars
             )
+            declared = {"max_tokens": plan.governed_serial_tokens[1]} if adaptive else {}
             runner.start_at(_load_start_ns(plan, _clock.wall_ns()))
-            serial.run_set(plan.governed_serial_cells, **{DEMO_ACT: act})
+            serial.run_set(plan.governed_serial_cells, **{DEMO_ACT: act}, **declared)
             runner.wait()
         finally:
             ungovern()

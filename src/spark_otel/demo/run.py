@@ -14,7 +14,7 @@ from .. import _clock
 from .. import _semconv as sc
 from .._clock import NS_PER_S
 from .box_process import box_process
-from .governed import DEMO_ACT, RunFigures, run_figures, run_governed_act
+from .governed import ACT5_RUNS, DEMO_ACT, RunFigures, run_figures, run_governed_act
 from .load import Lane, openai_client, same_engine_load, sleep_model
 from .own_store import clear_own_store, demo_store_path, run_tag
 from .schedule import (
@@ -61,6 +61,8 @@ class DemoResult:
     """Act 5's governor state, shared by both of its runners."""
     governed: list[RunFigures]
     """Act 5: the two evals run again without and with the rules."""
+    adaptive: RunFigures | None = None
+    """Act 5's third run: governed by the deadline-slack law, no rules file, nothing measured."""
 
 
 def run_demo(
@@ -95,7 +97,7 @@ def run_demo(
         truth = ground_truth(plan)
         content, neighbour = _read_acts(run, recording, probes)
         rules_path, state_path = _act5_governed(run, engines, content, Path(out_dir))
-    governed = _read_act5(run, neighbour.baseline.median or 0.0)
+    *governed, adaptive = _read_act5(run, neighbour.baseline.median or 0.0)
     from ..report import write_report
 
     report_path = write_report(content, out_dir)
@@ -114,6 +116,7 @@ def run_demo(
         rules_path=rules_path,
         state_path=state_path,
         governed=governed,
+        adaptive=adaptive,
     )
 
 
@@ -389,7 +392,7 @@ def _read_acts(
 
 
 def _read_act5(run: _Run, baseline: float) -> list[RunFigures]:
-    """Act 5's two runs as their records tell them, priced against Act 4's serial baseline."""
+    """Act 5's three runs as their records tell them, priced against Act 4's serial baseline."""
     from ..store import Store
 
     run.phase("reading Act 5's records")
@@ -431,7 +434,7 @@ def _act5_figures(store: Store, serial_eval: str, load_eval: str, baseline: floa
             [c for c in load if c.attributes.get(DEMO_ACT) == act],
             baseline,
         )
-        for act, label in (("5-open", "without rules"), ("5-governed", "with the rules"))
+        for act, label in ACT5_RUNS
     ]
 
 

@@ -91,7 +91,7 @@ class DemoPlan:
         )
         waves = -(-self.governed_load_cells // LOAD_WORKERS)
         load = waves * self.governed_load_tokens[1] / truth.predicted_rate(LOAD_ENGINE, LOAD_WORKERS)
-        act5 = 2 * serial + load + self.governed_load_after_s
+        act5 = 3 * serial + load + self.governed_load_after_s
         return float(probes + review + act4 + act5)
 
     @classmethod

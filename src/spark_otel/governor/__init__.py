@@ -20,6 +20,7 @@ are freed within seconds. See docs/governor.md.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -29,6 +30,7 @@ from .admission import Admission, Governor, GovernorError
 from .decision import holding_rule
 
 __all__ = [
+    "BUDGET_ENV",
     "GOVERN_ENV",
     "RULES_ENV",
     "STATE_ENV",
@@ -51,6 +53,9 @@ GOVERN_ENV = "SPARK_OTEL_GOVERN"
 governing at all, whatever else is set; ``static`` (or unset): the rules file alone."""
 STATE_ENV = "SPARK_OTEL_GOVERNOR_STATE"
 FAIL_CLOSED_ENV = "SPARK_OTEL_RULES_FAIL_CLOSED"
+BUDGET_ENV = "SPARK_OTEL_SLOWDOWN_BUDGET"
+"""This process's cells' slowdown budget, a share (``0.1``: at most 10% slower than their eval's
+best rate), with adaptive governing."""
 
 _current: Governor | None = None
 _environment_read = False
@@ -63,6 +68,7 @@ def govern(
     state: str | os.PathLike[str] | None = None,
     fail_closed: bool = False,
     adaptive: bool = False,
+    slowdown_budget: float | None = None,
 ) -> Governor:
     """Enforce the rules file ``rules`` on every cell this process enters from now on; replaces
     any governor in force. ``adaptive``: also admit a cell only while every ceiling-bound cell on
@@ -70,11 +76,15 @@ def govern(
     ``rules`` may then be None, and the rules, if any, stay in force as caps). ``state``: the
     shared state file (default: beside the embedded store, or ``$SPARK_OTEL_GOVERNOR_STATE``).
     ``fail_closed``: raise `GovernorError` before a cell starts when the governor cannot decide,
-    instead of letting it run unthrottled."""
+    instead of letting it run unthrottled. ``slowdown_budget``: this process's cells (its eval,
+    most often) may be made at most this much slower (0.1: 10%) than their eval's best rate by a
+    neighbour the law admits anywhere on the box; for throughput, where there is no ceiling."""
     global _current
     if state is None:
         state = os.environ.get(STATE_ENV) or None
-    governor = Governor(rules, state_path=state, fail_closed=fail_closed, adaptive=adaptive)
+    governor = Governor(
+        rules, state_path=state, fail_closed=fail_closed, adaptive=adaptive, slowdown_budget=slowdown_budget
+    )
     with _lock:
         old, _current = _current, governor
     if old is not None:
@@ -120,4 +130,26 @@ def governor_from_environment() -> Governor | None:
     if not first or (not path and not adaptive) or _current is not None:
         return _current
     fail_closed = os.environ.get(FAIL_CLOSED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-    return govern(path, fail_closed=fail_closed, adaptive=adaptive)
+    return govern(
+        path, fail_closed=fail_closed, adaptive=adaptive, slowdown_budget=_budget_from_environment()
+    )
+
+
+def _budget_from_environment() -> float | None:
+    """``$SPARK_OTEL_SLOWDOWN_BUDGET`` as a share; a value that is not one is warned once and
+    read as unset (the cells run, governed as without it)."""
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw.removesuffix("%")) / (100 if raw.endswith("%") else 1)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        warn_once(
+            f"{BUDGET_ENV} value",
+            f"{BUDGET_ENV}={raw!r}: expected a share between 0 and 1 (0.1) or a percentage (10%); "
+            "governing without a slowdown budget",
+        )
+        return None
+    return value

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import random
 import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,10 @@ __all__ = ["Admission", "Governor", "GovernorError"]
 _logger = logging.getLogger(__name__)
 POLL_S = 0.05
 """How often a waiting cell asks again (real seconds, with jitter): the hand-off latency."""
+REPORT_WAIT_S = 120.0
+"""A cell still waiting after this many real seconds is reported (a warning naming it, its lane
+and what holds it), once: a wait is never unbounded without a word, whatever holds it (a rule,
+a protected cell that never ends, a fact the law lacks)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +84,8 @@ class Admission:
                 attrs[sc.CELL_ADAPTIVE_PROTECTED] = self.verdict.protected.name
             if (p := self.verdict.projection) is not None:
                 attrs[sc.CELL_ADAPTIVE_FINISH_S] = round(p.finish_s, 3)
-                attrs[sc.CELL_ADAPTIVE_MARGIN] = round(p.margin, 4)
+                if math.isfinite(p.margin):  # no ceiling (a slowdown budget alone): no margin
+                    attrs[sc.CELL_ADAPTIVE_MARGIN] = round(p.margin, 4)
                 attrs[sc.CELL_ADAPTIVE_RATE] = round(p.rate_used, 3)
         if self.held is not None:
             attrs[sc.CELL_ADAPTIVE_HELD_REASON] = self.held.reason.value
@@ -106,9 +112,18 @@ class Governor:
         poll_s: float = POLL_S,
         adaptive: bool = False,
         params: SlackParams | None = None,
+        report_wait_s: float = REPORT_WAIT_S,
+        slowdown_budget: float | None = None,
     ) -> None:
         if not poll_s > 0:
             raise ConfigError(f"poll_s must be positive, got {poll_s!r}")
+        if not report_wait_s > 0:
+            raise ConfigError(f"report_wait_s must be positive, got {report_wait_s!r}")
+        if slowdown_budget is not None and not 0 < slowdown_budget < 1:
+            raise ConfigError(
+                "slowdown budget must be a share between 0 and 1 (0.1: at most 10% slower), "
+                f"got {slowdown_budget!r}"
+            )
         if rules_path is None and not adaptive:
             raise ConfigError("govern: name a rules file, or govern adaptively (adaptive=True)")
         self.rules_path = Path(rules_path) if rules_path is not None else None
@@ -120,6 +135,10 @@ class Governor:
         self._law_lock = threading.Lock()
         self.fail_closed = fail_closed
         self.poll_s = poll_s
+        self.report_wait_s = report_wait_s
+        self.slowdown_budget = slowdown_budget
+        """This process's cells' slowdown budget, declared on their slots: the law, in every
+        process on the box, admits no neighbour that would slow them past it."""
         self.state = SharedState(Path(state_path) if state_path is not None else default_state_path())
         self._lease = Lease(
             self.state, lambda exc: report_failure("governor lease renewal", exc), self.live_progress
@@ -177,6 +196,11 @@ class Governor:
             return rules
         return rules if cell.engine in rules.engines_governed() else None
 
+    def _budgeted(self, cell: InFlight) -> InFlight:
+        if self.slowdown_budget is None or cell.slowdown_budget is not None:
+            return cell
+        return replace(cell, slowdown_budget=self.slowdown_budget)
+
     def judge(self, cell: InFlight, box: BoxNow) -> SlackVerdict:
         """The deadline-slack law for ``cell`` on the box now, with this process's learned
         neighbour costs and hysteresis (per candidate engine)."""
@@ -202,6 +226,7 @@ class Governor:
         self, cell: InFlight, cell_id: str | None, *, meter_provider: MeterProvider | None = None
     ) -> Admission:
         """Wait (blocking this thread) until ``cell`` may start; the slot is the caller's to release."""
+        cell = self._budgeted(cell)
         rules = self._governed(cell)
         if rules is None:
             return Admission(None, cell, 0.0, None)
@@ -211,6 +236,7 @@ class Governor:
                 decision = waiter.attempt(rules)
                 if decision is None or decision.slot is not None:
                     return waiter.admitted(decision)
+                waiter.report_long_wait()
                 time.sleep(self.poll_s * random.uniform(0.8, 1.2))
                 rules = self._governed(cell)
                 if rules is None:
@@ -223,6 +249,7 @@ class Governor:
     ) -> Admission:
         """`admit` for asyncio: each attempt runs in a worker thread, the wait is an
         ``asyncio.sleep``; a cancelled wait leaves the queue (and frees a slot won meanwhile)."""
+        cell = self._budgeted(cell)
         rules = self._governed(cell)
         if rules is None:
             return Admission(None, cell, 0.0, None)
@@ -237,6 +264,7 @@ class Governor:
                     raise
                 if decision is None or decision.slot is not None:
                     return waiter.admitted(decision)
+                waiter.report_long_wait()
                 await asyncio.sleep(self.poll_s * random.uniform(0.8, 1.2))
                 rules = self._governed(cell)
                 if rules is None:
@@ -367,6 +395,7 @@ class _Waiter:
         self.queued = False
         self.verdict: SlackVerdict | None = None
         self.held: SlackVerdict | None = None
+        self.reported = False
 
     def waited_real_s(self) -> float:
         return (_clock.real_monotonic_ns() - self.started_ns) / _clock.NS_PER_S
@@ -402,6 +431,18 @@ class _Waiter:
                 self.governor._lease.hold()
                 _add(self.meter_provider, "governor_queue", 1, self.cell.engine)
         return decision
+
+    def report_long_wait(self) -> None:
+        """Past `Governor.report_wait_s`, say once that this cell still waits, and what holds it
+        (the rule, or the law's reason and the cell it protects); it goes on waiting."""
+        if self.reported or self.waited_real_s() < self.governor.report_wait_s:
+            return
+        self.reported = True
+        _logger.warning(
+            "spark-otel governor: cell %s of %s has waited %.0f s (real) for its lane on %s, held by %s; "
+            "it goes on waiting (spark-otel lanes shows what holds it)",
+            self.cell_id, self.cell.eval_name, self.waited_real_s(), self.cell.engine, self.rule,
+        )  # fmt: skip
 
     def admitted(self, decision: Decision | None) -> Admission:
         slot = decision.slot if decision is not None else None

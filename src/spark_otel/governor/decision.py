@@ -25,7 +25,10 @@ class InFlight:
     deadline_s: float | None = field(default=None, compare=False)
     """The ceiling itself, model s: what the deadline-slack law protects (`slack`)."""
     max_tokens: int | None = field(default=None, compare=False)
-    """The answer's declared cap: the law's expected length before any cell of the eval ended."""
+    """The answer's declared cap: the law's expected length (a bound)."""
+    slowdown_budget: float | None = field(default=None, compare=False)
+    """How much slower than its eval's best rate the cell may be made to decode by a neighbour
+    the law admits (0.10: at most 10%); None: no budget (`Governor.slowdown_budget`)."""
 
     @property
     def bound(self) -> bool:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
 import socket
 import sqlite3
@@ -42,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from .. import _clock
@@ -122,6 +124,10 @@ _ADDED = (
     ("present", "done_n", "INTEGER"),
     ("present", "done_tokens_max", "INTEGER"),
     ("present", "last_rate", "REAL"),
+    ("present", "done_elapsed_max", "REAL"),
+    ("present", "best_rate", "REAL"),
+    ("present", "max_tokens", "INTEGER"),
+    ("slots", "slowdown_budget", "REAL"),
 )
 """Columns added since the first state files, oldest first (the state file's versions): a writer
 adds them to an older file (NULL in the rows already there, which `_cell` reads as version 1's
@@ -253,28 +259,34 @@ def _cell(row: sqlite3.Row) -> InFlight:
         None if bound is None else bool(bound),
         row["deadline_s"] if "deadline_s" in keys else None,
         row["max_tokens"] if "max_tokens" in keys else None,
+        row["slowdown_budget"] if "slowdown_budget" in keys else None,
     )
 
 
 def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int) -> BoxNow:
     """The facts the deadline-slack law needs: each ceiling-bound cell in flight (its progress as
-    last published within the lease, its eval's longest completed cell; until its stream shows a
-    rate, the rate its eval's last cell ended at, while it publishes), and the next cell of each
-    ceiling-bound eval between two of its cells (within ``gap_ns`` of its last end; never the
-    candidate's own eval on its engine: the candidate is that next cell)."""
+    last published within the lease, its expected length; until its stream shows a rate, the rate
+    its eval's last cell ended at, while it publishes), and the next cell of each ceiling-bound
+    eval between two of its cells (within ``gap_ns`` of its last end; never the candidate's own
+    eval on its engine: the candidate is that next cell); for each, how long the candidate and
+    the other cells in flight are expected to run yet (`_drain_s`) and its eval's best rate."""
     slots = list(conn.execute("SELECT * FROM slots"))
     history = {(r["engine"], r["eval_name"]): r for r in conn.execute("SELECT * FROM present")}
     widths: dict[str, int] = {}
     rates: list[tuple[str, float]] = []
     protected: list[Protected] = []
     recent_ns = now - int(WINDOW_S * NS_PER_S)
+    lives = {row["id"]: _live(row, now) for row in slots}
+    left = {row["id"]: _left_s(row, lives[row["id"]], history) for row in slots}
+    candidate_s = _duration(history.get((candidate.engine, candidate.eval_name)))
     for row in slots:
         cell = _cell(row)
         widths[cell.engine] = widths.get(cell.engine, 0) + 1
-        live = _live(row, now)
+        live = lives[row["id"]]
         if live is not None and live.rate is not None:
             rates.append((cell.engine, live.rate))
-        if not cell.bound or cell.deadline_s is None:
+        ceiling = cell.deadline_s if cell.bound else None
+        if ceiling is None and cell.slowdown_budget is None:
             continue
         since = max(recent_ns, row["admitted_ns"])
         unseen = sum(1 for other in slots if other["id"] != row["id"] and other["admitted_ns"] > since)
@@ -287,15 +299,19 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
                 row["cell_id"],
                 cell.engine,
                 cell.eval_name,
-                cell.deadline_s,
+                ceiling,
                 live.elapsed_s if live is not None else 0.0,
                 live.tokens if live is not None else None,
                 rate,
                 _expected(past, cell.max_tokens),
                 unseen,
+                max([candidate_s, *(s for i, s in left.items() if i != row["id"])]),
+                _best_rate(past),
+                cell.slowdown_budget,
             )
         )
     running = {(c.engine, c.eval_name) for c in map(_cell, slots)}
+    drain_s = max([candidate_s, *left.values()])
     for key, row in history.items():
         mine = key == (candidate.engine, candidate.eval_name)
         if key in running or mine or row["last_end_ns"] < now - gap_ns:
@@ -312,10 +328,42 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
                 0.0,
                 0,
                 _last_rate(row),
-                _expected(row, None),
+                _expected(row, _column(row, "max_tokens")),
+                0,
+                drain_s,
+                _best_rate(row),
             )
         )
     return BoxNow(protected, widths, rates)
+
+
+def _column(row: sqlite3.Row | None, name: str) -> Any:
+    """``row[name]``; None for no row, or a state file of a version without the column."""
+    if row is None or name not in row.keys():  # noqa: SIM118  (`in` a Row looks at its values)
+        return None
+    return row[name]
+
+
+def _duration(present: sqlite3.Row | None) -> float:
+    """The eval's longest completed cell on the engine, model s; inf when none ended (unknown)."""
+    longest = _column(present, "done_elapsed_max")
+    return float(longest) if longest is not None else math.inf
+
+
+def _left_s(
+    row: sqlite3.Row, live: LiveProgress | None, history: Mapping[tuple[str, str], sqlite3.Row]
+) -> float:
+    """How long an in-flight cell is expected to run yet, model s: its eval's longest completed
+    cell less its elapsed (the whole of it while it publishes nothing); inf when its eval has no
+    completed cell, or it has outrun them all (a neighbour that may never end)."""
+    longest = _duration(history.get((row["engine"], row["eval_name"])))
+    elapsed = live.elapsed_s if live is not None else 0.0
+    return longest - elapsed if longest > elapsed else math.inf
+
+
+def _best_rate(present: sqlite3.Row | None) -> float | None:
+    rate: float | None = _column(present, "best_rate")
+    return rate
 
 
 def _cell_between(row: sqlite3.Row) -> InFlight:
@@ -336,10 +384,13 @@ def _last_rate(present: sqlite3.Row | None) -> float | None:
 
 
 def _expected(present: sqlite3.Row | None, max_tokens: int | None) -> float | None:
-    """The eval's longest completed cell on the engine, else the declared cap, else unknown."""
-    if present is not None and "done_tokens_max" in present.keys() and present["done_n"]:  # noqa: SIM118
-        return float(present["done_tokens_max"])
-    return float(max_tokens) if max_tokens is not None else None
+    """The declared cap (a bound), else the eval's longest completed cell on the engine, else
+    unknown."""
+    if max_tokens is not None:
+        return float(max_tokens)
+    if _column(present, "done_n") and _column(present, "done_tokens_max") is not None:
+        return float(present["done_tokens_max"])  # type: ignore[index]
+    return None
 
 
 def _live(row: sqlite3.Row, now: int) -> LiveProgress | None:
@@ -621,7 +672,9 @@ class SharedState:
             **more,
         }
         if table == "slots":
-            values.update(deadline_s=cell.deadline_s, max_tokens=cell.max_tokens)
+            values.update(
+                deadline_s=cell.deadline_s, max_tokens=cell.max_tokens, slowdown_budget=cell.slowdown_budget
+            )
         sql = f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
         row = conn.execute(sql, tuple(values.values())).lastrowid
         assert row is not None
@@ -640,15 +693,20 @@ class SharedState:
                 conn.execute("DELETE FROM slots WHERE id = ?", (held.row if held is not None else slot,))
                 conn.execute(
                     "INSERT INTO present (engine, eval_name, cell_class, has_deadline, last_end_ns,"
-                    " ceiling_bound, deadline_s, done_n, done_tokens_max, last_rate)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (engine, eval_name) DO UPDATE"
+                    " ceiling_bound, deadline_s, done_n, done_tokens_max, last_rate, done_elapsed_max,"
+                    " best_rate, max_tokens)"
+                    f" VALUES ({', '.join('?' * 13)}) ON CONFLICT (engine, eval_name) DO UPDATE"
                     " SET last_end_ns = excluded.last_end_ns, has_deadline = excluded.has_deadline,"
                     " cell_class = excluded.cell_class, ceiling_bound = excluded.ceiling_bound,"
                     " deadline_s = excluded.deadline_s,"
                     " done_n = COALESCE(present.done_n, 0) + excluded.done_n,"
                     " done_tokens_max = MAX(COALESCE(present.done_tokens_max, 0),"
                     " COALESCE(excluded.done_tokens_max, 0)),"
-                    " last_rate = COALESCE(excluded.last_rate, present.last_rate)",
+                    " last_rate = COALESCE(excluded.last_rate, present.last_rate),"
+                    " done_elapsed_max = MAX(COALESCE(present.done_elapsed_max, 0),"
+                    " COALESCE(excluded.done_elapsed_max, 0)),"
+                    " best_rate = MAX(COALESCE(present.best_rate, 0), COALESCE(excluded.best_rate, 0)),"
+                    " max_tokens = excluded.max_tokens",
                     (
                         cell.engine,
                         cell.eval_name,
@@ -660,6 +718,9 @@ class SharedState:
                         int(tokens is not None),
                         tokens,
                         end.rate if end is not None else None,
+                        end.elapsed_s if end is not None else None,
+                        end.rate if end is not None else None,
+                        cell.max_tokens,
                     ),
                 )
         finally:
