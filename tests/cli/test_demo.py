@@ -14,10 +14,11 @@ from spark_otel.analysis.neighbour import neighbour_cost
 from spark_otel.cli import main
 from spark_otel.cli.demo import _as_json, _print_acts
 from spark_otel.demo import DemoPlan, DemoResult, ground_truth, run_demo
-from spark_otel.demo.governed import DEMO_ACT
+from spark_otel.demo.governed import DEMO_ACT, run_figures
 from spark_otel.model import CellStatus
 from spark_otel.records.rules_file import load_rules
 from spark_otel.store import Store
+from spark_otel.views.governed_runs import adaptive_answer
 from spark_otel.views.rules import rule_text
 
 # Slow enough that the instrumented client keeps pace with the streams on a loaded 2-core box (30x
@@ -208,11 +209,24 @@ def test_act_5_the_rules_advise_wrote_hold_the_neighbour_back_and_remove_its_cos
     wall = (max(c.end_unix_ns for c in every) - min(c.start_unix_ns for c in every)) / 1e9
     assert governed.both_wall_s == pytest.approx(wall)
 
+    # The third run, adaptive with no rules file: its figures are its cells' in the store.
+    adaptive = [c for c in cells if c.attributes.get(DEMO_ACT) == "5-adaptive"]
+    assert result.adaptive == run_figures(
+        "adaptive, no rules",
+        [c for c in adaptive if c.eval_name == result.serial_eval],
+        [c for c in adaptive if c.eval_name == result.load_eval],
+        alone,
+    )
+    assert result.adaptive.serial_cells == plan.governed_serial_cells
+    assert result.adaptive.load_cells == plan.governed_load_cells
+
     _print_acts(result)
     printed = capsys.readouterr().out
     act5 = printed[printed.index("Act 5. ") :]
     assert "without rules" in act5
     assert "with the rules" in act5
+    assert "adaptive, no rules" in act5
+    assert f"=> {adaptive_answer(without, governed, result.adaptive)}" in " ".join(act5.split())
     assert f"=> with the rules, {result.serial_eval} paid {round(governed.cost * 100)}%" in act5
     assert f"both evals took {governed.both_wall_s:.0f} model s against {without.both_wall_s:.0f}" in act5
 
@@ -277,8 +291,14 @@ def test_the_demo_as_json_carries_the_answers_figures_and_rules(demo: tuple[Demo
     assert "cells" not in doc["neighbour"]
     assert any(r["kind"] == "cap" and r["engine"] == "nemotron" and r["workers"] == 8 for r in doc["rules"])
     assert doc["rules_file"] == str(result.rules_path)
-    assert [run["label"] for run in doc["governed"]] == ["without rules", "with the rules"]
+    assert [run["label"] for run in doc["governed"]] == [
+        "without rules",
+        "with the rules",
+        "adaptive, no rules",
+    ]
     assert doc["governed"][1]["beside_cells"] == result.governed[1].beside_cells
+    assert result.adaptive is not None
+    assert doc["governed"][2] == json.loads(json.dumps(result.adaptive.as_dict()))
 
 
 def test_demo_refuses_an_infinite_or_zero_speed_before_starting_anything(

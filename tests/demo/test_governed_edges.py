@@ -81,7 +81,9 @@ def test_a_run_without_neighbour_cells() -> None:
         beside_median=None,
         cost=pytest.approx(0.0),
         ceiling_hits=0,
+        serial_longest_s=100.0,
         load_cells=0,
+        load_wall_s=0.0,
         load_peak=0,
         load_waited_max_s=0.0,
         load_started_after_serial=False,
@@ -99,7 +101,9 @@ def test_a_run_without_serial_cells() -> None:
         beside_median=None,
         cost=None,
         ceiling_hits=0,
+        serial_longest_s=0.0,
         load_cells=2,
+        load_wall_s=150.0,  # ungoverned: from the first start to the last end
         load_peak=2,
         load_waited_max_s=0.0,  # ungoverned cells waited nothing
         load_started_after_serial=True,
@@ -116,7 +120,9 @@ def test_an_empty_run() -> None:
         beside_median=None,
         cost=None,
         ceiling_hits=0,
+        serial_longest_s=0.0,
         load_cells=0,
+        load_wall_s=0.0,
         load_peak=0,
         load_waited_max_s=0.0,
         load_started_after_serial=False,
@@ -128,6 +134,18 @@ def test_no_cost_without_rates_or_without_a_baseline() -> None:
     untimed = [_at("serial-0", 0, 100), _at("serial-1", 100, 200)]  # no completion tokens: no rate
     assert run_figures("open", untimed, [], baseline=10.0).cost is None
     assert run_figures("open", [_at("serial-0", 0, 100, 1000)], [], baseline=0.0).cost is None
+
+
+def test_the_longest_serial_cell_and_the_neighbours_wall_from_its_first_ask() -> None:
+    """The nemotron eval's wall starts where its first cell asked (its start less its queue
+    wait: 250 - 130.5), not where it was admitted, and ends at its last end."""
+    serial = [_at("serial-0", 0, 120.5, 1000), _at("serial-1", 120.5, 400, 1000)]
+    load = [
+        _at("load-0", 250, 300, 100, attributes={sc.CELL_QUEUE_WAIT_S: 130.5}),
+        _at("load-1", 260, 480, 100, attributes={sc.CELL_QUEUE_WAIT_S: 20.0}),
+    ]
+    figures = run_figures("adaptive", serial, load, baseline=10.0)
+    assert (figures.serial_longest_s, figures.load_wall_s) == (279.5, 360.5)
 
 
 def test_a_neighbour_cell_starting_as_the_serial_eval_ends_started_after_it() -> None:
@@ -148,7 +166,9 @@ def test_the_figures_as_a_dict_for_json() -> None:
         "beside_median": None,
         "cost": 0.0,
         "ceiling_hits": 0,
+        "serial_longest_s": 100.0,
         "load_cells": 0,
+        "load_wall_s": 0.0,
         "load_peak": 0,
         "load_waited_max_s": 0.0,
         "load_started_after_serial": False,
@@ -164,7 +184,9 @@ _BASE = RunFigures(
     beside_median=3.3,
     cost=0.7,
     ceiling_hits=0,
+    serial_longest_s=400.0,
     load_cells=12,
+    load_wall_s=300.0,
     load_peak=4,
     load_waited_max_s=0.0,
     load_started_after_serial=False,

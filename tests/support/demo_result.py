@@ -102,8 +102,8 @@ BASELINE = RateSummary(n=20, median=10.0, p10=8.5, p90=11.25)
 def _figures(label: str, **kw: Any) -> RunFigures:
     fields: dict[str, Any] = {
         "label": label, "serial_cells": 6, "serial_median": 9.5, "beside_cells": 3, "beside_median": 3.75,
-        "cost": 0.625, "ceiling_hits": 1, "load_cells": 12, "load_peak": 4, "load_waited_max_s": 0.4,
-        "load_started_after_serial": False, "both_wall_s": 1234.5,
+        "cost": 0.625, "ceiling_hits": 1, "serial_longest_s": 1800.4, "load_cells": 12, "load_wall_s": 987.6,
+        "load_peak": 4, "load_waited_max_s": 0.4, "load_started_after_serial": False, "both_wall_s": 1234.5,
     }  # fmt: skip
     return RunFigures(**(fields | kw))
 
@@ -112,9 +112,18 @@ GOVERNED = [
     _figures("without rules"),
     _figures(
         "with the rules", beside_cells=0, beside_median=None, serial_median=9.875, cost=0.0125,
-        ceiling_hits=0, load_waited_max_s=456.6, load_started_after_serial=True, both_wall_s=1789.4,
+        ceiling_hits=0, serial_longest_s=1100.5, load_wall_s=1500.0, load_waited_max_s=456.6,
+        load_started_after_serial=True, both_wall_s=1789.4,
     ),
 ]  # fmt: skip
+
+
+ADAPTIVE = _figures(
+    "adaptive, no rules", beside_cells=4, beside_median=7.5, cost=0.25, ceiling_hits=0,
+    serial_longest_s=1310.5, load_wall_s=1049.4, load_peak=2, load_waited_max_s=120.4, both_wall_s=1300.0,
+)  # fmt: skip
+"""Act 5's third run: the law let nemotron run two wide in the serial cells' slack; its wall
+1,049.4 against the rules' 1,500.0 is 30% shorter (0.3004 to a whole percent)."""
 
 
 def _neighbour() -> NeighbourReport:
@@ -132,12 +141,12 @@ def _neighbour() -> NeighbourReport:
 
 def demo_result(
     out: Path = OUT, *, neighbour: NeighbourReport | None = None, governed: list[RunFigures] = GOVERNED,
-    **content: Any,
+    adaptive: RunFigures | None = ADAPTIVE, **content: Any,
 ) -> DemoResult:  # fmt: skip
     """A demo run with something for every act: a probe on each engine, the review eval's runs at
     8, 1 and an unrecorded number of workers (and another eval's run), its energy at 1 and 8
     workers (and the serial eval's), the loads beside the serial eval, the gauges, two rules and
-    Act 5's two runs. ``content`` replaces parts of the report's content."""
+    Act 5's three runs. ``content`` replaces parts of the report's content."""
     probes = [_probe("qwen", 2), _probe("nemotron", 1)]
     runs = [
         _run(8, REVIEW, 8, 301.6, 9.125, 1),
@@ -180,6 +189,7 @@ def demo_result(
         rules_path=out / "rules.toml",
         state_path=out / "governor.sqlite",
         governed=governed,
+        adaptive=adaptive,
     )
 
 
@@ -189,6 +199,7 @@ NOTHING_BUT_PROBES_AND_LOADS: dict[str, Any] = {
     "instruments": None,
     "advice": None,
     "governed": [],
+    "adaptive": None,
 }
 """What a run without Acts 3 and 5, gauges or rules leaves out (`demo_result`'s keywords)."""
 
@@ -375,7 +386,9 @@ def expected_json(out: Path, speed: float) -> dict[str, Any]:
                 "beside_median": 3.75,
                 "cost": 0.625,
                 "ceiling_hits": 1,
+                "serial_longest_s": 1800.4,
                 "load_cells": 12,
+                "load_wall_s": 987.6,
                 "load_peak": 4,
                 "load_waited_max_s": 0.4,
                 "load_started_after_serial": False,
@@ -389,11 +402,29 @@ def expected_json(out: Path, speed: float) -> dict[str, Any]:
                 "beside_median": None,
                 "cost": 0.0125,
                 "ceiling_hits": 0,
+                "serial_longest_s": 1100.5,
                 "load_cells": 12,
+                "load_wall_s": 1500.0,
                 "load_peak": 4,
                 "load_waited_max_s": 456.6,
                 "load_started_after_serial": True,
                 "both_wall_s": 1789.4,
+            },
+            {
+                "label": "adaptive, no rules",
+                "serial_cells": 6,
+                "serial_median": 9.5,
+                "beside_cells": 4,
+                "beside_median": 7.5,
+                "cost": 0.25,
+                "ceiling_hits": 0,
+                "serial_longest_s": 1310.5,
+                "load_cells": 12,
+                "load_wall_s": 1049.4,
+                "load_peak": 2,
+                "load_waited_max_s": 120.4,
+                "load_started_after_serial": False,
+                "both_wall_s": 1300.0,
             },
         ],
         "instruments": [

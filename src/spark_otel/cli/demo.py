@@ -10,8 +10,9 @@ eval is instrumented with spark_otel.instrument() and spark_otel.cell(). In the 
          workers on nemotron: what each neighbour cost it, from its own records
   Act 5  the advisor's rules written to DIR/rules.toml, then the serial eval and, started midway
          from another process, the nemotron eval at 4 workers, once without the rules and once
-         governed by them (both processes through DIR/governor.sqlite): the cost, the wait, the
-         wall time of both
+         governed by them (both processes through DIR/governor.sqlite), and once governed
+         adaptively with no rules file (the deadline-slack law): side by side, the serial cells
+         at the ceiling, the longest serial cell, the neighbour's wall, the cost and the wait
 
 Each act ends in a one-line answer; the advisor's queue rules with their evidence come before
 Act 5, and the HTML report (which opens with the same answers) covers Acts 2 to 4. About a
@@ -31,12 +32,14 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from ..views.gauges import evidence
+from ..views.governed_runs import governed_runs_json
 from ..views.rules import advice_json, rules_table
 from ..views.tables import fmt_number
 from ._common import print_hint, print_json, print_table
 
 if TYPE_CHECKING:
     from ..demo import DemoResult
+    from ..demo.governed import RunFigures
     from ..views.answers import Answer
 
 
@@ -174,47 +177,33 @@ def _print_acts(result: DemoResult) -> None:
     _print_governed(result)
 
 
+def _act5_runs(result: DemoResult) -> list[RunFigures]:
+    """Act 5's runs side by side: without and with the rules, then the adaptive one where it ran;
+    none unless both of the first two did."""
+    if len(result.governed) != 2:
+        return []
+    return [*result.governed, *([result.adaptive] if result.adaptive is not None else [])]
+
+
 def _print_governed(result: DemoResult) -> None:
     from ..demo.governed import governed_answer
+    from ..views.governed_runs import adaptive_answer, governed_runs_table
 
-    if len(result.governed) != 2:
+    runs = _act5_runs(result)
+    if not runs:
         return
+    columns, rows, notes = governed_runs_table(runs)
     print_table(
         f"Act 5. {result.serial_eval} and, from another process midway, {result.load_eval} at 4 workers "
         "(model time)",
-        [
-            "run",
-            "serial cells",
-            "beside",
-            "serial tok/s",
-            "cost %",
-            "ceiling hits",
-            "nemotron cells",
-            "most at once",
-            "longest queue wait s",
-            "both evals' wall s",
-        ],
-        [
-            [
-                run.label,
-                run.serial_cells,
-                run.beside_cells,
-                fmt_number(run.beside_median if run.beside_cells else run.serial_median),
-                _pct(run.cost),
-                run.ceiling_hits,
-                run.load_cells,
-                run.load_peak,
-                fmt_number(run.load_waited_max_s, 0),
-                fmt_number(run.both_wall_s, 0),
-            ]
-            for run in result.governed
-        ],
-        notes={
-            "beside": "serial cells that ran at least 90% of their time while the nemotron eval ran",
-            "cost %": "1 - serial tok/s (of the cells beside it, else of all) over its Act 4 baseline alone",
-        },
+        columns,
+        rows,
+        notes=notes,
     )
-    print_hint(f"=> {governed_answer(result.serial_eval, *result.governed)}")
+    open_run, static = result.governed
+    print_hint(f"=> {governed_answer(result.serial_eval, open_run, static)}")
+    if result.adaptive is not None:
+        print_hint(f"=> {adaptive_answer(open_run, static, result.adaptive)}")
     print()
 
 
@@ -237,7 +226,7 @@ def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
         "ground_truth": result.ground_truth,
         "rules": [] if content.advice is None else advice_json(content.advice)["rules"],
         "rules_file": str(result.rules_path),
-        "governed": [run.as_dict() for run in result.governed],
+        "governed": governed_runs_json(_act5_runs(result)),
         "instruments": None
         if content.instruments is None
         else [

@@ -64,7 +64,12 @@ class RunFigures:
     """1 - the median rate of the cells beside the neighbour over the serial eval's baseline;
     with none beside it, of all its cells."""
     ceiling_hits: int
+    serial_longest_s: float
+    """The longest serial cell (model s), of `serial_cells`."""
     load_cells: int
+    load_wall_s: float
+    """The nemotron eval's wall (model s): from its first cell asking (its start less its queue
+    wait) to its last cell's end, over `load_cells`."""
     load_peak: int
     """The most nemotron cells in flight at once."""
     load_waited_max_s: float
@@ -109,6 +114,7 @@ def run_figures(label: str, serial: Sequence[Cell], load: Sequence[Cell], baseli
     every = [*serial, *load]
     waits = [c.admission_s or 0.0 for c in load]
     serial_end = max((c.end_unix_ns for c in serial), default=0)
+    asked = min((c.start_unix_ns - int((c.admission_s or 0.0) * NS_PER_S) for c in load), default=0)
     return RunFigures(
         label=label,
         serial_cells=len(serial),
@@ -117,7 +123,9 @@ def run_figures(label: str, serial: Sequence[Cell], load: Sequence[Cell], baseli
         beside_median=_median(beside_rates),
         cost=None if reference is None or not baseline else 1.0 - reference / baseline,
         ceiling_hits=sum(1 for c in serial if ceiling_hit(c)),
+        serial_longest_s=max((c.elapsed_s for c in serial), default=0.0),
         load_cells=len(load),
+        load_wall_s=(max(c.end_unix_ns for c in load) - asked) / NS_PER_S if load else 0.0,
         load_peak=peak,
         load_waited_max_s=max(waits, default=0.0),
         load_started_after_serial=bool(load) and all(c.start_unix_ns >= serial_end for c in load),
