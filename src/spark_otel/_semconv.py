@@ -131,6 +131,8 @@ CELL_ADAPTIVE_MARGIN = "spark_otel.cell.adaptive.margin"  # (ceiling - projected
 CELL_ADAPTIVE_RATE = "spark_otel.cell.adaptive.rate_used"  # its rate projected after the admission, tok/s
 CELL_ADAPTIVE_HELD_REASON = "spark_otel.cell.adaptive.held_reason"  # why the law held it last, if it did
 CELL_ADAPTIVE_HELD_FOR = "spark_otel.cell.adaptive.held_for"  # the protected cell its last hold named
+CELL_ADAPTIVE_HELD_S = "spark_otel.cell.adaptive.held_s"  # the law's own share of the queue wait, model s
+CELL_ADAPTIVE_HOLDS = "spark_otel.cell.adaptive.holds"  # how many times the law began holding it
 # The cell's time budget (issue 17), model s: its elapsed time split by what the cell waited on.
 # first_token + decode + unsplit + other = elapsed; the governor's wait comes before elapsed.
 CELL_BUDGET_FIRST_TOKEN_S = "spark_otel.cell.budget.first_token_s"  # waiting for first tokens

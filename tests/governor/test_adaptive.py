@@ -275,3 +275,66 @@ def test_a_cell_of_an_eval_that_never_streams_cannot_be_projected(state_path: Pa
     assert decision.slot is None
     assert decision.verdict is not None
     assert decision.verdict.reason is SlackReason.RATE_UNKNOWN
+
+
+def test_the_laws_share_of_a_wait_and_its_holds_are_counted_apart_from_a_rules(
+    state_path: Path, rules_file: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cell the law holds (0 to 10 s), a static rule then holds (10 to 30 s), and the law again
+    (30 to 34 s) before admitting it: it waited 34 s, the law held it 14 s in two holds; its span
+    says so beside the whole wait."""
+    from tests.support.wall_clock import WallClock
+
+    from spark_otel import _clock
+    from spark_otel.governor.admission import _Waiter
+    from spark_otel.governor.slack import Protected, SlackVerdict
+    from spark_otel.records.rules_file import load_rules
+
+    clock = WallClock(monkeypatch)
+    monkeypatch.setattr(_clock, "real_monotonic_ns", lambda: clock.now_ns)
+    g = Governor(None, state_path=state_path, adaptive=True)
+    open_rules = g.rules()
+    capped = load_rules(rules_file("[[lane]]\nengine = 'nemotron'\ncells = 1\n"))
+    assert open_rules is not None
+    _admit(g, NEIGHBOUR, "x0")  # nothing to protect: it runs, and fills the capped lane
+    s0 = Protected("s0", "qwen", "serial", 1000.0, 900.0, 900, 1.0, 1000.0)
+    script = iter([SlackReason.TIGHT, SlackReason.TIGHT, SlackReason.TIGHT, SlackReason.SLACK])
+    monkeypatch.setattr(g, "judge", lambda _cell, _box: SlackVerdict(next(script), s0))
+    waiter = _Waiter(g, NEIGHBOUR, "n0", None)
+    steps = [(0.0, open_rules), (10.0, capped), (20.0, open_rules), (4.0, open_rules), (0.0, open_rules)]
+    decisions = []
+    for advance, rules in steps[:-1]:
+        clock.advance(advance)
+        decisions.append(waiter.attempt(rules))
+    assert [d.slot is not None for d in decisions if d is not None] == [False, False, False, False]
+    assert [d.verdict.reason if d and d.verdict else None for d in decisions] == [
+        SlackReason.TIGHT, None, SlackReason.TIGHT, SlackReason.TIGHT,
+    ]  # fmt: skip
+    decision = waiter.attempt(open_rules)  # at 34 s: slack, admitted
+    assert decision is not None
+    assert decision.slot is not None
+    admission = waiter.admitted(decision)
+    waiter.leave()
+    assert (admission.waited_s, admission.held_s, admission.holds) == (34.0, 14.0, 2)
+    attrs = admission.span_attributes()
+    assert (attrs[sc.CELL_QUEUE_WAIT_S], attrs[sc.CELL_ADAPTIVE_HELD_S], attrs[sc.CELL_ADAPTIVE_HOLDS]) == (
+        34.0, 14.0, 2,
+    )  # fmt: skip
+
+
+def test_a_cell_the_law_admitted_at_once_says_it_held_nothing_and_a_static_one_says_nothing(
+    state_path: Path,
+) -> None:
+    g = Governor(None, state_path=state_path, adaptive=True)
+    rules = g.rules()
+    assert rules is not None
+    from spark_otel.governor.admission import Admission, _Waiter
+
+    waiter = _Waiter(g, NEIGHBOUR, "n0", None)
+    admission = waiter.admitted(waiter.attempt(rules))
+    waiter.leave()
+    attrs = admission.span_attributes()
+    assert (attrs[sc.CELL_ADAPTIVE_HELD_S], attrs[sc.CELL_ADAPTIVE_HOLDS]) == (0.0, 0)
+    static = Admission(1, NEIGHBOUR, 12.5, "a rule", None, None).span_attributes()
+    assert sc.CELL_ADAPTIVE_HELD_S not in static
+    assert sc.CELL_ADAPTIVE_HOLDS not in static

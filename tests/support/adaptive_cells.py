@@ -44,10 +44,17 @@ def decided(
     waited_s: float = 0.0,
     rule: str | None = None,
     deadline_s: float | None = None,
+    held_s: float | None = None,
+    holds: int | None = None,
 ) -> Cell:
-    """A finished cell whose span carries what the governor set on it for this admission."""
+    """A finished cell whose span carries what the governor set on it for this admission; a held
+    cell held by the law for its whole wait in one hold unless ``held_s`` and ``holds`` say."""
     flight = InFlight(engine, eval_name, None, deadline_s is not None, deadline_s=deadline_s)
-    admission = Admission(1, flight, waited_s, rule, admitted_on, held)
+    if held_s is None:
+        held_s = waited_s if held is not None else 0.0
+    if holds is None:
+        holds = int(held is not None)
+    admission = Admission(1, flight, waited_s, rule, admitted_on, held, held_s, holds)
     return cell(
         uid,
         start_s,

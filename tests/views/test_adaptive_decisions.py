@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.support.adaptive_cells import decided_run
+from tests.support.adaptive_cells import decided, decided_run, protected, verdict
 from tests.support.cells import cell
 from tests.support.snapshots import Snapshot
 
+from spark_otel import _semconv as sc
 from spark_otel.analysis.adaptive_decisions import (
     AdaptiveDecisions,
     HoldCount,
@@ -19,6 +20,7 @@ from spark_otel.analysis.adaptive_decisions import (
     cell_decision,
 )
 from spark_otel.cli._common import print_table
+from spark_otel.governor.slack import SlackReason
 from spark_otel.views.adaptive_decisions import (
     decisions_json,
     evals_table,
@@ -103,3 +105,38 @@ def test_a_run_held_nothing_and_a_store_without_decisions_say_so(snapshot: Snaps
     plain = adaptive_decisions([cell("plain", 0, 10, 5), cell("other", 0, 10, 5)])
     assert holds_tables(plain) == []
     snapshot(summary_line(plain) + "\n" + no_decisions_line(500, newest=True) + "\n", "no-decisions")
+
+
+def test_a_holds_length_is_the_laws_share_where_the_span_records_it_else_the_whole_wait() -> None:
+    """b0 waited 50 s, 20 of them on a static rule: the law held it 30 s in two holds. b1 comes
+    from a runner that recorded no share: its whole 12 s wait counts. b2 the law never held: no
+    hold, however long it waited on a rule. A recorded share past the wait counts as the wait."""
+
+    tight = verdict(SlackReason.TIGHT, protected("s0"))
+    slack = verdict(SlackReason.SLACK, protected("s0"), finish_s=1500.0, rate=6.0)
+    b0 = decided("b0", 100, 200, eval_name="batch", engine="nemotron", admitted_on=slack, held=tight,
+                 waited_s=50.0, held_s=30.0, holds=2)  # fmt: skip
+    b1 = decided(
+        "b1", 120, 220, eval_name="batch", engine="nemotron", admitted_on=slack, held=tight, waited_s=12.0
+    )
+    older = b1.model_copy(
+        update={
+            "attributes": {
+                k: v
+                for k, v in b1.attributes.items()
+                if k not in (sc.CELL_ADAPTIVE_HELD_S, sc.CELL_ADAPTIVE_HOLDS)
+            }
+        }
+    )
+    b2 = decided("b2", 130, 230, eval_name="batch", engine="nemotron", admitted_on=slack, waited_s=40.0)
+    b3 = decided("b3", 140, 240, eval_name="batch", engine="nemotron", admitted_on=slack, held=tight,
+                 waited_s=5.0, held_s=9.0, holds=1)  # fmt: skip
+    found = adaptive_decisions([b0, older, b2, b3])
+    [batch] = found.evals
+    assert [(d.hold_s, d.holds) for d in map(cell_decision, (b0, older, b2, b3)) if d is not None] == [
+        (30.0, 2), (12.0, None), (0.0, 0), (5.0, 1),
+    ]  # fmt: skip
+    assert (batch.held, batch.hold_s, batch.waited_for_rules) == (3, 47.0, 1)
+    assert batch.longest is not None
+    assert batch.longest.cell_id == "b0"
+    assert batch.reasons == [HoldCount(key="projection under the margin", cells=3, hold_s=47.0)]

@@ -5,13 +5,15 @@ and the margins and rates its admissions rested on.
 The facts are the ``spark_otel.cell.adaptive.*`` attributes the governor sets on each cell span
 (`spark_otel.governor.admission.Admission.span_attributes`): the verdict the cell was admitted on
 (reason, protected cell, projected finish, margin, rate used) and the law's last hold of it
-(reason, protected cell). A hold's length is the cell's queue wait (``spark_otel.cell.queue_wait_s``,
-model s): the whole wait, including any part a static rule held it, since the span records one
-wait. Every figure carries the count of cells it rests on. Pure: cells in, facts out.
+(reason, protected cell). A hold's length is the law's own share of the cell's wait
+(``spark_otel.cell.adaptive.held_s``, model s); a cell recorded before that attribute existed
+counts its whole queue wait (``spark_otel.cell.queue_wait_s``), any part a static rule held it
+included. Every figure carries the count of cells it rests on. Pure: cells in, facts out.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -70,6 +72,11 @@ class CellDecision(Result):
     """That cell's rate the projection used, after the admission, tok/s."""
     waited_s: float
     """Model seconds the cell waited before it started (0: admitted at once)."""
+    hold_s: float = 0.0
+    """Model seconds of that wait the law held it (``spark_otel.cell.adaptive.held_s``); for a
+    cell recorded without it, held by the law, its whole wait."""
+    holds: int | None = None
+    """How many times the law began holding it; None: not recorded (an older runner)."""
     held_reason: str | None
     """Why the law last held it; None: the law never held it."""
     held_for: str | None
@@ -147,6 +154,7 @@ def cell_decision(cell: Cell) -> CellDecision | None:
     reason, held = _text(a.get(sc.CELL_ADAPTIVE_REASON)), _text(a.get(sc.CELL_ADAPTIVE_HELD_REASON))
     if reason is None and held is None:
         return None
+    waited = max(cell.admission_s or 0.0, 0.0)
     return CellDecision(
         uid=cell.uid,
         eval_name=cell.eval_name,
@@ -158,11 +166,26 @@ def cell_decision(cell: Cell) -> CellDecision | None:
         projected_finish_s=_number(a.get(sc.CELL_ADAPTIVE_FINISH_S)),
         margin=_number(a.get(sc.CELL_ADAPTIVE_MARGIN)),
         rate_used=_number(a.get(sc.CELL_ADAPTIVE_RATE)),
-        waited_s=max(cell.admission_s or 0.0, 0.0),
+        waited_s=waited,
+        hold_s=_hold_s(a.get(sc.CELL_ADAPTIVE_HELD_S), waited, held is not None),
+        holds=_count(a.get(sc.CELL_ADAPTIVE_HOLDS)),
         held_reason=held,
         held_for=_text(a.get(sc.CELL_ADAPTIVE_HELD_FOR)),
         queue_rule=_text(a.get(sc.CELL_QUEUE_RULE)),
     )
+
+
+def _hold_s(recorded: AttributeValue | None, waited: float, held: bool) -> float:
+    """The law's share of the wait where the span records it (never past the wait), else the
+    whole wait of a cell the law held."""
+    value = _number(recorded)
+    if value is not None and math.isfinite(value):
+        return min(max(value, 0.0), waited)
+    return waited if held else 0.0
+
+
+def _count(value: AttributeValue | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _spread(values: Sequence[float]) -> Spread:
@@ -185,7 +208,7 @@ def _counts(pairs: Iterable[tuple[str, float]]) -> list[HoldCount]:
 
 def _longest(decisions: Iterable[CellDecision]) -> CellDecision | None:
     held = [d for d in decisions if d.held]
-    return max(held, key=lambda d: (d.waited_s, -d.end_unix_ns)) if held else None
+    return max(held, key=lambda d: (d.hold_s, -d.end_unix_ns)) if held else None
 
 
 def _eval(name: str, decisions: list[CellDecision]) -> EvalDecisions:
@@ -198,10 +221,10 @@ def _eval(name: str, decisions: list[CellDecision]) -> EvalDecisions:
         at_once=sum(1 for d in decisions if d.at_once),
         held=len(held),
         waited_for_rules=sum(1 for d in decisions if not d.held and d.waited_s > 0),
-        hold_s=sum(d.waited_s for d in held),
+        hold_s=sum(d.hold_s for d in held),
         longest=_longest(held),
-        reasons=_counts((d.held_reason or "", d.waited_s) for d in held),
-        held_for=_counts((d.held_for or "-", d.waited_s) for d in held),
+        reasons=_counts((d.held_reason or "", d.hold_s) for d in held),
+        held_for=_counts((d.held_for or "-", d.hold_s) for d in held),
         admitted_on=_counts((d.reason or "-", d.waited_s) for d in decisions),
         margin=_spread([d.margin for d in projected if d.margin is not None]),
         rate_used=_spread([d.rate_used for d in projected if d.rate_used is not None]),

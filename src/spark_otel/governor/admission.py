@@ -71,6 +71,11 @@ class Admission:
     """The deadline-slack law's verdict it was admitted on (adaptive governing)."""
     held: SlackVerdict | None = None
     """The law's last hold of it, if it held it."""
+    held_s: float = 0.0
+    """The law's own share of ``waited_s`` (model s): from each attempt it held the cell at to
+    the next attempt it did not (a rule, or the queue ahead, holding the rest)."""
+    holds: int = 0
+    """How many times the law began holding it (consecutive held attempts are one hold)."""
 
     def span_attributes(self) -> dict[str, AttributeValue]:
         attrs: dict[str, AttributeValue] = {sc.CELL_QUEUE_WAIT_S: self.waited_s}
@@ -91,6 +96,9 @@ class Admission:
             attrs[sc.CELL_ADAPTIVE_HELD_REASON] = self.held.reason.value
             if self.held.protected is not None:
                 attrs[sc.CELL_ADAPTIVE_HELD_FOR] = self.held.protected.name
+        if self.verdict is not None or self.held is not None:  # the law judged it
+            attrs[sc.CELL_ADAPTIVE_HELD_S] = round(self.held_s, 3)
+            attrs[sc.CELL_ADAPTIVE_HOLDS] = self.holds
         return attrs
 
 
@@ -395,6 +403,10 @@ class _Waiter:
         self.queued = False
         self.verdict: SlackVerdict | None = None
         self.held: SlackVerdict | None = None
+        self.holds = 0
+        self.held_real_s = 0.0
+        self.holding_since_ns: int | None = None
+        """When the law's current hold began (real monotonic), while it holds the cell."""
         self.reported = False
 
     def waited_real_s(self) -> float:
@@ -416,6 +428,7 @@ class _Waiter:
             return None
         self.ticket = decision.ticket
         self.verdict = decision.verdict
+        self._count_hold(decision.verdict is not None and not decision.verdict.admit)
         if decision.verdict is not None and not decision.verdict.admit:
             if self.held is None or self.held.reason is not decision.verdict.reason:
                 attrs = {sc.ENGINE: self.cell.engine, sc.GOVERNOR_HOLD_REASON: decision.verdict.reason.value}
@@ -432,6 +445,17 @@ class _Waiter:
                 _add(self.meter_provider, "governor_queue", 1, self.cell.engine)
         return decision
 
+    def _count_hold(self, law_holds: bool) -> None:
+        """The law's share of the wait: a hold runs from the attempt it began at to the first
+        attempt it did not hold the cell at (or the end of the wait)."""
+        now = _clock.real_monotonic_ns()
+        if law_holds and self.holding_since_ns is None:
+            self.holding_since_ns = now
+            self.holds += 1
+        elif not law_holds and self.holding_since_ns is not None:
+            self.held_real_s += (now - self.holding_since_ns) / _clock.NS_PER_S
+            self.holding_since_ns = None
+
     def report_long_wait(self) -> None:
         """Past `Governor.report_wait_s`, say once that this cell still waits, and what holds it
         (the rule, or the law's reason and the cell it protects); it goes on waiting."""
@@ -445,6 +469,7 @@ class _Waiter:
         )  # fmt: skip
 
     def admitted(self, decision: Decision | None) -> Admission:
+        self._count_hold(False)
         slot = decision.slot if decision is not None else None
         waited = _clock.to_clock_s(self.waited_real_s()) if self.queued else 0.0
         if slot is not None:
@@ -457,7 +482,8 @@ class _Waiter:
             except Exception as exc:
                 report_failure("governor metrics", exc)
         verdict = self.verdict if slot is not None else None
-        return Admission(slot, self.cell, waited, self.rule, verdict, self.held)
+        held_s = min(waited, _clock.to_clock_s(self.held_real_s)) if self.queued else 0.0
+        return Admission(slot, self.cell, waited, self.rule, verdict, self.held, held_s, self.holds)
 
     def leave(self) -> None:
         """However the wait ended: out of the queue, and the queue gauge down."""

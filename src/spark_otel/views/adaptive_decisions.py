@@ -68,7 +68,7 @@ def summary_line(d: AdaptiveDecisions, unit: str = "s") -> str:
     because = "; ".join(f"{c.key} ({c.cells:,})" for c in why)
     return (
         f"{head}, {d.held:,} held for {d.hold_s:,.1f} {unit} in all (because: {because}); "
-        f"the longest, {longest.cell_id} of {longest.eval_name}, waited {longest.waited_s:,.1f} {unit} "
+        f"the longest, {longest.cell_id} of {longest.eval_name}, held {longest.hold_s:,.1f} {unit} "
         f"({longest.held_reason}{_held_for(longest)})."
     )
 
@@ -116,7 +116,7 @@ def evals_table(d: AdaptiveDecisions, unit: str = "s") -> tuple[list[str], list[
             f"{e.held:,}",
             f"{e.waited_for_rules:,}",
             fmt_number(e.hold_s, 1) if e.held else "-",
-            fmt_number(e.longest.waited_s, 1) if e.longest is not None else "-",
+            fmt_number(e.longest.hold_s, 1) if e.longest is not None else "-",
             _spread(e.margin, "%"),
             _spread(e.rate_used, "tok/s"),
         ]
@@ -127,8 +127,8 @@ def evals_table(d: AdaptiveDecisions, unit: str = "s") -> tuple[list[str], list[
         "at once": "admitted without waiting",
         "held": "held by the law at least once before they started",
         "waited on rules": "waited, but only on a static rule or the queue, never on the law",
-        f"hold {unit}": "the held cells' waits added up (a wait counts whole, any part a static rule "
-        "held it included)",
+        f"hold {unit}": "the law's share of the held cells' waits added up (a cell recorded without it "
+        "counts its whole wait, any part a static rule held it included)",
         "margin min / median": "(ceiling - projected finish) / ceiling of the protected cell each admission "
         "was judged against, after the admission; n: admissions with a projection",
         "rate used tok/s min / median": "that protected cell's decode rate the projection used, after "
