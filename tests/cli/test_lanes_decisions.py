@@ -1,6 +1,7 @@
 """`spark-otel lanes` with a store: the adaptive governor's decisions on the latest finished cells
 (tests/support/adaptive_cells, their attributes the governor's own), as a table and in --json;
-the command that records them where the store holds none; a store named but missing refused."""
+the command that records them where the store holds none; a store named but missing refused;
+and the verdict each cell in flight was admitted on, from the state file."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from spark_otel.analysis.adaptive_decisions import cell_decision
 from spark_otel.cli import lanes, main
 from spark_otel.governor import RULES_ENV, STATE_ENV
 from spark_otel.governor.decision import InFlight
+from spark_otel.governor.slack import Projection, Protected, SlackReason, SlackVerdict
 from spark_otel.governor.state import SharedState
 from spark_otel.model import Cell
 from spark_otel.records.rules_file import RulesFile
@@ -25,8 +27,9 @@ from spark_otel.store import Store
 
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A state file with one serial cell in use on qwen, read under a stopped clock (its lease
-    never lapses); paths relative, so the printed titles are the same on every run."""
+    """A state file with one serial cell in use on qwen, admitted with nothing to protect, and a
+    batch cell on nemotron the law admitted into its slack, read under a stopped clock (their
+    leases never lapse); paths relative, so the printed titles are the same on every run."""
     monkeypatch.setattr(_clock, "real_wall_ns", lambda: T0_NS + 950 * 1_000_000_000)
     monkeypatch.setenv("COLUMNS", "110")
     monkeypatch.chdir(tmp_path)
@@ -36,10 +39,55 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     shared = SharedState("governor.sqlite")
     try:
         flight = InFlight("qwen", "serial", None, True, deadline_s=1800.0)
-        assert shared.attempt(flight, "serial-2", RulesFile(), ticket=None, waited_s=0.0).slot is not None
+        nothing = SlackVerdict(SlackReason.NOTHING_PROTECTED)
+        assert shared.attempt(
+            flight, "serial-2", RulesFile(), ticket=None, waited_s=0.0, judge=lambda _c, _b: nothing
+        ).slot
+        batch = InFlight("nemotron", "batch", None, False)
+        assert shared.attempt(
+            batch, "b6", RulesFile(), ticket=None, waited_s=0.0, judge=lambda _c, _b: INTO_SLACK
+        ).slot
     finally:
         shared.close()
     return "governor.sqlite"
+
+
+SERIAL_2 = Protected("serial-2", "qwen", "serial", 1800.0, 300.0, 4000, 9.5, 12000.0)
+INTO_SLACK = SlackVerdict(
+    SlackReason.SLACK, SERIAL_2, Projection("serial-2", "qwen", 1260.04, 0.299978, 8.25049)
+)
+
+
+def test_lanes_shows_the_verdict_each_cell_in_flight_was_admitted_on(
+    state: str, snapshot: Snapshot, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The "admission verdict" column names the reason, the protected cell, its projected finish
+    and margin and the rate used (1,260.04 s to 1,260; 29.9978% to 30%; 8.25049 to 8.3); --json
+    rounds them as the span does."""
+    assert main(["lanes", "--state", state]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    snapshot(out[out.index("cells in flight") :])
+    assert main(["lanes", "--state", state, "--json"]) == 0
+    lanes_json = {lane["engine"]: lane for lane in json.loads(capsys.readouterr().out)["lanes"]}
+    assert [c["admitted_on"] for c in lanes_json["nemotron"]["in_flight"]] == [
+        {
+            "reason": "slack",
+            "protected_cell": "serial-2",
+            "projected_finish_s": 1260.04,
+            "margin": 0.3,
+            "rate_used_tok_s": 8.25,
+        }
+    ]
+    assert [c["admitted_on"] for c in lanes_json["qwen"]["in_flight"]] == [
+        {
+            "reason": "nothing to protect",
+            "protected_cell": None,
+            "projected_finish_s": None,
+            "margin": None,
+            "rate_used_tok_s": None,
+        }
+    ]
 
 
 def _store(path: str, cells: list[Cell]) -> str:

@@ -32,12 +32,27 @@ LONGEST_WAIT_NS = 1_234_567_890_000  # 1,234.56789 s: three decimals in --json, 
 SERVING = "qwen3.8-27b"
 METRICS = f'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name="{SERVING}"}} 1\n'
 
-Q_IN_FLIGHT = [  # as `box` published them: rounded to three decimals in --json
-    {"eval": "ev-x", "cell": None, "elapsed_s": 31.25, "tokens": None, "rate_tok_s": None},
-    {"eval": "ev-y", "cell": None, "elapsed_s": 612.346, "tokens": 6789, "rate_tok_s": 10.612},
+Q_IN_FLIGHT = [  # as `box` published them: rounded to three decimals in --json; static rules
+    # admitted them, so no verdict of the deadline-slack law
+    {
+        "eval": "ev-x",
+        "cell": None,
+        "elapsed_s": 31.25,
+        "tokens": None,
+        "rate_tok_s": None,
+        "admitted_on": None,
+    },
+    {
+        "eval": "ev-y",
+        "cell": None,
+        "elapsed_s": 612.346,
+        "tokens": 6789,
+        "rate_tok_s": 10.612,
+        "admitted_on": None,
+    },
 ]
 Z_IN_FLIGHT = [  # nothing published: each figure null, never a guess
-    {"eval": e, "cell": None, "elapsed_s": None, "tokens": None, "rate_tok_s": None}
+    {"eval": e, "cell": None, "elapsed_s": None, "tokens": None, "rate_tok_s": None, "admitted_on": None}
     for e in ("ev-b", "ev-a", "ev-b")
 ]
 IN_FLIGHT_TABLE = (

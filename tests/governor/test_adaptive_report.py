@@ -2,7 +2,8 @@
 adaptively with no rules file (a serial ceiling-bound eval on qwen, a 4-worker eval on nemotron
 started while the first serial cell runs) record into one embedded store on the simulated box;
 the store then yields the decisions each process saw on its spans, as equal figures on the fact
-model, in the report's section and in `spark-otel lanes`."""
+model, in the report's section and in `spark-otel lanes`; while the cells run, `lanes --json`
+shows each one's admission verdict from the state file, equal to what its span records."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +21,15 @@ from typing import Any
 import pytest
 
 from spark_otel import _semconv as sc
+from spark_otel._exceptions import InputError
 from spark_otel.analysis.adaptive_decisions import AdaptiveDecisions, adaptive_decisions
 from spark_otel.cli import main
+from spark_otel.governor.state import read_lanes
 from spark_otel.report import build_report, inputs_from_store, render_html
 from spark_otel.sim import run_box
 from spark_otel.store import Store
 from spark_otel.views.adaptive_decisions import summary_line
+from spark_otel.views.live_cells import in_flight_json
 
 RUNNER = Path(__file__).with_name("adaptive_store_runner.py")
 SPEED = 20.0
@@ -57,13 +62,42 @@ def _spans(proc: subprocess.Popen[str]) -> dict[str, dict[str, Any]]:
     return {s["attributes"][sc.CELL_ID]: s["attributes"] for s in lines if s["event"] == "span"}
 
 
+class _InFlight:
+    """What `lanes --json` lists in flight, read from the state file every 50 ms while the run
+    goes: each cell's entry (its admission verdict is fixed while it runs)."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.seen: dict[str, dict[str, Any]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(0.05):
+            try:
+                lanes = read_lanes(self.state)
+            except InputError:  # not there yet, or its first writer still making its tables
+                continue
+            for lane in lanes:
+                for entry in in_flight_json(lane):
+                    self.seen.setdefault(entry["cell"], entry)
+
+    def done(self) -> dict[str, dict[str, Any]]:
+        self.stop.set()
+        self.thread.join(5)
+        return self.seen
+
+
 @pytest.fixture(scope="module")
 def governed(
     box: Any, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, Path, dict[str, dict[str, Any]]]:
-    """The store and state of the run, and every cell span's attributes as its process saw them."""
+) -> tuple[Path, Path, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The store and state of the run, every cell span's attributes as its process saw them,
+    and what `lanes --json` listed in flight meanwhile, by cell."""
     tmp = tmp_path_factory.mktemp("adaptive-report")
     store, state = tmp / "store.sqlite", tmp / "governor.sqlite"
+    in_flight = _InFlight(state)
     serial = _runner(
         store, state, box.url("qwen"), "serial", "qwen", 1, SERIAL_CELLS, SERIAL_TOKENS, CEILING_S
     )
@@ -74,7 +108,7 @@ def governed(
     )
     spans = {**_spans(serial), **_spans(neighbour)}
     assert len(spans) == SERIAL_CELLS + NEIGHBOUR_CELLS
-    return store, state, spans
+    return store, state, spans, in_flight.done()
 
 
 def _figures(spans: dict[str, dict[str, Any]], eval_name: str) -> dict[str, Any]:
@@ -88,7 +122,7 @@ def _figures(spans: dict[str, dict[str, Any]], eval_name: str) -> dict[str, Any]
     held = {c: a for c, a in mine.items() if sc.CELL_ADAPTIVE_HELD_REASON in a}
     margins = [a[sc.CELL_ADAPTIVE_MARGIN] for a in mine.values() if sc.CELL_ADAPTIVE_MARGIN in a]
     rates = [a[sc.CELL_ADAPTIVE_RATE] for a in mine.values() if sc.CELL_ADAPTIVE_RATE in a]
-    waits = {c: a[sc.CELL_QUEUE_WAIT_S] for c, a in held.items()}
+    waits = {c: a[sc.CELL_ADAPTIVE_HELD_S] for c, a in held.items()}  # the law's share of each wait
     return {
         "cells": len(mine),
         "at_once": sum(1 for c, a in mine.items() if c not in held and a[sc.CELL_QUEUE_WAIT_S] == 0),
@@ -120,9 +154,9 @@ def _facts(found: AdaptiveDecisions, eval_name: str) -> dict[str, Any]:
 
 
 def test_the_store_yields_each_evals_decisions_as_the_runners_spans_recorded_them(
-    governed: tuple[Path, Path, dict[str, dict[str, Any]]],
+    governed: tuple[Path, Path, dict[str, dict[str, Any]], dict[str, dict[str, Any]]],
 ) -> None:
-    store_path, _, spans = governed
+    store_path, _, spans, _ = governed
     with Store(store_path, read_only=True) as store:
         found = adaptive_decisions(store.cells())
 
@@ -140,17 +174,25 @@ def test_the_store_yields_each_evals_decisions_as_the_runners_spans_recorded_the
     assert found.cells == sum(_figures(spans, n)["cells"] for n in ("batch", "serial"))
     assert found.held == batch["held"] + _figures(spans, "serial")["held"]
     assert found.longest is not None
-    assert found.longest.waited_s == max(
-        a[sc.CELL_QUEUE_WAIT_S] for a in spans.values() if sc.CELL_ADAPTIVE_HELD_REASON in a
+    assert found.longest.hold_s == max(
+        a[sc.CELL_ADAPTIVE_HELD_S] for a in spans.values() if sc.CELL_ADAPTIVE_HELD_REASON in a
     )
+    # Every decided span says how long and how often the law held it: within its wait, at
+    # least once where it names a hold, never where it does not.
+    decided = [a for a in spans.values() if sc.CELL_ADAPTIVE_REASON in a or sc.CELL_ADAPTIVE_HELD_REASON in a]
+    for a in decided:
+        assert 0 <= a[sc.CELL_ADAPTIVE_HELD_S] <= a[sc.CELL_QUEUE_WAIT_S]
+        assert (a[sc.CELL_ADAPTIVE_HOLDS] >= 1) == (sc.CELL_ADAPTIVE_HELD_REASON in a)
+    assert any(a[sc.CELL_ADAPTIVE_HELD_S] > 0 for a in decided)
 
 
 def test_the_report_and_lanes_show_the_stores_decisions(
-    governed: tuple[Path, Path, dict[str, dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+    governed: tuple[Path, Path, dict[str, dict[str, Any]], dict[str, dict[str, Any]]],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The report's section opens with the glance line of the same facts; `lanes --json` lists
     the latest-ending decided cells with what their spans recorded."""
-    store_path, state, spans = governed
+    store_path, state, spans, _ = governed
     with Store(store_path, read_only=True) as store:
         content = build_report(inputs_from_store(store))
         cells = store.cells()
@@ -171,3 +213,31 @@ def test_the_report_and_lanes_show_the_stores_decisions(
             a.get(sc.CELL_ADAPTIVE_HELD_REASON),
             a[sc.CELL_QUEUE_WAIT_S],
         )
+
+
+def test_lanes_showed_each_cell_in_flight_with_the_verdict_its_span_records(
+    governed: tuple[Path, Path, dict[str, dict[str, Any]], dict[str, dict[str, Any]]],
+) -> None:
+    """While the run went, `lanes --json` listed each cell in flight with the verdict the law
+    admitted it on, from the state file; once the cell ended, its span recorded the same (the
+    same figures, rounded alike). Among them, neighbour cells admitted into a serial cell's
+    slack, naming it."""
+    _, _, spans, in_flight = governed
+    assert in_flight  # the poll saw the run
+    for cell_id, entry in in_flight.items():
+        a = spans[cell_id]
+        assert entry["admitted_on"] == {
+            "reason": a[sc.CELL_ADAPTIVE_REASON],
+            "protected_cell": a.get(sc.CELL_ADAPTIVE_PROTECTED),
+            "projected_finish_s": a.get(sc.CELL_ADAPTIVE_FINISH_S),
+            "margin": a.get(sc.CELL_ADAPTIVE_MARGIN),
+            "rate_used_tok_s": a.get(sc.CELL_ADAPTIVE_RATE),
+        }, cell_id
+    slack = [
+        e for c, e in in_flight.items() if c.startswith("batch-") and e["admitted_on"]["reason"] == "slack"
+    ]
+    assert slack
+    assert {e["admitted_on"]["protected_cell"] for e in slack} <= {
+        *(f"serial-{i}" for i in range(SERIAL_CELLS)),
+        "next cell of serial",
+    }

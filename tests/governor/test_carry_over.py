@@ -190,6 +190,7 @@ def test_a_state_file_an_older_runner_wrote_is_read_and_completed(tmp_path: Path
     [lane] = read_lanes(state_path, rules)
     assert lane.in_use == [InFlight("qwen", "old-runner-eval", None, True, None)]
     assert lane.in_use_live == [None]  # no live columns: nothing published, nothing invented
+    assert lane.in_use_admitted_on == [None]  # no verdict columns: the law judged nothing here
     state = SharedState(state_path)
     try:
         decision = state.attempt(
@@ -204,6 +205,8 @@ def test_a_state_file_an_older_runner_wrote_is_read_and_completed(tmp_path: Path
             assert "ceiling_bound" in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         slots = {r[1] for r in conn.execute("PRAGMA table_info(slots)")}
         assert {"live_ns", "live_elapsed_s", "live_tokens", "live_rate"} <= slots
+        assert {"adaptive_reason", "adaptive_protected", "adaptive_margin", "adaptive_rate"} <= slots
+        assert "adaptive_finish_s" in slots
         # Columns, no new table: an older runner's check (it refuses unknown tables) still passes.
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert tables == {"slots", "waiting", "present", "lapses", "sqlite_sequence"}

@@ -18,7 +18,8 @@ from spark_otel._clock import NS_PER_S
 from spark_otel._exceptions import InputError
 from spark_otel.governor import state as governor_state
 from spark_otel.governor.decision import InFlight
-from spark_otel.governor.state import LEASE_S, Decision, LaneView, Lease, SharedState
+from spark_otel.governor.slack import Projection, Protected, SlackReason, SlackVerdict
+from spark_otel.governor.state import LEASE_S, AdmittedOn, BoxNow, Decision, LaneView, Lease, SharedState
 from spark_otel.live_progress import LiveProgress
 from spark_otel.records.rules_file import parse_rules
 
@@ -431,3 +432,48 @@ def test_a_lease_publishes_what_its_governors_progress_says(tmp_path: Path) -> N
         assert live == LiveProgress(float(live.tokens), live.tokens, None)
     finally:
         state.close()
+
+
+SERIAL_1 = Protected("s1", "q", "serial", 1800.0, 300.0, 4000, 9.5, 12000.0)
+SLACK = SlackVerdict(SlackReason.SLACK, SERIAL_1, Projection("s1", "q", 1260.0, 0.3, 8.25))
+
+
+def test_the_verdict_a_cell_was_admitted_on_rides_on_its_slot(state: SharedState, clock: WallClock) -> None:
+    """Adaptive governing: the law's verdict is written with the slot in the transaction that
+    admits the cell, and the reader shows it beside the cell while it runs (in order with
+    ``in_use``); a cell the rules alone admitted, or one the law held, carries none; a verdict
+    without a ceiling or projection keeps what it has."""
+    seen: list[BoxNow] = []
+
+    def judge(verdict: SlackVerdict) -> object:
+        def decide(_cell: InFlight, box: BoxNow) -> SlackVerdict:
+            seen.append(box)
+            return verdict
+
+        return decide
+
+    budgeted = SlackVerdict(
+        SlackReason.SLACK,
+        Protected("s2", "q", "serial", None, 10.0, 100, 9.0, None, budget=0.1),
+        Projection("s2", "q", float("inf"), float("inf"), 8.5),
+    )
+    wide = parse_rules("[[lane]]\nengine = 'q'\ncells = 4\n", where="test")
+    first = state.attempt(A, "a1", wide, ticket=None, waited_s=0.0, judge=judge(SLACK))  # type: ignore[arg-type]
+    assert (first.slot is not None, first.verdict) == (True, SLACK)
+    held = state.attempt(
+        B, "b1", wide, ticket=None, waited_s=0.0,
+        judge=judge(SlackVerdict(SlackReason.TIGHT, SERIAL_1)),  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert held.slot is None
+    assert state.attempt(C, "c1", wide, ticket=None, waited_s=0.0).slot is not None  # rules alone
+    assert state.attempt(DEADLINED, "d1", wide, ticket=None, waited_s=0.0, judge=judge(budgeted)).slot  # type: ignore[arg-type]
+    [lane] = governor_state.read_lanes(state.path)
+    assert lane.in_use_ids == ["a1", "c1", "d1"]
+    assert lane.in_use_admitted_on == [
+        AdmittedOn("slack", "s1", 0.3, 8.25, 1260.0),
+        None,
+        AdmittedOn("slack", "s2", None, 8.5, None),  # no ceiling: no margin; an unending finish: none
+    ]
+    assert AdmittedOn.of(SlackVerdict(SlackReason.NOTHING_PROTECTED)) == AdmittedOn(
+        "nothing to protect", None, None, None, None
+    )

@@ -9,7 +9,9 @@ holds each back and how long it has waited, and the evals that count as running 
 cells, and the cells whose lease lapsed while they ran in the last hour (their runner was
 stopped or starved past it; "slot taken": another cell was admitted in theirs meanwhile).
 Then each cell in flight: how long it has run, its tokens so far and its live decode rate, as
-its runner publishes them about once a second (no rate for a cell that has not streamed).
+its runner publishes them about once a second (no rate for a cell that has not streamed), and,
+under adaptive governing, the verdict the deadline-slack law admitted it on (why, the protected
+cell, that cell's projected finish and margin, the rate used).
 Then, from the embedded store (--store, else the default, where one exists), what the adaptive
 governor decided for the latest finished cells it judged: admitted on what (slack, nothing to
 protect), the margin and the protected cell the admission rested on, how long each waited and

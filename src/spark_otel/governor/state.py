@@ -14,9 +14,11 @@ back if another runner's transaction had dropped it, so the lane counts the cell
 A file that disappears or is replaced under a runner (another inode at the path) is warned once;
 the runner moves to the file now at the path and registers its running cells there.
 
-Each slot's row also carries its cell's live progress (elapsed, tokens so far, live decode rate:
-`spark_otel.live_progress`), which the runner publishes with every lease renewal; it goes with
-the slot, and a reader treats figures older than the lease as none.
+Each slot's row also carries the deadline-slack law's verdict its cell was admitted on (adaptive
+governing: `AdmittedOn`), written in the transaction that admits it, and its cell's live
+progress (elapsed, tokens so far, live decode rate: `spark_otel.live_progress`), which the
+runner publishes with every lease renewal; both go with the slot, and a reader treats progress
+older than the lease as none.
 
 `read_lanes` is the reader (`spark-otel lanes`): it opens the file read-only and changes
 nothing, not even the rows of processes that are gone (it leaves them out instead). Both refuse,
@@ -61,6 +63,7 @@ from .slack import Protected, SlackVerdict
 __all__ = [
     "LAPSES_SHOWN_S",
     "LEASE_S",
+    "AdmittedOn",
     "Decision",
     "LaneView",
     "Lapse",
@@ -128,6 +131,11 @@ _ADDED = (
     ("present", "best_rate", "REAL"),
     ("present", "max_tokens", "INTEGER"),
     ("slots", "slowdown_budget", "REAL"),
+    ("slots", "adaptive_reason", "TEXT"),
+    ("slots", "adaptive_protected", "TEXT"),
+    ("slots", "adaptive_margin", "REAL"),
+    ("slots", "adaptive_rate", "REAL"),
+    ("slots", "adaptive_finish_s", "REAL"),
 )
 """Columns added since the first state files, oldest first (the state file's versions): a writer
 adds them to an older file (NULL in the rows already there, which `_cell` reads as version 1's
@@ -172,6 +180,34 @@ Judge = Callable[[InFlight, BoxNow], SlackVerdict]
 
 
 @dataclass(frozen=True, slots=True)
+class AdmittedOn:
+    """The deadline-slack law's verdict a cell in flight was admitted on, as its slot keeps it
+    (the cell span's ``spark_otel.cell.adaptive.*`` attributes, readable while the cell runs)."""
+
+    reason: str
+    """The `SlackReason` value: "slack" or "nothing to protect"."""
+    protected: str | None
+    """The protected cell that decided (its id, or "next cell of EVAL"); None: nothing protected."""
+    margin: float | None
+    """That cell's projected (ceiling - finish) / ceiling after the admission; None: no ceiling."""
+    rate_used: float | None
+    """That cell's rate projected after the admission, model tok/s."""
+    finish_s: float | None
+    """That cell's projected elapsed at its end, model s."""
+
+    @classmethod
+    def of(cls, verdict: SlackVerdict) -> AdmittedOn:
+        p = verdict.projection
+        return cls(
+            reason=verdict.reason.value,
+            protected=verdict.protected.name if verdict.protected is not None else None,
+            margin=p.margin if p is not None and math.isfinite(p.margin) else None,
+            rate_used=p.rate_used if p is not None else None,
+            finish_s=p.finish_s if p is not None and math.isfinite(p.finish_s) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LaneView:
     """One engine's lane as `spark-otel lanes` shows it."""
 
@@ -191,6 +227,9 @@ class LaneView:
     in_use_live: list[LiveProgress | None] = field(default_factory=list, compare=False)
     """What each of ``in_use`` last published, in order: None when it has published nothing
     within `LEASE_S` (just admitted, an older runner, a state file of an older version)."""
+    in_use_admitted_on: list[AdmittedOn | None] = field(default_factory=list, compare=False)
+    """The law's verdict each of ``in_use`` was admitted on, in order: None where the law did
+    not judge it (static rules only, ungoverned, an older runner or state file)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +271,7 @@ class _Held:
     admitted_ns: int
     waited_s: float
     lapse: Lapse | None = None
+    admitted_on: SlackVerdict | None = None
 
 
 def _host() -> str:
@@ -401,6 +441,20 @@ def _live(row: sqlite3.Row, now: int) -> LiveProgress | None:
     if sampled is None or sampled < now - int(LEASE_S * NS_PER_S) or row["live_elapsed_s"] is None:
         return None
     return LiveProgress(row["live_elapsed_s"], row["live_tokens"], row["live_rate"])
+
+
+def _admitted_on(row: sqlite3.Row) -> AdmittedOn | None:
+    """The law's verdict the slot's cell was admitted on; None where it did not judge it, or the
+    file predates the columns."""
+    if "adaptive_reason" not in row.keys() or row["adaptive_reason"] is None:  # noqa: SIM118
+        return None
+    return AdmittedOn(
+        row["adaptive_reason"],
+        row["adaptive_protected"],
+        row["adaptive_margin"],
+        row["adaptive_rate"],
+        row["adaptive_finish_s"],
+    )
 
 
 def _add_columns(conn: sqlite3.Connection) -> None:
@@ -575,6 +629,7 @@ class SharedState:
                     held.cell_id,
                     admitted_ns=held.admitted_ns,
                     waited_s=held.waited_s,
+                    admitted_on=held.admitted_on,
                 )
         if lapsed_s is not None:
             self._renew(conn)
@@ -642,7 +697,9 @@ class SharedState:
                 return Decision(None, ticket, rule, verdict)
             if verdicts[-1]:
                 conn.execute("DELETE FROM waiting WHERE ticket = ?", (ticket,))
-                slot = self._insert(conn, "slots", cell, cell_id, admitted_ns=now, waited_s=waited_s)
+                slot = self._insert(
+                    conn, "slots", cell, cell_id, admitted_ns=now, waited_s=waited_s, admitted_on=verdict
+                )
                 lease = self._lease()
             else:
                 held = holding_rule(cell, flying, rules, present=present)
@@ -652,13 +709,21 @@ class SharedState:
         with self._lock:  # held once it is committed: a slot that never was is never put back
             if not self._held:
                 self._lease_until_ns = lease
-            self._held[slot] = _Held(slot, cell, cell_id, now, waited_s)
+            self._held[slot] = _Held(slot, cell, cell_id, now, waited_s, admitted_on=verdict)
         return Decision(slot, None, None, verdict)
 
     def _insert(
-        self, conn: sqlite3.Connection, table: str, cell: InFlight, cell_id: str | None, **more: float
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        cell: InFlight,
+        cell_id: str | None,
+        *,
+        admitted_on: SlackVerdict | None = None,
+        **more: float,
     ) -> int:
-        """A row of ``table`` for ``cell``, held by this process under a fresh lease."""
+        """A row of ``table`` for ``cell``, held by this process under a fresh lease (a slot with
+        the law's verdict it was admitted on, where it judged)."""
         values: dict[str, object] = {
             "host": self.host,
             "pid": os.getpid(),
@@ -675,6 +740,15 @@ class SharedState:
             values.update(
                 deadline_s=cell.deadline_s, max_tokens=cell.max_tokens, slowdown_budget=cell.slowdown_budget
             )
+            if admitted_on is not None:
+                on = AdmittedOn.of(admitted_on)
+                values.update(
+                    adaptive_reason=on.reason,
+                    adaptive_protected=on.protected,
+                    adaptive_margin=on.margin,
+                    adaptive_rate=on.rate_used,
+                    adaptive_finish_s=on.finish_s,
+                )
         sql = f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
         row = conn.execute(sql, tuple(values.values())).lastrowid
         assert row is not None
@@ -803,6 +877,7 @@ def _lane_views(
             in_use=[_cell(r) for r in slots if r["engine"] == e],
             in_use_ids=[r["cell_id"] for r in slots if r["engine"] == e],
             in_use_live=[_live(r, now) for r in slots if r["engine"] == e],
+            in_use_admitted_on=[_admitted_on(r) for r in slots if r["engine"] == e],
             waiting=[
                 (_cell(r), r["rule"], (now - r["since_ns"]) / NS_PER_S) for r in waiting if r["engine"] == e
             ],

@@ -14,7 +14,7 @@ render, from the facts the analyses return, so each sentence and each table exis
     rules    each queue rule and its evidence in words, as a table and as advise's JSON
     rules_file  the advisor's rules as the governor's rules file (TOML)
     rule_catches  which cells each governor rule catches, as a table and JSON (rules check, lanes)
-    live_cells  each cell in flight now: elapsed, tokens so far, live tok/s (lanes)
+    live_cells  each cell in flight now: elapsed, tokens so far, live tok/s, its admission verdict (lanes)
     adaptive_decisions  what the adaptive governor admitted and held, why and for whom (report, lanes)
     governed_runs  the demo's Act 5 side by side: ungoverned, static rules, adaptive (table, answer, JSON)
 """
