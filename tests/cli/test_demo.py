@@ -20,6 +20,7 @@ from spark_otel.records.rules_file import load_rules
 from spark_otel.store import Store
 from spark_otel.views.governed_runs import adaptive_answer
 from spark_otel.views.rules import rule_text
+from spark_otel.views.tables import fmt_number
 
 # Slow enough that the instrumented client keeps pace with the streams on a loaded 2-core box (30x
 # fell behind in a CI run, the same-engine load costing 0.11 against its 0.074): the
@@ -227,6 +228,17 @@ def test_act_5_the_rules_advise_wrote_hold_the_neighbour_back_and_remove_its_cos
     assert "with the rules" in act5
     assert "adaptive, no rules" in act5
     assert f"=> {adaptive_answer(without, governed, result.adaptive)}" in " ".join(act5.split())
+    # Side by side: a column per run, each figure's row holding the three runs' figures.
+    rows = {
+        cells[0]: cells[1:]
+        for line in act5.splitlines()
+        if (cells := [c.strip() for c in line.split("│")[1:-1]])
+    }
+    runs = (without, governed, result.adaptive)
+    assert rows["serial cells at the ceiling"] == [f"{r.ceiling_hits} of {r.serial_cells}" for r in runs]
+    assert rows["longest serial cell s"] == [fmt_number(r.serial_longest_s, 0) for r in runs]
+    assert rows["nemotron wall s"] == [fmt_number(r.load_wall_s, 0) for r in runs]
+    assert rows["nemotron cells"] == [str(r.load_cells) for r in runs]
     assert f"=> with the rules, {result.serial_eval} paid {round(governed.cost * 100)}%" in act5
     assert f"both evals took {governed.both_wall_s:.0f} model s against {without.both_wall_s:.0f}" in act5
 

@@ -44,7 +44,7 @@ class Spread(Result):
 
 class HoldCount(Result):
     """Holds sharing one key (a reason, or the protected cell they were for): how many cells,
-    and their waits added up (model s)."""
+    and their holds (`CellDecision.hold_s`) added up (model s)."""
 
     key: str
     cells: int
@@ -107,9 +107,9 @@ class EvalDecisions(Result):
     waited_for_rules: int
     """Waited, but never on the law: a static rule or the queue held them."""
     hold_s: float
-    """The held cells' waits added up, model s."""
+    """The held cells' holds (`CellDecision.hold_s`) added up, model s."""
     longest: CellDecision | None
-    """The held cell that waited longest."""
+    """The cell the law held longest."""
     reasons: list[HoldCount]
     """Held cells by the law's last reason, most first."""
     held_for: list[HoldCount]

@@ -194,12 +194,12 @@ def _print_governed(result: DemoResult) -> None:
         return
     columns, rows, notes = governed_runs_table(runs)
     print_table(
-        f"Act 5. {result.serial_eval} and, from another process midway, {result.load_eval} at 4 workers "
-        "(model time)",
+        f"Act 5. {result.serial_eval} and, from another process midway, {result.load_eval} at 4 workers",
         columns,
         rows,
-        notes=notes,
     )
+    for figure, note in notes.items():
+        print_hint(f"{figure}: {note}")
     open_run, static = result.governed
     print_hint(f"=> {governed_answer(result.serial_eval, open_run, static)}")
     if result.adaptive is not None:
