@@ -20,7 +20,7 @@ a second pass over the knee. An engine whose cells publish no rate (they do not 
 `NO_RATE_S` of filling the cap has no curve to read: it is left uncapped. The ramp starts only
 from an idle engine: one already running cells when the law first has nothing to protect on it
 (the deadline law set its width while a ceiling-bound cell ran) keeps the width it has, uncapped,
-rather than being throttled to one while a curve is read.
+rather than being throttled to `START_CAP` while a curve is read.
 
 `next_cap` is the decision, pure; `KneeCap` keeps each engine's curve between admissions. Not a
 clock reader: times are the state's admission stamps and the ``now_ns`` it is given.
