@@ -43,7 +43,8 @@ from ..records.rules_file import RulesFile, load_rules
 from ..telemetry.instruments import instruments
 from .costs import NeighbourCosts
 from .decision import InFlight
-from .slack import Hysteresis, SlackParams, SlackVerdict, decide
+from .knee import KneeCap
+from .slack import Hysteresis, SlackParams, SlackReason, SlackVerdict, decide
 from .state import BoxNow, Decision, Lapse, Lease, SharedState, default_state_path
 
 __all__ = ["Admission", "Governor", "GovernorError"]
@@ -138,6 +139,8 @@ class Governor:
         self.adaptive = adaptive
         self.params = params or SlackParams()
         self._costs = NeighbourCosts(prior=self.params.prior_factor)
+        self._knee = KneeCap()
+        """Each engine's throughput knee, for when the law has nothing to protect."""
         self._memory: dict[str, Hysteresis] = {}
         """The law's hysteresis, per candidate engine."""
         self._law_lock = threading.Lock()
@@ -221,6 +224,10 @@ class Governor:
 
             memory = self._memory.get(cell.engine, Hysteresis())
             verdict, self._memory[cell.engine] = decide(box.protected, factor, memory, now_s, self.params)
+            if verdict.reason is SlackReason.NOTHING_PROTECTED and not self._knee.admits(
+                cell.engine, ((a, r) for e, a, r in box.admitted if e == cell.engine), _clock.real_wall_ns()
+            ):
+                verdict = SlackVerdict(SlackReason.KNEE)
         return verdict
 
     def _failed(self, exc: BaseException) -> None:

@@ -66,6 +66,9 @@ class SlackReason(StrEnum):
     LENGTH_UNKNOWN = "length unknown"
     RATE_UNKNOWN = "rate unknown"
     BUDGET = "over its slowdown budget"
+    KNEE = "at the engine's throughput knee"
+    """Nothing to protect, and the engine as wide as its learned knee (`knee`): more width would
+    add latency, not throughput."""
 
     @property
     def admits(self) -> bool:

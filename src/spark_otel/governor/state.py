@@ -174,6 +174,9 @@ class BoxNow:
     """Cells in flight per engine."""
     rates: list[tuple[str, float]]
     """Each in-flight cell's (engine, live rate), where it published one within the lease."""
+    admitted: list[tuple[str, int, float | None]] = field(default_factory=list)
+    """Each in-flight cell's (engine, admission stamp in real ns, live rate or None): for the
+    throughput knee (`knee`), which reads only the cells admitted since its last step."""
 
 
 Judge = Callable[[InFlight, BoxNow], SlackVerdict]
@@ -314,6 +317,7 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
     history = {(r["engine"], r["eval_name"]): r for r in conn.execute("SELECT * FROM present")}
     widths: dict[str, int] = {}
     rates: list[tuple[str, float]] = []
+    admitted: list[tuple[str, int, float | None]] = []
     protected: list[Protected] = []
     recent_ns = now - int(WINDOW_S * NS_PER_S)
     lives = {row["id"]: _live(row, now) for row in slots}
@@ -325,6 +329,7 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
         live = lives[row["id"]]
         if live is not None and live.rate is not None:
             rates.append((cell.engine, live.rate))
+        admitted.append((cell.engine, row["admitted_ns"], live.rate if live is not None else None))
         ceiling = cell.deadline_s if cell.bound else None
         if ceiling is None and cell.slowdown_budget is None:
             continue
@@ -374,7 +379,7 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
                 _best_rate(row),
             )
         )
-    return BoxNow(protected, widths, rates)
+    return BoxNow(protected, widths, rates, admitted)
 
 
 def _column(row: sqlite3.Row | None, name: str) -> Any:
