@@ -30,11 +30,15 @@ def test_ungoverned_a_serial_cell_hits_its_ceiling_adaptive_none_and_the_neighbo
     alone_rate = box.predicted_rate("nemotron", 4)
     assert 1400 * 11.1 / beside > CASE.ceiling_s  # four neighbours throughout would cut it off
 
-    # ungoverned, the first serial cell alone shows the harm (the later ones would only add time)
-    ungoverned = run_arms(replace(CASE, serial_alone_s=CASE.serial_alone_s[:1]), tmp_path, ("open",))["open"]
+    # Ungoverned, the first serial cell alone shows the harm (the later ones would only add time).
+    # Its neighbour gets twice the cells, so it runs beside the whole cell: 150 last about 900
+    # model s at four wide, barely past the 742 s of overlap the cut-off needs, and a loaded
+    # machine's gaps between the neighbour's requests once let the cell end at 1,757 s.
+    open_case = replace(CASE, serial_alone_s=CASE.serial_alone_s[:1], load_cells=2 * CASE.load_cells)
+    ungoverned = run_arms(open_case, tmp_path, ("open",))["open"]
     adaptive = run_arms(CASE, tmp_path, ("adaptive",))["adaptive"]
 
-    assert (ungoverned.serial_cells, ungoverned.load_cells) == (1, CASE.load_cells)
+    assert (ungoverned.serial_cells, ungoverned.load_cells) == (1, open_case.load_cells)
     assert ungoverned.serial_ceiling_hits >= 1
     assert ungoverned.serial_longest_s >= CASE.ceiling_s
 
