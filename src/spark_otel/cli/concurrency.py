@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..analysis.concurrency import EngineConcurrency, Speedup
     from ..analysis.energy import CellEnergy, EnergyReport
     from ..model import Cell
+    from ..records.cell_columns import CellColumns
     from ..store import Store
 
 
@@ -147,14 +148,22 @@ def _print_engine(
         )
 
 
-def _energy(store: Store, everyone: list[Cell], args: argparse.Namespace) -> EnergyReport | None:
+def _energy(
+    store: Store, everyone: CellColumns, cells: list[Cell] | None, args: argparse.Namespace
+) -> EnergyReport | None:
     """The box's energy over the cells: every cell on the box shares it, whatever --eval or
-    --engine selects, so the attribution reads all of them (``everyone``)."""
+    --engine selects, so the attribution reads all of them (``everyone``), as cells only where
+    the store holds GPU readings over them (``cells``, where already read)."""
     from ..analysis.energy import attribute, restrict
-    from ..report.inputs import energy_samples
+    from ..report.inputs import cells_from_store, energy_samples
 
-    samples = energy_samples(store, [(c.start_unix_ns, c.end_unix_ns) for c in everyone])
-    report = attribute(everyone, samples)
+    if not len(everyone):
+        return None
+    span = (int(everyone.start_unix_ns.min()), int(everyone.end_unix_ns.max()))
+    samples = energy_samples(store, [span])
+    if not samples:
+        return None
+    report = attribute(cells_from_store(store) if cells is None else cells, samples)
     return None if report is None else restrict(report, eval_name=args.eval_name, engine=args.engine)
 
 
@@ -168,10 +177,25 @@ def _print_energy(report: EnergyReport | None, n_cells: int, scales: list[float]
         print(line)
 
 
+def _columns(store: Store) -> CellColumns:
+    """`report.inputs.cells_from_store`'s cells, as columns: the store's cells and the requests
+    no cell holds, each a cell of its own."""
+    from ..analysis.request_cells import columns_with_requests_as_cells
+
+    return columns_with_requests_as_cells(
+        store.cell_columns(),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
-    from ..analysis.concurrency import UNKNOWN_ENGINE, concurrency
-    from ..analysis.request_cells import count_requests_as_cells
+    from ..analysis.concurrency import UNKNOWN_ENGINE
+    from ..analysis.concurrency_columns import concurrency_of_columns
+    from ..analysis.request_cells import REQUEST_SOURCE
+    from ..records.cell_columns import CellColumns
     from ..report.inputs import cells_from_store
     from ..views.requests import no_cells, requests_as_cells_line
     from ._common import DURATION_S, print_hint
@@ -183,24 +207,30 @@ def run(args: argparse.Namespace) -> int:
         with open_store(args) as store:
             phase.update(f"reading cells from {store.path}")
             # In-flight counts every cell on the engine, so read all evals and filter afterwards;
-            # requests no cell holds count as cells of their own.
-            everyone = cells_from_store(store)
-            cells = [c for c in everyone if args.engine is None or c.engine == args.engine]
+            # requests no cell holds count as cells of their own. --json needs no cell as a
+            # record, so it reads columns; the tables read each cell's time scale too.
+            cells = None if args.json else cells_from_store(store)
+            everyone = _columns(store) if cells is None else CellColumns.from_cells(cells)
+            on_engine = [k for k, e in enumerate(everyone.engine) if args.engine is None or e == args.engine]
+            chosen = everyone if args.engine is None else everyone.take(on_engine)
             path = store.path
-            phase.update(f"reading GPU energy over {len(cells):,} cells")
-            energy = _energy(store, everyone, args)
-            in_scope = any(args.eval_name is None or c.eval_name == args.eval_name for c in cells)
+            phase.update(f"reading GPU energy over {len(chosen):,} cells")
+            energy = _energy(store, everyone, cells, args)
+            in_scope = any(
+                args.eval_name is None or chosen.eval_name[k] == args.eval_name for k in range(len(chosen))
+            )
             counts = {} if in_scope else store.row_counts()  # what a refusal names
-        phase.update(f"computing in-flight levels over {len(cells):,} cells")
-        report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
-        if report.engines and not args.json:
-            phase.update(f"laying out the tables of {len(cells):,} cells")
+        phase.update(f"computing in-flight levels over {len(chosen):,} cells")
+        report = concurrency_of_columns(
+            chosen, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap
+        )
+        if report.engines and cells is not None:
+            phase.update(f"laying out the tables of {len(chosen):,} cells")
             for engine in report.engines:
-                on_engine = [c for c in cells if (c.engine or UNKNOWN_ENGINE) == engine.engine]
                 _print_engine(
                     engine,
                     with_cells=args.cells,
-                    scales=time_scales(on_engine),
+                    scales=time_scales(c for c in cells if (c.engine or UNKNOWN_ENGINE) == engine.engine),
                     energy={} if energy is None else {c.uid: c for c in energy.cells},
                 )
     if not report.engines:
@@ -210,12 +240,14 @@ def run(args: argparse.Namespace) -> int:
                 f" on engine {args.engine!r}" if args.engine else "",
             ]
         )
-        stand_ins = count_requests_as_cells(everyone)
-        evals = sorted({c.eval_name for c in everyone})
+        stand_ins = sum(source == REQUEST_SOURCE for source in everyone.source)
+        evals = sorted(set(everyone.eval_name))
         raise InputError(no_cells(str(path), counts, scope=scope, evals=evals, stand_ins=stand_ins))
-    if not args.json:
+    if cells is not None:
         n_cells = sum(e.n_cells for e in report.engines)
-        _print_energy(energy, n_cells, time_scales(cells))
+        _print_energy(
+            energy, n_cells, time_scales(c for c in cells if args.engine is None or c.engine == args.engine)
+        )
         line = requests_as_cells_line(report.requests_as_cells, n_cells)
         if line:
             print_hint(line)
