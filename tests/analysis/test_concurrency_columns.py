@@ -138,3 +138,58 @@ def test_generated_boxes_give_the_same_report(
     cells: list[Cell], eval_name: str | None, engine: str | None, merge_gap_s: float
 ) -> None:
     both(cells, eval_name=eval_name, engine=engine, merge_gap_s=merge_gap_s)
+
+
+def in_range(cells: list[Cell], since: int | None, until: int | None, **options: object) -> None:
+    """The report over a start range lists the cells that start in it, each weighed against every
+    cell given, with the levels those cells make, as the whole report's rows for them are."""
+    from spark_otel.analysis.concurrency import level_summaries
+
+    whole = concurrency(cells, **options)  # type: ignore[arg-type]
+    ranged = concurrency_of_columns(
+        CellColumns.from_cells(cells), since_unix_ns=since, until_unix_ns=until, **options
+    )  # type: ignore[arg-type]
+    for engine in whole.engines:
+        want = [
+            x
+            for x in engine.cells
+            if (since is None or x.start_unix_ns >= since) and (until is None or x.start_unix_ns <= until)
+        ]
+        got = [e for e in ranged.engines if e.engine == engine.engine]
+        if not want:
+            assert got == []
+            continue
+        (found,) = got
+        assert found.cells == want
+        assert found.levels == level_summaries((x.level, x) for x in want)
+        assert found.by_workers == level_summaries((x.workers, x) for x in want)
+        assert (found.n_cells, found.ceiling_hits) == (len(want), sum(x.ceiling_hit for x in want))
+    assert {e.engine for e in ranged.engines} <= {e.engine for e in whole.engines}
+
+
+def test_a_start_range_reports_its_cells_weighed_against_every_cell_given() -> None:
+    cells = [cell("a", 0, 100, 10), cell("b", 50, 150, 10), cell("c", 120, 200, 10), cell("d", 300, 310, 10)]
+    report = concurrency_of_columns(
+        CellColumns.from_cells(cells), since_unix_ns=100 * S, until_unix_ns=250 * S
+    )
+    (only,) = report.engines[0].cells
+    assert (only.uid, only.in_flight) == ("c", (30 * 2 + 50) / 80)  # b, which began before, counts
+    in_range(cells, 100 * S, 250 * S)
+    in_range(cells, None, 50 * S)
+    in_range(cells, 400 * S, None)
+    # Past float64's exact integers, the row path answers for the range too.
+    crowd = [cell(f"c{k}", k, 365 * 86_400 + k, 10 + k, workers=400) for k in range(400)]
+    in_range(crowd, 100 * S, 200 * S)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cells=boxes(),
+    since=st.none() | st.integers(0, 5_000 * S),
+    until=st.none() | st.integers(0, 5_000 * S),
+    eval_name=st.none() | st.sampled_from(["e1", "e2"]),
+)
+def test_generated_start_ranges(
+    cells: list[Cell], since: int | None, until: int | None, eval_name: str | None
+) -> None:
+    in_range(cells, since, until, eval_name=eval_name)

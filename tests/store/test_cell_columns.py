@@ -125,3 +125,22 @@ def test_requests_no_cell_holds_are_merged_in_as_the_rows_merge_them(store: Stor
     assert columns.uid[0] == "r-early"
     assert {"r-tie", "r-held", "r-load"} & set(columns.uid) == {"r-tie"}
     assert columns_with_requests_as_cells(store.cell_columns(), []).uid == store.cell_columns().uid
+
+
+def test_an_overlapping_read_holds_every_cell_running_in_the_range(store: Store) -> None:
+    store.write_cells(varied_cells())
+    since, until = T0 + 4 * S + S // 2, T0 + 5 * S
+    got = store.cell_columns(since_unix_ns=since, until_unix_ns=until, overlapping=True)
+    want = [c for c in store.cells() if c.end_unix_ns >= since and c.start_unix_ns <= until]
+    assert column_differences(got, CellColumns.from_cells(want)) == []
+    assert len(got) > len(store.cell_columns(since_unix_ns=since, until_unix_ns=until))  # earlier starts too
+    assert (
+        column_differences(
+            store.cell_columns(since_unix_ns=since, overlapping=True),
+            CellColumns.from_cells([c for c in store.cells() if c.end_unix_ns >= since]),
+        )
+        == []
+    )
+    # A cell that ends at the range's first instant was running then (c0 and c1: 7 s to 16 s).
+    edge = store.cell_columns(since_unix_ns=T0 + 16 * S, overlapping=True)
+    assert sorted(edge.uid) == ["c0", "c1"]

@@ -192,14 +192,22 @@ def _as_cells(cols: CellColumns) -> list[Cell]:
 
 
 def _engine_of_columns(
-    engine: str, cols: CellColumns, eval_name: str | None, gap_ns: int
+    engine: str,
+    cols: CellColumns,
+    eval_name: str | None,
+    gap_ns: int,
+    start_range: tuple[int | None, int | None],
 ) -> EngineConcurrency | None:
+    since, until = start_range
+    shown = np.ones(len(cols), np.bool_) if eval_name is None else np.array(cols.eval_name) == eval_name
+    if since is not None:
+        shown &= cols.start_unix_ns >= since
+    if until is not None:
+        shown &= cols.start_unix_ns <= until
     if not _exact_enough(cols):
-        return _engine_report(engine, _as_cells(cols), eval_name, gap_ns)
+        return _engine_report(engine, _as_cells(cols), eval_name, gap_ns, shown=shown.tolist())
     weight, weighed = in_flight_of_columns(cols.start_unix_ns, cols.end_unix_ns)
-    chosen = (
-        np.arange(len(cols)) if eval_name is None else np.flatnonzero(np.array(cols.eval_name) == eval_name)
-    )
+    chosen = np.flatnonzero(shown)
     if not len(chosen):
         return None
     sel = cols.take(chosen)
@@ -306,15 +314,24 @@ def concurrency_of_columns(
     eval_name: str | None = None,
     engine: str | None = None,
     merge_gap_s: float = DEFAULT_MERGE_GAP_S,
+    since_unix_ns: int | None = None,
+    until_unix_ns: int | None = None,
 ) -> ConcurrencyReport:
-    """`concurrency` of the cells ``cells`` holds, the same report from columns."""
+    """`concurrency` of the cells ``cells`` holds, the same report from columns.
+
+    ``since_unix_ns`` and ``until_unix_ns`` report only the cells that start in that range (as
+    ``eval_name`` and ``engine`` choose cells), while every cell given still counts in flight:
+    given the cells that overlap the range (`Store.cell_columns(overlapping=True)`), a cell at
+    its edge weighs the neighbours that started before it."""
     gap_ns = merge_gap_ns(merge_gap_s)
     by_engine = _groups([e or UNKNOWN_ENGINE for e in cells.engine])
     engines = []
     for name in sorted(by_engine):
         if engine is not None and name != engine:
             continue
-        report = _engine_of_columns(name, cells.take(by_engine[name]), eval_name, gap_ns)
+        report = _engine_of_columns(
+            name, cells.take(by_engine[name]), eval_name, gap_ns, (since_unix_ns, until_unix_ns)
+        )
         if report is not None:
             engines.append(report)
     return ConcurrencyReport(

@@ -439,16 +439,26 @@ class Store:
         engine: str | None = None,
         since_unix_ns: int | None = None,
         until_unix_ns: int | None = None,
+        overlapping: bool = False,
     ) -> CellColumns:
         """The cells `cells` reads with the same options, oldest first, as columns: only the fields
         the analyses over columns use, straight from the rows into arrays, with no `Cell` per row
         (`records.cell_columns`; needs numpy, the ``cli`` extra). ``since``/``until`` bound the
-        cells' start, read through the start index."""
+        cells' start, read through the start index; with ``overlapping``, they bound the cells'
+        time instead (every cell running at some instant of the range: ending at or after
+        ``since``, starting at or before ``until``), which is what counts cells in flight at the
+        range's edges."""
         from ..records.cell_columns import COLUMNS, CellColumns
 
         where, params = self._where(
-            {"eval_name": eval_name, "engine": engine}, since_unix_ns, until_unix_ns, "start_unix_ns"
+            {"eval_name": eval_name, "engine": engine},
+            None if overlapping else since_unix_ns,
+            until_unix_ns,
+            "start_unix_ns",
         )
+        if overlapping and since_unix_ns is not None:
+            where += f"{' AND' if where else ' WHERE'} end_unix_ns >= ?"
+            params.append(since_unix_ns)
         sql = f"SELECT {', '.join(COLUMNS)} FROM {CELLS.name}{where} ORDER BY start_unix_ns"
         with collector_paused():  # the rows' tuples make no cycles (see `collector_paused`)
             return CellColumns.from_rows(self._select(sql, params))
