@@ -93,3 +93,16 @@ def test_energy_in_a_range_is_each_cells_share_of_the_whole_box(tmp_path: Path, 
     ranged = answer(capsys, "--store", str(path), "--since", iso(T0 + 50 * S))["energy"]
     assert sorted(c["uid"] for c in ranged["cells"]) == ["p1", "p2"]
     assert ranged["cells"] == [c for c in whole["cells"] if c["uid"] in ("p1", "p2")]
+
+
+def test_without_numpy_concurrency_names_the_extra(
+    box: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    for name in [m for m in sys.modules if m == "numpy" or m.startswith("numpy.")] + ["numpy"]:
+        monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules: the import fails
+    assert main(["concurrency", "--store", box, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "pip install 'spark-otel[cli]'" in captured.err

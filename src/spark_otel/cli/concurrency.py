@@ -248,6 +248,15 @@ def run(args: argparse.Namespace) -> int:
     from ._common import DURATION_S, print_hint
 
     DURATION_S.check("--merge-gap", args.merge_gap)  # 0 to a year
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        from .._exceptions import ConfigError
+
+        raise ConfigError(
+            "concurrency reads cells as numpy columns, which the core install leaves out: "
+            "pip install 'spark-otel[cli]'"
+        ) from None
 
     # Tables are laid out under the spinner (thousands of runs take a while) and written after it.
     with tables_held(), status("reading cells") as phase:
