@@ -60,12 +60,12 @@ def in_flight_of_columns(
     add up to less than 2**62 ns (the caller checks)."""
     duration = end - start
     timed = duration > 0
-    times = np.concatenate([start[timed], end[timed]])
-    steps = np.concatenate([np.ones(int(timed.sum()), np.int64), -np.ones(int(timed.sum()), np.int64)])
-    instants, which = np.unique(times, return_inverse=True)
-    delta = np.zeros(len(instants), np.int64)
-    np.add.at(delta, which, steps)
-    count = np.cumsum(delta)  # cells in flight just after each instant
+    n_timed = int(timed.sum())
+    instants, which = np.unique(np.concatenate([start[timed], end[timed]]), return_inverse=True)
+    starting = np.bincount(which[:n_timed], minlength=len(instants))
+    count = np.cumsum(
+        starting - np.bincount(which[n_timed:], minlength=len(instants))
+    )  # just after each instant
     integral = np.zeros(len(instants), np.int64)
     if len(instants) > 1:
         np.cumsum(count[:-1] * np.diff(instants), out=integral[1:])
