@@ -17,7 +17,9 @@ store (not timed). Then, for each answer (`concurrency`, `neighbour-cost --eval 
   that its answer (``--json``; for `report`, every rule's words on the page it wrote) is the
   in-process one, stopping at the first that is not.
 
-It also times the store's read of all cells (`cells_from_store`). On a shared machine the wall
+It also times the store's read of all cells, as `Cell` records (`cells_from_store`) and as columns
+(`Store.cell_columns`, what `concurrency --json` reads), and checks that `concurrency` over
+columns is `concurrency` over cells before timing the former. On a shared machine the wall
 figures include waiting for a core; the CPU figures do not.
 
     .venv/bin/python benchmarks/bench_scale.py [--min-cells 10000] [--max-cells 100000]
@@ -48,7 +50,9 @@ from bench_analysis import TARGET, make_box  # noqa: E402
 
 from spark_otel.analysis import AdvisorConfig  # noqa: E402
 from spark_otel.analysis.concurrency import concurrency  # noqa: E402
+from spark_otel.analysis.concurrency_columns import concurrency_of_columns  # noqa: E402
 from spark_otel.analysis.neighbour import neighbour_costs  # noqa: E402
+from spark_otel.analysis.request_cells import columns_with_requests_as_cells  # noqa: E402
 from spark_otel.analysis.timeouts import timeout_verdicts  # noqa: E402
 from spark_otel.report import build_report, overview_from_inputs  # noqa: E402
 from spark_otel.report.inputs import cells_from_store, inputs_from_store  # noqa: E402
@@ -95,7 +99,12 @@ def in_process(name: str, store: Store) -> tuple[Callable[[], Any], Callable[[An
         )
     cells, windows = cells_from_store(store), store.windows()
     if name == "concurrency":
-        return lambda: concurrency(cells), lambda r: r.model_dump(mode="json") | {"energy": None}
+        # The command answers over columns; the report over cells is checked equal to it first.
+        columns = columns_from_store(store)
+        rows = concurrency(cells)
+        if concurrency_of_columns(columns) != rows:
+            raise SystemExit("concurrency over columns differs from concurrency over cells")
+        return lambda: concurrency_of_columns(columns), lambda r: r.model_dump(mode="json") | {"energy": None}
     if name == "neighbour-cost":
         threshold = AdvisorConfig().threshold
 
@@ -105,6 +114,16 @@ def in_process(name: str, store: Store) -> tuple[Callable[[], Any], Callable[[An
 
         return lambda: neighbour_costs(cells, windows, eval_names=[TARGET], min_cells=1), dump
     return lambda: timeout_verdicts(cells, windows), lambda vs: [verdict_json(v) for v in vs]
+
+
+def columns_from_store(store: Store) -> Any:
+    """`cells_from_store`'s cells as columns, as `concurrency --json` reads them."""
+    return columns_with_requests_as_cells(
+        store.cell_columns(),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
+    )
 
 
 _LAUNCHER = """
@@ -240,6 +259,7 @@ def main() -> None:
     answers = [a for a in args.answers.split(",") if a]
     rows: dict[str, list[tuple[int, float, float, float, float]]] = {a: [] for a in answers}
     reads: list[tuple[int, float]] = []
+    column_reads: list[tuple[int, float]] = []
     print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
     header = (
         f"{'answer':16} {'cells':>9} {'cli wall s':>10} {'cli cpu s':>9} {'peak MB':>8} {'analysis cpu':>12}"
@@ -250,10 +270,15 @@ def main() -> None:
             build_store(path, n)
             with Store(path, read_only=True) as store:
                 read, _, read_cpu = cpu_timed(lambda: cells_from_store(store))
+                columns, _, columns_cpu = cpu_timed(lambda: columns_from_store(store))
                 reads.append((n, read_cpu))
-                print(f"\n{n:,} cells, {n // 100:,} windows: store read {len(read) / read_cpu:,.0f} cells/s")
+                column_reads.append((n, columns_cpu))
+                print(
+                    f"\n{n:,} cells, {n // 100:,} windows: store read {len(read) / read_cpu:,.0f} cells/s as "
+                    f"cells, {len(columns) / columns_cpu:,.0f} cells/s as columns"
+                )
                 print(header)
-                del read
+                del read, columns
                 for name in answers:
                     compute, dump = in_process(name, store)
                     # Same answers first: the command line's against the pure analysis's.
@@ -277,6 +302,9 @@ def main() -> None:
                 shutil.rmtree(made) if made.is_dir() else made.unlink()
     print("\ngrowth exponent (log-log slope over the sizes; 1 is linear):")
     print(f"  {'store read':16} cpu {slope([n for n, _ in reads], [c for _, c in reads]):.2f}")
+    print(
+        f"  {'columnar read':16} cpu {slope([n for n, _ in column_reads], [c for _, c in column_reads]):.2f}"
+    )
     for name, got in rows.items():
         ns = [r[0] for r in got]
         cli_part = "" if args.skip_cli else f"cli cpu {slope(ns, [r[2] for r in got]):.2f}  "

@@ -308,9 +308,18 @@ def _speedups(runs: list[RunSummary], cell_ids: dict[int, frozenset[str]]) -> li
 
 
 def _engine_report(
-    engine: str, engine_cells: list[Cell], eval_name: str | None, gap_ns: int
+    engine: str,
+    engine_cells: list[Cell],
+    eval_name: str | None,
+    gap_ns: int,
+    *,
+    shown: list[bool] | None = None,
 ) -> EngineConcurrency | None:
+    """One engine's figures; ``shown``: which of ``engine_cells`` are reported (else those of
+    ``eval_name``), every one of them counting in flight."""
     weights = in_flight(engine_cells)
+    if shown is None:
+        shown = [eval_name is None or cell.eval_name == eval_name for cell in engine_cells]
     loads = [
         CellLoad(
             uid=cell.uid,
@@ -331,8 +340,8 @@ def _engine_report(
             level=None if weight is None else in_flight_level(weight),
             request_as_cell=is_request_cell(cell),
         )
-        for cell, weight in zip(engine_cells, weights, strict=True)
-        if eval_name is None or cell.eval_name == eval_name
+        for cell, weight, keep in zip(engine_cells, weights, shown, strict=True)
+        if keep
     ]
     if not loads:
         return None

@@ -323,14 +323,23 @@ def per_eval(rows: Sequence[CellEnergy]) -> list[EvalEnergy]:
 
 
 def restrict(
-    report: EnergyReport, *, eval_name: str | None = None, engine: str | None = None
+    report: EnergyReport,
+    *,
+    eval_name: str | None = None,
+    engine: str | None = None,
+    since_unix_ns: int | None = None,
+    until_unix_ns: int | None = None,
 ) -> EnergyReport:
-    """The report's cells of one eval or engine only, with their per-eval figures: the box's
-    energy is attributed over every cell on it first, so a selection never changes a share."""
+    """The report's cells of one eval or engine only, or that start in a range, with their
+    per-eval figures: the box's energy is attributed over every cell on it first, so a selection
+    never changes a share."""
     kept = [
         c
         for c in report.cells
-        if (eval_name is None or c.eval_name == eval_name) and (engine is None or c.engine == engine)
+        if (eval_name is None or c.eval_name == eval_name)
+        and (engine is None or c.engine == engine)
+        and (since_unix_ns is None or c.start_unix_ns >= since_unix_ns)
+        and (until_unix_ns is None or c.start_unix_ns <= until_unix_ns)
     ]
     unmeasured = sum(1 for c in kept if c.share_j is None)
     return report.model_copy(

@@ -21,7 +21,7 @@ Pure: records and numbers in, a frozen result out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .. import _semconv as sc
 from .._exceptions import ConfigError, InputError
@@ -118,6 +118,18 @@ def _touches(report: NeighbourReport, engine: str) -> bool:
     return report.engine == engine or any(w.engine == engine for w in windows_touched(report))
 
 
+def _concurrency_over_columns(cells: list[Cell]) -> Callable[..., ConcurrencyReport]:
+    """`concurrency` of ``cells``, over columns where numpy is installed (the same report in a
+    third of the time), else over the cells (the advice then says which extra it needs)."""
+    try:
+        from ..records.cell_columns import CellColumns
+        from .concurrency_columns import concurrency_of_columns
+    except ImportError:
+        return lambda **options: concurrency(cells, **options)
+    columns = CellColumns.from_cells(cells)
+    return lambda **options: concurrency_of_columns(columns, **options)
+
+
 def overview(
     cells: Iterable[Cell],
     windows: Iterable[LoadWindow] = (),
@@ -143,13 +155,14 @@ def overview(
     if eval_name is not None and eval_name not in evals:
         raise InputError(f"no cells recorded for eval {eval_name!r} (evals: {', '.join(evals) or 'none'})")
     notes: list[str] = []
-    everything = concurrency(all_cells, merge_gap_s=merge_gap_s) if all_cells else None
+    over_columns = _concurrency_over_columns(all_cells)
+    everything = over_columns(merge_gap_s=merge_gap_s) if all_cells else None
     candidates = _curve_candidates(probe_curves, all_cells, all_windows, everything, notes)
     curves = [c for c in choose_curves(candidates).values() if engine is None or c.engine == engine]
     shown = everything
     if everything is not None and eval_name is not None:
         # Levels, runs and throughput sum the reported cells only: one eval's need a pass of their own.
-        shown = concurrency(all_cells, eval_name=eval_name, engine=engine, merge_gap_s=merge_gap_s)
+        shown = over_columns(eval_name=eval_name, engine=engine, merge_gap_s=merge_gap_s)
     elif everything is not None and engine is not None:
         kept = [e for e in everything.engines if e.engine == engine]
         shown = ConcurrencyReport(

@@ -25,15 +25,20 @@ Pure: requests and cells in, cells out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from .. import _semconv as sc
 from ..model import AttributeValue, Cell, CellStatus, LoadWindow, Request
 
+if TYPE_CHECKING:
+    from ..records.cell_columns import CellColumns
+
 __all__ = [
     "LOAD_KINDS",
     "REQUEST_SOURCE",
+    "columns_with_requests_as_cells",
     "count_requests_as_cells",
     "is_request_cell",
     "request_as_cell",
@@ -154,7 +159,16 @@ def requests_as_cells(
 ) -> list[Cell]:
     """The requests no cell of ``cells`` holds and no load or probe window of ``windows`` on their
     engine covers, each as a cell of its own, in time order."""
-    held = {c.uid for c in cells}
+    return _stand_ins(requests, {c.uid for c in cells}, engine_urls=engine_urls, windows=windows)
+
+
+def _stand_ins(
+    requests: Iterable[Request],
+    held: Collection[str],
+    *,
+    engine_urls: Mapping[str, str] | None,
+    windows: Iterable[LoadWindow],
+) -> list[Cell]:
     loads = [w for w in windows if w.kind in LOAD_KINDS and w.engine is not None]
     by_address = _engines_by_address(engine_urls or {})
     out = [_as_cell(r, by_address) for r in requests if r.cell_uid is None or r.cell_uid not in held]
@@ -174,3 +188,17 @@ def with_requests_as_cells(
     if not stand_ins:
         return list(cells)
     return sorted([*cells, *stand_ins], key=lambda c: c.start_unix_ns)
+
+
+def columns_with_requests_as_cells(
+    columns: CellColumns,
+    requests: Iterable[Request],
+    *,
+    engine_urls: Mapping[str, str] | None = None,
+    windows: Iterable[LoadWindow] = (),
+) -> CellColumns:
+    """`with_requests_as_cells` for cells given as columns: the same cells, in the same order."""
+    from ..records.cell_columns import CellColumns
+
+    stand_ins = _stand_ins(requests, set(columns.uid), engine_urls=engine_urls, windows=windows)
+    return columns.merged(CellColumns.from_cells(stand_ins)) if stand_ins else columns

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from ..model import Cell, LoadWindow
 from ._result import Result
-from .neighbour import CellRate, NeighbourReport, neighbour_costs
+from .neighbour import CellRate, NeighbourReport, WindowCost, neighbour_costs
 from .rates import ceiling_hit
 from .request_cells import is_request_cell
 
@@ -106,15 +106,27 @@ class TimeoutVerdict(Result):
     )
 
 
-def _share(cell_rate: CellRate, report: NeighbourReport) -> tuple[float | None, int | None]:
+def _rated_windows(report: NeighbourReport) -> dict[str, list[WindowCost]]:
+    """The report's windows with a median rate, by name: looked up per cut-off cell instead of
+    scanned (a long history has thousands of windows and of timeouts)."""
+    by_name: dict[str, list[WindowCost]] = {}
+    for w in report.windows:
+        if w.rate.median is not None:
+            by_name.setdefault(w.name, []).append(w)
+    return by_name
+
+
+def _share(
+    cell_rate: CellRate, report: NeighbourReport, rated: dict[str, list[WindowCost]]
+) -> tuple[float | None, int | None]:
     """The cell's rate over its eval's baseline, or the eval's cells' inside its loads (and how
-    many they are); None where neither is known."""
+    many they are); None where neither is known. ``rated``: `_rated_windows` of ``report``."""
     baseline = report.baseline.median
     if not baseline:
         return None, None
     if cell_rate.completion_tokens and cell_rate.elapsed_s > 0:
         return cell_rate.completion_tokens / cell_rate.elapsed_s / baseline, None
-    inside = [w for w in report.windows if w.name in cell_rate.windows and w.rate.median is not None]
+    inside = [w for name in set(cell_rate.windows) for w in rated.get(name, ())]
     if not inside:
         return None, None
     n = sum(w.rate.n for w in inside)
@@ -165,6 +177,7 @@ def timeout_verdicts(
     names = sorted({c.eval_name for c in cut})
     reports = neighbour_costs(all_cells, list(windows), eval_names=names, min_cells=1)
     placed: dict[str, tuple[CellRate, NeighbourReport]] = {}
+    rated = {id(report): _rated_windows(report) for report in reports}
     for report in reports:
         for cr in report.cells:
             placed.setdefault(cr.uid, (cr, report))
@@ -175,7 +188,7 @@ def timeout_verdicts(
     for c in cut:
         cell_rate, report = placed[c.uid]
         baseline = report.baseline.median
-        share, share_cells = _share(cell_rate, report)
+        share, share_cells = _share(cell_rate, report, rated[id(report)])
         values: dict[str, Any] = {
             "uid": c.uid,
             "eval_name": c.eval_name,

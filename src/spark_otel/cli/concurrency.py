@@ -15,6 +15,10 @@ or `spark-otel gpu-sample` beside the eval): each eval's joules per output token
 from the box's energy counter (or its power samples integrated, marked estimated) split among
 the cells in flight by their tokens, stretch by stretch (spark_otel.analysis.energy).
 
+--since and --until (ISO 8601 dates or times, UTC unless they name an offset) report only the
+cells that start in that range, read from the store by time; every cell running in the range
+still counts in flight, so a cell at its edge is weighed against the neighbours that began before.
+
 Works on live instrumented evals and on backfilled records alike. --cells lists every cell with
 its in-flight load and energy; --json prints the whole analysis (energy under "energy"). Cells
 recorded under a model clock (the simulated box) are labelled "model time" in the tables' titles.
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from ..analysis.concurrency import EngineConcurrency, Speedup
     from ..analysis.energy import CellEnergy, EnergyReport
     from ..model import Cell
+    from ..records.cell_columns import CellColumns
     from ..store import Store
 
 
@@ -50,8 +55,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="an idle gap longer than this between an eval's cells starts a new run",
     )
+    parser.add_argument(
+        "--since",
+        type=_instant,
+        metavar="WHEN",
+        help="only cells that start at or after WHEN (e.g. 2026-11-01)",
+    )
+    parser.add_argument(
+        "--until",
+        type=_instant,
+        metavar="WHEN",
+        help="only cells that start at or before WHEN (e.g. 2026-11-30T18:00)",
+    )
     parser.add_argument("--cells", action="store_true", help="also list every cell with its in-flight load")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def _instant(text: str) -> int:
+    """An ISO 8601 date or date and time (UTC unless it names an offset) as Unix nanoseconds, in
+    2000-2100."""
+    from datetime import UTC, datetime
+
+    from .._clock import NS_PER_S
+    from .._validate import EARLIEST_NS, LATEST_NS
+
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date or time (e.g. 2026-11-01 or 2026-11-01T08:00)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    seconds = moment.timestamp()
+    ns = int(seconds) * NS_PER_S + moment.microsecond * 1_000
+    if not EARLIEST_NS <= ns < LATEST_NS:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside 2000-2100")
+    return ns
 
 
 def _when(unix_ns: int) -> str:
@@ -147,15 +187,31 @@ def _print_engine(
         )
 
 
-def _energy(store: Store, everyone: list[Cell], args: argparse.Namespace) -> EnergyReport | None:
+def _energy(
+    store: Store, everyone: CellColumns, cells: list[Cell] | None, args: argparse.Namespace
+) -> EnergyReport | None:
     """The box's energy over the cells: every cell on the box shares it, whatever --eval or
-    --engine selects, so the attribution reads all of them (``everyone``)."""
+    --engine selects, so the attribution reads all of them (``everyone``), as cells only where
+    the store holds GPU readings over them (``cells``, where already read)."""
     from ..analysis.energy import attribute, restrict
-    from ..report.inputs import energy_samples
+    from ..report.inputs import cells_from_store, energy_samples
 
-    samples = energy_samples(store, [(c.start_unix_ns, c.end_unix_ns) for c in everyone])
-    report = attribute(everyone, samples)
-    return None if report is None else restrict(report, eval_name=args.eval_name, engine=args.engine)
+    if not len(everyone):
+        return None
+    span = (int(everyone.start_unix_ns.min()), int(everyone.end_unix_ns.max()))
+    if not energy_samples(store, [span]):
+        return None
+    box = cells_from_store(store) if cells is None else cells
+    report = attribute(box, energy_samples(store, [(c.start_unix_ns, c.end_unix_ns) for c in box]))
+    if report is None:
+        return None
+    return restrict(
+        report,
+        eval_name=args.eval_name,
+        engine=args.engine,
+        since_unix_ns=args.since,
+        until_unix_ns=args.until,
+    )
 
 
 def _print_energy(report: EnergyReport | None, n_cells: int, scales: list[float]) -> None:
@@ -168,39 +224,77 @@ def _print_energy(report: EnergyReport | None, n_cells: int, scales: list[float]
         print(line)
 
 
+def _columns(store: Store, args: argparse.Namespace) -> CellColumns:
+    """`report.inputs.cells_from_store`'s cells, as columns: the store's cells (those running in
+    the range of --since/--until) and the requests no cell holds, each a cell of its own."""
+    from ..analysis.request_cells import columns_with_requests_as_cells
+
+    return columns_with_requests_as_cells(
+        store.cell_columns(since_unix_ns=args.since, until_unix_ns=args.until, overlapping=True),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
-    from ..analysis.concurrency import UNKNOWN_ENGINE, concurrency
-    from ..analysis.request_cells import count_requests_as_cells
+    from ..analysis.concurrency import UNKNOWN_ENGINE
+    from ..analysis.concurrency_columns import concurrency_of_columns
+    from ..analysis.request_cells import REQUEST_SOURCE
+    from ..records.cell_columns import CellColumns
     from ..report.inputs import cells_from_store
     from ..views.requests import no_cells, requests_as_cells_line
     from ._common import DURATION_S, print_hint
 
     DURATION_S.check("--merge-gap", args.merge_gap)  # 0 to a year
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        from .._exceptions import ConfigError
+
+        raise ConfigError(
+            "concurrency reads cells as numpy columns, which the core install leaves out: "
+            "pip install 'spark-otel[cli]'"
+        ) from None
 
     # Tables are laid out under the spinner (thousands of runs take a while) and written after it.
     with tables_held(), status("reading cells") as phase:
         with open_store(args) as store:
             phase.update(f"reading cells from {store.path}")
             # In-flight counts every cell on the engine, so read all evals and filter afterwards;
-            # requests no cell holds count as cells of their own.
-            everyone = cells_from_store(store)
-            cells = [c for c in everyone if args.engine is None or c.engine == args.engine]
+            # requests no cell holds count as cells of their own. --json needs no cell as a
+            # record, so it reads columns; the tables read each cell's time scale too.
+            cells = None if args.json else cells_from_store(store)
+            everyone = _columns(store, args) if cells is None else CellColumns.from_cells(cells)
+            on_engine = [k for k, e in enumerate(everyone.engine) if args.engine is None or e == args.engine]
+            chosen = everyone if args.engine is None else everyone.take(on_engine)
             path = store.path
-            phase.update(f"reading GPU energy over {len(cells):,} cells")
-            energy = _energy(store, everyone, args)
-            in_scope = any(args.eval_name is None or c.eval_name == args.eval_name for c in cells)
+            phase.update(f"reading GPU energy over {len(chosen):,} cells")
+            energy = _energy(store, everyone, cells, args)
+            in_scope = any(
+                (args.eval_name is None or chosen.eval_name[k] == args.eval_name)
+                and (args.since is None or chosen.start_unix_ns[k] >= args.since)
+                and (args.until is None or chosen.start_unix_ns[k] <= args.until)
+                for k in range(len(chosen))
+            )
             counts = {} if in_scope else store.row_counts()  # what a refusal names
-        phase.update(f"computing in-flight levels over {len(cells):,} cells")
-        report = concurrency(cells, eval_name=args.eval_name, engine=args.engine, merge_gap_s=args.merge_gap)
-        if report.engines and not args.json:
-            phase.update(f"laying out the tables of {len(cells):,} cells")
+        phase.update(f"computing in-flight levels over {len(chosen):,} cells")
+        report = concurrency_of_columns(
+            chosen,
+            eval_name=args.eval_name,
+            engine=args.engine,
+            merge_gap_s=args.merge_gap,
+            since_unix_ns=args.since,
+            until_unix_ns=args.until,
+        )
+        if report.engines and cells is not None:
+            phase.update(f"laying out the tables of {len(chosen):,} cells")
             for engine in report.engines:
-                on_engine = [c for c in cells if (c.engine or UNKNOWN_ENGINE) == engine.engine]
                 _print_engine(
                     engine,
                     with_cells=args.cells,
-                    scales=time_scales(on_engine),
+                    scales=time_scales(c for c in cells if (c.engine or UNKNOWN_ENGINE) == engine.engine),
                     energy={} if energy is None else {c.uid: c for c in energy.cells},
                 )
     if not report.engines:
@@ -208,14 +302,17 @@ def run(args: argparse.Namespace) -> int:
             [
                 f" of eval {args.eval_name!r}" if args.eval_name else "",
                 f" on engine {args.engine!r}" if args.engine else "",
+                " starting in the range of --since/--until" if args.since or args.until else "",
             ]
         )
-        stand_ins = count_requests_as_cells(everyone)
-        evals = sorted({c.eval_name for c in everyone})
+        stand_ins = sum(source == REQUEST_SOURCE for source in everyone.source)
+        evals = sorted(set(everyone.eval_name))
         raise InputError(no_cells(str(path), counts, scope=scope, evals=evals, stand_ins=stand_ins))
-    if not args.json:
+    if cells is not None:
         n_cells = sum(e.n_cells for e in report.engines)
-        _print_energy(energy, n_cells, time_scales(cells))
+        _print_energy(
+            energy, n_cells, time_scales(c for c in cells if args.engine is None or c.engine == args.engine)
+        )
         line = requests_as_cells_line(report.requests_as_cells, n_cells)
         if line:
             print_hint(line)

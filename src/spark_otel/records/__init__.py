@@ -7,4 +7,5 @@ probe's report document, a rate curve, the rules file, an Inspect AI sample's ru
     rules_file   the governor's rules file: its rules, parsed and checked
     eval_family  an eval's name without the run id a runner appends (what rules and history key on)
     inspect_sample  one Inspect AI sample and epoch as one cell: its names, status, ceiling, tokens
+    cell_columns cells as columns (numpy arrays), for the store's columnar read and the analyses over them
 """

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from .. import _clock
@@ -45,8 +45,12 @@ from .schema import (
     SERVER_TIMINGS,
     TABLES,
     Table,
+    collector_paused,
 )
 from .versions import MIGRATIONS, SCHEMA_VERSION, Migration
+
+if TYPE_CHECKING:
+    from ..records.cell_columns import CellColumns
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STORE_ENV", "Migration", "Store", "default_store_path"]
 
@@ -427,6 +431,37 @@ class Store:
         if limit is not None:
             clauses += f" LIMIT {int(limit)}"
         return self._records(CELLS, clauses, params)
+
+    def cell_columns(
+        self,
+        *,
+        eval_name: str | None = None,
+        engine: str | None = None,
+        since_unix_ns: int | None = None,
+        until_unix_ns: int | None = None,
+        overlapping: bool = False,
+    ) -> CellColumns:
+        """The cells `cells` reads with the same options, oldest first, as columns: only the fields
+        the analyses over columns use, straight from the rows into arrays, with no `Cell` per row
+        (`records.cell_columns`; needs numpy, the ``cli`` extra). ``since``/``until`` bound the
+        cells' start, read through the start index; with ``overlapping``, they bound the cells'
+        time instead (every cell running at some instant of the range: ending at or after
+        ``since``, starting at or before ``until``), which is what counts cells in flight at the
+        range's edges."""
+        from ..records.cell_columns import COLUMNS, CellColumns
+
+        where, params = self._where(
+            {"eval_name": eval_name, "engine": engine},
+            None if overlapping else since_unix_ns,
+            until_unix_ns,
+            "start_unix_ns",
+        )
+        if overlapping and since_unix_ns is not None:
+            where += f"{' AND' if where else ' WHERE'} end_unix_ns >= ?"
+            params.append(since_unix_ns)
+        sql = f"SELECT {', '.join(COLUMNS)} FROM {CELLS.name}{where} ORDER BY start_unix_ns"
+        with collector_paused():  # the rows' tuples make no cycles (see `collector_paused`)
+            return CellColumns.from_rows(self._select(sql, params))
 
     def requests(
         self,

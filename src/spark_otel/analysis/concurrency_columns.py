@@ -1,0 +1,339 @@
+"""The concurrency analysis over columns: `concurrency`'s report, from `CellColumns` rather than a
+`Cell` per row.
+
+Same rules, same figures (`tests/analysis/test_concurrency_columns.py` holds it equal to
+`concurrency` on the fixtures and on generated cells): the in-flight sweep is numpy's (endpoints
+sorted once, the running integral a cumulative sum of exact int64 cell-nanoseconds), rates and
+flags are array operations, and only what is per group stays in Python: each run's split and
+union, and each group's `summarize` on its rates as Python floats. The per-cell rows are still
+one validated `CellLoad` each, since the report lists every cell.
+
+Where int64 or float64 could not hold a figure exactly as `concurrency` computes it in Python's
+integers (more cell-nanoseconds in a sweep than 2**62, an integral or a duration past 2**53), the
+cells of that engine go through `concurrency`'s own code instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._clock import NS_PER_S
+from ..model import Cell, CellStatus
+from ..records.cell_columns import STATUSES, CellColumns
+from .concurrency import (
+    UNKNOWN_ENGINE,
+    CellLoad,
+    ConcurrencyReport,
+    EngineConcurrency,
+    LevelSummary,
+    RunSummary,
+    _engine_report,
+    _speedups,
+)
+from .request_cells import REQUEST_SOURCE
+from .stats import summarize
+from .windows import DEFAULT_MERGE_GAP_S, merge_gap_ns
+
+__all__ = ["concurrency_of_columns", "in_flight_of_columns"]
+
+_EXACT = 2**53
+"""Integers below this convert to float64 exactly."""
+_SWEEP_BOUND = 2**62
+"""Cell-nanoseconds a sweep may add up to in int64 with room to spare."""
+_DEADLINE = STATUSES.index(CellStatus.DEADLINE)
+_ERROR = STATUSES.index(CellStatus.ERROR)
+
+Floats = NDArray[np.float64]
+_K = TypeVar("_K", bound=Hashable)
+
+
+def in_flight_of_columns(
+    start: NDArray[np.int64], end: NDArray[np.int64]
+) -> tuple[Floats, NDArray[np.bool_]]:
+    """`concurrency.in_flight` of cells given as their start and end: each cell's time-weighted
+    count of cells in flight (itself included), and a mask of the cells that have one (positive
+    duration; the weight is NaN elsewhere). Exact as `in_flight` is, provided the cells' durations
+    add up to less than 2**62 ns (the caller checks)."""
+    duration = end - start
+    timed = duration > 0
+    n_timed = int(timed.sum())
+    instants, which = np.unique(np.concatenate([start[timed], end[timed]]), return_inverse=True)
+    starting = np.bincount(which[:n_timed], minlength=len(instants))
+    count = np.cumsum(
+        starting - np.bincount(which[n_timed:], minlength=len(instants))
+    )  # just after each instant
+    integral = np.zeros(len(instants), np.int64)
+    if len(instants) > 1:
+        np.cumsum(count[:-1] * np.diff(instants), out=integral[1:])
+    weight = np.full(len(start), np.nan)
+    if not timed.any():
+        return weight, timed
+    at_start = integral[np.searchsorted(instants, start[timed])]
+    at_end = integral[np.searchsorted(instants, end[timed])]
+    covered, spans = at_end - at_start, duration[timed]
+    weights = covered / spans
+    inexact = (covered >= _EXACT) | (spans >= _EXACT)
+    for k in np.flatnonzero(inexact).tolist():  # as Python's integers divide, correctly rounded
+        weights[k] = int(covered[k]) / int(spans[k])
+    weight[timed] = weights
+    return weight, timed
+
+
+def _groups(keys: Sequence[_K]) -> dict[_K, list[int]]:
+    """Positions of each key, keys in order of first appearance, positions in order."""
+    out: dict[_K, list[int]] = {}
+    for k, key in enumerate(keys):
+        found = out.get(key)
+        if found is None:
+            out[key] = [k]
+        else:
+            found.append(k)
+    return out
+
+
+def _level_summaries(
+    levels: list[int | None], rate: list[float], hit: list[bool], fail: list[bool]
+) -> list[LevelSummary]:
+    """`concurrency.level_summaries` over columns (``levels[k]`` None: not grouped)."""
+    out = []
+    grouped = _groups(levels)
+    for level in sorted(k for k in grouped if k is not None):
+        members = grouped[level]
+        out.append(
+            LevelSummary(
+                level=level,
+                n_cells=len(members),
+                rate=summarize([rate[k] for k in members]),
+                ceiling_hits=sum(hit[k] for k in members),
+                failures=sum(fail[k] for k in members),
+            )
+        )
+    return out
+
+
+def _split(
+    members: list[int], start: list[int], end: list[int], gap_ns: int
+) -> Iterator[tuple[list[int], int]]:
+    """`windows.split_at_gaps` of the cells at ``members``, each run with the nanoseconds its
+    cells' intervals cover (`concurrency.union_seconds`' union, in ns)."""
+    ordered = sorted(members, key=start.__getitem__)
+    run: list[int] = []
+    run_end = covered = 0
+    piece_start: int | None = None
+    piece_end = 0
+    for k in ordered:
+        s, e = start[k], end[k]
+        if run and s <= run_end + gap_ns:
+            run.append(k)
+            run_end = max(run_end, e)
+        else:
+            if run:
+                yield run, covered + (piece_end - piece_start if piece_start is not None else 0)
+            run, run_end, covered, piece_start = [k], e, 0, None
+        if e > s:
+            if piece_start is None or s > piece_end:
+                if piece_start is not None:
+                    covered += piece_end - piece_start
+                piece_start, piece_end = s, e
+            else:
+                piece_end = max(piece_end, e)
+    if run:
+        yield run, covered + (piece_end - piece_start if piece_start is not None else 0)
+
+
+def _union_ns(start: NDArray[np.int64], end: NDArray[np.int64]) -> int:
+    """Nanoseconds covered by the union of the intervals (empty ones covering nothing)."""
+    timed = end > start
+    if not timed.any():
+        return 0
+    order = np.argsort(start[timed], kind="stable")
+    s, e = start[timed][order], end[timed][order]
+    reach = np.maximum.accumulate(e)
+    fresh = np.ones(len(s), np.bool_)
+    fresh[1:] = s[1:] > reach[:-1]
+    firsts = np.flatnonzero(fresh)
+    return int((np.maximum.reduceat(e, firsts) - s[firsts]).sum(dtype=np.int64))
+
+
+def _exact_enough(cols: CellColumns) -> bool:
+    """Whether int64 and float64 hold every figure of these cells as Python's integers would."""
+    duration = cols.end_unix_ns - cols.start_unix_ns
+    positive = duration[duration > 0]
+    return (
+        float(positive.sum(dtype=np.float64)) < _SWEEP_BOUND
+        and not (positive >= _EXACT).any()
+        and not (cols.completion_tokens >= _EXACT).any()
+    )
+
+
+def _as_cells(cols: CellColumns) -> list[Cell]:
+    """The columns as cells (for the rare engine `concurrency`'s own integers must answer)."""
+    return [
+        Cell(
+            uid=cols.uid[k],
+            eval_name=cols.eval_name[k],
+            cell_id=cols.cell_id[k],
+            engine=cols.engine[k],
+            start_unix_ns=int(cols.start_unix_ns[k]),
+            end_unix_ns=int(cols.end_unix_ns[k]),
+            prompt_tokens=int(cols.prompt_tokens[k]) if cols.prompt_known[k] else None,
+            completion_tokens=int(cols.completion_tokens[k]) if cols.completion_known[k] else None,
+            status=STATUSES[cols.status[k]],
+            deadline_s=None if np.isnan(cols.deadline_s[k]) else float(cols.deadline_s[k]),
+            workers=int(cols.workers[k]) if cols.workers_known[k] else None,
+            source=cols.source[k],
+        )
+        for k in range(len(cols))
+    ]
+
+
+def _engine_of_columns(
+    engine: str,
+    cols: CellColumns,
+    eval_name: str | None,
+    gap_ns: int,
+    start_range: tuple[int | None, int | None],
+) -> EngineConcurrency | None:
+    since, until = start_range
+    shown = np.ones(len(cols), np.bool_) if eval_name is None else np.array(cols.eval_name) == eval_name
+    if since is not None:
+        shown &= cols.start_unix_ns >= since
+    if until is not None:
+        shown &= cols.start_unix_ns <= until
+    if not _exact_enough(cols):
+        return _engine_report(engine, _as_cells(cols), eval_name, gap_ns, shown=shown.tolist())
+    weight, weighed = in_flight_of_columns(cols.start_unix_ns, cols.end_unix_ns)
+    chosen = np.flatnonzero(shown)
+    if not len(chosen):
+        return None
+    sel = cols.take(chosen)
+    weight, weighed = weight[chosen], weighed[chosen]
+    duration = sel.end_unix_ns - sel.start_unix_ns
+    elapsed = duration / NS_PER_S
+    hit = sel.status == _DEADLINE
+    fail = sel.status == _ERROR
+    has_rate = sel.completion_known & (sel.completion_tokens != 0) & (duration > 0) & ~hit & ~fail
+    rate = np.full(len(sel), np.nan)
+    rate[has_rate] = sel.completion_tokens[has_rate] / elapsed[has_rate]
+    level = np.maximum(1, np.floor(weight + 0.5))
+
+    starts, ends = sel.start_unix_ns.tolist(), sel.end_unix_ns.tolist()
+    rates, hits, fails = rate.tolist(), hit.tolist(), fail.tolist()
+    completions = np.where(sel.completion_known, sel.completion_tokens, 0)
+    workers: list[int | None] = [
+        w if known else None
+        for w, known in zip(sel.workers.tolist(), sel.workers_known.tolist(), strict=True)
+    ]
+    levels: list[int | None] = [
+        int(lv) if ok else None for lv, ok in zip(level.tolist(), weighed.tolist(), strict=True)
+    ]
+    prompts = [
+        p if known else None
+        for p, known in zip(sel.prompt_tokens.tolist(), sel.prompt_known.tolist(), strict=True)
+    ]
+    completed = [
+        c if known else None
+        for c, known in zip(sel.completion_tokens.tolist(), sel.completion_known.tolist(), strict=True)
+    ]
+    weights = [w if ok else None for w, ok in zip(weight.tolist(), weighed.tolist(), strict=True)]
+    as_request = [s == REQUEST_SOURCE for s in sel.source]
+    loads = [
+        CellLoad(
+            uid=sel.uid[k],
+            eval_name=sel.eval_name[k],
+            cell_id=sel.cell_id[k],
+            engine=engine,
+            workers=workers[k],
+            start_unix_ns=starts[k],
+            end_unix_ns=ends[k],
+            elapsed_s=elapsed_k,
+            prompt_tokens=prompts[k],
+            completion_tokens=completed[k],
+            decode_rate=rates[k] if rates[k] == rates[k] else None,
+            status=STATUSES[code],
+            ceiling_hit=hits[k],
+            failed=fails[k],
+            in_flight=weights[k],
+            level=levels[k],
+            request_as_cell=as_request[k],
+        )
+        for k, (elapsed_k, code) in enumerate(zip(elapsed.tolist(), sel.status.tolist(), strict=True))
+    ]
+
+    runs: list[RunSummary] = []
+    cell_ids: dict[int, frozenset[str]] = {}
+    tokens = completions.tolist()
+    by_run = _groups(list(zip(sel.eval_name, workers, strict=True)))
+    for (ev, count), group in sorted(by_run.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        for members, covered in _split(group, starts, ends, gap_ns):
+            run_tokens = sum(tokens[k] for k in members)
+            busy_s = covered / NS_PER_S
+            first, last = min(starts[k] for k in members), max(ends[k] for k in members)
+            run = RunSummary(
+                eval_name=ev,
+                engine=engine,
+                workers=count,
+                start_unix_ns=first,
+                end_unix_ns=last,
+                n_cells=len(members),
+                wall_s=(last - first) / NS_PER_S,
+                completion_tokens=run_tokens,
+                aggregate_rate=run_tokens / busy_s if busy_s > 0 else None,
+                rate=summarize([rates[k] for k in members]),
+                ceiling_hits=sum(hits[k] for k in members),
+                failures=sum(fails[k] for k in members),
+            )
+            runs.append(run)
+            cell_ids[id(run)] = frozenset(sel.cell_id[k] for k in members)
+    total_tokens = int(completions.sum())
+    busy_s = _union_ns(sel.start_unix_ns, sel.end_unix_ns) / NS_PER_S
+    return EngineConcurrency(
+        engine=engine,
+        n_cells=len(sel),
+        wall_s=busy_s,
+        completion_tokens=total_tokens,
+        aggregate_rate=total_tokens / busy_s if busy_s > 0 else None,
+        ceiling_hits=int(hit.sum()),
+        failures=int(fail.sum()),
+        levels=_level_summaries(levels, rates, hits, fails),
+        by_workers=_level_summaries(workers, rates, hits, fails),
+        runs=runs,
+        speedups=_speedups(runs, cell_ids),
+        cells=loads,
+        requests_as_cells=sum(as_request),
+    )
+
+
+def concurrency_of_columns(
+    cells: CellColumns,
+    *,
+    eval_name: str | None = None,
+    engine: str | None = None,
+    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
+    since_unix_ns: int | None = None,
+    until_unix_ns: int | None = None,
+) -> ConcurrencyReport:
+    """`concurrency` of the cells ``cells`` holds, the same report from columns.
+
+    ``since_unix_ns`` and ``until_unix_ns`` report only the cells that start in that range (as
+    ``eval_name`` and ``engine`` choose cells), while every cell given still counts in flight:
+    given the cells that overlap the range (`Store.cell_columns(overlapping=True)`), a cell at
+    its edge weighs the neighbours that started before it."""
+    gap_ns = merge_gap_ns(merge_gap_s)
+    by_engine = _groups([e or UNKNOWN_ENGINE for e in cells.engine])
+    engines = []
+    for name in sorted(by_engine):
+        if engine is not None and name != engine:
+            continue
+        report = _engine_of_columns(
+            name, cells.take(by_engine[name]), eval_name, gap_ns, (since_unix_ns, until_unix_ns)
+        )
+        if report is not None:
+            engines.append(report)
+    return ConcurrencyReport(
+        eval_name=eval_name, engines=engines, requests_as_cells=sum(e.requests_as_cells for e in engines)
+    )

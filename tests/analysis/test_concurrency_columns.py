@@ -1,0 +1,195 @@
+"""The concurrency analysis over columns gives `concurrency`'s report, figure for figure: on the
+article's cells, on cells made to hit each rule's edge, on generated boxes, and where int64 or
+float64 could not hold a figure exactly (the path that hands those cells to `concurrency`)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.support.article import C_EVAL, appendix_c_cells, appendix_d_cells
+from tests.support.cells import S, cell
+
+from spark_otel import ConfigError
+from spark_otel.analysis.concurrency import concurrency, in_flight
+from spark_otel.analysis.concurrency_columns import concurrency_of_columns, in_flight_of_columns
+from spark_otel.analysis.request_cells import REQUEST_SOURCE
+from spark_otel.model import Cell, CellStatus
+from spark_otel.records.cell_columns import CellColumns
+
+DAY_NS = 86_400 * S
+
+
+def both(cells: list[Cell], **options: object) -> None:
+    """The columnar report equals the row report, every figure (pydantic compares every field)."""
+    rows = concurrency(cells, **options)  # type: ignore[arg-type]
+    columns = concurrency_of_columns(CellColumns.from_cells(cells), **options)  # type: ignore[arg-type]
+    assert columns == rows
+    assert columns.model_dump(mode="json") == rows.model_dump(mode="json")
+
+
+def test_the_articles_cells_give_the_same_report() -> None:
+    cells = appendix_c_cells() + appendix_d_cells()
+    both(cells)
+    both(cells, eval_name=C_EVAL)
+    both(cells, engine="qwen")
+    both(cells, merge_gap_s=0.0)
+    report = concurrency_of_columns(CellColumns.from_cells(appendix_c_cells()), eval_name=C_EVAL)
+    (speedup,) = report.engines[0].speedups
+    assert (speedup.base_wall_s, speedup.wall_s) == (8_507, 1_801)  # the article's 4.7x
+
+
+def test_every_edge_the_rules_name() -> None:
+    cells = [
+        cell("a", 0, 10, 100, workers=2),
+        cell("b", 0, 10, 100, workers=2),  # the same instants as a
+        cell("c", 5, 5, 50, workers=2),  # zero length: no weight, level or rate
+        cell("d", 10, 30, 0, workers=None),  # no tokens: counted, not rated
+        cell("e", 12, 20, 80, workers=0, status=CellStatus.DEADLINE),  # a ceiling hit
+        cell("f", 12, 14, 80, workers=0, status=CellStatus.ERROR),  # a failure
+        cell("g", 40, 41, 10, engine=None),  # unknown engine
+        cell("h", 40, 42, 10, engine=""),  # an empty engine reads as unknown too
+        cell("i", 500, 520, 99, workers=1, source=REQUEST_SOURCE),  # a request standing in
+        cell("j", 520, 530, None, workers=1, status=CellStatus.LENGTH_CAP),
+        cell("k", 1000, 1001, 7, workers=1, eval_name="other"),
+    ]
+    for options in (
+        {},
+        {"eval_name": "g"},
+        {"eval_name": "absent"},
+        {"engine": "unknown"},
+        {"merge_gap_s": 0.0},
+    ):
+        both(cells, **options)
+    assert concurrency_of_columns(CellColumns.empty()) == concurrency([])
+
+
+def test_the_merge_gap_is_checked_as_concurrency_checks_it() -> None:
+    with pytest.raises(ConfigError, match="must not be negative"):
+        concurrency_of_columns(CellColumns.from_cells([cell("a", 0, 1, 1)]), merge_gap_s=-1.0)
+
+
+def test_figures_past_float64s_exact_integers_are_python_integers_divided() -> None:
+    # Three cells of 60 days side by side: each one's covered cell-ns (3 x 60 days) is past 2**53,
+    # its duration not, and for the second, float64's division of the two rounds differently from
+    # Python's division of the integers (2.999999999996945 against 2.9999999999969447).
+    ends = [5_184_000_000_000_001, 5_184_000_000_015_839, 5_184_000_000_031_677]
+    long = [
+        Cell(uid=f"l{k}", eval_name="g", cell_id=f"l{k}", start_unix_ns=0, end_unix_ns=end, workers=3)
+        for k, end in enumerate(ends)
+    ]
+    assert in_flight(long)[1] == 2.9999999999969447
+    both(long)
+    # Durations past 2**53 ns (104 days) and sweeps past 2**62 cell-ns: the row path answers.
+    both([cell("y", 0, 200 * 86_400, 5_000_000, workers=1), cell("z", 1, 2, 3, workers=1)])
+    crowd = [cell(f"c{k}", 0, 365 * 86_400 + k, 10 + k, workers=400) for k in range(400)]
+    both(crowd)
+
+
+def test_in_flight_weights_are_in_flights() -> None:
+    cells = [cell("a", 0, 10), cell("b", 5, 15), cell("c", 7, 7), cell("d", 15, 16)]
+    cols = CellColumns.from_cells(cells)
+    weights, weighed = in_flight_of_columns(cols.start_unix_ns, cols.end_unix_ns)
+    assert [w if ok else None for w, ok in zip(weights.tolist(), weighed.tolist(), strict=True)] == in_flight(
+        cells
+    )
+    assert weights.tolist()[:2] == [1.5, 1.5]
+
+
+_statuses = st.sampled_from(list(CellStatus))
+
+
+@st.composite
+def boxes(draw: st.DrawFn) -> list[Cell]:
+    """Cells of a few evals on a few engines, starts and ends drawn from a few instants so that
+    ties, shared endpoints and zero-length cells are common."""
+    n = draw(st.integers(0, 40))
+    instants = draw(st.lists(st.integers(0, 5_000 * S), min_size=1, max_size=12))
+    cells = []
+    for k in range(n):
+        a, b = sorted((draw(st.sampled_from(instants)), draw(st.sampled_from(instants))))
+        cells.append(
+            Cell(
+                uid=f"u{k}",
+                eval_name=draw(st.sampled_from(["e1", "e2", "e3"])),
+                cell_id=draw(st.sampled_from(["c1", "c2", "c3", f"c{k}"])),
+                engine=draw(st.sampled_from(["q", "n", None, ""])),
+                start_unix_ns=a,
+                end_unix_ns=b,
+                prompt_tokens=draw(st.none() | st.integers(0, 50_000)),
+                completion_tokens=draw(st.none() | st.integers(0, 50_000)),
+                status=draw(_statuses),
+                deadline_s=draw(st.none() | st.floats(1, 3600)),
+                workers=draw(st.none() | st.integers(0, 8)),
+                source=draw(st.sampled_from(["live", "backfill", REQUEST_SOURCE])),
+            )
+        )
+    return sorted(cells, key=lambda c: c.start_unix_ns) if draw(st.booleans()) else cells
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cells=boxes(),
+    eval_name=st.none() | st.sampled_from(["e1", "e2"]),
+    engine=st.none() | st.sampled_from(["q", "unknown"]),
+    merge_gap_s=st.sampled_from([0.0, 60.0, 1_000.0]),
+)
+def test_generated_boxes_give_the_same_report(
+    cells: list[Cell], eval_name: str | None, engine: str | None, merge_gap_s: float
+) -> None:
+    both(cells, eval_name=eval_name, engine=engine, merge_gap_s=merge_gap_s)
+
+
+def in_range(cells: list[Cell], since: int | None, until: int | None, **options: object) -> None:
+    """The report over a start range lists the cells that start in it, each weighed against every
+    cell given, with the levels those cells make, as the whole report's rows for them are."""
+    from spark_otel.analysis.concurrency import level_summaries
+
+    whole = concurrency(cells, **options)  # type: ignore[arg-type]
+    ranged = concurrency_of_columns(
+        CellColumns.from_cells(cells), since_unix_ns=since, until_unix_ns=until, **options
+    )  # type: ignore[arg-type]
+    for engine in whole.engines:
+        want = [
+            x
+            for x in engine.cells
+            if (since is None or x.start_unix_ns >= since) and (until is None or x.start_unix_ns <= until)
+        ]
+        got = [e for e in ranged.engines if e.engine == engine.engine]
+        if not want:
+            assert got == []
+            continue
+        (found,) = got
+        assert found.cells == want
+        assert found.levels == level_summaries((x.level, x) for x in want)
+        assert found.by_workers == level_summaries((x.workers, x) for x in want)
+        assert (found.n_cells, found.ceiling_hits) == (len(want), sum(x.ceiling_hit for x in want))
+    assert {e.engine for e in ranged.engines} <= {e.engine for e in whole.engines}
+
+
+def test_a_start_range_reports_its_cells_weighed_against_every_cell_given() -> None:
+    cells = [cell("a", 0, 100, 10), cell("b", 50, 150, 10), cell("c", 120, 200, 10), cell("d", 300, 310, 10)]
+    report = concurrency_of_columns(
+        CellColumns.from_cells(cells), since_unix_ns=100 * S, until_unix_ns=250 * S
+    )
+    (only,) = report.engines[0].cells
+    assert (only.uid, only.in_flight) == ("c", (30 * 2 + 50) / 80)  # b, which began before, counts
+    in_range(cells, 100 * S, 250 * S)
+    in_range(cells, None, 50 * S)
+    in_range(cells, 400 * S, None)
+    # Past float64's exact integers, the row path answers for the range too.
+    crowd = [cell(f"c{k}", k, 365 * 86_400 + k, 10 + k, workers=400) for k in range(400)]
+    in_range(crowd, 100 * S, 200 * S)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cells=boxes(),
+    since=st.none() | st.integers(0, 5_000 * S),
+    until=st.none() | st.integers(0, 5_000 * S),
+    eval_name=st.none() | st.sampled_from(["e1", "e2"]),
+)
+def test_generated_start_ranges(
+    cells: list[Cell], since: int | None, until: int | None, eval_name: str | None
+) -> None:
+    in_range(cells, since, until, eval_name=eval_name)
