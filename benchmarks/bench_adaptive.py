@@ -23,9 +23,14 @@ first cell runs, a 4-worker eval on nemotron (``--load-cells`` of 400 tokens, no
 three arms, one after another, each on a fresh box (`spark_otel.demo.article_case`):
 
 - ``open``: no governor;
-- ``static``: the rule `advise --write-rules` writes for this case (nemotron yields while a
-  ceiling-bound cell runs on qwen);
+- ``static``: the rules file ``spark-otel advise --write-rules`` writes from the run a user
+  measures first (`measure_rules`: the two evals ungoverned, the serial eval under a ceiling
+  its cells finish within, so each is rated; the ``measure`` row): printed in full;
 - ``adaptive``: ``govern(adaptive=True)`` with no rules file, nothing measured before.
+
+The open arm runs first, and ``advise --write-rules`` runs on its store too: the cross-engine
+rules it writes from it are counted (none: the one serial cell beside nemotron was cut off at
+its ceiling, and a cut-off cell prices no neighbour).
 
 Prints, per arm, from its store: the serial eval's longest cell and its cells cut off at the
 ceiling, the nemotron eval's wall (its first cell asking to its last one's end) and longest
@@ -55,12 +60,26 @@ def main() -> None:
     if opts.generation:
         generation(opts.cells)
         return
-    from spark_otel.demo.article_case import ArticleCase, run_arms
+    from spark_otel.demo.article_case import ArticleCase, advise_rules, measure_rules, run_arms
+    from spark_otel.records.rules_file import load_rules
 
     case = replace(ArticleCase(), speed=opts.speed, load_cells=opts.load_cells)
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        results = run_arms(case, Path(tmp))
+        folder = Path(tmp)
+        results = run_arms(case, folder, ("open",))
+        from_open = load_rules(
+            advise_rules(folder / "open" / "store.sqlite", folder / "open.toml", case.ceiling_s)
+        )
+        print(
+            f"advise --write-rules on the open arm's store: {len(from_open.cross_engine)} cross-engine "
+            f"rules, {len(from_open.rules)} in all"
+        )
+        rules, results["measure"] = measure_rules(case, folder)
+        print(
+            f"the static arm's rules, advise --write-rules on the measuring run's store:\n{rules.read_text()}"
+        )
+        results |= run_arms(case, folder, ("static", "adaptive"), rules=rules)
     print(
         f"{'arm':<10}{'serial longest':>16}{'ceiling hits':>14}{'nemotron wall':>15}"
         f"{'longest wait':>14}{'both wall':>11}"

@@ -6,9 +6,17 @@ Each arm runs both evals as two runner processes (`runner_main`) on a box of its
 into a store of its own, and sharing a governor state file of its own:
 
 - ``open``: no governor;
-- ``static``: the rule `advise --write-rules` writes for this case (`STATIC_RULES`: nemotron
-  yields, ``cells = 0``, while a ceiling-bound cell runs on qwen);
+- ``static``: the rules file ``spark-otel advise --write-rules`` writes (`advise_rules`, the CLI
+  in a subprocess) from the run a user measures first (`measure_rules`);
 - ``adaptive``: ``govern(adaptive=True)``, no rules file, nothing measured before.
+
+The ungoverned arm's store cannot give the static arm its rule: the only serial cell that ran
+beside the nemotron eval was cut off at its ceiling, and the neighbour cost is priced from cells
+that finished (a cut-off cell's rate says where the runner stopped it, not how fast it decoded),
+so ``advise`` writes no cross-engine rule from it. The measuring run is that run as a user
+measures it first: the same two evals ungoverned, the serial eval under a ceiling its cells
+finish within (twice the real one) and its streams asking for their usage, the neighbour given
+enough cells to run beside most of the first serial cell (docs/decisions.md).
 
 A serial cell that reaches its ceiling is cut off there, as the article's runner cut it, and is
 recorded as a ceiling hit. `ArmFigures` says what each arm did, read back from its store.
@@ -30,17 +38,23 @@ from typing import Any
 
 from .._clock import NS_PER_S
 
-__all__ = ["ARMS", "STATIC_RULES", "ArmFigures", "ArticleCase", "arm_figures", "run_arms", "runner_main"]
+__all__ = [
+    "ARMS",
+    "LOAD_EVAL",
+    "MEASURE",
+    "SERIAL_EVAL",
+    "ArmFigures",
+    "ArticleCase",
+    "advise_rules",
+    "arm_figures",
+    "measure_rules",
+    "run_arms",
+    "runner_main",
+]
 
 ARMS = ("open", "static", "adaptive")
-STATIC_RULES = """version = 2
-[[cross_engine]]
-engine = "nemotron"
-while_engine = "qwen"
-while_ceiling_bound = true
-cells = 0
-"""
-"""The cross-engine rule `advise --write-rules` writes for this case, in its general form."""
+MEASURE = "measure"
+"""The measuring run's folder and arm: the two evals ungoverned, every serial cell rated."""
 SERIAL_EVAL = "article-serial"
 LOAD_EVAL = "article-batch"
 _DONE_S = 600.0
@@ -59,6 +73,10 @@ class ArticleCase:
     load_cells: int = 150
     load_tokens: int = 400
     load_workers: int = 4
+    measure_load_cells: int = 300
+    """The measuring run's nemotron cells: at four wide beside the serial eval (about 24 model s
+    a cell, some 1,800 s in all) they run beside most of its first cell and end inside it, so
+    the cells after it run alone (the baseline)."""
 
     @property
     def serial_tokens(self) -> list[int]:
@@ -129,7 +147,7 @@ def runner_main(argv: Sequence[str]) -> None:
         govern(state=config["state"], adaptive=True)
     elif config["mode"] != "open":
         govern(config["mode"], state=config["state"])
-    spark_otel.instrument()
+    spark_otel.instrument(include_usage=True if config.get("usage") else None)
     client = openai.OpenAI(base_url=config["url"] + "/v1", api_key="none", max_retries=0)
     model = client.models.list().data[0].id
     todo: queue.Queue[tuple[int, int]] = queue.Queue()
@@ -202,12 +220,18 @@ def _run_cell(
                 return
 
 
-def _spawn(config: dict[str, Any]) -> subprocess.Popen[str]:
+def _env() -> dict[str, str]:
+    """A child's environment: this package on its path, no telemetry or governing settings of
+    the caller's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPARK_OTEL_"))}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def _spawn(config: dict[str, Any]) -> subprocess.Popen[str]:
     code = "import sys; from spark_otel.demo.article_case import runner_main; runner_main(sys.argv[1:])"
     return subprocess.Popen(
-        [sys.executable, "-c", code, json.dumps(config)], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", code, json.dumps(config)], stdout=subprocess.PIPE, text=True, env=_env()
     )
 
 
@@ -215,21 +239,21 @@ class _Arm:
     """One arm's two runners on its box: the serial eval first, the nemotron eval once the
     serial eval's first cell runs."""
 
-    def __init__(self, arm: str, case: ArticleCase, urls: dict[str, str], folder: Path) -> None:
+    def __init__(
+        self, arm: str, case: ArticleCase, urls: dict[str, str], folder: Path, rules: Path | None = None
+    ) -> None:
         self.arm, self.case, self.folder = arm, case, folder
         folder.mkdir(parents=True, exist_ok=True)
-        mode = arm
-        if arm == "static":
-            rules = folder / "rules.toml"
-            rules.write_text(STATIC_RULES)
-            mode = str(rules)
+        mode = {"static": str(rules), MEASURE: "open"}.get(arm, arm)
         self.common = {"mode": mode, "state": str(folder / "governor.sqlite"), "store": str(self.store)}
         self.urls = urls
+        measuring = arm == MEASURE
         self.serial = _spawn(
             {**self.common, "url": urls["qwen"], "eval": SERIAL_EVAL, "engine": "qwen", "workers": 1,
-             "tokens": case.serial_tokens, "ceiling_s": case.ceiling_s, "max_tokens": case.max_tokens,
-             "stream": True}
+             "tokens": case.serial_tokens, "ceiling_s": case.ceiling_s * (2 if measuring else 1),
+             "max_tokens": case.max_tokens, "stream": True, "usage": measuring}
         )  # fmt: skip
+        self.load_cells = case.measure_load_cells if measuring else case.load_cells
         self.load: subprocess.Popen[str] | None = None
 
     @property
@@ -242,7 +266,7 @@ class _Arm:
             raise RuntimeError(f"arm {self.arm}: the serial runner did not start")
         self.load = _spawn(
             {**self.common, "url": self.urls["nemotron"], "eval": LOAD_EVAL, "engine": "nemotron",
-             "workers": self.case.load_workers, "tokens": [self.case.load_tokens] * self.case.load_cells,
+             "workers": self.case.load_workers, "tokens": [self.case.load_tokens] * self.load_cells,
              "ceiling_s": 0, "max_tokens": 0, "stream": False}
         )  # fmt: skip
 
@@ -270,13 +294,40 @@ def _boxes(n: int, speed: float) -> Iterator[list[dict[str, str]]]:
         yield [stack.enter_context(box_process(speed, _clock.real_wall_ns())) for _ in range(n)]
 
 
-def run_arms(case: ArticleCase, folder: Path, arms: Sequence[str] = ARMS) -> dict[str, ArmFigures]:
+def _run(arm: str, case: ArticleCase, folder: Path, rules: Path | None = None) -> ArmFigures:
+    with _boxes(1, case.speed) as (urls,):
+        running = _Arm(arm, case, urls, folder, rules)
+        running.start_load()
+        return running.finish()
+
+
+def run_arms(
+    case: ArticleCase, folder: Path, arms: Sequence[str] = ARMS, *, rules: Path | None = None
+) -> dict[str, ArmFigures]:
     """Each arm of ``arms`` in turn, each on a fresh box of its own (at once, their streams
-    would starve a small machine's cores and slow the box's model time); figures by arm."""
-    figures = {}
-    for arm in arms:
-        with _boxes(1, case.speed) as (urls,):
-            running = _Arm(arm, case, urls, folder / arm)
-            running.start_load()
-            figures[arm] = running.finish()
-    return figures
+    would starve a small machine's cores and slow the box's model time); figures by arm. The
+    static arm is governed by ``rules`` (`measure_rules`)."""
+    if "static" in arms and rules is None:
+        raise ValueError("the static arm needs the rules file advise wrote: measure_rules(case, folder)")
+    return {arm: _run(arm, case, folder / arm, rules if arm == "static" else None) for arm in arms}
+
+
+def advise_rules(store: Path, out: Path, ceiling_s: float) -> Path:
+    """``spark-otel advise --store STORE --ceiling CEILING --write-rules OUT``, as a user runs it
+    (a process of its own); ``out``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_otel", "advise", "--store", str(store), "--ceiling", f"{ceiling_s:g}",
+         "--write-rules", str(out)],
+        capture_output=True, text=True, env=_env(), timeout=_DONE_S, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"advise --write-rules {out} exited with {done.returncode}: {done.stderr.strip()}")
+    return out
+
+
+def measure_rules(case: ArticleCase, folder: Path) -> tuple[Path, ArmFigures]:
+    """The run a user measures first (the module's docstring), on a box of its own, then the
+    rules ``advise --write-rules`` writes from its store: the rules file and the run's figures."""
+    measured = folder / MEASURE
+    figures = _run(MEASURE, case, measured)
+    return advise_rules(measured / "store.sqlite", measured / "rules.toml", case.ceiling_s), figures
