@@ -126,10 +126,29 @@ def open_store(args: argparse.Namespace, *, write: bool = False) -> Store:
 _JSON_PIECES_PER_WRITE = 8192
 
 
-def print_json(value: Any) -> None:
-    """``value`` as indented JSON, written in pieces of some thousand of the encoder's chunks:
-    `json.dump` writes each chunk (a key, a comma) on its own, which at 100,000 cells took four
-    times as long as encoding; `json.dumps` would hold the whole text and its chunks at once."""
+def print_json(value: Any, *, plain: bool = False) -> None:
+    """``value`` as indented JSON.
+
+    ``plain``: ``value`` holds only JSON's own types (a `model_dump(mode="json")`, lists and dicts
+    of them), which pydantic's Rust encoder writes in one call, six times as fast as Python's
+    indented encoder (0.37 s against 2.4 s for `concurrency`'s 71 MB at 100,000 cells). The same
+    document and layout; some floats under 1e-4 are written in decimals rather than with an exponent,
+    and text outside ASCII as UTF-8 rather than escapes. Otherwise Python's encoder writes it
+    (``default=str`` for any other type) in pieces of some thousand of its chunks: `json.dump`
+    writes each chunk (a key, a comma) on its own, four times as slow as encoding."""
+    if plain:
+        from pydantic_core import to_json
+
+        encoded = to_json(value, indent=2)  # bytes, UTF-8: written as they are where stdout takes bytes
+        sys.stdout.flush()
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is not None:
+            buffer.write(encoded)
+            buffer.write(b"\n")
+            buffer.flush()
+        else:
+            sys.stdout.write(encoded.decode() + "\n")
+        return
     pieces: list[str] = []
     for chunk in json.JSONEncoder(indent=2, default=str).iterencode(value):
         pieces.append(chunk)
