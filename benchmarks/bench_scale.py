@@ -104,7 +104,13 @@ def in_process(name: str, store: Store) -> tuple[Callable[[], Any], Callable[[An
         rows = concurrency(cells)
         if concurrency_of_columns(columns) != rows:
             raise SystemExit("concurrency over columns differs from concurrency over cells")
-        return lambda: concurrency_of_columns(columns), lambda r: r.model_dump(mode="json") | {"energy": None}
+        # The command lists no cell without --cells, so neither analysis nor answer holds their rows.
+        return (
+            lambda: concurrency_of_columns(columns, with_cells=False),
+            lambda r: (
+                r.model_dump(mode="json", exclude={"engines": {"__all__": {"cells"}}}) | {"energy": None}
+            ),
+        )
     if name == "neighbour-cost":
         threshold = AdvisorConfig().threshold
 

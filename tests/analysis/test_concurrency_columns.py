@@ -21,11 +21,16 @@ DAY_NS = 86_400 * S
 
 
 def both(cells: list[Cell], **options: object) -> None:
-    """The columnar report equals the row report, every figure (pydantic compares every field)."""
+    """The columnar report equals the row report, every figure (pydantic compares every field);
+    without the per-cell rows, every other figure still equal."""
     rows = concurrency(cells, **options)  # type: ignore[arg-type]
     columns = concurrency_of_columns(CellColumns.from_cells(cells), **options)  # type: ignore[arg-type]
     assert columns == rows
     assert columns.model_dump(mode="json") == rows.model_dump(mode="json")
+    bare = concurrency_of_columns(CellColumns.from_cells(cells), with_cells=False, **options)  # type: ignore[arg-type]
+    assert bare == rows.model_copy(
+        update={"engines": [e.model_copy(update={"cells": []}) for e in rows.engines]}
+    )
 
 
 def test_the_articles_cells_give_the_same_report() -> None:

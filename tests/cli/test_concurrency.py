@@ -99,7 +99,7 @@ def test_concurrency_shows_joules_per_token_and_per_cell(tmp_path: Path, capsys)
     assert row_starting(out, "pair")[1:7] == ["2", "2 of 2", "800", "800", "1.000", "400 [400 to 400]"]
     assert "energy: 1 of 5 cells ran outside the GPU readings" in out
     assert "`spark-otel receive --engine NAME=URL --gpu auto --interval 1`" in out
-    assert main(["concurrency", "--store", str(path), "--eval", "pair", "--json"]) == 0
+    assert main(["concurrency", "--store", str(path), "--eval", "pair", "--json", "--cells"]) == 0
     energy = json.loads(capsys.readouterr().out)["energy"]
     assert [(e["eval_name"], e["j_per_token"]) for e in energy["evals"]] == [("pair", 1.0)]
     assert {c["uid"]: c["share_j"] for c in energy["cells"]} == {"p1": 400.0, "p2": 400.0}

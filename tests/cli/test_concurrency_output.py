@@ -75,11 +75,21 @@ def test_one_eval_without_cells_lists_runs_only_and_json_is_the_analysis(
     store = _runs_store(tmp_path / "runs.sqlite")
     assert main(["concurrency", "--store", store, "--eval", "bg"]) == 0
     snapshot(capsys.readouterr().out)
-    assert main(["concurrency", "--store", store, "--eval", "rev", "--engine", "nem", "--json"]) == 0
-    printed = json.loads(capsys.readouterr().out)
+    assert (
+        main(["concurrency", "--store", store, "--eval", "rev", "--engine", "nem", "--json", "--cells"]) == 0
+    )
+    with_cells = json.loads(capsys.readouterr().out)
     with Store(store, read_only=True) as opened:
         cells = opened.cells()
-    assert printed == concurrency(cells, eval_name="rev").model_dump(mode="json") | {"energy": None}
+    analysis = concurrency(cells, eval_name="rev").model_dump(mode="json") | {"energy": None}
+    assert with_cells == analysis
+    assert len(with_cells["engines"][0]["cells"]) == 8
+    # Without --cells, as in the tables, the same document less each engine's per-cell rows.
+    assert main(["concurrency", "--store", store, "--eval", "rev", "--engine", "nem", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    for engine in analysis["engines"]:
+        del engine["cells"]
+    assert printed == analysis
     (nem,) = printed["engines"]
     assert [(r["eval_name"], r["workers"], r["n_cells"]) for r in nem["runs"]] == [
         ("rev", 1, 2),
@@ -178,7 +188,9 @@ def test_the_energy_table_of_every_engine_says_which_cells_ran_on_a_model_clock(
 
 def test_json_energy_is_the_selected_evals_share_of_the_box(tmp_path: Path, capsys) -> None:
     store = _energy_store(tmp_path / "e.sqlite")
-    assert main(["concurrency", "--store", store, "--eval", "a", "--engine", "qwen", "--json"]) == 0
+    assert (
+        main(["concurrency", "--store", store, "--eval", "a", "--engine", "qwen", "--json", "--cells"]) == 0
+    )
     energy = json.loads(capsys.readouterr().out)["energy"]
     s = 1_000_000_000
 
@@ -237,7 +249,11 @@ def test_json_energy_is_the_selected_evals_share_of_the_box(tmp_path: Path, caps
         "unmeasured": 1,
         "measure": MEASURE,
     }
-    assert main(["concurrency", "--store", store, "--eval", "n", "--json"]) == 0
+    assert main(["concurrency", "--store", store, "--eval", "n", "--json", "--cells"]) == 0
     energy = json.loads(capsys.readouterr().out)["energy"]
     assert [c["uid"] for c in energy["cells"]] == ["n1"]  # a1 and a2 shared the box with it
     assert [(e["eval_name"], e["energy_j"]) for e in energy["evals"]] == [("n", 400.0)]
+    # Each cell's energy only with --cells, as each cell's load; the rest the same.
+    assert main(["concurrency", "--store", store, "--eval", "n", "--json"]) == 0
+    without = json.loads(capsys.readouterr().out)["energy"]
+    assert without == {k: v for k, v in energy.items() if k != "cells"}

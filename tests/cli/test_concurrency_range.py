@@ -40,7 +40,7 @@ def box(tmp_path: Path) -> str:
 
 
 def answer(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert main(["concurrency", *argv, "--json"]) == 0
+    assert main(["concurrency", *argv, "--json", "--cells"]) == 0
     return json.loads(capsys.readouterr().out)
 
 

@@ -112,7 +112,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 
 def test_concurrency_counts_each_request_outside_a_cell_once_as_a_cell(recorded, capsys) -> None:
     seen = recorded["mixed_seen"]
-    report = _json(capsys, "concurrency", "--store", recorded["mixed"])
+    report = _json(capsys, "concurrency", "--store", recorded["mixed"], "--cells")
     (engine,) = report["engines"]
     # Requests no cell holds stand in on the engine the cell named at the same address.
     assert engine["engine"] == "qwen"
@@ -199,7 +199,7 @@ def test_requests_lists_every_request_and_marks_those_outside_cells(recorded, ca
 
 def test_bare_requests_without_an_eval_name_group_by_engine_address(recorded, capsys) -> None:
     address = recorded["address"]
-    report = _json(capsys, "concurrency", "--store", recorded["bare"])
+    report = _json(capsys, "concurrency", "--store", recorded["bare"], "--cells")
     (engine,) = report["engines"]
     assert engine["engine"] == address
     assert engine["n_cells"] == engine["requests_as_cells"] == 7

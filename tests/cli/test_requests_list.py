@@ -162,6 +162,6 @@ def test_a_request_inside_a_recorded_load_window_is_that_load(
     assert "1 ran inside a recorded load or probe window on their engine (cell: load)" in " ".join(
         out.split()
     )
-    assert main(["concurrency", "--store", str(path), "--json"]) == 0
+    assert main(["concurrency", "--store", str(path), "--json", "--cells"]) == 0
     (engine,) = json.loads(capsys.readouterr().out)["engines"]
     assert [c["uid"] for c in engine["cells"]] == ["x2"]

@@ -5,8 +5,9 @@ Same rules, same figures (`tests/analysis/test_concurrency_columns.py` holds it 
 `concurrency` on the fixtures and on generated cells): the in-flight sweep is numpy's (endpoints
 sorted once, the running integral a cumulative sum of exact int64 cell-nanoseconds), rates and
 flags are array operations, and only what is per group stays in Python: each run's split and
-union, and each group's `summarize` on its rates as Python floats. The per-cell rows are still
-one validated `CellLoad` each, since the report lists every cell.
+union, and each group's `summarize` on its rates as Python floats. The per-cell rows, where
+asked for, are one validated `CellLoad` each: about half the analysis's time at 100,000 cells, so
+an answer that prints no cell leaves them out (``with_cells=False``).
 
 Where int64 or float64 could not hold a figure exactly as `concurrency` computes it in Python's
 integers (more cell-nanoseconds in a sweep than 2**62, an integral or a duration past 2**53), the
@@ -191,12 +192,61 @@ def _as_cells(cols: CellColumns) -> list[Cell]:
     ]
 
 
+def _loads(
+    engine: str,
+    sel: CellColumns,
+    figures: tuple[NDArray[np.float64], list[float], list[bool], list[bool]],
+    in_flight: tuple[NDArray[np.float64], NDArray[np.bool_]],
+    *,
+    workers: list[int | None],
+    levels: list[int | None],
+) -> list[CellLoad]:
+    """Each cell's row: ``figures`` its elapsed seconds, rate (NaN: none), ceiling hit and
+    failure; ``in_flight`` its weight and whether it has one."""
+    elapsed, rates, hits, fails = figures
+    weight, weighed = in_flight
+    starts, ends = sel.start_unix_ns.tolist(), sel.end_unix_ns.tolist()
+    prompts = [
+        p if known else None
+        for p, known in zip(sel.prompt_tokens.tolist(), sel.prompt_known.tolist(), strict=True)
+    ]
+    completed = [
+        c if known else None
+        for c, known in zip(sel.completion_tokens.tolist(), sel.completion_known.tolist(), strict=True)
+    ]
+    weights = [w if ok else None for w, ok in zip(weight.tolist(), weighed.tolist(), strict=True)]
+    return [
+        CellLoad(
+            uid=sel.uid[k],
+            eval_name=sel.eval_name[k],
+            cell_id=sel.cell_id[k],
+            engine=engine,
+            workers=workers[k],
+            start_unix_ns=starts[k],
+            end_unix_ns=ends[k],
+            elapsed_s=elapsed_k,
+            prompt_tokens=prompts[k],
+            completion_tokens=completed[k],
+            decode_rate=rates[k] if rates[k] == rates[k] else None,
+            status=STATUSES[code],
+            ceiling_hit=hits[k],
+            failed=fails[k],
+            in_flight=weights[k],
+            level=levels[k],
+            request_as_cell=sel.source[k] == REQUEST_SOURCE,
+        )
+        for k, (elapsed_k, code) in enumerate(zip(elapsed.tolist(), sel.status.tolist(), strict=True))
+    ]
+
+
 def _engine_of_columns(
     engine: str,
     cols: CellColumns,
     eval_name: str | None,
     gap_ns: int,
     start_range: tuple[int | None, int | None],
+    *,
+    with_cells: bool,
 ) -> EngineConcurrency | None:
     since, until = start_range
     shown = np.ones(len(cols), np.bool_) if eval_name is None else np.array(cols.eval_name) == eval_name
@@ -205,7 +255,8 @@ def _engine_of_columns(
     if until is not None:
         shown &= cols.start_unix_ns <= until
     if not _exact_enough(cols):
-        return _engine_report(engine, _as_cells(cols), eval_name, gap_ns, shown=shown.tolist())
+        report = _engine_report(engine, _as_cells(cols), eval_name, gap_ns, shown=shown.tolist())
+        return report if report is None or with_cells else report.model_copy(update={"cells": []})
     weight, weighed = in_flight_of_columns(cols.start_unix_ns, cols.end_unix_ns)
     chosen = np.flatnonzero(shown)
     if not len(chosen):
@@ -231,38 +282,12 @@ def _engine_of_columns(
     levels: list[int | None] = [
         int(lv) if ok else None for lv, ok in zip(level.tolist(), weighed.tolist(), strict=True)
     ]
-    prompts = [
-        p if known else None
-        for p, known in zip(sel.prompt_tokens.tolist(), sel.prompt_known.tolist(), strict=True)
-    ]
-    completed = [
-        c if known else None
-        for c, known in zip(sel.completion_tokens.tolist(), sel.completion_known.tolist(), strict=True)
-    ]
-    weights = [w if ok else None for w, ok in zip(weight.tolist(), weighed.tolist(), strict=True)]
     as_request = [s == REQUEST_SOURCE for s in sel.source]
-    loads = [
-        CellLoad(
-            uid=sel.uid[k],
-            eval_name=sel.eval_name[k],
-            cell_id=sel.cell_id[k],
-            engine=engine,
-            workers=workers[k],
-            start_unix_ns=starts[k],
-            end_unix_ns=ends[k],
-            elapsed_s=elapsed_k,
-            prompt_tokens=prompts[k],
-            completion_tokens=completed[k],
-            decode_rate=rates[k] if rates[k] == rates[k] else None,
-            status=STATUSES[code],
-            ceiling_hit=hits[k],
-            failed=fails[k],
-            in_flight=weights[k],
-            level=levels[k],
-            request_as_cell=as_request[k],
-        )
-        for k, (elapsed_k, code) in enumerate(zip(elapsed.tolist(), sel.status.tolist(), strict=True))
-    ]
+    loads = (
+        _loads(engine, sel, (elapsed, rates, hits, fails), (weight, weighed), workers=workers, levels=levels)
+        if with_cells
+        else []
+    )
 
     runs: list[RunSummary] = []
     cell_ids: dict[int, frozenset[str]] = {}
@@ -316,8 +341,12 @@ def concurrency_of_columns(
     merge_gap_s: float = DEFAULT_MERGE_GAP_S,
     since_unix_ns: int | None = None,
     until_unix_ns: int | None = None,
+    with_cells: bool = True,
 ) -> ConcurrencyReport:
     """`concurrency` of the cells ``cells`` holds, the same report from columns.
+
+    ``with_cells=False`` leaves each engine's per-cell rows (``cells``) empty, every other figure
+    the same: they are most of the report's size and time, and an answer may not list them.
 
     ``since_unix_ns`` and ``until_unix_ns`` report only the cells that start in that range (as
     ``eval_name`` and ``engine`` choose cells), while every cell given still counts in flight:
@@ -330,7 +359,12 @@ def concurrency_of_columns(
         if engine is not None and name != engine:
             continue
         report = _engine_of_columns(
-            name, cells.take(by_engine[name]), eval_name, gap_ns, (since_unix_ns, until_unix_ns)
+            name,
+            cells.take(by_engine[name]),
+            eval_name,
+            gap_ns,
+            (since_unix_ns, until_unix_ns),
+            with_cells=with_cells,
         )
         if report is not None:
             engines.append(report)

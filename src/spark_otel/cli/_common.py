@@ -126,10 +126,19 @@ def open_store(args: argparse.Namespace, *, write: bool = False) -> Store:
 _JSON_PIECES_PER_WRITE = 8192
 
 
-def print_json(value: Any) -> None:
-    """``value`` as indented JSON, written in pieces of some thousand of the encoder's chunks:
-    `json.dump` writes each chunk (a key, a comma) on its own, which at 100,000 cells took four
-    times as long as encoding; `json.dumps` would hold the whole text and its chunks at once."""
+def print_json(value: Any, *, plain: bool = False) -> None:
+    """``value`` as indented JSON.
+
+    ``plain``: ``value`` holds only JSON's own types with text keys (a `model_dump(mode="json")`,
+    lists and dicts of them), which pydantic's Rust encoder writes six times as fast as Python's
+    indented encoder (`_plain_pieces`). The same document and layout; some floats under 1e-4 are
+    written in decimals rather than with an exponent, and text outside ASCII as UTF-8 rather than
+    escapes. Otherwise Python's encoder writes it (``default=str`` for any other type) in pieces of
+    some thousand of its chunks: `json.dump` writes each chunk (a key, a comma) on its own, four
+    times as slow as encoding."""
+    if plain:
+        _write_plain(value)
+        return
     pieces: list[str] = []
     for chunk in json.JSONEncoder(indent=2, default=str).iterencode(value):
         pieces.append(chunk)
@@ -138,6 +147,67 @@ def print_json(value: Any) -> None:
             pieces.clear()
     pieces.append("\n")
     sys.stdout.write("".join(pieces))
+
+
+_ROWS = 256
+"""A list longer than this is rows: `_plain_pieces` encodes it a row at a time."""
+
+
+def _holds_rows(value: Any) -> bool:
+    """Whether ``value`` (a list or dict) holds a list of rows, at any depth."""
+    items = value.values() if isinstance(value, dict) else value
+    return any(
+        (isinstance(v, list) and len(v) > _ROWS) or (isinstance(v, (list, dict)) and v and _holds_rows(v))
+        for v in items
+    )
+
+
+def _plain_pieces(value: Any, depth: int) -> Iterator[bytes]:
+    """``value`` as `json.dumps(indent=2)` lays it out at ``depth``, in pieces: one
+    `pydantic_core.to_json` call per row of a long list (and per part holding none), so the
+    text of a 71 MB answer is never whole in memory besides the value itself."""
+    from pydantic_core import to_json
+
+    pad = b"\n" + b"  " * depth
+    rows = isinstance(value, list) and len(value) > _ROWS
+    if rows or (isinstance(value, (list, dict)) and value and _holds_rows(value)):
+        inner = pad + b"  "
+        opening, closing = (b"{", b"}") if isinstance(value, dict) else (b"[", b"]")
+        yield opening
+        items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+        for k, (key, item) in enumerate(items):
+            yield (inner if k == 0 else b"," + inner) + (b"" if key is None else to_json(key) + b": ")
+            if rows:
+                yield to_json(item, indent=2).replace(b"\n", inner)
+            else:
+                yield from _plain_pieces(item, depth + 1)
+        yield pad + closing
+    else:
+        yield to_json(value, indent=2).replace(b"\n", pad) if depth else to_json(value, indent=2)
+
+
+def _write_plain(value: Any) -> None:
+    """`_plain_pieces` of ``value`` to stdout, as bytes where stdout takes them (UTF-8, which no
+    locale can fail to encode), some thousand pieces a write."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    pieces: list[bytes] = []
+    for piece in _plain_pieces(value, 0):
+        pieces.append(piece)
+        if len(pieces) >= _JSON_PIECES_PER_WRITE:
+            _write_bytes(buffer, b"".join(pieces))
+            pieces.clear()
+    pieces.append(b"\n")
+    _write_bytes(buffer, b"".join(pieces))
+    if buffer is not None:
+        buffer.flush()
+
+
+def _write_bytes(buffer: Any, data: bytes) -> None:
+    if buffer is not None:
+        buffer.write(data)
+    else:
+        sys.stdout.write(data.decode())
 
 
 def print_hint(text: str, *, indent: str = "") -> None:

@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
             _plot(args.plot, reports, time_scales(c for c in cells if c.eval_name == args.eval_name))
     if args.json:
         dumped = [r.model_dump(mode="json") | {"threshold": args.threshold} for r in reports]
-        print_json(dumped[0] if len(dumped) == 1 else dumped)
+        print_json(dumped[0] if len(dumped) == 1 else dumped, plain=True)
     return 0
 
 

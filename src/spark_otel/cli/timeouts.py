@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         stand_ins = count_requests_as_cells(cells)
         raise InputError(no_cells(source, counts, scope=scope, evals=evals, stand_ins=stand_ins))
     if args.json:
-        print_json([verdict_json(v) for v in verdicts])
+        print_json([verdict_json(v) for v in verdicts], plain=True)
         return 0
     line = requests_as_cells_line(count_requests_as_cells(scoped), len(scoped))
     scope = f"eval {args.eval_name}" if args.eval_name else f"{len({c.eval_name for c in cells})} evals"
