@@ -321,7 +321,10 @@ def _asked(prompt: str) -> list[dict[str, str]]:
 def test_a_set_of_cells_sends_each_seeds_prompt_as_the_user_from_the_demos_cell_threads(box: Box) -> None:
     client, sent = _noting_client(box, "nemotron")
     _lane(box, client=client, workers=2, tokens=(3, 3), prompt_chars=50).run_set(2)
-    assert {name for name, _ in sent} == {"demo-cells_0", "demo-cells_1"}
+    # Each from one of the pool's two threads: which ones is the pool's choice (a three-token
+    # cell can end before the second thread starts, and the first thread then takes both).
+    assert len(sent) == 2
+    assert {name for name, _ in sent} <= {"demo-cells_0", "demo-cells_1"}
     assert sorted((body for _, body in sent), key=str) == sorted(
         (
             {

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,24 @@ def test_adaptive_with_a_state_file_that_fails_runs_the_cell_ungoverned_or_refus
             g.release(admission)
     said = [r.getMessage() for r in caplog.records if str(not_state) in r.getMessage()]
     assert len(said) == (0 if fail_closed else 1)
+
+
+def test_a_declared_max_tokens_bounds_the_drain_where_short_cells_ended_first(state_path: Path) -> None:
+    """The finder's eval: its 300-token cells end first, so its longest completed cell (10 s)
+    understates a cell that may run to its declared 1,200 tokens; the drain counts those."""
+    bounded = replace(NEIGHBOUR, max_tokens=1200)
+    g = Governor(None, state_path=state_path, adaptive=True)
+    first = g.state.attempt(bounded, "n0", g.rules(), ticket=None, waited_s=0.0)  # type: ignore[arg-type]
+    assert first.slot is not None
+    g.state.release(first.slot, bounded, LiveProgress(10.0, 300, 30.0))  # ended at 30 tok/s
+    running = g.state.attempt(bounded, "n1", g.rules(), ticket=None, waited_s=0.0).slot  # type: ignore[arg-type]
+    assert running is not None
+    g.state.renew({running: LiveProgress(5.0, 150, 35.0)})  # 1,050 tokens left at 35 tok/s: 30 s
+    _serial_in_flight(g)
+    verdict = _verdict(g, bounded)
+    assert verdict.protected is not None
+    assert verdict.protected.drain_s == pytest.approx(1200 / 30.0)  # the candidate's bound
+    g.state.renew({running: LiveProgress(5.0, 150, 20.0)})  # n1 slower: 1,050 / 20 = 52.5 s left
+    slower = _verdict(g, bounded)
+    assert slower.protected is not None
+    assert slower.protected.drain_s == pytest.approx(1050 / 20.0)

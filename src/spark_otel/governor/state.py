@@ -322,7 +322,7 @@ def box_now(conn: sqlite3.Connection, candidate: InFlight, now: int, gap_ns: int
     recent_ns = now - int(WINDOW_S * NS_PER_S)
     lives = {row["id"]: _live(row, now) for row in slots}
     left = {row["id"]: _left_s(row, lives[row["id"]], history) for row in slots}
-    candidate_s = _duration(history.get((candidate.engine, candidate.eval_name)))
+    candidate_s = _duration(history.get((candidate.engine, candidate.eval_name)), candidate.max_tokens)
     for row in slots:
         cell = _cell(row)
         widths[cell.engine] = widths.get(cell.engine, 0) + 1
@@ -389,20 +389,32 @@ def _column(row: sqlite3.Row | None, name: str) -> Any:
     return row[name]
 
 
-def _duration(present: sqlite3.Row | None) -> float:
-    """The eval's longest completed cell on the engine, model s; inf when none ended (unknown)."""
+def _duration(present: sqlite3.Row | None, max_tokens: int | None = None) -> float:
+    """How long a cell of the eval runs, model s: its declared ``max_tokens`` at the rate its eval's
+    last cell ended at, where both are known (a bound, as `_expected`'s; the longest completed
+    cell alone understates an eval whose short cells ended first); else the eval's longest
+    completed cell on the engine; inf when none ended (unknown)."""
     longest = _column(present, "done_elapsed_max")
-    return float(longest) if longest is not None else math.inf
+    history_s = float(longest) if longest is not None else math.inf
+    rate = _last_rate(present) or _best_rate(present)
+    if max_tokens is not None and rate:
+        return max(max_tokens / rate, history_s) if longest is not None else max_tokens / rate
+    return history_s
 
 
 def _left_s(
     row: sqlite3.Row, live: LiveProgress | None, history: Mapping[tuple[str, str], sqlite3.Row]
 ) -> float:
-    """How long an in-flight cell is expected to run yet, model s: its eval's longest completed
-    cell less its elapsed (the whole of it while it publishes nothing); inf when its eval has no
-    completed cell, or it has outrun them all (a neighbour that may never end)."""
-    longest = _duration(history.get((row["engine"], row["eval_name"])))
+    """How long an in-flight cell is expected to run yet, model s: its `_duration` less its
+    elapsed (the whole of it while it publishes nothing); inf when that is unknown, or it has
+    outrun it (a neighbour that may never end). A declared ``max_tokens`` is counted from the
+    tokens it has left at its live rate."""
+    past = history.get((row["engine"], row["eval_name"]))
     elapsed = live.elapsed_s if live is not None else 0.0
+    max_tokens: int | None = _column(row, "max_tokens")
+    if max_tokens is not None and live is not None and live.rate and live.tokens is not None:
+        return max(max_tokens - live.tokens, 0) / live.rate
+    longest = _duration(past, max_tokens)
     return longest - elapsed if longest > elapsed else math.inf
 
 
