@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    InMemoryMetricReader,
+    MetricExportResult,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -112,3 +116,31 @@ def test_a_write_that_fails_is_reported_to_the_sdk_and_logged_never_raised(
     assert exporter.force_flush() is True
     exporter.shutdown()  # the store is its owner's: nothing else to close
     provider.shutdown()
+
+
+def test_after_shutdown_nothing_is_written_even_into_a_store_since_closed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a fork the SDK's periodic reader exports once more in the child, shut down or not;
+    into a store the parent had closed that logged "cannot write" (found under mutmut's forks)."""
+    memory = InMemoryMetricReader()
+    MeterProvider(metric_readers=[memory]).get_meter(sc.SCOPE_NAME).create_counter("t.cells").add(1)
+    points = memory.get_metrics_data()
+    assert points is not None
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer_provider.get_tracer("t").start_span("chat", attributes={sc.GEN_AI_OPERATION_NAME: "chat"}).end()
+
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    metric_exporter, span_exporter = StoreMetricExporter(store), StoreSpanExporter(store)
+    metric_exporter.shutdown()
+    span_exporter.shutdown()
+    store.close()
+    with caplog.at_level(logging.WARNING):
+        assert metric_exporter.export(points) is MetricExportResult.FAILURE
+        assert span_exporter.export(spans.get_finished_spans()) is SpanExportResult.FAILURE
+    assert caplog.records == []
+    with Store(path) as reopened:
+        assert (reopened.sample_names(), reopened.requests()) == ([], [])

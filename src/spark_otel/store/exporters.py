@@ -59,8 +59,11 @@ class StoreSpanExporter(SpanExporter):
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._shut = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shut:
+            return SpanExportResult.FAILURE
         cells: list[Cell] = []
         requests: list[Request] = []
         windows: list[LoadWindow] = []
@@ -94,7 +97,10 @@ class StoreSpanExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        """The store outlives the exporter; its owner closes it."""
+        """The store outlives the exporter; its owner closes it. Nothing is written after this, as
+        the exporter contract asks: after a fork the SDK's periodic reader ticks once more in the
+        child even when it was shut down, into a store the parent had closed."""
+        self._shut = True
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
@@ -111,10 +117,13 @@ class StoreMetricExporter(MetricExporter):
         super().__init__()
         self._store = store
         self._scope_name = scope_name
+        self._shut = False
 
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
     ) -> MetricExportResult:
+        if self._shut:
+            return MetricExportResult.FAILURE
         samples: list[MetricSample] = []
         for resource_metrics in metrics_data.resource_metrics:
             for scope_metrics in resource_metrics.scope_metrics:
@@ -134,7 +143,10 @@ class StoreMetricExporter(MetricExporter):
         return True
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        """The store outlives the exporter; its owner closes it."""
+        """The store outlives the exporter; its owner closes it. Nothing is written after this, as
+        the exporter contract asks: after a fork the SDK's periodic reader ticks once more in the
+        child even when it was shut down, into a store the parent had closed."""
+        self._shut = True
 
 
 def _samples_of(name: str, unit: str, data: Any) -> list[MetricSample]:
