@@ -2,9 +2,10 @@
 threads run ``cells`` cells of one eval on ``engine`` of the simulated box, each streaming a chat
 completion of exactly ``tokens`` tokens on the box's model clock, with ``deadline`` (model s; 0:
 none) declared. Prints a JSON line when each cell is admitted, then, at the end, each cell span's
-attributes.
+attributes. With ``--store STORE`` the spans also reach that real embedded store through
+spark-otel's own exporter (`spark_otel.configure`), for the decisions' read-back test.
 
-    adaptive_runner.py STATE URL EVAL ENGINE WORKERS CELLS TOKENS DEADLINE
+    adaptive_runner.py [--store STORE] STATE URL EVAL ENGINE WORKERS CELLS TOKENS DEADLINE
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from spark_otel.sim import follow
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--store")
     for name in ("state", "url", "eval", "engine"):
         parser.add_argument(name)
     for name in ("workers", "cells", "tokens"):
@@ -36,8 +38,13 @@ def main() -> None:
     parser.add_argument("deadline", type=float)
     args = parser.parse_args()
     govern(state=args.state, adaptive=True)
-    exporter = InMemorySpanExporter()
-    tp, mp = TracerProvider(), MeterProvider()
+    exporter = InMemorySpanExporter()  # what the process recorded (beside the store's, if any)
+    telemetry = None
+    if args.store:
+        telemetry = spark_otel.configure(store=args.store, otlp=False)
+        tp, mp = telemetry.tracer_provider, telemetry.meter_provider
+    else:
+        tp, mp = TracerProvider(), MeterProvider()
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     spark_otel.instrument(tracer_provider=tp, meter_provider=mp)
     client = openai.OpenAI(base_url=args.url + "/v1", api_key="none", max_retries=0)
@@ -84,6 +91,8 @@ def main() -> None:
             t.start()
         for t in threads:
             t.join()
+    if telemetry is not None:
+        telemetry.shutdown()  # every span in the store before the test reads it
     for span in exporter.get_finished_spans():
         attrs = dict(span.attributes or {})
         if sc.CELL_ELAPSED_S in attrs:  # a cell span (its requests' spans name the cell too)

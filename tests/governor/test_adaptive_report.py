@@ -31,7 +31,7 @@ from spark_otel.store import Store
 from spark_otel.views.adaptive_decisions import summary_line
 from spark_otel.views.live_cells import in_flight_json
 
-RUNNER = Path(__file__).with_name("adaptive_store_runner.py")
+RUNNER = Path(__file__).with_name("adaptive_runner.py")
 SPEED = 20.0
 """Model seconds per real second: a serial cell of about 5 real seconds, long enough for its
 live rate to drive the law (as in test_adaptive_box)."""
@@ -51,7 +51,7 @@ def box() -> Iterator[Any]:
 def _runner(store: Path, state: Path, url: str, *args: object) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPARK_OTEL_"))}
     env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    command = [sys.executable, str(RUNNER), str(store), str(state), url, *map(str, args)]
+    command = [sys.executable, str(RUNNER), "--store", str(store), str(state), url, *map(str, args)]
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
 
 
