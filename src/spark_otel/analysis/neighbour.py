@@ -168,20 +168,31 @@ def _own_cells(eval_name: str, mine: list[Cell], workers: int | None) -> tuple[l
     """The cells priced, in start order, and the warning a mix of worker counts deserves."""
     warnings: list[str] = []
     if workers is None:
-        counts = sorted({c.workers for c in mine if c.workers is not None})
-        if len(counts) > 1:
-            warnings.append(
-                f"{eval_name} ran at {', '.join(map(str, counts))} workers: one baseline across them "
-                "prices its own batching as load; price one worker count at a time"
-            )
+        warnings = mixed_counts_warnings(eval_name, {c.workers for c in mine})
         own = list(mine)
     else:
         own = [c for c in mine if c.workers == workers]
         if not own:
-            have = sorted({str(c.workers) for c in mine})
-            raise InputError(f"eval {eval_name!r} has no cells at {workers} workers (has: {', '.join(have)})")
+            raise no_cells_at(eval_name, workers, {c.workers for c in mine})
     own.sort(key=lambda c: c.start_unix_ns)
     return own, warnings
+
+
+def mixed_counts_warnings(eval_name: str, counts: Iterable[int | None]) -> list[str]:
+    """The warning a report over several worker counts of ``eval_name`` carries (none for one)."""
+    known = sorted({w for w in counts if w is not None})
+    if len(known) < 2:
+        return []
+    return [
+        f"{eval_name} ran at {', '.join(map(str, known))} workers: one baseline across them "
+        "prices its own batching as load; price one worker count at a time"
+    ]
+
+
+def no_cells_at(eval_name: str, workers: int, counts: Iterable[int | None]) -> InputError:
+    """The refusal of a worker count none of the eval's cells (at ``counts``) ran at."""
+    have = sorted({str(w) for w in counts})
+    return InputError(f"eval {eval_name!r} has no cells at {workers} workers (has: {', '.join(have)})")
 
 
 def _check_fraction(min_overlap_fraction: float) -> None:

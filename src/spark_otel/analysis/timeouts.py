@@ -17,17 +17,23 @@ fit; otherwise no verdict (`Unjudged` says what is missing). The line a person r
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..model import Cell, LoadWindow
+from ..model import Cell, CellStatus, LoadWindow
 from ._result import Result
-from .neighbour import CellRate, NeighbourReport, WindowCost, neighbour_costs
+from .neighbour import CellRate, NeighbourReport, neighbour_costs
 from .rates import ceiling_hit
-from .request_cells import is_request_cell
+from .request_cells import REQUEST_SOURCE, is_request_cell
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from ..records.cell_columns import CellColumns
 
 __all__ = [
     "QUEUED_SHARE",
@@ -36,7 +42,9 @@ __all__ = [
     "TimeoutKind",
     "TimeoutVerdict",
     "Unjudged",
+    "cut_off_uids",
     "timeout_verdicts",
+    "timeout_verdicts_of_columns",
 ]
 
 SLOWED_BELOW = 0.9
@@ -106,31 +114,48 @@ class TimeoutVerdict(Result):
     )
 
 
-def _rated_windows(report: NeighbourReport) -> dict[str, list[WindowCost]]:
+Rated = dict[str, list[tuple[float, int]]]
+"""The median rate and its n of each window of a report with one, by window name."""
+
+
+def _rated_windows(report: NeighbourReport) -> Rated:
     """The report's windows with a median rate, by name: looked up per cut-off cell instead of
     scanned (a long history has thousands of windows and of timeouts)."""
-    by_name: dict[str, list[WindowCost]] = {}
+    by_name: Rated = {}
     for w in report.windows:
         if w.rate.median is not None:
-            by_name.setdefault(w.name, []).append(w)
+            by_name.setdefault(w.name, []).append((w.rate.median, w.rate.n))
     return by_name
 
 
 def _share(
-    cell_rate: CellRate, report: NeighbourReport, rated: dict[str, list[WindowCost]]
+    tokens: int | None,
+    elapsed_s: float,
+    windows: Iterable[str],
+    baseline: float | None,
+    rated: Rated,
+    *,
+    inside: dict[frozenset[str], tuple[float, int] | None] | None = None,
 ) -> tuple[float | None, int | None]:
     """The cell's rate over its eval's baseline, or the eval's cells' inside its loads (and how
-    many they are); None where neither is known. ``rated``: `_rated_windows` of ``report``."""
-    baseline = report.baseline.median
+    many they are); None where neither is known. ``windows``: the loads the cell is attributed to;
+    ``rated``: `_rated_windows` of its report; ``inside``: the median and n of the eval's cells
+    inside each set of loads found so far, for ``rated`` (a long history's timeouts share them)."""
     if not baseline:
         return None, None
-    if cell_rate.completion_tokens and cell_rate.elapsed_s > 0:
-        return cell_rate.completion_tokens / cell_rate.elapsed_s / baseline, None
-    inside = [w for name in set(cell_rate.windows) for w in rated.get(name, ())]
-    if not inside:
+    if tokens and elapsed_s > 0:
+        return tokens / elapsed_s / baseline, None
+    names = frozenset(windows)
+    if inside is None or names not in inside:
+        medians = [w for name in names for w in rated.get(name, ())]
+        found = (statistics.median(m for m, _ in medians), sum(n for _, n in medians)) if medians else None
+        if inside is None:
+            inside = {}
+        inside[names] = found
+    found = inside[names]
+    if found is None:
         return None, None
-    n = sum(w.rate.n for w in inside)
-    rate = statistics.median(w.rate.median for w in inside if w.rate.median is not None)
+    rate, n = found
     return rate / baseline, n
 
 
@@ -188,29 +213,168 @@ def timeout_verdicts(
     for c in cut:
         cell_rate, report = placed[c.uid]
         baseline = report.baseline.median
-        share, share_cells = _share(cell_rate, report, rated[id(report)])
-        values: dict[str, Any] = {
-            "uid": c.uid,
-            "eval_name": c.eval_name,
-            "cell_id": c.cell_id,
-            "engine": c.engine,
-            "start_unix_ns": c.start_unix_ns,
-            "elapsed_s": c.elapsed_s,
-            "ceiling_s": c.deadline_s if c.deadline_s is not None else c.elapsed_s,
-            "completion_tokens": c.completion_tokens,
-            "rate": c.decode_rate,
-            "baseline_rate": baseline,
-            "baseline_n": report.baseline.n,
-            "share_of_baseline": share,
-            "share_cells": share_cells,
-            "loads": list(cell_rate.windows),
-            "admission_s": c.admission_s,
-            "needed_at_baseline_s": c.completion_tokens / baseline
-            if c.completion_tokens and baseline
-            else None,
-            "rerun": _rerun(c, by_id[(c.eval_name, c.cell_id)], baseline),
-            "request_as_cell": is_request_cell(c),
-        }
-        values["kind"], values["unjudged"] = _kind(values)
-        out.append(TimeoutVerdict(**values))
+        share, share_cells = _share(
+            cell_rate.completion_tokens, cell_rate.elapsed_s, cell_rate.windows, baseline, rated[id(report)]
+        )
+        out.append(
+            _verdict(
+                {
+                    "uid": c.uid,
+                    "eval_name": c.eval_name,
+                    "cell_id": c.cell_id,
+                    "engine": c.engine,
+                    "start_unix_ns": c.start_unix_ns,
+                    "elapsed_s": c.elapsed_s,
+                    "ceiling_s": c.deadline_s if c.deadline_s is not None else c.elapsed_s,
+                    "completion_tokens": c.completion_tokens,
+                    "rate": c.decode_rate,
+                    "baseline_rate": baseline,
+                    "baseline_n": report.baseline.n,
+                    "share_of_baseline": share,
+                    "share_cells": share_cells,
+                    "loads": list(cell_rate.windows),
+                    "admission_s": c.admission_s,
+                    "needed_at_baseline_s": c.completion_tokens / baseline
+                    if c.completion_tokens and baseline
+                    else None,
+                    "rerun": _rerun(c, by_id[(c.eval_name, c.cell_id)], baseline),
+                    "request_as_cell": is_request_cell(c),
+                }
+            )
+        )
+    return out
+
+
+def _verdict(values: dict[str, Any]) -> TimeoutVerdict:
+    values["kind"], values["unjudged"] = _kind(values)
+    return TimeoutVerdict(**values)
+
+
+def cut_off_uids(cells: CellColumns, *, eval_name: str | None = None) -> list[str]:
+    """The uids of the cells that hit their ceiling (of ``eval_name``, else of every eval): the
+    cells whose governor wait (`Cell.admission_s`) `timeout_verdicts_of_columns` asks for."""
+    import numpy as np
+
+    return [cells.uid[k] for k in np.flatnonzero(_cut_off(cells, eval_name)).tolist()]
+
+
+def _cut_off(cells: CellColumns, eval_name: str | None) -> NDArray[np.bool_]:
+    import numpy as np
+
+    from ..records.cell_columns import STATUSES
+
+    hit: NDArray[np.bool_] = cells.status == STATUSES.index(CellStatus.DEADLINE)
+    if eval_name is not None:
+        hit &= np.array([name == eval_name for name in cells.eval_name], dtype=np.bool_)
+    return hit
+
+
+def timeout_verdicts_of_columns(
+    cells: CellColumns,
+    windows: Iterable[LoadWindow] = (),
+    *,
+    eval_name: str | None = None,
+    admissions: Mapping[str, float] | None = None,
+) -> list[TimeoutVerdict]:
+    """`timeout_verdicts` of the cells ``cells`` holds: the same verdicts, priced over columns
+    (`neighbour_columns`). ``admissions``: each cut-off cell's governor wait in seconds
+    (`Cell.admission_s`), by uid, where it has one; the columns do not carry it."""
+    import numpy as np
+
+    from .._clock import NS_PER_S
+    from ..records.cell_columns import STATUSES
+    from .neighbour_columns import neighbour_costs_of_columns
+
+    starts = cells.start_unix_ns
+    if len(cells) > 1 and not bool((starts[1:] >= starts[:-1]).all()):
+        cells = cells.take(np.argsort(starts, kind="stable"))  # as `timeout_verdicts` sorts them
+    cut = np.flatnonzero(_cut_off(cells, eval_name)).tolist()
+    if not cut:
+        return []
+    names = sorted({cells.eval_name[k] for k in cut})
+    reports = neighbour_costs_of_columns(cells, list(windows), eval_names=names, min_cells=1)
+    wanted = {cells.uid[k] for k in cut}
+    placed: dict[str, tuple[int, int]] = {}
+    for r, found in enumerate(reports):
+        for k, uid in enumerate(found.cells.columns["uid"]):
+            if uid in wanted and uid not in placed:
+                placed[uid] = (r, k)
+    rated = [found.rated_windows() for found in reports]
+    inside: list[dict[frozenset[str], tuple[float, int] | None]] = [{} for _ in reports]
+    keys = {(cells.eval_name[k], cells.cell_id[k]) for k in cut}
+    by_id: dict[tuple[str, str], list[int]] = {}
+    for k, key in enumerate(zip(cells.eval_name, cells.cell_id, strict=True)):
+        if key in keys:
+            by_id.setdefault(key, []).append(k)
+    start, end = cells.start_unix_ns.tolist(), cells.end_unix_ns.tolist()
+    known, tokens = cells.completion_known.tolist(), cells.completion_tokens.tolist()
+    deadline = STATUSES.index(CellStatus.DEADLINE)
+    ceiling = cells.deadline_s.tolist()
+    admissions = admissions or {}
+
+    # A re-run: not cut off, with tokens and a rate (`Cell.decode_rate`: tokens over positive elapsed).
+    finished = (cells.status != deadline) & cells.completion_known & (cells.completion_tokens != 0)
+    finished &= cells.end_unix_ns > cells.start_unix_ns
+    complete = finished.tolist()
+
+    def token_count(k: int) -> int | None:
+        return tokens[k] if known[k] else None
+
+    def decode_rate(k: int) -> float | None:
+        n = token_count(k)
+        return n / ((end[k] - start[k]) / NS_PER_S) if n and end[k] > start[k] else None
+
+    def rerun(k: int, baseline: float | None) -> Rerun | None:
+        for m in by_id[(cells.eval_name[k], cells.cell_id[k])]:
+            if complete[m] and start[m] >= end[k] and (rate := decode_rate(m)):
+                return Rerun(
+                    uid=cells.uid[m],
+                    elapsed_s=(end[m] - start[m]) / NS_PER_S,
+                    completion_tokens=tokens[m],
+                    share_of_baseline=rate / baseline if baseline else None,
+                )
+        return None
+
+    out = []
+    for k in cut:
+        uid = cells.uid[k]
+        r, at = placed[uid]
+        found = reports[r]
+        baseline, column = found.head.baseline, found.cells.columns
+        elapsed = (end[k] - start[k]) / NS_PER_S
+        completion = token_count(k)
+        share, share_cells = _share(
+            column["completion_tokens"][at],
+            column["elapsed_s"][at],
+            column["windows"][at],
+            baseline.median,
+            rated[r],
+            inside=inside[r],
+        )
+        out.append(
+            _verdict(
+                {
+                    "uid": uid,
+                    "eval_name": cells.eval_name[k],
+                    "cell_id": cells.cell_id[k],
+                    "engine": cells.engine[k],
+                    "start_unix_ns": start[k],
+                    "elapsed_s": elapsed,
+                    "ceiling_s": elapsed if ceiling[k] != ceiling[k] else ceiling[k],  # NaN: none declared
+                    "completion_tokens": completion,
+                    "rate": decode_rate(k),
+                    "baseline_rate": baseline.median,
+                    "baseline_n": baseline.n,
+                    "share_of_baseline": share,
+                    "share_cells": share_cells,
+                    "loads": list(column["windows"][at]),
+                    "admission_s": admissions.get(uid),
+                    "needed_at_baseline_s": completion / baseline.median
+                    if completion and baseline.median
+                    else None,
+                    "rerun": rerun(k, baseline.median),
+                    "request_as_cell": cells.source[k] == REQUEST_SOURCE,
+                }
+            )
+        )
     return out

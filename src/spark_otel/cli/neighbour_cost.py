@@ -41,7 +41,10 @@ from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.neighbour import CellRate, NeighbourReport, WindowCost
-    from ..model import Cell, LoadWindow
+    from ..analysis.neighbour_columns import NeighbourColumns
+    from ..model import LoadWindow
+    from ..records.cell_columns import CellColumns
+    from ..store import Store
 
 _logger = logging.getLogger(__name__)
 
@@ -179,8 +182,7 @@ def _print_costs(report: NeighbourReport, *, threshold: float, when: str) -> Non
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
     from .._files import check_output
-    from ..analysis.request_cells import count_requests_as_cells
-    from ..report.inputs import cells_from_store
+    from ..analysis.request_cells import REQUEST_SOURCE
     from ..views.requests import no_cells, requests_as_cells_line
     from ._common import COUNT, DURATION_S, FRACTION, check_advisor_arguments, print_hint
 
@@ -190,12 +192,13 @@ def run(args: argparse.Namespace) -> int:
     COUNT.check("--workers", args.workers)
     if args.plot:
         check_output(args.plot, what="--plot")  # before the store is read
+    tables = not args.json
     # Tables are laid out under the spinner (a long eval's cells take a while) and written after it.
     with tables_held(), status("reading cells and load windows") as phase:
         with open_store(args) as store:
             phase.update(f"reading cells and load windows from {store.path}")
-            cells = cells_from_store(store)  # requests no cell holds count as cells of their own
-            evals = sorted({c.eval_name for c in cells})
+            cells = _columns(store)  # requests no cell holds count as cells of their own
+            evals = sorted(set(cells.eval_name))
             if args.eval_name not in evals:
                 raise InputError(
                     no_cells(
@@ -203,32 +206,60 @@ def run(args: argparse.Namespace) -> int:
                         store.row_counts(),
                         scope=f" of eval {args.eval_name!r}",
                         evals=evals,
-                        stand_ins=count_requests_as_cells(cells),
+                        stand_ins=cells.source.count(REQUEST_SOURCE),
                     )
                 )
             windows = store.windows()
+            scales = _scales(store, cells, args.eval_name) if tables or args.plot else []
         phase.update(
             f"pricing neighbours of {args.eval_name} over {len(cells):,} cells and {len(windows):,} windows"
         )
-        reports = _reports(args, cells, windows)
-        for report in reports:
-            for warning in report.warnings:
+        found = _reports(args, cells, windows)
+        for each in found:
+            for warning in each.head.warnings:
                 _logger.warning(warning)  # once, however many worker counts carry it
-        if not args.json:
+        reports = [each.report() for each in found] if tables or args.plot else []
+        if tables:
             phase.update("laying out the tables")
-            scales = time_scales(c for c in cells if c.eval_name == args.eval_name)
             for report in reports:
                 _print(report, threshold=args.threshold, all_cells=args.all_cells, scales=scales)
-    line = requests_as_cells_line(sum(r.requests_as_cells for r in reports), sum(r.n_cells for r in reports))
-    if line and not args.json:
+    heads = [each.head for each in found]
+    line = requests_as_cells_line(sum(h.requests_as_cells for h in heads), sum(h.n_cells for h in heads))
+    if line and tables:
         print_hint(line)
     if args.plot:
         with status(f"drawing the timeline of {args.eval_name} to {args.plot}"):
-            _plot(args.plot, reports, time_scales(c for c in cells if c.eval_name == args.eval_name))
+            _plot(args.plot, reports, scales)
     if args.json:
-        dumped = [r.model_dump(mode="json") | {"threshold": args.threshold} for r in reports]
+        # Written from the columns: each report's `model_dump(mode="json")`, without its models.
+        dumped = [each.dump() | {"threshold": args.threshold} for each in found]
         print_json(dumped[0] if len(dumped) == 1 else dumped, plain=True)
     return 0
+
+
+def _columns(store: Store) -> CellColumns:
+    """`report.inputs.cells_from_store`'s cells, as columns: the store's cells and the requests no
+    cell holds, each a cell of its own."""
+    from ..analysis.request_cells import columns_with_requests_as_cells
+
+    return columns_with_requests_as_cells(
+        store.cell_columns(),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
+    )
+
+
+def _scales(store: Store, cells: CellColumns, eval_name: str) -> list[float]:
+    """The time scales the eval's cells were recorded under (`time_scales`; read from its stored
+    cells' attributes, which the columns do not carry; a request standing in for a cell has none)."""
+    from ..analysis.request_cells import REQUEST_SOURCE
+
+    scales = time_scales(store.cells(eval_name=eval_name))
+    stand_in = any(
+        e == eval_name and s == REQUEST_SOURCE for e, s in zip(cells.eval_name, cells.source, strict=True)
+    )
+    return [*scales, 1.0] if stand_in and 1.0 not in scales else scales
 
 
 def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> None:
@@ -256,12 +287,14 @@ def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> Non
         print(f"wrote {out}", file=sys.stderr)
 
 
-def _reports(args: argparse.Namespace, cells: list[Cell], windows: list[LoadWindow]) -> list[NeighbourReport]:
-    from ..analysis.neighbour import neighbour_cost, neighbour_costs
+def _reports(
+    args: argparse.Namespace, cells: CellColumns, windows: list[LoadWindow]
+) -> list[NeighbourColumns]:
+    from ..analysis.neighbour_columns import neighbour_cost_of_columns, neighbour_costs_of_columns
 
     if args.workers is not None:
         return [
-            neighbour_cost(
+            neighbour_cost_of_columns(
                 args.eval_name,
                 cells,
                 windows,
@@ -271,7 +304,7 @@ def _reports(args: argparse.Namespace, cells: list[Cell], windows: list[LoadWind
             )
         ]
     # Each worker count in turn where the eval ran at several, however few its cells.
-    return neighbour_costs(
+    return neighbour_costs_of_columns(
         cells,
         windows,
         eval_names=[args.eval_name],

@@ -20,6 +20,8 @@ from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.timeouts import TimeoutVerdict
+    from ..records.cell_columns import CellColumns
+    from ..store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,32 +32,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
-    from ..analysis.request_cells import count_requests_as_cells
-    from ..analysis.timeouts import timeout_verdicts
-    from ..report.inputs import cells_from_store
+    from ..analysis.request_cells import REQUEST_SOURCE
+    from ..analysis.timeouts import cut_off_uids, timeout_verdicts_of_columns
     from ..views.requests import no_cells, requests_as_cells_line
     from ..views.timeouts import timeouts_table, verdict_json
 
-    with status("reading cells") as phase:
-        with open_store(args) as store:
-            phase.update(f"reading cells and load windows from {store.path}")
-            cells, windows = cells_from_store(store), store.windows()  # requests no cell holds as cells
-            scoped = [c for c in cells if args.eval_name is None or c.eval_name == args.eval_name]
-            counts = {} if scoped else store.row_counts()  # what a refusal names
-            source = str(store.path)
+    with status("reading cells") as phase, open_store(args) as store:
+        phase.update(f"reading cells and load windows from {store.path}")
+        cells, windows = _columns(store), store.windows()  # requests no cell holds as cells
+        scoped = [k for k, name in enumerate(cells.eval_name) if args.eval_name in (None, name)]
+        counts = {} if scoped else store.row_counts()  # what a refusal names
+        source = str(store.path)
+        # The governor's wait of each cut-off cell: in its attributes, which the columns do not carry.
+        held = store.cells_by_uid(cut_off_uids(cells, eval_name=args.eval_name)) if scoped else {}
+        admissions = {uid: c.admission_s for uid, c in held.items() if c.admission_s is not None}
         if scoped:
             phase.update(f"judging the timeouts of {len(scoped):,} cells")
-            verdicts = timeout_verdicts(cells, windows, eval_name=args.eval_name)
+            verdicts = timeout_verdicts_of_columns(
+                cells, windows, eval_name=args.eval_name, admissions=admissions
+            )
+        if scoped and verdicts and not args.json:
+            scales = {name: _scales(store, cells, name) for name in {v.eval_name for v in verdicts}}
     if not scoped:
-        evals = sorted({c.eval_name for c in cells})
+        evals = sorted(set(cells.eval_name))
         scope = "" if args.eval_name is None else f" of eval {args.eval_name!r}"
-        stand_ins = count_requests_as_cells(cells)
+        stand_ins = cells.source.count(REQUEST_SOURCE)
         raise InputError(no_cells(source, counts, scope=scope, evals=evals, stand_ins=stand_ins))
     if args.json:
         print_json([verdict_json(v) for v in verdicts], plain=True)
         return 0
-    line = requests_as_cells_line(count_requests_as_cells(scoped), len(scoped))
-    scope = f"eval {args.eval_name}" if args.eval_name else f"{len({c.eval_name for c in cells})} evals"
+    line = requests_as_cells_line(sum(cells.source[k] == REQUEST_SOURCE for k in scoped), len(scoped))
+    scope = f"eval {args.eval_name}" if args.eval_name else f"{len(set(cells.eval_name))} evals"
     if not verdicts:
         print(f"no cell of {scope} hit its ceiling ({len(cells)} cells read)")
         if line:
@@ -72,9 +79,37 @@ def run(args: argparse.Namespace) -> int:
             if first.baseline_rate is not None
             else "no baseline"
         )
-        when = model_time(time_scales([c for c in cells if c.eval_name == name]))
         columns, rows = timeouts_table(group)
-        print_table(f"{name}: {len(group)} cells hit their ceiling; {baseline}{when}", columns, rows)
+        print_table(
+            f"{name}: {len(group)} cells hit their ceiling; {baseline}{model_time(scales[name])}",
+            columns,
+            rows,
+        )
     if line:
         print_hint(line)
     return 0
+
+
+def _columns(store: Store) -> CellColumns:
+    """`report.inputs.cells_from_store`'s cells, as columns: the store's cells and the requests no
+    cell holds, each a cell of its own."""
+    from ..analysis.request_cells import columns_with_requests_as_cells
+
+    return columns_with_requests_as_cells(
+        store.cell_columns(),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
+    )
+
+
+def _scales(store: Store, cells: CellColumns, eval_name: str) -> list[float]:
+    """The time scales the eval's cells were recorded under (`time_scales`, read from its stored
+    cells' attributes, which the columns do not carry; a request standing in for a cell has none)."""
+    from ..analysis.request_cells import REQUEST_SOURCE
+
+    scales = time_scales(store.cells(eval_name=eval_name))
+    stand_in = any(
+        e == eval_name and s == REQUEST_SOURCE for e, s in zip(cells.eval_name, cells.source, strict=True)
+    )
+    return [*scales, 1.0] if stand_in and 1.0 not in scales else scales

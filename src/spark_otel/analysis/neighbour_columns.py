@@ -1,0 +1,641 @@
+"""Neighbour cost over columns: `neighbour_costs`' reports from `CellColumns`, with no `Cell` read
+and no `CellRate` or `WindowCost` built until a caller asks for them.
+
+Same rules, same figures (`tests/analysis/test_neighbour_columns.py` holds every report equal to
+`neighbour_costs`' and `neighbour_cost`'s on the fixtures and on generated boxes). At a lab's
+history the row path spent most of its time building validated rows (290,926 `WindowCost` for
+`advise`'s 22 reports at 100,000 cells) and reading a `Cell` per row; here:
+
+* other evals' windows are derived per (eval, engine, workers) group with numpy (each group's
+  runs where a start passes the running latest end by more than the merge gap, a run without a
+  worker count its peak in flight from its cells' sorted endpoints);
+* the overlaps of the priced cells with the loads are two sorted-range joins (the windows that
+  start inside a cell, the cells that start inside a window), O((n + m) log(n + m) + pairs);
+* each window's summary is `summarize`'s arithmetic on its sorted members' rates, vectorised
+  (type 7 percentiles, the order-statistic interval), its mean `math.fsum` as `summarize` takes it;
+* the report is columns (`NeighbourColumns`): its JSON (`dump`) is written from them straight,
+  the same document `NeighbourReport.model_dump(mode="json")` gives, and the validated report
+  (`report`) is built only where a caller needs the models.
+
+Where int64 or float64 could not hold a figure as Python's integers do (a timestamp outside
+0..2**62, a duration or a count past 2**53), the cells go through `neighbour_costs` instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._clock import NS_PER_S
+from .._exceptions import InputError
+from ..model import CellStatus, LoadWindow
+from ..records.cell_columns import STATUSES, CellColumns
+from ._result import Result
+from .concurrency_columns import _as_cells
+from .neighbour import (
+    DEFAULT_MIN_OVERLAP_FRACTION,
+    MIN_CELLS_FOR_NEIGHBOUR,
+    CellRate,
+    NeighbourReport,
+    WindowCost,
+    _check_fraction,
+    _is_other_load,
+    mixed_counts_warnings,
+    neighbour_cost,
+    neighbour_costs,
+    no_cells_at,
+)
+from .request_cells import REQUEST_SOURCE
+from .stats import _Z95, RateSummary, summarize
+from .windows import DEFAULT_MERGE_GAP_S, EvalRun, merge_gap_ns
+
+__all__ = [
+    "NeighbourColumns",
+    "neighbour_cost_of_columns",
+    "neighbour_costs_of_columns",
+    "neighbour_reports_of_columns",
+]
+
+_EXACT = 2**53
+"""Integers below this convert to float64 exactly."""
+_TIME_BOUND = 2**62
+"""Timestamps in 0..this subtract in int64 without overflow."""
+_DEADLINE = STATUSES.index(CellStatus.DEADLINE)
+_ERROR = STATUSES.index(CellStatus.ERROR)
+_STATUS_VALUES = [status.value for status in STATUSES]
+_NO_RATES: dict[str, Any] = RateSummary(n=0).model_dump(mode="json")
+
+Ints = NDArray[np.int64]
+Index = NDArray[np.intp]
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """Rows of one result model as columns: ``columns[field]`` holds every row's value of that
+    field as the model's JSON dump has it, the fields in the model's order."""
+
+    model: type[Result]
+    columns: dict[str, list[Any]]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()), []))
+
+    def dumped(self, keep: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Each row as ``model_dump(mode="json")`` gives it (``keep``: only these rows)."""
+        names = list(self.columns)
+        values = list(self.columns.values())
+        if keep is not None:
+            values = [[column[k] for k in keep] for column in values]
+        return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+    def rows(self, keep: Sequence[int] | None = None) -> list[Any]:
+        """Each row as its validated model."""
+        return [self.model(**row) for row in self.dumped(keep)]
+
+    @classmethod
+    def of(cls, model: type[Result], rows: Sequence[Result]) -> _Rows:
+        dumps = [r.model_dump(mode="json") for r in rows]
+        return cls(model, {name: [d[name] for d in dumps] for name in model.model_fields})
+
+
+@dataclass(frozen=True, eq=False)
+class NeighbourColumns:
+    """One `NeighbourReport` as columns: ``head`` every figure but its rows (``windows`` and
+    ``cells`` empty), ``windows`` and ``cells`` its rows' fields, in its order."""
+
+    head: NeighbourReport
+    windows: _Rows
+    cells: _Rows
+
+    def report(self, *, with_cells: bool = True, all_windows: bool = True) -> NeighbourReport:
+        """The validated report. ``with_cells=False`` leaves its per-cell rows out;
+        ``all_windows=False`` keeps only the windows some cell is attributed to (`windows_touched`),
+        the rest (no cell, no rate, no cost) being most rows in a long history."""
+        keep = None if all_windows else self.touched()
+        return self.head.model_copy(
+            update={"windows": self.windows.rows(keep), "cells": self.cells.rows() if with_cells else []}
+        )
+
+    def dump(self) -> dict[str, Any]:
+        """``report().model_dump(mode="json")``, written from the columns."""
+        out = self.head.model_dump(mode="json")
+        out["windows"] = self.windows.dumped()
+        out["cells"] = self.cells.dumped()
+        return out
+
+    def touched(self) -> list[int]:
+        """Positions of the windows at least one cell is attributed to."""
+        return [k for k, n in enumerate(self.windows.columns["n_cells"]) if n]
+
+    def rated_windows(self) -> dict[str, list[tuple[float, int]]]:
+        """The median rate and its n of each window with one, by window name."""
+        by_name: dict[str, list[tuple[float, int]]] = {}
+        cols = self.windows.columns
+        for name, rate in zip(cols["name"], cols["rate"], strict=True):
+            if rate["median"] is not None:
+                by_name.setdefault(name, []).append((rate["median"], rate["n"]))
+        return by_name
+
+    @classmethod
+    def from_report(cls, report: NeighbourReport) -> NeighbourColumns:
+        return cls(
+            head=report.model_copy(update={"windows": [], "cells": []}),
+            windows=_Rows.of(WindowCost, report.windows),
+            cells=_Rows.of(CellRate, report.cells),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class _Loads:
+    """Every load any eval may be priced against, in `neighbour._candidate_loads`' order: recorded
+    windows (``run`` None) and the windows other evals' cells make (``run`` their eval and count)."""
+
+    start: Ints
+    end: Ints
+    uid: list[str]
+    name: list[str]
+    kind: list[str]
+    engine: list[str | None]
+    streams: list[int | None]
+    run: list[EvalRun | None]
+    recorded: list[LoadWindow | None]
+
+    def others(self, eval_name: str, workers: int | None, evals: set[str]) -> Index:
+        """Positions of the loads that are other load for ``eval_name`` at ``workers``."""
+        return np.array(
+            [
+                k
+                for k, (run, window) in enumerate(zip(self.run, self.recorded, strict=True))
+                if (
+                    run[0] != eval_name or (workers is not None and run[1] != workers)
+                    if run is not None
+                    else _is_other_load(window, None, eval_name, workers, evals)  # type: ignore[arg-type]
+                )
+            ],
+            dtype=np.intp,
+        )
+
+
+def _workers(cols: CellColumns) -> list[int | None]:
+    return [w if k else None for w, k in zip(cols.workers.tolist(), cols.workers_known.tolist(), strict=True)]
+
+
+def _codes(values: Iterable[Any]) -> tuple[Ints, list[Any]]:
+    """Each value's code and the distinct values, codes in order of first appearance."""
+    seen = list(values)
+    distinct = list(dict.fromkeys(seen))
+    code = {v: k for k, v in enumerate(distinct)}
+    return np.fromiter(map(code.__getitem__, seen), dtype=np.int64, count=len(seen)), distinct
+
+
+def _members(codes: Ints, n_codes: int) -> list[Index]:
+    """Positions of each code's values, in order."""
+    if not n_codes:
+        return []
+    order = np.argsort(codes, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(codes, minlength=n_codes))[:-1].tolist())
+
+
+def _peaks(start: Ints, end: Ints, counts: Ints) -> list[int]:
+    """`windows.peak_concurrency` of each run of cells (consecutive ``counts`` of them)."""
+    runs = np.repeat(np.arange(len(counts)), counts)
+    times = np.concatenate([start, end])
+    steps = np.concatenate([np.ones(len(start), np.int64), np.full(len(end), -1, np.int64)])
+    order = np.lexsort((steps, times, np.concatenate([runs, runs])))  # ends first at one instant
+    level = np.cumsum(steps[order])  # each run's steps add up to 0: the count restarts per run
+    firsts = np.concatenate([[0], np.cumsum(2 * counts)[:-1]])
+    return [int(p) for p in np.maximum.reduceat(level, firsts).tolist()]
+
+
+def _run_groups(cols: CellColumns, at: Index) -> tuple[Ints, list[tuple[str, str | None, int | None]]]:
+    """The (eval, engine, workers) group of each cell at ``at``: its code, codes in order of first
+    appearance, and each code's group."""
+    ev, evals = _codes(cols.eval_name)
+    en, engines = _codes(cols.engine)
+    counts, wv = np.unique(cols.workers, return_inverse=True)
+    if len(evals) * len(engines) * 2 * len(counts) >= _TIME_BOUND:  # one int64 key would overflow
+        workers = _workers(cols)
+        return _codes((cols.eval_name[k], cols.engine[k], workers[k]) for k in at.tolist())
+    key = ((ev * len(engines) + en) * 2 + cols.workers_known) * len(counts) + wv.reshape(-1)
+    _, first, inverse = np.unique(key[at], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    groups = []
+    for k in at[first[order]].tolist():
+        count = int(cols.workers[k]) if cols.workers_known[k] else None
+        groups.append((evals[int(ev[k])], engines[int(en[k])], count))
+    return rank[inverse.reshape(-1)], groups
+
+
+def _derived(cols: CellColumns, gap_ns: int) -> list[tuple[Any, ...]]:
+    """`windows.keyed_windows_from_cells` over the columns, unsorted: each window as (start, end,
+    uid, name, engine, streams, run), groups in order of first appearance, runs in time order."""
+    timed = np.flatnonzero(cols.end_unix_ns > cols.start_unix_ns)
+    codes, groups = _run_groups(cols, timed)
+    out: list[tuple[Any, ...]] = []
+    for (eval_name, engine, count), members in zip(groups, _members(codes, len(groups)), strict=True):
+        at = timed[members]
+        order = np.argsort(cols.start_unix_ns[at], kind="stable")
+        s, e = cols.start_unix_ns[at][order], cols.end_unix_ns[at][order]
+        fresh = np.flatnonzero(s[1:] - np.maximum.accumulate(e)[:-1] > gap_ns) + 1
+        firsts = np.concatenate([[0], fresh])
+        counts = np.diff(np.append(firsts, len(s)))
+        ends = np.maximum.reduceat(e, firsts).tolist()
+        streams: list[int] = [count] * len(firsts) if count else _peaks(s, e, counts)
+        label = f"{eval_name} eval" + (f", {count} worker{'s' if count > 1 else ''}" if count else "")
+        label += f" on {engine}" if engine else ""
+        for first, end, width in zip(s[firsts].tolist(), ends, streams, strict=True):
+            uid = f"eval:{eval_name}:{engine}:{count}:{first}"
+            out.append((first, end, uid, label, engine, width, (eval_name, count)))
+    return out
+
+
+def _loads(windows: Sequence[LoadWindow], derived: list[tuple[Any, ...]]) -> _Loads:
+    """The recorded windows and the derived ones, sorted by start and name (recorded first at
+    equal ones), as `neighbour._candidate_loads` sorts them."""
+    rows: list[tuple[Any, ...]] = [
+        (w.start_unix_ns, w.end_unix_ns, w.uid, w.name, w.engine, w.streams, None, w.kind, w) for w in windows
+    ]
+    rows += [(*d, "eval", None) for d in derived]
+    names = [r[3] for r in rows]
+    rank = {name: k for k, name in enumerate(sorted(set(names)))}
+    start = np.array([r[0] for r in rows], dtype=np.int64)
+    order = np.lexsort((np.array([rank[n] for n in names], dtype=np.int64), start)).tolist()
+    rows = [rows[k] for k in order]
+    return _Loads(
+        start=start[order],
+        end=np.array([r[1] for r in rows], dtype=np.int64),
+        uid=[r[2] for r in rows],
+        name=[r[3] for r in rows],
+        engine=[r[4] for r in rows],
+        streams=[r[5] for r in rows],
+        run=[r[6] for r in rows],
+        kind=[r[7] for r in rows],
+        recorded=[r[8] for r in rows],
+    )
+
+
+def _expand(low: Index, high: Index) -> tuple[Index, Index]:
+    """Every (k, m) with ``low[k] <= m < high[k]``, by k then m."""
+    counts = high - low
+    owner = np.repeat(np.arange(len(low)), counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return owner, np.repeat(low, counts) + offsets
+
+
+def _pairs(cs: Ints, ce: Ints, ws: Ints, we: Ints) -> tuple[Index, Index, Ints]:
+    """`windows.overlapping_pairs` of cells and windows each in start order: every (i, j,
+    overlap ns) where they share time, sorted by cell, then window."""
+    tc = np.flatnonzero(ce > cs)
+    tw = np.flatnonzero(we > ws)
+    a_start, a_end, b_start, b_end = cs[tc], ce[tc], ws[tw], we[tw]
+    # The windows that start inside a cell, after it; then the cells that start inside a window.
+    a1, b1 = _expand(np.searchsorted(b_start, a_start, "right"), np.searchsorted(b_start, a_end, "left"))
+    b2, a2 = _expand(np.searchsorted(a_start, b_start, "left"), np.searchsorted(a_start, b_end, "left"))
+    i = tc[np.concatenate([a1, a2])]
+    j = tw[np.concatenate([b1, b2])]
+    order = np.lexsort((j, i))
+    i, j = i[order], j[order]
+    return i, j, np.minimum(ce[i], we[j]) - np.maximum(cs[i], ws[j])
+
+
+def _names_per_cell(n: int, i: Index, names: list[str]) -> list[list[str]]:
+    """For each of ``n`` cells, ``names`` of its pairs (``i`` sorted, ``names`` one per pair)."""
+    out: list[list[str]] = [[] for _ in range(n)]
+    if not len(i):
+        return out
+    firsts = np.flatnonzero(np.concatenate([[True], i[1:] != i[:-1]]))
+    lasts = np.append(firsts[1:], len(i)).tolist()
+    for first, last, cell in zip(firsts.tolist(), lasts, i[firsts].tolist(), strict=True):
+        out[cell] = names[first:last]
+    return out
+
+
+def _summaries(window: Index, rate: NDArray[np.float64], n_windows: int) -> list[dict[str, Any] | None]:
+    """`summarize` of each window's member rates (``window`` the member's window), as its JSON dump;
+    None for a window without rates."""
+    order = np.lexsort((rate, window))
+    values = rate[order]
+    counts = np.bincount(window, minlength=n_windows)
+    some = np.flatnonzero(counts)
+    n = counts[some]
+    at = (np.cumsum(counts) - counts)[some]
+
+    def percentile(q: float) -> NDArray[np.float64]:
+        rank = q * (n - 1)
+        low = np.floor(rank).astype(np.int64)
+        high = np.minimum(low + 1, n - 1)
+        below, above = values[at + low], values[at + high]
+        result: NDArray[np.float64] = below + (above - below) * (rank - low)
+        return result
+
+    half_width = _Z95 * np.sqrt(n) / 2
+    low = np.maximum(1, np.rint(n / 2 - half_width)).astype(np.int64)
+    high = np.minimum(n, np.rint(1 + n / 2 + half_width)).astype(np.int64)
+    ci_low, ci_high = values[at + low - 1].tolist(), values[at + high - 1].tolist()
+    flat = values.tolist()
+    out: list[dict[str, Any] | None] = [None] * n_windows
+    for k, (w, size, first, median, p10, p90) in enumerate(
+        zip(
+            some.tolist(),
+            n.tolist(),
+            at.tolist(),
+            percentile(0.5).tolist(),
+            percentile(0.1).tolist(),
+            percentile(0.9).tolist(),
+            strict=True,
+        )
+    ):
+        out[w] = {
+            "n": size,
+            "median": median,
+            "p10": p10,
+            "p90": p90,
+            "mean": math.fsum(flat[first : first + size]) / size,
+            "ci_low": ci_low[k] if size >= 2 else None,
+            "ci_high": ci_high[k] if size >= 2 else None,
+            "min": flat[first],
+            "max": flat[first + size - 1],
+        }
+    return out
+
+
+def _priced(
+    eval_name: str,
+    cols: CellColumns,
+    own: Index,
+    loads: _Loads,
+    *,
+    workers: int | None,
+    evals: set[str],
+    fraction: float,
+    warnings: list[str],
+    without_count: bool = False,
+) -> NeighbourColumns:
+    """`neighbour._priced` of the cells at ``own`` (positions, in start order)."""
+    at = loads.others(eval_name, workers, evals)
+    start, end = cols.start_unix_ns[own], cols.end_unix_ns[own]
+    duration = end - start
+    engines = Counter(e for e in (cols.engine[k] for k in own.tolist()) if e)
+    engine = engines.most_common(1)[0][0] if engines else None
+
+    i, j, overlap = _pairs(start, end, loads.start[at], loads.end[at])
+    attributed = overlap >= fraction * duration[i]
+    status = cols.status[own]
+    hit, fail = status == _DEADLINE, status == _ERROR
+    elapsed = duration / NS_PER_S
+    tokens, known = cols.completion_tokens[own], cols.completion_known[own]
+    rated = known & (tokens != 0) & (duration > 0) & ~hit & ~fail
+    rate = np.full(len(own), np.nan)
+    rate[rated] = tokens[rated] / elapsed[rated]
+    touched = np.bincount(i, minlength=len(own)) > 0
+    alone = ~touched & (duration > 0)
+    rates: list[float | None] = [
+        r if ok else None for r, ok in zip(rate.tolist(), rated.tolist(), strict=True)
+    ]
+    baseline = summarize(rates[k] for k in np.flatnonzero(alone).tolist())
+
+    n_loads = len(at)
+    ia, ja = i[attributed], j[attributed]
+    members = np.bincount(ja, minlength=n_loads).tolist()
+    timeouts = np.bincount(ja[hit[ia]], minlength=n_loads).tolist()
+    failures = np.bincount(ja[fail[ia]], minlength=n_loads).tolist()
+    with_rate = rated[ia]
+    summaries = _summaries(ja[with_rate], rate[ia[with_rate]], n_loads)
+
+    names = [loads.name[k] for k in at.tolist()]
+    windows: dict[str, list[Any]] = {
+        "uid": [loads.uid[k] for k in at.tolist()],
+        "name": names,
+        "kind": [loads.kind[k] for k in at.tolist()],
+        "engine": [loads.engine[k] for k in at.tolist()],
+        "streams": [loads.streams[k] for k in at.tolist()],
+        "start_unix_ns": loads.start[at].tolist(),
+        "end_unix_ns": loads.end[at].tolist(),
+        "same_engine": [
+            (e == engine) if e and engine else None for e in (loads.engine[k] for k in at.tolist())
+        ],
+        "n_cells": members,
+        "timeouts": timeouts,
+        "failures": failures,
+        "rate": [],
+        "min_rate": [],
+        "max_rate": [],
+        "cost": [],
+    }
+    for summary in summaries:
+        if summary is None:
+            windows["rate"].append(dict(_NO_RATES))
+            windows["min_rate"].append(None)
+            windows["max_rate"].append(None)
+            windows["cost"].append(None)
+            continue
+        low, high = summary.pop("min"), summary.pop("max")
+        windows["rate"].append(summary)
+        windows["min_rate"].append(low)
+        windows["max_rate"].append(high)
+        windows["cost"].append(1.0 - summary["median"] / baseline.median if baseline.median else None)
+
+    pair_names = [names[k] for k in j.tolist()]
+    source = [cols.source[k] for k in own.tolist()]
+    cells: dict[str, list[Any]] = {
+        "uid": [cols.uid[k] for k in own.tolist()],
+        "cell_id": [cols.cell_id[k] for k in own.tolist()],
+        "engine": [cols.engine[k] for k in own.tolist()],
+        "workers": [
+            w if ok else None
+            for w, ok in zip(cols.workers[own].tolist(), cols.workers_known[own].tolist(), strict=True)
+        ],
+        "start_unix_ns": start.tolist(),
+        "end_unix_ns": end.tolist(),
+        "elapsed_s": elapsed.tolist(),
+        "completion_tokens": [
+            t if ok else None for t, ok in zip(tokens.tolist(), known.tolist(), strict=True)
+        ],
+        "decode_rate": rates,
+        "status": [_STATUS_VALUES[code] for code in status.tolist()],
+        "timed_out": hit.tolist(),
+        "failed": fail.tolist(),
+        "baseline": alone.tolist(),
+        "windows": _names_per_cell(len(own), ia, [names[k] for k in ja.tolist()]),
+        "overlapped": _names_per_cell(len(own), i, pair_names),
+        "request_as_cell": [s == REQUEST_SOURCE for s in source],
+    }
+    head = NeighbourReport(
+        eval_name=eval_name,
+        engine=engine,
+        workers=workers,
+        without_count=without_count,
+        min_overlap_fraction=fraction,
+        n_cells=len(own),
+        timeouts=int(hit.sum()),
+        failures=int(fail.sum()),
+        baseline=baseline,
+        baseline_timeouts=int((hit & alone).sum()),
+        windows=[],
+        cells=[],
+        warnings=warnings,
+        requests_as_cells=sum(cells["request_as_cell"]),
+    )
+    return NeighbourColumns(head=head, windows=_Rows(WindowCost, windows), cells=_Rows(CellRate, cells))
+
+
+def _exact_enough(cols: CellColumns, windows: Sequence[LoadWindow]) -> bool:
+    """Whether int64 and float64 hold every figure as Python's integers would: timestamps in
+    0..2**62 (their differences never overflow), durations and token counts below 2**53."""
+    if any(not (0 <= w.start_unix_ns <= _TIME_BOUND and 0 <= w.end_unix_ns <= _TIME_BOUND) for w in windows):
+        return False
+    if not len(cols):
+        return True
+    start, end = cols.start_unix_ns, cols.end_unix_ns
+    return bool(
+        start.min() >= 0
+        and end.min() >= 0
+        and start.max() <= _TIME_BOUND
+        and end.max() <= _TIME_BOUND
+        and (np.abs(end - start) < _EXACT).all()
+        and (cols.completion_tokens < _EXACT).all()
+        and (cols.completion_tokens > -_EXACT).all()
+    )
+
+
+def _in_start_order(cols: CellColumns, positions: Sequence[int] | Index) -> Index:
+    at = np.asarray(positions, dtype=np.intp)
+    return at[np.argsort(cols.start_unix_ns[at], kind="stable")]
+
+
+def neighbour_costs_of_columns(
+    cells: CellColumns,
+    windows: Iterable[LoadWindow] = (),
+    *,
+    eval_names: Iterable[str] | None = None,
+    min_cells: int = MIN_CELLS_FOR_NEIGHBOUR,
+    min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
+    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
+) -> list[NeighbourColumns]:
+    """`neighbour_costs` of the cells ``cells`` holds: the same reports, as columns."""
+    _check_fraction(min_overlap_fraction)
+    gap_ns = merge_gap_ns(merge_gap_s)
+    recorded = list(windows)
+    if not _exact_enough(cells, recorded):
+        reports = neighbour_costs(
+            _as_cells(cells),
+            recorded,
+            eval_names=eval_names,
+            min_cells=min_cells,
+            min_overlap_fraction=min_overlap_fraction,
+            merge_gap_s=merge_gap_s,
+        )
+        return [NeighbourColumns.from_report(r) for r in reports]
+    codes, evals_seen = _codes(cells.eval_name)
+    by_eval = dict(zip(evals_seen, _members(codes, len(evals_seen)), strict=True))
+    names = sorted(by_eval) if eval_names is None else [n for n in eval_names if n in by_eval]
+    loads = _loads(recorded, _derived(cells, gap_ns))
+    evals = set(by_eval)
+    out = []
+    for name in names:
+        mine = np.array(by_eval[name], dtype=np.intp)
+        known = cells.workers_known[mine]
+        counts = np.unique(cells.workers[mine][known]).tolist()
+        groups: list[tuple[int | None, Index, bool]] = [(None, mine, False)]
+        if len(counts) > 1:
+            groups = [(w, mine[known & (cells.workers[mine] == w)], False) for w in counts]
+            if not known.all():
+                groups.append((None, mine[~known], True))
+        for count, group, without_count in groups:
+            if len(group) >= min_cells:
+                out.append(
+                    _priced(
+                        name,
+                        cells,
+                        _in_start_order(cells, group),
+                        loads,
+                        workers=count,
+                        evals=evals,
+                        fraction=min_overlap_fraction,
+                        warnings=[],  # a mix of counts is priced one count at a time: nothing to warn of
+                        without_count=without_count,
+                    )
+                )
+    return out
+
+
+def neighbour_cost_of_columns(
+    eval_name: str,
+    cells: CellColumns,
+    windows: Iterable[LoadWindow] = (),
+    *,
+    workers: int | None = None,
+    min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
+    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
+) -> NeighbourColumns:
+    """`neighbour_cost` of ``eval_name`` (at ``workers``) over the columns, other evals' cells
+    derived into windows: the same report, as columns."""
+    _check_fraction(min_overlap_fraction)
+    gap_ns = merge_gap_ns(merge_gap_s)
+    recorded = list(windows)
+    if not _exact_enough(cells, recorded):
+        report = neighbour_cost(
+            eval_name,
+            _as_cells(cells),
+            recorded,
+            workers=workers,
+            min_overlap_fraction=min_overlap_fraction,
+            merge_gap_s=merge_gap_s,
+        )
+        return NeighbourColumns.from_report(report)
+    counts = _workers(cells)
+    mine = [k for k, name in enumerate(cells.eval_name) if name == eval_name]
+    if not mine:
+        raise InputError(f"no cells recorded for eval {eval_name!r}")
+    if workers is None:
+        own, warnings = mine, mixed_counts_warnings(eval_name, (counts[k] for k in mine))
+    else:
+        own, warnings = [k for k in mine if counts[k] == workers], []
+        if not own:
+            raise no_cells_at(eval_name, workers, (counts[k] for k in mine))
+    return _priced(
+        eval_name,
+        cells,
+        _in_start_order(cells, own),
+        _loads(recorded, _derived(cells, gap_ns)),
+        workers=workers,
+        evals=set(cells.eval_name),
+        fraction=min_overlap_fraction,
+        warnings=warnings,
+    )
+
+
+def neighbour_reports_of_columns(
+    cells: CellColumns,
+    windows: Iterable[LoadWindow] = (),
+    *,
+    eval_names: Iterable[str] | None = None,
+    min_cells: int = MIN_CELLS_FOR_NEIGHBOUR,
+    min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
+    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
+    with_cells: bool = True,
+    all_windows: bool = True,
+) -> list[NeighbourReport]:
+    """`neighbour_costs` over columns, as validated reports (`NeighbourColumns.report`): with the
+    defaults, equal to `neighbour_costs` over the same cells; ``with_cells=False`` and
+    ``all_windows=False`` leave out the rows a caller does not read (an overview's advice reads
+    only the windows some cell is attributed to)."""
+    return [
+        found.report(with_cells=with_cells, all_windows=all_windows)
+        for found in neighbour_costs_of_columns(
+            cells,
+            windows,
+            eval_names=eval_names,
+            min_cells=min_cells,
+            min_overlap_fraction=min_overlap_fraction,
+            merge_gap_s=merge_gap_s,
+        )
+    ]
