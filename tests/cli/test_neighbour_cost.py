@@ -140,3 +140,26 @@ def test_an_eval_without_a_baseline_says_why_instead_of_an_empty_table(tmp_path,
     ) in out
     assert "load elsewhere on the box" not in out
     assert "busy: cells (0 timeouts and 0 failed, kept out of rates)" in out
+
+
+def test_the_json_is_the_row_analysiss_report(article_store, capsys) -> None:
+    # The command prices over columns and writes its JSON from them; the row path, over the cells
+    # every analysis of a store reads, gives the same document.
+    from spark_otel.analysis.neighbour import neighbour_cost, neighbour_costs
+    from spark_otel.report.inputs import cells_from_store
+    from spark_otel.store import Store
+
+    with Store(article_store, read_only=True) as store:
+        cells, windows = cells_from_store(store), store.windows()
+    for name, workers in [(D_EVAL, None), (C_EVAL, None), (C_EVAL, 8)]:
+        argv = ["neighbour-cost", "--store", article_store, "--eval", name, "--json", "--min-overlap", "0.5"]
+        assert main(argv + (["--workers", str(workers)] if workers else [])) == 0
+        printed = json.loads(capsys.readouterr().out)
+        if workers:
+            reports = [neighbour_cost(name, cells, windows, workers=workers, min_overlap_fraction=0.5)]
+        else:
+            reports = neighbour_costs(
+                cells, windows, eval_names=[name], min_cells=1, min_overlap_fraction=0.5
+            )
+        dumped = [r.model_dump(mode="json") | {"threshold": 0.2} for r in reports]
+        assert printed == (dumped[0] if len(dumped) == 1 else dumped)

@@ -84,3 +84,28 @@ def test_cells_budget_shows_each_phase_and_says_when_nothing_is_split(
         store.write_cells([old])
     assert main(["cells", "--store", str(only_old), "--budget"]) == 0
     assert capsys.readouterr().out.startswith("none of the 1 cells read has a time budget")
+
+
+def test_the_json_is_the_row_analysiss_verdicts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Over columns, with the governor's wait read from the cut-off cells' records: the row path's
+    # verdicts, a queued cell among them.
+    from tests.support.article import appendix_d_cells, appendix_d_loads
+
+    from spark_otel import _semconv as sc
+    from spark_otel.analysis.timeouts import TimeoutKind, timeout_verdicts
+    from spark_otel.report.inputs import cells_from_store
+    from spark_otel.views.timeouts import verdict_json
+
+    probes, others = appendix_d_loads()
+    cells = appendix_d_cells() + others
+    first = next(k for k, c in enumerate(cells) if c.deadline_hit)
+    cells[first] = cells[first].model_copy(update={"attributes": {sc.CELL_QUEUE_WAIT_S: 900.0}})
+    path = tmp_path / "box.sqlite"
+    with Store(path) as store:
+        store.write_cells(cells)
+        store.write_windows(probes)
+    with Store(path, read_only=True) as store:
+        verdicts = timeout_verdicts(cells_from_store(store), store.windows())
+    assert TimeoutKind.QUEUED in {v.kind for v in verdicts}
+    assert main(["timeouts", "--store", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [verdict_json(v) for v in verdicts]
