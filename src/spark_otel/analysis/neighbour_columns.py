@@ -236,7 +236,8 @@ def _run_groups(cols: CellColumns, at: Index) -> tuple[Ints, list[tuple[str, str
 
 def _derived(cols: CellColumns, gap_ns: int) -> list[tuple[Any, ...]]:
     """`windows.keyed_windows_from_cells` over the columns, unsorted: each window as (start, end,
-    uid, name, engine, streams, run), groups in order of first appearance, runs in time order."""
+    uid, name, engine, streams, run, kind, None), groups in order of first appearance, runs in
+    time order."""
     timed = np.flatnonzero(cols.end_unix_ns > cols.start_unix_ns)
     codes, groups = _run_groups(cols, timed)
     out: list[tuple[Any, ...]] = []
@@ -253,7 +254,7 @@ def _derived(cols: CellColumns, gap_ns: int) -> list[tuple[Any, ...]]:
         label += f" on {engine}" if engine else ""
         for first, end, width in zip(s[firsts].tolist(), ends, streams, strict=True):
             uid = f"eval:{eval_name}:{engine}:{count}:{first}"
-            out.append((first, end, uid, label, engine, width, (eval_name, count)))
+            out.append((first, end, uid, label, engine, width, (eval_name, count), "eval", None))
     return out
 
 
@@ -263,7 +264,7 @@ def _loads(windows: Sequence[LoadWindow], derived: list[tuple[Any, ...]]) -> _Lo
     rows: list[tuple[Any, ...]] = [
         (w.start_unix_ns, w.end_unix_ns, w.uid, w.name, w.engine, w.streams, None, w.kind, w) for w in windows
     ]
-    rows += [(*d, "eval", None) for d in derived]
+    rows += derived
     names = [r[3] for r in rows]
     rank = {name: k for k, name in enumerate(sorted(set(names)))}
     start = np.array([r[0] for r in rows], dtype=np.int64)

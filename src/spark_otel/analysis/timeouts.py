@@ -17,6 +17,7 @@ fit; otherwise no verdict (`Unjudged` says what is missing). The line a person r
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -294,11 +295,13 @@ def timeout_verdicts_of_columns(
     names = sorted({cells.eval_name[k] for k in cut})
     reports = neighbour_costs_of_columns(cells, list(windows), eval_names=names, min_cells=1)
     wanted = {cells.uid[k] for k in cut}
-    placed: dict[str, tuple[int, int]] = {}
+    placed: dict[str, tuple[int, int]] = {}  # each cut-off cell's report (the first that holds it) and row
     for r, found in enumerate(reports):
-        for k, uid in enumerate(found.cells.columns["uid"]):
-            if uid in wanted and uid not in placed:
-                placed[uid] = (r, k)
+        uids = found.cells.columns["uid"]
+        rows = dict(zip(reversed(uids), range(len(uids) - 1, -1, -1), strict=True))  # the first of a uid
+        for uid in wanted - placed.keys():
+            if uid in rows:
+                placed[uid] = (r, rows[uid])
     rated = [found.rated_windows() for found in reports]
     inside: list[dict[frozenset[str], tuple[float, int] | None]] = [{} for _ in reports]
     keys = {(cells.eval_name[k], cells.cell_id[k]) for k in cut}
@@ -316,6 +319,7 @@ def timeout_verdicts_of_columns(
     finished = (cells.status != deadline) & cells.completion_known & (cells.completion_tokens != 0)
     finished &= cells.end_unix_ns > cells.start_unix_ns
     complete = finished.tolist()
+    starts_of = {key: [start[m] for m in ms] for key, ms in by_id.items()}  # in start order
 
     def token_count(k: int) -> int | None:
         return tokens[k] if known[k] else None
@@ -325,8 +329,10 @@ def timeout_verdicts_of_columns(
         return n / ((end[k] - start[k]) / NS_PER_S) if n and end[k] > start[k] else None
 
     def rerun(k: int, baseline: float | None) -> Rerun | None:
-        for m in by_id[(cells.eval_name[k], cells.cell_id[k])]:
-            if complete[m] and start[m] >= end[k] and (rate := decode_rate(m)):
+        key = (cells.eval_name[k], cells.cell_id[k])
+        later = by_id[key]
+        for m in later[bisect_left(starts_of[key], end[k]) :]:  # the runs that start after it ends
+            if complete[m] and (rate := decode_rate(m)):
                 return Rerun(
                     uid=cells.uid[m],
                     elapsed_s=(end[m] - start[m]) / NS_PER_S,
