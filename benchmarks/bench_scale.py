@@ -52,8 +52,9 @@ from spark_otel.analysis import AdvisorConfig  # noqa: E402
 from spark_otel.analysis.concurrency import concurrency  # noqa: E402
 from spark_otel.analysis.concurrency_columns import concurrency_of_columns  # noqa: E402
 from spark_otel.analysis.neighbour import neighbour_costs  # noqa: E402
+from spark_otel.analysis.neighbour_columns import neighbour_costs_of_columns  # noqa: E402
 from spark_otel.analysis.request_cells import columns_with_requests_as_cells  # noqa: E402
-from spark_otel.analysis.timeouts import timeout_verdicts  # noqa: E402
+from spark_otel.analysis.timeouts import timeout_verdicts, timeout_verdicts_of_columns  # noqa: E402
 from spark_otel.report import build_report, overview_from_inputs  # noqa: E402
 from spark_otel.report.inputs import cells_from_store, inputs_from_store  # noqa: E402
 from spark_otel.store import Store  # noqa: E402
@@ -112,14 +113,28 @@ def in_process(name: str, store: Store) -> tuple[Callable[[], Any], Callable[[An
             ),
         )
     if name == "neighbour-cost":
+        # The command prices over columns; the row path's reports are checked equal to it first.
         threshold = AdvisorConfig().threshold
+        columns = columns_from_store(store)
+        rows = neighbour_costs(cells, windows, eval_names=[TARGET], min_cells=1)
+        found = neighbour_costs_of_columns(columns, windows, eval_names=[TARGET], min_cells=1)
+        if [f.dump() for f in found] != [r.model_dump(mode="json") for r in rows]:
+            raise SystemExit("neighbour cost over columns differs from neighbour cost over cells")
 
         def dump(reports: Any) -> Any:
-            dumped = [r.model_dump(mode="json") | {"threshold": threshold} for r in reports]
+            dumped = [r.dump() | {"threshold": threshold} for r in reports]
             return dumped[0] if len(dumped) == 1 else dumped
 
-        return lambda: neighbour_costs(cells, windows, eval_names=[TARGET], min_cells=1), dump
-    return lambda: timeout_verdicts(cells, windows), lambda vs: [verdict_json(v) for v in vs]
+        return lambda: neighbour_costs_of_columns(columns, windows, eval_names=[TARGET], min_cells=1), dump
+    # The timeouts command judges over columns, each cut-off cell's governor wait read from its record.
+    columns = columns_from_store(store)
+    waits = {c.uid: c.admission_s for c in cells if c.deadline_hit and c.admission_s is not None}
+    if timeout_verdicts_of_columns(columns, windows, admissions=waits) != timeout_verdicts(cells, windows):
+        raise SystemExit("timeout verdicts over columns differ from timeout verdicts over cells")
+    return (
+        lambda: timeout_verdicts_of_columns(columns, windows, admissions=waits),
+        lambda vs: [verdict_json(v) for v in vs],
+    )
 
 
 def columns_from_store(store: Store) -> Any:

@@ -384,7 +384,9 @@ def _priced(
     at = loads.others(eval_name, workers, evals)
     start, end = cols.start_unix_ns[own], cols.end_unix_ns[own]
     duration = end - start
-    engines = Counter(e for e in (cols.engine[k] for k in own.tolist()) if e)
+    positions = own.tolist()
+    own_engines = [cols.engine[k] for k in positions]
+    engines = Counter(filter(None, own_engines))
     engine = engines.most_common(1)[0][0] if engines else None
 
     i, j, overlap = _pairs(start, end, loads.start[at], loads.end[at])
@@ -445,11 +447,11 @@ def _priced(
         windows["cost"].append(1.0 - summary["median"] / baseline.median if baseline.median else None)
 
     pair_names = [names[k] for k in j.tolist()]
-    source = [cols.source[k] for k in own.tolist()]
+    source = [cols.source[k] for k in positions]
     cells: dict[str, list[Any]] = {
-        "uid": [cols.uid[k] for k in own.tolist()],
-        "cell_id": [cols.cell_id[k] for k in own.tolist()],
-        "engine": [cols.engine[k] for k in own.tolist()],
+        "uid": [cols.uid[k] for k in positions],
+        "cell_id": [cols.cell_id[k] for k in positions],
+        "engine": own_engines,
         "workers": [
             w if ok else None
             for w, ok in zip(cols.workers[own].tolist(), cols.workers_known[own].tolist(), strict=True)
