@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..views.requests import cell_label
-from ..views.tables import fmt_number, level_table, model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table, tables_held
 from ._console import status
 
@@ -109,6 +107,9 @@ def _print_engine(
     e: EngineConcurrency, *, with_cells: bool, scales: list[float], energy: dict[str, CellEnergy]
 ) -> None:
     """The engine's tables; ``scales``: the time scales its cells were recorded under."""
+    from ..views.requests import cell_label
+    from ..views.tables import fmt_number, level_table, model_time, seconds
+
     when = model_time(scales)
     unit = seconds(scales)
     print_table(
@@ -248,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
     from ..records.cell_columns import CellColumns
     from ..report.inputs import cells_from_store
     from ..views.requests import no_cells, requests_as_cells_line
+    from ..views.tables import time_scales
     from ._common import DURATION_S, print_hint
 
     DURATION_S.check("--merge-gap", args.merge_gap)  # 0 to a year
