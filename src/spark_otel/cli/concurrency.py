@@ -272,8 +272,11 @@ def run(args: argparse.Namespace) -> int:
             # record, so it reads columns; the tables read each cell's time scale too.
             cells = None if args.json else cells_from_store(store)
             everyone = _columns(store, args) if cells is None else CellColumns.from_cells(cells)
-            on_engine = [k for k, e in enumerate(everyone.engine) if args.engine is None or e == args.engine]
-            chosen = everyone if args.engine is None else everyone.take(on_engine)
+            chosen = (
+                everyone
+                if args.engine is None
+                else everyone.take([k for k, e in enumerate(everyone.engine) if e == args.engine])
+            )
             path = store.path
             phase.update(f"reading GPU energy over {len(chosen):,} cells")
             energy = _energy(store, everyone, cells, args)
