@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from .._exceptions import SparkOtelError
 from .._version import __version__
+from ._common import reset_notes
 from ._console import cli_logging
 
 # (command, module, one-line help), in the order the README introduces them.
@@ -124,8 +125,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "run", None) is None:
         parser.print_help()
         return 2
-    from ._common import reset_notes
-
     reset_notes()
     with cli_logging(debug=args.debug), rare_collections():
         return _run(args)
