@@ -91,6 +91,77 @@ def test_figures_past_float64s_exact_integers_are_python_integers_divided() -> N
     both(crowd)
 
 
+def test_runs_as_arrays_split_union_and_order_as_concurrency_does() -> None:
+    cells = [
+        # eval g at 2 workers: a run of three (the third inside the first), an idle gap, a run of two
+        cell("a", 0, 100, 500, workers=2),
+        cell("b", 50, 60, 40, workers=2),
+        cell("c", 10, 20, 30, workers=2, status=CellStatus.DEADLINE),
+        cell("d", 400, 400, 10, workers=2),  # zero length: in the run, covering nothing
+        cell("e", 401, 450, 70, workers=2, status=CellStatus.ERROR),
+        # None listed before 0 in eval g: two groups sorting as 0, in the order they appeared
+        cell("f", 5, 15, 20, workers=None),
+        cell("h", 7, 9, 20, workers=0),
+        cell("i", 200, 210, 20, workers=None),
+        # eval b sorts before g; its cells share a start and an end
+        cell("j", 30, 40, 9, workers=1, eval_name="b", cell_id="x"),
+        cell("k", 30, 40, 9, workers=1, eval_name="b", cell_id="x"),
+        cell("l", 40, 45, 9, workers=4, eval_name="b", cell_id="x"),
+        # worker counts too far apart to count in a table: sorted instead
+        cell("m", 600, 610, 5, workers=1_000_000_000, eval_name="z"),
+        cell("n", 600, 601, 5, workers=-3, eval_name="z"),
+    ]
+    both(cells)
+    both(cells, merge_gap_s=0.0)
+    both(cells, merge_gap_s=300.0)
+    both(list(reversed(cells)))  # 0 now appears before None
+    (engine,) = concurrency_of_columns(CellColumns.from_cells(cells), with_cells=False).engines
+    assert [(r.eval_name, r.workers, r.n_cells) for r in engine.runs] == [
+        ("b", 1, 2),
+        ("b", 4, 1),
+        ("g", None, 1),  # None's two runs, then 0's: the order the groups appeared in
+        ("g", None, 1),
+        ("g", 0, 1),
+        ("g", 2, 3),
+        ("g", 2, 2),
+        ("z", -3, 1),
+        ("z", 1_000_000_000, 1),
+    ]
+    assert [r.aggregate_rate for r in engine.runs][5:7] == [570 / 100, 80 / 49]
+    assert [level.level for level in engine.by_workers] == [-3, 0, 1, 2, 4, 1_000_000_000]
+
+
+def test_a_run_longer_than_float64s_exact_nanoseconds_divides_its_integers() -> None:
+    # Cells of 60 days, each overlapping the next: one run of 600 days (past 2**53 ns, 104 days),
+    # every duration under it, so the column path answers; its wall and busy seconds are Python's
+    # division of the integers.
+    chain = [
+        Cell(
+            uid=f"r{k}",
+            eval_name="g",
+            cell_id=f"r{k}",
+            start_unix_ns=k * 30 * DAY_NS + k,
+            end_unix_ns=(k * 30 + 60) * DAY_NS + 7 * k + 1,
+            completion_tokens=1_000 + k,
+            workers=1 + k % 2,
+        )
+        for k in range(20)
+    ]
+    both(chain)
+    both(chain, merge_gap_s=0.0)
+
+
+def test_cells_that_end_before_they_start_take_the_runs_group_by_group() -> None:
+    cells = [
+        cell("a", 0, 100, 50, workers=2),
+        cell("b", 90, 10, 50, workers=2),  # ends before it starts (a clock stepped back)
+        cell("c", 150, 160, 50, workers=2),
+        cell("d", 20, 30, 50, workers=1),
+    ]
+    for gap in (0.0, 30.0, 60.0):
+        both(cells, merge_gap_s=gap)
+
+
 def test_in_flight_weights_are_in_flights() -> None:
     cells = [cell("a", 0, 10), cell("b", 5, 15), cell("c", 7, 7), cell("d", 15, 16)]
     cols = CellColumns.from_cells(cells)

@@ -11,7 +11,8 @@ ranks ``n/2 -+ 1.96 sqrt(n)/2`` (the binomial count of values below the median, 
 approximated), a 95% interval whatever the rates' distribution, exact in the ranks it picks and
 cheap once the values are sorted. With fewer than 6 values it spans them all, and covers less.
 `rank_correlation` (Spearman) and `elasticity` (at the means) grade a gauge against throughput
-(`analysis.instruments`).
+(`analysis.instruments`). `summarize_groups` is `summarize` of many groups at once over numpy
+arrays (the ``cli`` extra's, imported only there), figure for figure.
 Pure functions, no I/O.
 """
 
@@ -19,10 +20,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["RateSummary", "elasticity", "median_interval", "percentile", "rank_correlation", "summarize"]
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = [
+    "RateSummary",
+    "elasticity",
+    "median_interval",
+    "percentile",
+    "rank_correlation",
+    "summarize",
+    "summarize_groups",
+]
 
 _Z95 = 1.959964
 
@@ -86,6 +100,68 @@ def summarize(values: Iterable[float | None]) -> RateSummary:
         ci_low=interval[0] if interval else None,
         ci_high=interval[1] if interval else None,
     )
+
+
+def summarize_groups(
+    values: NDArray[np.float64], groups: NDArray[np.intp], n_groups: int
+) -> list[RateSummary]:
+    """`summarize` of each group's values: ``groups[k]`` (0 to ``n_groups`` - 1) is the group of
+    ``values[k]``; NaN and infinite values are skipped as `summarize` skips them.
+
+    The same figures as `summarize` on each group's values in their order: one stable sort by
+    group and value, then each quantile, interval rank and mean with the same float operations in
+    the same order (``numpy.rint`` rounds half to even as `round` does; the mean is `math.fsum`'s,
+    a slice per group). Each group's `RateSummary` is still one Python object."""
+    import numpy as np
+
+    kept = np.isfinite(values)
+    order = np.lexsort((values[kept], groups[kept]))  # stable: equal values keep their order
+    ordered = values[kept][order]
+    n = np.bincount(groups[kept], minlength=n_groups).astype(np.int64)
+    first = np.zeros(n_groups, np.int64)
+    np.cumsum(n[:-1], out=first[1:])
+    filled = n > 0
+    last = np.maximum(n - 1, 0)
+
+    def quantile(q: float) -> NDArray[np.float64]:
+        rank = q * last
+        low = np.floor(rank).astype(np.int64)
+        high = np.minimum(low + 1, last)
+        at_low = ordered[np.where(filled, first + low, 0)] if len(ordered) else np.zeros(n_groups)
+        at_high = ordered[np.where(filled, first + high, 0)] if len(ordered) else np.zeros(n_groups)
+        out: NDArray[np.float64] = at_low + (at_high - at_low) * (rank - low)
+        return out
+
+    median, p10, p90 = quantile(0.5), quantile(0.1), quantile(0.9)
+    half_width = _Z95 * np.sqrt(n) / 2
+    ci_low = np.maximum(1, np.rint(n / 2 - half_width)).astype(np.int64)
+    ci_high = np.minimum(n, np.rint(1 + n / 2 + half_width)).astype(np.int64)
+    sorted_values = ordered.tolist()
+    starts, counts = first.tolist(), n.tolist()
+
+    def at_rank(ranks: NDArray[np.int64]) -> list[float | None]:  # 1-based; None below two values
+        return [
+            sorted_values[a + r - 1] if c >= 2 else None
+            for a, r, c in zip(starts, ranks.tolist(), counts, strict=True)
+        ]
+
+    lows, highs = at_rank(ci_low), at_rank(ci_high)
+    return [
+        RateSummary(
+            n=c,
+            median=m,
+            p10=lo,
+            p90=hi,
+            mean=math.fsum(sorted_values[a : a + c]) / c,
+            ci_low=cl,
+            ci_high=ch,
+        )
+        if c
+        else RateSummary(n=0)
+        for a, c, m, lo, hi, cl, ch in zip(
+            starts, counts, median.tolist(), p10.tolist(), p90.tolist(), lows, highs, strict=True
+        )
+    ]
 
 
 def _ranks(values: Sequence[float]) -> list[float]:

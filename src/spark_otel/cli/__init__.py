@@ -1,10 +1,12 @@
 """The ``spark-otel`` command line: a thin shell over the library, one module per command.
 
 Every command module defines ``add_arguments(parser)`` and ``run(args) -> int`` and keeps heavy
-imports inside ``run``, so ``--help`` stays fast. Errors the library raises on purpose
-(`SparkOtelError`) become one line on stderr and their exit code; anything else is reported
-as an internal error (``--debug`` shows the traceback). Every ``--help`` shows the defaults of the
-options that have one (`HelpFormatter`); log records print once each, on stderr (`_console`).
+imports inside ``run``; `main` imports only the module of the command it runs (`COMMANDS` names
+each command and its one-line help), so ``--help`` and every command start fast. Errors the
+library raises on purpose (`SparkOtelError`) become one line on stderr and their exit code;
+anything else is reported as an internal error (``--debug`` shows the traceback). Every
+``--help`` shows the defaults of the options that have one (`HelpFormatter`); log records print
+once each, on stderr (`_console`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import importlib
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, cast
 
 from .._exceptions import SparkOtelError
 from .._version import __version__
@@ -68,24 +71,56 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]  # argparse's own subcommands
+    """Subcommands whose options are added only when one is chosen: each command's module (and what
+    it imports) loads when its name is parsed, so one command never pays for the others'."""
+
+    pending: dict[str, str]
+    """Command name -> module, for the commands not yet filled in."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        name = values[0]
+        module_name = self.pending.pop(name, None)
+        if module_name is not None:
+            _fill(self.choices[name], module_name)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _fill(command: argparse.ArgumentParser, module_name: str) -> None:
+    """The command's description, options and ``run``, from its module (a missing one is an error)."""
+    module = importlib.import_module(f".{module_name}", __name__)
+    command.description = (module.__doc__ or command.description or "").strip()
+    module.add_arguments(command)
+    command.set_defaults(run=module.run)
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; ``lazy``: each command's options added only once it is chosen
+    (`main`'s parser: the top level's help needs no command's module)."""
     parser = argparse.ArgumentParser(
         prog="spark-otel", description=DESCRIPTION, formatter_class=HelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"spark-otel {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = cast(_Commands, parser.add_subparsers(dest="command", metavar="COMMAND", action=_Commands))
+    sub.pending = {}
     for name, module_name, help_text in COMMANDS:
-        module = importlib.import_module(f".{module_name}", __name__)  # a missing one is an error
-        doc = (module.__doc__ or help_text).strip()
-        command = sub.add_parser(name, help=help_text, description=doc, formatter_class=HelpFormatter)
-        module.add_arguments(command)
-        command.set_defaults(run=module.run)
+        command = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+        if lazy:
+            sub.pending[name] = module_name
+        else:
+            _fill(command, module_name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
         parser.print_help()

@@ -10,10 +10,10 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..store import Store, default_store_path
-from ..views.tables import GLOSSARY
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,8 @@ number is past what SQLite can take at all), never a count anyone meant."""
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    from ..store import default_store_path
+
     parser.add_argument(
         "--store",
         metavar="PATH",
@@ -119,6 +121,8 @@ def check_advisor_arguments(args: argparse.Namespace) -> None:
 def open_store(args: argparse.Namespace, *, write: bool = False) -> Store:
     """The store ``--store`` names (else the default). A command that only reads opens it read
     only: a missing file or one that is not a spark-otel store is an error, never created."""
+    from ..store import Store
+
     path = getattr(args, "store", None) or None
     return Store(path, read_only=not write)
 
@@ -268,6 +272,8 @@ def print_table(
     columns that do not fit are left out by priority (`views.layout.fit_columns`), and a line
     under it names them; ``wide`` shows every column.
     """
+    from ..views.tables import GLOSSARY
+
     Console = rich_module("console").Console
     Text = rich_module("text").Text
 

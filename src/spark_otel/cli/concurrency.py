@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..views.requests import cell_label
-from ..views.tables import fmt_number, level_table, model_time, seconds, time_scales
 from ._common import add_store_argument, open_store, print_json, print_table, tables_held
 from ._console import status
 
@@ -109,6 +107,9 @@ def _print_engine(
     e: EngineConcurrency, *, with_cells: bool, scales: list[float], energy: dict[str, CellEnergy]
 ) -> None:
     """The engine's tables; ``scales``: the time scales its cells were recorded under."""
+    from ..views.requests import cell_label
+    from ..views.tables import fmt_number, level_table, model_time, seconds
+
     when = model_time(scales)
     unit = seconds(scales)
     print_table(
@@ -248,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
     from ..records.cell_columns import CellColumns
     from ..report.inputs import cells_from_store
     from ..views.requests import no_cells, requests_as_cells_line
+    from ..views.tables import time_scales
     from ._common import DURATION_S, print_hint
 
     DURATION_S.check("--merge-gap", args.merge_gap)  # 0 to a year
@@ -270,8 +272,11 @@ def run(args: argparse.Namespace) -> int:
             # record, so it reads columns; the tables read each cell's time scale too.
             cells = None if args.json else cells_from_store(store)
             everyone = _columns(store, args) if cells is None else CellColumns.from_cells(cells)
-            on_engine = [k for k, e in enumerate(everyone.engine) if args.engine is None or e == args.engine]
-            chosen = everyone if args.engine is None else everyone.take(on_engine)
+            chosen = (
+                everyone
+                if args.engine is None
+                else everyone.take([k for k, e in enumerate(everyone.engine) if e == args.engine])
+            )
             path = store.path
             phase.update(f"reading GPU energy over {len(chosen):,} cells")
             energy = _energy(store, everyone, cells, args)

@@ -31,10 +31,6 @@ import argparse
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from ..views.gauges import evidence
-from ..views.governed_runs import governed_runs_json
-from ..views.rules import advice_json, rules_table
-from ..views.tables import fmt_number
 from ._common import print_hint, print_json, print_table
 
 if TYPE_CHECKING:
@@ -108,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_acts(result: DemoResult) -> None:
     from ..analysis.neighbour import windows_touched
-    from ..views.tables import probe_table
+    from ..views.rules import rules_table
+    from ..views.tables import fmt_number, probe_table
 
     answers = result.content.answers
     for probe in result.probes:
@@ -208,6 +205,10 @@ def _print_governed(result: DemoResult) -> None:
 
 
 def _as_json(result: DemoResult, speed: float) -> dict[str, Any]:
+    from ..views.gauges import evidence
+    from ..views.governed_runs import governed_runs_json
+    from ..views.rules import advice_json
+
     content = result.content
     conc = content.concurrency
     return {
