@@ -29,12 +29,10 @@ import codecs
 import csv
 import hashlib
 import json
-import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,8 +40,19 @@ from ... import _semconv as sc
 from ..._clock import NS_PER_S
 from ..._exceptions import InputError
 from ..._files import MIB, read_input
-from ..._validate import EARLIEST_NS, LATEST_NS, MAX_COUNT, year_of
 from ...model import Cell, CellStatus
+from .conversions import (
+    BUDGET_SLACK,
+    MAX_ELAPSED_S,
+    SECONDS_PER_UNIT,
+    UNIT_HINT,
+    check_era,
+    count,
+    flag,
+    number,
+    short,
+    time_ns,
+)
 from .inspect_log import inspect_cells
 from .lm_eval import LM_EVAL_SAMPLES, is_lm_eval_sample
 from .mapping import BUILTIN_MAPPINGS, FieldMapping, Layout, mapping_statuses
@@ -62,8 +71,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-# The longest elapsed time a cell can have and still start and end in 2000-2100.
-_MAX_ELAPSED_S = (LATEST_NS - EARLIEST_NS) / NS_PER_S
 
 
 @dataclass(frozen=True)
@@ -161,8 +168,8 @@ def _csv_rows(data: bytes) -> Iterator[tuple[int | None, Any]]:
         if None in row:
             yield reader.line_num, InputError(f"{len(row[None])} more fields than the header has")
         elif None in row.values():  # DictReader fills the fields a short row lacks with None
-            short = sum(1 for v in row.values() if v is None)
-            yield reader.line_num, InputError(f"{short} fewer fields than the header has")
+            lacking = sum(1 for v in row.values() if v is None)
+            yield reader.line_num, InputError(f"{lacking} fewer fields than the header has")
         else:
             yield reader.line_num, row
     yield from _pop_bad(bad)
@@ -232,88 +239,6 @@ def _json_lines(data: bytes) -> Iterator[tuple[int | None, Any]]:
 
 
 # -- one record ------------------------------------------------------------------------------------------
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} is a boolean, not a number")
-    if isinstance(value, dict | list):
-        raise ValueError(f"{what} is {_short(value)}, not a number")
-    try:
-        number = (
-            float(value) if isinstance(value, int | float) else float(str(value).replace(",", "").strip())
-        )
-    except OverflowError:
-        raise ValueError(f"{what} is {_short(value)}, too large for a number") from None
-    except ValueError:
-        raise ValueError(f"{what} is {_short(value)}, not a number") from None
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{what} is {_short(value)}; expected a finite, non-negative number")
-    return number
-
-
-def _short(value: Any, most: int = 40) -> str:
-    """``repr(value)``, cut to ``most`` characters: a message stays one readable line."""
-    text = repr(value)
-    return text if len(text) <= most else text[: most - 3] + "..."
-
-
-def _int(value: Any, what: str) -> int:
-    """A count: a whole number from 0 to 2**53 (past it a float cannot hold every count)."""
-    number = _number(value, what)
-    if number != int(number):
-        raise ValueError(f"{what} is {_short(value)}, not a whole number")
-    if number >= MAX_COUNT:
-        raise ValueError(f"{what} is {_short(value)}; expected a whole number from 0 to 2**53")
-    return int(number)
-
-
-def _time_ns(value: Any, what: str) -> int:
-    """ISO 8601 (naive means UTC) or a Unix time in s, ms, µs or ns (told apart by magnitude).
-
-    A time outside 2000-2100 is refused rather than guessed at: it means a unit this cannot
-    tell apart, and a cell placed decades off would corrupt every window it lands in.
-    """
-    ns = _parse_time_ns(value, what)
-    _check_era(ns, f"{what} {_short(value)}")
-    return ns
-
-
-def _check_era(ns: int, what: str, hint: str = "expected ISO 8601 or Unix seconds, ms, µs or ns") -> None:
-    if not EARLIEST_NS <= ns < LATEST_NS:
-        raise ValueError(f"{what} reads as the year {year_of(ns)}, outside 2000-2100; {hint}")
-
-
-def _parse_time_ns(value: Any, what: str) -> int:
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            number: float | None = float(text)
-        except ValueError:
-            number = None
-        if number is None:
-            try:
-                moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(f"{what} is {_short(value)}, neither ISO 8601 nor a Unix time") from None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return round(moment.timestamp() * 1_000_000) * 1000
-        value = number
-    number = _number(value, what)
-    if number >= 1e17:
-        return int(number)
-    if number >= 1e14:
-        return round(number * 1_000)
-    if number >= 1e11:
-        return round(number * 1_000_000)
-    return round(number * NS_PER_S)
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "y", "t")
-    return bool(value)
-
-
 def record_uid(resolved_path: Path, position: int | None) -> str:
     """16 hex digits: usable as an OTel span id, so store and OTLP paths agree on it.
 
@@ -351,9 +276,9 @@ def cell_from_record(
     scope = Scope(record, record if document is None else document)
     # Each step raises for the first field that does not fit, in the order the fields are read.
     cell_id, name, cell_engine = _cell_names(scope, mapping, eval_name=eval_name, engine=engine)
-    prompt = _optional(scope, mapping.prompt_tokens, _int, "prompt tokens")
-    completion = _optional(scope, mapping.completion_tokens, _int, "completion tokens")
-    scale = _SECONDS_PER_UNIT[mapping.elapsed_unit]
+    prompt = _optional(scope, mapping.prompt_tokens, count, "prompt tokens")
+    completion = _optional(scope, mapping.completion_tokens, count, "completion tokens")
+    scale = SECONDS_PER_UNIT[mapping.elapsed_unit]
     start, end = _interval_ns(scope, mapping, scale, file_mtime_ns=file_mtime_ns, file_records=file_records)
     first_token, decode, queue_wait = _durations_s(scope, mapping, scale)
     _check_within_elapsed(first_token, decode, (end - start) / NS_PER_S, mapping)
@@ -369,19 +294,12 @@ def cell_from_record(
         completion_tokens=completion,
         status=status,
         deadline_s=_deadline_s(scope, mapping),
-        workers=_optional(scope, mapping.workers, _int, "workers"),
+        workers=_optional(scope, mapping.workers, count, "workers"),
         source="backfill",
         first_token_s=first_token,
         decode_s=decode,
         attributes=_cell_attributes(scope, mapping, status, queue_wait),
     )
-
-
-_SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "ns": 1e-9}
-"""Seconds in one of each ``elapsed_unit`` (the unit of every duration field)."""
-
-_UNIT_HINT = "is elapsed_unit right?"
-"""What a time made from an elapsed time that lands outside 2000-2100 most likely means."""
 
 
 def _optional(
@@ -425,8 +343,8 @@ def _interval_ns(
     """The cell's start and end in Unix ns, from the sources in the module docstring's order;
     a cell that cannot be placed, or that ends before it starts, raises."""
     elapsed_ns = _elapsed_ns(scope, mapping, scale)
-    start = _optional(scope, mapping.start, _time_ns, "start")
-    end = _optional(scope, mapping.end, _time_ns, "end")
+    start = _optional(scope, mapping.start, time_ns, "start")
+    end = _optional(scope, mapping.end, time_ns, "end")
     if elapsed_ns is not None:
         start, end = _completed_by_elapsed(
             start, end, elapsed_ns, mapping, file_mtime_ns=file_mtime_ns, file_records=file_records
@@ -447,13 +365,13 @@ def _interval_ns(
 
 def _elapsed_ns(scope: Scope, mapping: FieldMapping, scale: float) -> int | None:
     """The record's elapsed time in ns; more than a century is a unit mistake, not a cell."""
-    elapsed = _optional(scope, mapping.elapsed, _number, "elapsed")
+    elapsed = _optional(scope, mapping.elapsed, number, "elapsed")
     if elapsed is None or mapping.elapsed is None:
         return None
-    if elapsed * scale > _MAX_ELAPSED_S:
+    if elapsed * scale > MAX_ELAPSED_S:
         raise ValueError(
             f"elapsed ({shown(mapping.elapsed)}) is {elapsed:g} {mapping.elapsed_unit}, more than a "
-            f"century; {_UNIT_HINT}"
+            f"century; {UNIT_HINT}"
         )
     return round(elapsed * scale * NS_PER_S)
 
@@ -471,10 +389,10 @@ def _completed_by_elapsed(
     file's mtime as the end where the mapping allows it. A made time outside 2000-2100 raises."""
     if start is not None and end is None:
         end = start + elapsed_ns
-        _check_era(end, "the end (start plus elapsed)", _UNIT_HINT)
+        check_era(end, "the end (start plus elapsed)", UNIT_HINT)
     elif end is not None and start is None:
         start = end - elapsed_ns
-        _check_era(start, "the start (end minus elapsed)", _UNIT_HINT)
+        check_era(start, "the start (end minus elapsed)", UNIT_HINT)
     elif start is None and end is None and mapping.mtime_is_end and file_mtime_ns is not None:
         start, end = _interval_from_mtime(file_mtime_ns, elapsed_ns, file_records)
     return start, end
@@ -488,9 +406,9 @@ def _interval_from_mtime(file_mtime_ns: int, elapsed_ns: int, file_records: int)
             "cannot place the cell in time: no start or end field, and the file's mtime "
             f"is used as the end only for a file holding one record (this one holds {file_records})"
         )
-    _check_era(file_mtime_ns, "the file's mtime")
+    check_era(file_mtime_ns, "the file's mtime")
     start = file_mtime_ns - elapsed_ns
-    _check_era(start, "the start (the file's mtime minus elapsed)", _UNIT_HINT)
+    check_era(start, "the start (the file's mtime minus elapsed)", UNIT_HINT)
     return start, file_mtime_ns
 
 
@@ -511,7 +429,7 @@ def _check_within_elapsed(
     """First-token and decode times together past the cell's elapsed time (beyond rounding) mean
     the duration fields are in another unit than ``elapsed_unit`` says."""
     in_requests = (first_token or 0.0) + (decode or 0.0)
-    if in_requests > elapsed_s * (1 + _BUDGET_SLACK) + _BUDGET_SLACK:
+    if in_requests > elapsed_s * (1 + BUDGET_SLACK) + BUDGET_SLACK:
         raise ValueError(
             f"time to first token and decode time ({in_requests:g} s) are more than the cell's elapsed "
             f"time ({elapsed_s:g} s); is elapsed_unit ({mapping.elapsed_unit!r}) right for them?"
@@ -530,13 +448,13 @@ def _status(scope: Scope, mapping: FieldMapping, statuses: Mapping[str, CellStat
             known = statuses if statuses is not None else mapping_statuses(mapping)
             if key not in known:
                 raise ValueError(
-                    f"status {_short(raw_status)} at {shown(mapping.status)!r} is not one this mapping knows "
+                    f"status {short(raw_status)} at {shown(mapping.status)!r} is not one this mapping knows "
                     "(add it to status_values)"
                 )
             status = known[key]
     if mapping.timeout_flag:
         raw_flag = value_of(mapping.timeout_flag, scope)
-        if raw_flag is not MISSING and _flag(raw_flag):
+        if raw_flag is not MISSING and flag(raw_flag):
             status = CellStatus.DEADLINE
     return status
 
@@ -545,7 +463,7 @@ def _deadline_s(scope: Scope, mapping: FieldMapping) -> float | None:
     """The cell's ceiling: a number in the mapping is every record's, a path is each record's own."""
     if isinstance(mapping.deadline_s, int | float):
         return float(mapping.deadline_s)
-    return _optional(scope, mapping.deadline_s, _number, "deadline")
+    return _optional(scope, mapping.deadline_s, number, "deadline")
 
 
 def _cell_attributes(
@@ -568,14 +486,9 @@ def _cell_attributes(
     return attributes
 
 
-_BUDGET_SLACK = 1e-3
-"""The share (and seconds) by which a record's first-token and decode times may pass its elapsed
-time, for rounding in the record: more is a unit mistake."""
-
-
 def _duration_s(scope: Scope, spec: FieldSpec | None, what: str, scale: float) -> float | None:
     """A duration field (a finite number >= 0) in seconds: what the record says, never estimated."""
-    value = _optional(scope, spec, _number, what)
+    value = _optional(scope, spec, number, what)
     return None if value is None else value * scale
 
 
