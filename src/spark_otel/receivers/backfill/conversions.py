@@ -6,11 +6,14 @@ naming the field where it does not fit. The one place these rules live: a record
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from ... import _semconv as sc
 from ..._clock import NS_PER_S
 from ..._validate import EARLIEST_NS, LATEST_NS, MAX_COUNT, year_of
+from ...model import AttributeValue, CellStatus
 
 __all__ = [
     "BUDGET_SLACK",
@@ -18,6 +21,7 @@ __all__ = [
     "MAX_ELAPSED_S",
     "SECONDS_PER_UNIT",
     "UNIT_HINT",
+    "cell_attributes",
     "check_era",
     "count",
     "flag",
@@ -132,3 +136,26 @@ def flag(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in FLAG_WORDS
     return bool(value)
+
+
+MAPPING_ATTRIBUTE = "spark_otel.backfill.mapping"
+"""The attribute naming the mapping a backfilled cell was read with."""
+
+
+def cell_attributes(
+    mapping_name: str, mapped: Iterable[tuple[str, Any]], status: CellStatus, queue_wait: float | None
+) -> dict[str, AttributeValue]:
+    """The mapping's name, the record's scalar attribute fields (``mapped``: each attribute's
+    name and the value its path found) and its queue wait, and ``error.type`` as a live cell
+    records it (cells.py): its span, and so the cell stored from it, carry it."""
+    attributes: dict[str, AttributeValue] = {MAPPING_ATTRIBUTE: mapping_name}
+    for attr, value in mapped:
+        if isinstance(value, str | int | float | bool):
+            attributes[attr] = value
+    if queue_wait is not None:
+        attributes[sc.CELL_QUEUE_WAIT_S] = queue_wait
+    if status is CellStatus.DEADLINE:
+        attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_DEADLINE
+    elif status is CellStatus.ERROR:
+        attributes.setdefault(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
+    return attributes

@@ -28,6 +28,7 @@ from __future__ import annotations
 import codecs
 import csv
 import hashlib
+import io
 import json
 import os
 from collections import Counter
@@ -36,16 +37,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ... import _semconv as sc
 from ..._clock import NS_PER_S
 from ..._exceptions import InputError
 from ..._files import MIB, read_input
 from ...model import Cell, CellStatus
+from ...records.cell_batch import CellBatch, Every
+from ...store.schema import collector_paused
+from .columns import CsvRows, DictRecords, Records, read_columns
 from .conversions import (
     BUDGET_SLACK,
     MAX_ELAPSED_S,
     SECONDS_PER_UNIT,
     UNIT_HINT,
+    cell_attributes,
     check_era,
     count,
     flag,
@@ -112,12 +116,18 @@ def error_lines(
 
 @dataclass
 class BackfillResult:
-    cells: list[Cell] = field(default_factory=list)
+    batch: CellBatch = field(default_factory=CellBatch.empty)
+    """The cells, as columns (`cells` builds a `Cell` of each)."""
     errors: list[RecordError] = field(default_factory=list)
     records: int = 0
     warnings: list[str] = field(default_factory=list)
     """What loaded but reads as a mapping mistake: a field no record of a file has, elapsed times
     whose size says the unit is wrong."""
+
+    @property
+    def cells(self) -> list[Cell]:
+        """The cells, a validated `Cell` each, in order."""
+        return self.batch.cells()
 
 
 # -- reading records -----------------------------------------------------------------------------------
@@ -178,6 +188,68 @@ def _csv_rows(data: bytes) -> Iterator[tuple[int | None, Any]]:
 def _pop_bad(bad: dict[int, InputError]) -> Iterator[tuple[int | None, Any]]:
     for lineno in sorted(bad):
         yield lineno, bad.pop(lineno)
+
+
+def _csv_table(data: bytes) -> tuple[list[str], list[tuple[int | None, Any]]] | None:
+    """The header and what `_csv_rows` reads, each row as a list (the header's width) or the
+    `InputError` it gives, when every line is UTF-8 (else None: `_csv_rows` reads it line by
+    line). Each row's line is the one `csv.DictReader` gives it: the last it spans."""
+    try:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # newline="": lines end at \n, \r\n or \r, each ending kept, as `_decoded_lines` splits them.
+    if '"' not in text:  # no field spans lines: each line is one row, read at C speed
+        plain = _csv_lines(text)
+        if plain is not None:
+            return plain
+    reader = csv.reader(io.StringIO(text, newline=""))
+    items: list[tuple[int | None, Any]] = []
+    try:
+        header = next(reader)
+    except StopIteration:
+        return [], []
+    except csv.Error as exc:
+        return [], [(reader.line_num, InputError(f"not readable as CSV: {exc}"))]
+    width = len(header)
+    while True:
+        try:
+            row = next(reader)
+            while not row:  # DictReader skips blank lines
+                row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a field past the csv module's size limit: the rest is unreadable
+            items.append((reader.line_num, InputError(f"not readable as CSV: {exc}")))
+            break
+        # DictReader's line: the row's last (its own, past any blank lines before it).
+        items.append((reader.line_num, row if len(row) == width else _ragged(header, row)))
+    return header, items
+
+
+def _csv_lines(text: str) -> tuple[list[str], list[tuple[int | None, Any]]] | None:
+    """`_csv_table` of a CSV text without quotes, where it has no blank line, every row is the
+    header's width and the csv module reads it whole: row ``k`` (from 0) is line ``k + 2``. Else None."""
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error:
+        return None
+    if not rows or [] in rows:
+        return None
+    header = rows[0]
+    if set(map(len, rows)) != {len(header)}:
+        return None
+    return header, list(zip(range(2, len(rows) + 1), rows[1:], strict=True))
+
+
+def _ragged(header: list[str], row: list[str]) -> InputError:
+    """A row longer or shorter than the header, as `_csv_rows` refuses it from `csv.DictReader`'s dict."""
+    if len(row) > len(header):
+        return InputError(f"{len(row) - len(header)} more fields than the header has")
+    fields: dict[str, str | None] = dict(zip(header, row, strict=False))
+    fields.update(dict.fromkeys(header[len(row) :]))
+    lacking = sum(1 for v in fields.values() if v is None)
+    return InputError(f"{lacking} fewer fields than the header has")
 
 
 Read = tuple[int | None, Any, Any]
@@ -469,21 +541,9 @@ def _deadline_s(scope: Scope, mapping: FieldMapping) -> float | None:
 def _cell_attributes(
     scope: Scope, mapping: FieldMapping, status: CellStatus, queue_wait: float | None
 ) -> dict[str, str | int | float | bool]:
-    """The mapping's name, the record's scalar attribute fields and its queue wait, and
-    ``error.type`` as a live cell records it (cells.py): its span, and so the cell stored from
-    it, carry it."""
-    attributes: dict[str, str | int | float | bool] = {"spark_otel.backfill.mapping": mapping.name}
-    for attr, path in mapping.attributes.items():
-        value = value_of(path, scope)
-        if isinstance(value, str | int | float | bool):
-            attributes[attr] = value
-    if queue_wait is not None:
-        attributes[sc.CELL_QUEUE_WAIT_S] = queue_wait
-    if status is CellStatus.DEADLINE:
-        attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_DEADLINE
-    elif status is CellStatus.ERROR:
-        attributes.setdefault(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
-    return attributes
+    """The cell's attributes (`cell_attributes`) from the record's attribute fields."""
+    mapped = ((attr, value_of(path, scope)) for attr, path in mapping.attributes.items())
+    return cell_attributes(mapping.name, mapped, status, queue_wait)
 
 
 def _duration_s(scope: Scope, spec: FieldSpec | None, what: str, scale: float) -> float | None:
@@ -520,23 +580,50 @@ def file_warnings(
     """What one file's cells say about the mapping: each path no record of the file matches (once,
     naming it; fields in the mapping's ``optional`` and those ``fallbacks`` gave a value to are
     left alone), elapsed times far past the cells' own ceilings."""
+    return _file_warnings(path, CellBatch.from_cells(cells), mapping, scopes, {}, fallbacks=fallbacks)
+
+
+def _file_warnings(
+    path: Path,
+    cells: CellBatch,
+    mapping: FieldMapping,
+    scopes: Sequence[Scope],
+    present: Mapping[str, bool],
+    *,
+    fallbacks: Iterable[str] = (),
+) -> list[str]:
+    """`file_warnings`, ``present`` saying for some specs whether any record has them (the rest
+    are looked up in ``scopes``)."""
     if not cells:
         return []
     quiet = {*mapping.optional, *fallbacks}
     warnings = []
     for name, spec in mapping.mapped_fields():
-        if name in quiet or any(text_of(spec, scope) is not MISSING for scope in scopes):
+        if name in quiet:
+            continue
+        found = present.get(spec) if isinstance(spec, str) and spec in present else None
+        if found is None:
+            found = any(text_of(spec, scope) is not MISSING for scope in scopes)
+        if found:
             continue
         consequence = _CONSEQUENCES.get(name, f"its cells have no {name}")
         warnings.append(
             f"{path}: no record has {name} ({shown(spec)!r}): check the mapping's path ({consequence})"
         )
-    long = [c for c in cells if c.deadline_s and c.elapsed_s > CEILING_MULTIPLE * c.deadline_s]
+    if cells.constant("deadline_s") == Every(None):
+        return warnings
+    long = [
+        (cell_id, elapsed, deadline)
+        for cell_id, elapsed, deadline in zip(
+            cells.column("cell_id"), cells.elapsed_s(), cells.column("deadline_s"), strict=True
+        )
+        if deadline and elapsed > CEILING_MULTIPLE * deadline
+    ]
     if long:
-        worst = max(long, key=lambda c: c.elapsed_s / (c.deadline_s or 1.0))
+        cell_id, elapsed, deadline = max(long, key=lambda c: c[1] / (c[2] or 1.0))
         warnings.append(
             f"{path}: {len(long)} of {len(cells)} cells ran more than {CEILING_MULTIPLE:g}x their own "
-            f"ceiling (e.g. {worst.cell_id}: {worst.elapsed_s:,.0f} s against {worst.deadline_s:,.0f} s); "
+            f"ceiling (e.g. {cell_id}: {elapsed:,.0f} s against {deadline:,.0f} s); "
             f"is elapsed_unit ({mapping.elapsed_unit!r}) right?"
         )
     return warnings
@@ -559,23 +646,30 @@ def backfill_files(
     Only a regular file under `MAX_INPUT_BYTES` is read: a FIFO, a device or a directory is
     refused by name before any byte is read."""
     result = BackfillResult()
+    batches = []
     for raw_path in paths:
         path = Path(raw_path)
         try:
             data = read_input(path, what="backfill input", max_bytes=MAX_INPUT_BYTES)
             mtime_ns = path.stat().st_mtime_ns
             if isinstance(mapping, FieldMapping):
-                _mapped_file(result, path, data, mtime_ns, mapping, eval_name=eval_name, engine=engine)
+                with collector_paused():  # a file's columns and rows make no reference cycles
+                    batches.append(
+                        _mapped_file(
+                            result, path, data, mtime_ns, mapping, eval_name=eval_name, engine=engine
+                        )
+                    )
             else:
                 found = inspect_cells(path, data, eval_name=eval_name, engine=engine)
                 result.records += found.samples
-                result.cells += found.cells
+                batches.append(CellBatch.from_cells(found.cells))
                 result.errors += [RecordError(str(path), line, message) for line, message in found.errors]
         except InputError as exc:
             message = str(exc).removeprefix(f"backfill input {path}: ").removeprefix(f"{path}: ")
             result.errors.append(RecordError(str(path), None, message))
         except OSError as exc:
             result.errors.append(RecordError(str(path), None, f"cannot read: {exc.strerror or exc}"))
+    result.batch = CellBatch.joined([result.batch, *batches])
     return result
 
 
@@ -588,49 +682,157 @@ def _mapped_file(
     *,
     eval_name: str | None,
     engine: str | None,
-) -> None:
-    """One file's records through ``mapping``, into ``result``."""
+) -> CellBatch:
+    """One file's records through ``mapping``: its errors and warnings into ``result``, its cells
+    returned. The records are read a field at a time (`columns`); those that read other than
+    plainly there, one at a time (`cell_from_record`), for their cell or their precise error."""
     if data.startswith(b"PK\x03\x04"):
         raise InputError(
             f"{path}: a zip file (an Inspect AI .eval log?): read Inspect logs with --mapping inspect"
         )
-    records = list(read_records(path, data, root=mapping.records))
-    _check_layout(path, records, mapping)
+    items, dicts, records, record_at = _file_records(path, data, mapping)
+    if isinstance(records, CsvRows):  # its first row of the header's width, as csv.DictReader gives it
+        first = record_at(0)[0] if len(records) else None
+    else:
+        first = next((record for _, record in items if not isinstance(record, InputError)), None)
+    _check_layout(path, first, mapping)
     statuses = mapping_statuses(mapping)
     resolved = path.resolve()
-    first_cell = len(result.cells)
-    scopes = []
-    for position, record, document in records:
-        result.records += 1
-        if isinstance(record, InputError):
-            result.errors.append(RecordError(str(path), position, str(record)))
-            continue
-        if isinstance(record, dict):
-            scopes.append(Scope(record, document))
+    positions = [position for (position, _), is_dict in zip(items, dicts, strict=True) if is_dict]
+    read_in_columns = read_columns(
+        records,
+        mapping,
+        uids=record_uids(resolved, positions),
+        eval_name=eval_name,
+        engine=engine,
+        statuses=statuses,
+        file_mtime_ns=mtime_ns,
+    )
+    redo = set(read_in_columns.redo)
+
+    def one_record(record: Any, document: Any, position: int | None) -> Cell | None:
         try:
-            result.cells.append(
-                cell_from_record(
-                    record,
-                    mapping,
-                    uid=record_uid(resolved, position),
-                    eval_name=eval_name,
-                    engine=engine,
-                    file_mtime_ns=mtime_ns,
-                    file_records=len(records),
-                    statuses=statuses,
-                    document=document,
-                )
+            return cell_from_record(
+                record,
+                mapping,
+                uid=record_uid(resolved, position),
+                eval_name=eval_name,
+                engine=engine,
+                file_mtime_ns=mtime_ns,
+                file_records=len(items),
+                statuses=statuses,
+                document=document,
             )
         except ValueError as exc:  # pydantic's ValidationError is a ValueError too
             result.errors.append(RecordError(str(path), position, str(exc).splitlines()[0]))
+            return None
+
+    result.records += len(items)
+    redone: list[tuple[int, Cell]] = []  # (the cell's place among the file's cells, the cell)
+    k = 0  # the next dict record's index
+    placed = 0  # cells so far
+    every_record_read = not redo and len(records) == len(items)
+    for (position, record), is_dict in () if every_record_read else zip(items, dicts, strict=True):
+        if isinstance(record, InputError):
+            result.errors.append(RecordError(str(path), position, str(record)))
+        elif not is_dict:
+            one_record(record, None, position)  # refused: not an object
+        else:
+            if k in redo:
+                cell = one_record(*record_at(k), position)
+                if cell is not None:
+                    redone.append((placed, cell))
+                    placed += 1
+            else:
+                placed += 1
+            k += 1
+    cells = _with_redone(read_in_columns.batch, redone)
     fallbacks = [name for name, given in (("eval_name", eval_name), ("engine", engine)) if given]
-    result.warnings += file_warnings(path, result.cells[first_cell:], mapping, scopes, fallbacks=fallbacks)
+    present = read_in_columns.present
+    result.warnings += _file_warnings(path, cells, mapping, _Scopes(records), present, fallbacks=fallbacks)
+    return cells
 
 
-def _check_layout(path: Path, records: Sequence[Read], mapping: FieldMapping) -> None:
+def _file_records(
+    path: Path, data: bytes, mapping: FieldMapping
+) -> tuple[list[tuple[int | None, Any]], list[bool], Records, Callable[[int], tuple[Any, Any]]]:
+    """A file's items (each position and its record, or the `InputError` it gave), which of them
+    are records to read (objects), those records for the column path, and the ``k``-th of them
+    with its document for the record path. A CSV whose every line is UTF-8 is read as rows."""
+    table = _csv_table(data) if path.suffix.lower() == ".csv" and mapping.records is None else None
+    if table is not None:
+        header, items = table
+        rows = [row for _, row in items if not isinstance(row, InputError)]
+        csv_rows = CsvRows(header, rows)
+        return (
+            items,
+            [not isinstance(row, InputError) for _, row in items],
+            csv_rows,
+            lambda k: (csv_rows.record(k), None),
+        )
+    read = list(read_records(path, data, root=mapping.records))
+    kept = [(record, document) for _, record, document in read if isinstance(record, dict)]
+    return (
+        [(position, record) for position, record, _ in read],
+        [isinstance(record, dict) for _, record, _ in read],
+        DictRecords([r for r, _ in kept], [d for _, d in kept]),
+        kept.__getitem__,
+    )
+
+
+class _Scopes(Sequence[Scope]):
+    """A file's records as scopes, made only if a warning's check must look through them."""
+
+    def __init__(self, records: Records) -> None:
+        self._records = records
+        self._made: Sequence[Scope] | None = None
+
+    def _scopes(self) -> Sequence[Scope]:
+        if self._made is None:
+            self._made = self._records.scopes()
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._scopes()[i]
+
+    def __iter__(self) -> Iterator[Scope]:
+        return iter(self._scopes())
+
+
+def _with_redone(batch: CellBatch, redone: list[tuple[int, Cell]]) -> CellBatch:
+    """``batch`` with the cells read one at a time put in their places (each its index among all)."""
+    if not redone:
+        return batch
+    joined = CellBatch.joined([batch, CellBatch.from_cells([cell for _, cell in redone])])
+    places = {place for place, _ in redone}
+    order: list[int] = []
+    fast, slow = 0, len(batch)
+    for place in range(len(joined)):
+        if place in places:
+            order.append(slow)
+            slow += 1
+        else:
+            order.append(fast)
+            fast += 1
+    return joined.take(order)
+
+
+def record_uids(resolved_path: Path, positions: Sequence[int | None]) -> list[str]:
+    """`record_uid` of each position, in order."""
+    prefix = f"{resolved_path}|"
+    sha256 = hashlib.sha256
+    uids = [sha256(f"{prefix}{position}".encode()).hexdigest()[:16] for position in positions]
+    zero = "0" * 16
+    return [uid if uid != zero else "0" * 15 + "1" for uid in uids] if zero in uids else uids
+
+
+def _check_layout(path: Path, first: Any, mapping: FieldMapping) -> None:
     """A file a built-in mapping cannot read, said as what it is: lm-eval's logged samples (which
-    hold no tokens or times), or an Inspect AI log read without a records root."""
-    first = next((record for _, record, _ in records if not isinstance(record, InputError)), None)
+    hold no tokens or times), or an Inspect AI log read without a records root. ``first`` is the
+    file's first record that parsed."""
     if mapping.name in BUILTIN_MAPPINGS and is_lm_eval_sample(first):
         raise InputError(f"{path}: {LM_EVAL_SAMPLES}")
     if mapping.records is None and isinstance(first, dict) and {"eval", "samples", "version"} <= first.keys():
