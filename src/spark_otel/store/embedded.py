@@ -62,6 +62,10 @@ _logger = logging.getLogger(__name__)
 
 _BUSY_TIMEOUT_MS = 30_000
 _WRITE_ATTEMPTS = 5
+_BULK_CACHE_KIB = 64 * 1024
+"""SQLite's page cache while a batch is written (its default is 2 MiB): a million cells' random
+uids touch pages all over the key's index, which at the default spill to the WAL again and again
+(at a million backfilled cells, 6.7 s of system time against 1.4 s with this cache)."""
 _T = TypeVar("_T")
 
 
@@ -338,9 +342,14 @@ class Store:
         gone = [(uid,) for uid in replacing]
         sql, rows = cell_batch_rows(batch)
         with self._transaction() as conn:
-            if gone:
-                conn.executemany(f"DELETE FROM {CELLS.name} WHERE uid = ?", gone)
-            conn.executemany(sql, rows)
+            cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+            conn.execute(f"PRAGMA cache_size=-{_BULK_CACHE_KIB}")
+            try:
+                if gone:
+                    conn.executemany(f"DELETE FROM {CELLS.name} WHERE uid = ?", gone)
+                conn.executemany(sql, rows)
+            finally:
+                conn.execute(f"PRAGMA cache_size={int(cache)}")
         return len(batch)
 
     def write_requests(self, requests: Iterable[Request]) -> int:
