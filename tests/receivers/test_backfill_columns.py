@@ -381,3 +381,25 @@ def test_batches_join_take_and_keep_their_cells_in_order() -> None:
     assert joined.elapsed_s() == [c.elapsed_s for c in VARIED]
     assert joined.decode_rates() == [c.decode_rate for c in VARIED]
     assert CellBatch.empty().cells() == []
+
+
+def test_the_commands_json_and_summary_of_a_batch_are_those_of_its_cells(tmp_path: Path) -> None:
+    """`backfill --json`'s cells and its counts, made from the batch, as they were made from each
+    `Cell` (`model_dump(mode="json")` with its elapsed time and rate; `ceiling_hit` and
+    `rated_decode_rate` summarised)."""
+    from spark_otel.analysis.rates import ceiling_hit, rated_decode_rate
+    from spark_otel.analysis.stats import summarize
+    from spark_otel.cli.backfill import _cells_json, _summary
+
+    odd = cell("e", 1.0, 3.0, 9, t0_ns=T0, attributes={"nan": float("nan"), "big": 2**70, "t": True})
+    for cells in (VARIED, [*VARIED, odd]):
+        batch = CellBatch.from_cells(cells)
+        expected = [
+            c.model_dump(mode="json") | {"elapsed_s": c.elapsed_s, "decode_rate": c.decode_rate}
+            for c in cells
+        ]
+        assert json.dumps(_cells_json(batch)) == json.dumps(expected)
+        timeouts, rates = _summary(batch)
+        assert timeouts == sum(1 for c in cells if ceiling_hit(c)) == 1
+        assert rates == summarize(rated_decode_rate(c) for c in cells)
+    assert _cells_json(CellBatch.empty()) == []
