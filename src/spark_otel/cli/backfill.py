@@ -29,16 +29,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from ..views.tables import model_time, time_scales
 from ._common import add_store_argument, print_hint, print_json, print_table
 from ._console import status
 
 if TYPE_CHECKING:
+    from ..analysis.stats import RateSummary
     from ..model import Cell
-    from ..receivers.backfill import LiveAdoption
+    from ..records.cell_batch import CellBatch
+    from ..store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,33 +84,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .._exceptions import ConfigError
-    from ..analysis.rates import ceiling_hit, rated_decode_rate
-    from ..analysis.stats import summarize
-    from ..receivers.backfill import (
-        BackfillResult,
-        LiveAdoption,
-        adopt_live_cells,
-        backfill_files,
-        error_lines,
-        load_mapping,
-    )
+    from ..receivers.backfill import BackfillResult, backfill_files, error_lines, load_mapping
+    from ..records.cell_batch import CellBatch
 
     if args.no_store and not args.otlp and not args.dry_run:
         raise ConfigError("--no-store without --otlp would keep nothing; add --otlp or --dry-run")
     mapping = load_mapping(args.mapping)
     result = BackfillResult()
+    batches = []
     store_path = None
     unsent = 0
     with status("reading records") as phase:
         for i, path in enumerate(args.records, start=1):
             phase.update(f"reading {path} ({i:,} of {len(args.records):,} files)")
             one = backfill_files([path], mapping, eval_name=args.eval_name, engine=args.engine)
-            result.cells += one.cells
+            batches.append(one.batch)
             result.errors += one.errors
             result.records += one.records
             result.warnings += one.warnings
-        cells = result.cells
-        adoption = LiveAdoption(cells=cells)
+        cells = CellBatch.joined(batches)
+        adoption = _Adopted(cells)
         if cells and not args.no_store:
             if args.dry_run:
                 adoption = _adopted_in_existing_store(args, cells)
@@ -114,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
                 from ._common import open_store
 
                 with open_store(args, write=True) as store:
-                    adoption = adopt_live_cells(cells, store, **_named(args))
+                    adoption = _adopted(cells, store, args)
                     phase.update(f"writing {len(adoption.cells):,} cells to {store.path}")
-                    store.write_cells(adoption.cells, replacing=adoption.superseded)
+                    store.write_cell_batch(adoption.cells, replacing=adoption.superseded)
                     store_path = str(store.path)
             cells = adoption.cells
         if cells and args.otlp and not args.dry_run:
             phase.update(f"exporting {len(cells):,} cells over OTLP")
-            unsent = _export_otlp(cells)
+            unsent = _export_otlp(cells.cells())
     for line in error_lines(result.errors):  # a repeated error once, with a count of the rest
         print(f"spark-otel: error: {line}", file=sys.stderr)
     for warning in result.warnings:
@@ -133,9 +130,7 @@ def run(args: argparse.Namespace) -> int:
             f"{kept}: send them again once it is up",
             file=sys.stderr,
         )
-    # Cut-off and failed cells are listed but never rated (the analyses' shared predicate).
-    timeouts = sum(1 for c in cells if ceiling_hit(c))
-    rates = summarize(rated_decode_rate(c) for c in cells)
+    timeouts, rates = _summary(cells)
     if args.json:
         print_json(
             {
@@ -153,19 +148,16 @@ def run(args: argparse.Namespace) -> int:
                     "replaced_live": adoption.replaced_live,
                     "kept_live": adoption.kept_live,
                 },
-                "cells": [
-                    c.model_dump(mode="json") | {"elapsed_s": c.elapsed_s, "decode_rate": c.decode_rate}
-                    for c in cells
-                ],
+                "cells": _cells_json(cells),
                 "errors": [{"file": e.file, "line": e.line, "message": e.message} for e in result.errors],
                 "warnings": result.warnings,
-            }
+            },
+            plain=True,
         )
         return 1 if result.errors or unsent else 0
+    scales = time_scales(SimpleNamespace(attributes=a) for a in cells.distinct("attributes"))
     print_table(
-        f"backfill with mapping {mapping.name}"
-        + (" (dry run)" if args.dry_run else "")
-        + model_time(time_scales(cells)),
+        f"backfill with mapping {mapping.name}" + (" (dry run)" if args.dry_run else "") + model_time(scales),
         ["records", "cells", "rejected", "timeouts", "cells with a rate", "median tok/s"],
         [
             [
@@ -183,7 +175,81 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.errors or unsent else 0
 
 
-def _live_note(adoption: LiveAdoption, *, dry_run: bool) -> str:
+def _summary(cells: CellBatch) -> tuple[int, RateSummary]:
+    """The timeouts among ``cells``, and their rated decode rates summarised: cut-off and failed
+    cells are listed but never rated (`analysis.rates`' predicates, over the batch's columns)."""
+    from ..analysis.stats import summarize
+    from ..model import CellStatus
+
+    statuses = cells.column("status")
+    unrated = (CellStatus.DEADLINE, CellStatus.ERROR)
+    rates = summarize(
+        None if status in unrated else rate
+        for status, rate in zip(statuses, cells.decode_rates(), strict=True)
+    )
+    return statuses.count(CellStatus.DEADLINE), rates
+
+
+_COMPUTED = ("deadline_hit", "degraded", "elapsed_s", "decode_rate")
+"""What each cell's JSON adds to its fields, in this order: `Cell`'s computed fields, then its
+elapsed time and decode rate."""
+
+
+def _cells_json(cells: CellBatch) -> list[dict[str, Any]]:
+    """Each cell as `Cell.model_dump(mode="json")` writes it, with its elapsed time and decode rate."""
+    from pydantic import TypeAdapter
+
+    from ..model import AttributeValue, CellStatus
+    from ..records.cell_batch import FIELDS
+
+    if not cells:
+        return []
+    dump = TypeAdapter(dict[str, AttributeValue]).dump_python
+    as_json = {id(a): dump(a, mode="json") for a in cells.distinct("attributes")}
+    statuses = cells.column("status")
+    columns = {name: cells.column(name) for name in FIELDS}
+    columns["status"] = [s.value for s in statuses]
+    columns["attributes"] = [as_json[id(a)] for a in cells.column("attributes")]
+    deadline_hit = [s is CellStatus.DEADLINE for s in statuses]
+    degraded = [
+        hit and found > 0 for hit, found in zip(deadline_hit, cells.column("salvaged_findings"), strict=True)
+    ]
+    keys = (*FIELDS, *_COMPUTED)
+    values = zip(
+        *columns.values(), deadline_hit, degraded, cells.elapsed_s(), cells.decode_rates(), strict=True
+    )
+    return [dict(zip(keys, row, strict=True)) for row in values]
+
+
+@dataclass
+class _Adopted:
+    """`LiveAdoption` of a batch: the cells to write, and what the live cells changed."""
+
+    cells: CellBatch
+    replaced_live: int = 0
+    kept_live: int = 0
+    superseded: list[str] = field(default_factory=list)
+
+
+def _adopted(cells: CellBatch, store: Store, args: argparse.Namespace) -> _Adopted:
+    """``cells`` with the Inspect samples ``store`` holds live given the stored cells' uids
+    (`adopt_live_cells`); a batch holding no Inspect sample as it is."""
+    from .. import _semconv as sc
+    from ..receivers.backfill import adopt_live_cells
+    from ..records.cell_batch import CellBatch
+
+    if not any(sc.INSPECT_SAMPLE_UUID in a for a in cells.distinct("attributes")):
+        return _Adopted(cells)
+    adoption = adopt_live_cells(cells.cells(), store, **_named(args))
+    return _Adopted(
+        CellBatch.from_cells(adoption.cells),
+        adoption.replaced_live,
+        adoption.kept_live,
+        adoption.superseded,
+    )
+
+
+def _live_note(adoption: _Adopted, *, dry_run: bool) -> str:
     notes = []
     if adoption.replaced_live:
         verb = "would replace" if dry_run else "replaced"
@@ -199,16 +265,15 @@ def _live_note(adoption: LiveAdoption, *, dry_run: bool) -> str:
     return "; ".join(notes) + "."
 
 
-def _adopted_in_existing_store(args: argparse.Namespace, cells: list[Cell]) -> LiveAdoption:
+def _adopted_in_existing_store(args: argparse.Namespace, cells: CellBatch) -> _Adopted:
     """What a write would replace, read from the store if it exists (a dry run creates none)."""
-    from ..receivers.backfill import LiveAdoption, adopt_live_cells
     from ..store import Store, default_store_path
 
     path = Path(args.store).expanduser() if args.store else default_store_path()
     if not path.is_file():
-        return LiveAdoption(cells=cells)
+        return _Adopted(cells)
     with Store(path, read_only=True) as store:
-        return adopt_live_cells(cells, store, **_named(args))
+        return _adopted(cells, store, args)
 
 
 def _named(args: argparse.Namespace) -> dict[str, bool]:

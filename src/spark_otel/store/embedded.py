@@ -45,11 +45,13 @@ from .schema import (
     SERVER_TIMINGS,
     TABLES,
     Table,
+    cell_batch_rows,
     collector_paused,
 )
 from .versions import MIGRATIONS, SCHEMA_VERSION, Migration
 
 if TYPE_CHECKING:
+    from ..records.cell_batch import CellBatch
     from ..records.cell_columns import CellColumns
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STORE_ENV", "Migration", "Store", "default_store_path"]
@@ -60,6 +62,10 @@ _logger = logging.getLogger(__name__)
 
 _BUSY_TIMEOUT_MS = 30_000
 _WRITE_ATTEMPTS = 5
+_BULK_CACHE_KIB = 64 * 1024
+"""SQLite's page cache while a batch is written (its default is 2 MiB): a million cells' random
+uids touch pages all over the key's index, which at the default spill to the WAL again and again
+(at a million backfilled cells, 6.7 s of system time against 1.4 s with this cache)."""
 _T = TypeVar("_T")
 
 
@@ -328,6 +334,23 @@ class Store:
             conn.executemany(f"DELETE FROM {CELLS.name} WHERE uid = ?", gone)
             conn.executemany(CELLS.insert_sql, rows)
         return len(rows)
+
+    def write_cell_batch(self, batch: CellBatch, *, replacing: Iterable[str] = ()) -> int:
+        """`write_cells` of a batch's cells, with no `Cell` made of each: the rows `CELLS` would
+        make of them, a column at a time (`schema.cell_batch_rows`), a column every cell shares
+        written once in the statement rather than bound on each row."""
+        gone = [(uid,) for uid in replacing]
+        sql, rows = cell_batch_rows(batch)
+        with self._transaction() as conn:
+            cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+            conn.execute(f"PRAGMA cache_size=-{_BULK_CACHE_KIB}")
+            try:
+                if gone:
+                    conn.executemany(f"DELETE FROM {CELLS.name} WHERE uid = ?", gone)
+                conn.executemany(sql, rows)
+            finally:
+                conn.execute(f"PRAGMA cache_size={int(cache)}")
+        return len(batch)
 
     def write_requests(self, requests: Iterable[Request]) -> int:
         return self._write(REQUESTS, requests)

@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from .. import _semconv as sc
-from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
+from ..model import Cell, CellStatus, LoadWindow, MetricSample, Request, ServerTiming
+from ..records.cell_batch import CellBatch, Every
 
 __all__ = [
     "CELLS",
@@ -33,6 +34,7 @@ __all__ = [
     "Column",
     "Index",
     "Table",
+    "cell_batch_rows",
 ]
 
 
@@ -350,5 +352,84 @@ DOCUMENTS = Table(
     (_text("uid", key=True), _text("kind"), _text("name"), _integer("created_unix_ns"), _json("body")),
     indexes=(Index("documents_kind", ("kind", "created_unix_ns")),),
 )
+
+
+def cell_batch_rows(batch: CellBatch) -> tuple[str, Iterator[tuple[Any, ...]]]:
+    """The INSERT and its rows that write ``batch``'s cells as `CELLS.row` of each would: each
+    column encoded a column at a time (a status's value, the attributes' JSON text once per
+    distinct dict), the derived flags from the status. A column every cell has the same None,
+    whole number or text in is written in the statement itself, not bound on each row (binding
+    is most of the cost of a row: about 0.2 µs a value)."""
+    values, bound = [], []
+    for name in CELLS.column_names:
+        encoded = _batch_column(batch, name)
+        literal = _literal(encoded)
+        if literal is None:
+            values.append("?")
+            bound.append(encoded)
+        else:
+            values.append(literal)
+    verb, _, _ = CELLS.insert_sql.partition(" VALUES ")
+    sql = f"{verb} VALUES ({', '.join(values)})"
+    n = len(batch)
+    return sql, zip(*(c if isinstance(c, list) else [c.value] * n for c in bound), strict=True)
+
+
+def _batch_column(batch: CellBatch, name: str) -> list[Any] | Every:
+    """Column ``name`` of ``batch``'s rows, encoded as `CELLS` encodes it."""
+    if name == "deadline_hit":
+        return _mapped(batch, "status", lambda status: int(status is CellStatus.DEADLINE))
+    if name == "degraded":
+        salvaged = batch.constant("salvaged_findings")
+        if salvaged is not None and not salvaged.value:
+            return Every(0)
+        return (
+            Every(0)
+            if not batch.size
+            else [
+                int(status is CellStatus.DEADLINE and found > 0)
+                for status, found in batch.values(("status", "salvaged_findings"))
+            ]
+        )
+    if name == "status":
+        return _mapped(batch, "status", lambda status: status.value)
+    if name == "attributes":
+        return _mapped(batch, "attributes", _dumps, by_identity=True)
+    constant = batch.constant(name)
+    return constant if constant is not None else batch.column(name)
+
+
+def _mapped(
+    batch: CellBatch, name: str, encode: Callable[[Any], Any], *, by_identity: bool = False
+) -> list[Any] | Every:
+    """``encode`` of each value of ``name``, once per distinct value (per distinct object with
+    ``by_identity``: dicts)."""
+    constant = batch.constant(name)
+    if constant is not None:
+        return Every(encode(constant.value))
+    values = batch.column(name)
+    if by_identity:
+        table = {id(v): v for v in values}
+        encoded = {key: encode(v) for key, v in table.items()}
+        return [encoded[id(v)] for v in values]
+    table = {v: encode(v) for v in set(values)}
+    return [table[v] for v in values]
+
+
+def _literal(column: list[Any] | Every) -> str | None:
+    """SQL for ``column`` where every row has the same None, whole number or text; else None."""
+    if isinstance(column, list):
+        if not column or column.count(None) != len(column):
+            return None
+        return "NULL"
+    value = column.value
+    if value is None:
+        return "NULL"
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return str(value)
+    if type(value) is str and "\x00" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    return None
+
 
 TABLES = (META, CELLS, REQUESTS, LOAD_WINDOWS, METRIC_SAMPLES, SERVER_TIMINGS, DOCUMENTS)

@@ -28,22 +28,35 @@ from __future__ import annotations
 import codecs
 import csv
 import hashlib
+import io
 import json
-import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ... import _semconv as sc
 from ..._clock import NS_PER_S
 from ..._exceptions import InputError
 from ..._files import MIB, read_input
-from ..._validate import EARLIEST_NS, LATEST_NS, MAX_COUNT, year_of
 from ...model import Cell, CellStatus
+from ...records.cell_batch import CellBatch, Every
+from ...store.schema import collector_paused
+from .columns import CsvRows, DictRecords, Records, read_columns
+from .conversions import (
+    BUDGET_SLACK,
+    MAX_ELAPSED_S,
+    SECONDS_PER_UNIT,
+    UNIT_HINT,
+    cell_attributes,
+    check_era,
+    count,
+    flag,
+    number,
+    short,
+    time_ns,
+)
 from .inspect_log import inspect_cells
 from .lm_eval import LM_EVAL_SAMPLES, is_lm_eval_sample
 from .mapping import BUILTIN_MAPPINGS, FieldMapping, Layout, mapping_statuses
@@ -62,8 +75,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-# The longest elapsed time a cell can have and still start and end in 2000-2100.
-_MAX_ELAPSED_S = (LATEST_NS - EARLIEST_NS) / NS_PER_S
 
 
 @dataclass(frozen=True)
@@ -105,12 +116,18 @@ def error_lines(
 
 @dataclass
 class BackfillResult:
-    cells: list[Cell] = field(default_factory=list)
+    batch: CellBatch = field(default_factory=CellBatch.empty)
+    """The cells, as columns (`cells` builds a `Cell` of each)."""
     errors: list[RecordError] = field(default_factory=list)
     records: int = 0
     warnings: list[str] = field(default_factory=list)
     """What loaded but reads as a mapping mistake: a field no record of a file has, elapsed times
     whose size says the unit is wrong."""
+
+    @property
+    def cells(self) -> list[Cell]:
+        """The cells, a validated `Cell` each, in order."""
+        return self.batch.cells()
 
 
 # -- reading records -----------------------------------------------------------------------------------
@@ -161,8 +178,8 @@ def _csv_rows(data: bytes) -> Iterator[tuple[int | None, Any]]:
         if None in row:
             yield reader.line_num, InputError(f"{len(row[None])} more fields than the header has")
         elif None in row.values():  # DictReader fills the fields a short row lacks with None
-            short = sum(1 for v in row.values() if v is None)
-            yield reader.line_num, InputError(f"{short} fewer fields than the header has")
+            lacking = sum(1 for v in row.values() if v is None)
+            yield reader.line_num, InputError(f"{lacking} fewer fields than the header has")
         else:
             yield reader.line_num, row
     yield from _pop_bad(bad)
@@ -171,6 +188,68 @@ def _csv_rows(data: bytes) -> Iterator[tuple[int | None, Any]]:
 def _pop_bad(bad: dict[int, InputError]) -> Iterator[tuple[int | None, Any]]:
     for lineno in sorted(bad):
         yield lineno, bad.pop(lineno)
+
+
+def _csv_table(data: bytes) -> tuple[list[str], list[tuple[int | None, Any]]] | None:
+    """The header and what `_csv_rows` reads, each row as a list (the header's width) or the
+    `InputError` it gives, when every line is UTF-8 (else None: `_csv_rows` reads it line by
+    line). Each row's line is the one `csv.DictReader` gives it: the last it spans."""
+    try:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # newline="": lines end at \n, \r\n or \r, each ending kept, as `_decoded_lines` splits them.
+    if '"' not in text:  # no field spans lines: each line is one row, read at C speed
+        plain = _csv_lines(text)
+        if plain is not None:
+            return plain
+    reader = csv.reader(io.StringIO(text, newline=""))
+    items: list[tuple[int | None, Any]] = []
+    try:
+        header = next(reader)
+    except StopIteration:
+        return [], []
+    except csv.Error as exc:
+        return [], [(reader.line_num, InputError(f"not readable as CSV: {exc}"))]
+    width = len(header)
+    while True:
+        try:
+            row = next(reader)
+            while not row:  # DictReader skips blank lines
+                row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a field past the csv module's size limit: the rest is unreadable
+            items.append((reader.line_num, InputError(f"not readable as CSV: {exc}")))
+            break
+        # DictReader's line: the row's last (its own, past any blank lines before it).
+        items.append((reader.line_num, row if len(row) == width else _ragged(header, row)))
+    return header, items
+
+
+def _csv_lines(text: str) -> tuple[list[str], list[tuple[int | None, Any]]] | None:
+    """`_csv_table` of a CSV text without quotes, where it has no blank line, every row is the
+    header's width and the csv module reads it whole: row ``k`` (from 0) is line ``k + 2``. Else None."""
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error:
+        return None
+    if not rows or [] in rows:
+        return None
+    header = rows[0]
+    if set(map(len, rows)) != {len(header)}:
+        return None
+    return header, list(zip(range(2, len(rows) + 1), rows[1:], strict=True))
+
+
+def _ragged(header: list[str], row: list[str]) -> InputError:
+    """A row longer or shorter than the header, as `_csv_rows` refuses it from `csv.DictReader`'s dict."""
+    if len(row) > len(header):
+        return InputError(f"{len(row) - len(header)} more fields than the header has")
+    fields: dict[str, str | None] = dict(zip(header, row, strict=False))
+    fields.update(dict.fromkeys(header[len(row) :]))
+    lacking = sum(1 for v in fields.values() if v is None)
+    return InputError(f"{lacking} fewer fields than the header has")
 
 
 Read = tuple[int | None, Any, Any]
@@ -232,88 +311,6 @@ def _json_lines(data: bytes) -> Iterator[tuple[int | None, Any]]:
 
 
 # -- one record ------------------------------------------------------------------------------------------
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} is a boolean, not a number")
-    if isinstance(value, dict | list):
-        raise ValueError(f"{what} is {_short(value)}, not a number")
-    try:
-        number = (
-            float(value) if isinstance(value, int | float) else float(str(value).replace(",", "").strip())
-        )
-    except OverflowError:
-        raise ValueError(f"{what} is {_short(value)}, too large for a number") from None
-    except ValueError:
-        raise ValueError(f"{what} is {_short(value)}, not a number") from None
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{what} is {_short(value)}; expected a finite, non-negative number")
-    return number
-
-
-def _short(value: Any, most: int = 40) -> str:
-    """``repr(value)``, cut to ``most`` characters: a message stays one readable line."""
-    text = repr(value)
-    return text if len(text) <= most else text[: most - 3] + "..."
-
-
-def _int(value: Any, what: str) -> int:
-    """A count: a whole number from 0 to 2**53 (past it a float cannot hold every count)."""
-    number = _number(value, what)
-    if number != int(number):
-        raise ValueError(f"{what} is {_short(value)}, not a whole number")
-    if number >= MAX_COUNT:
-        raise ValueError(f"{what} is {_short(value)}; expected a whole number from 0 to 2**53")
-    return int(number)
-
-
-def _time_ns(value: Any, what: str) -> int:
-    """ISO 8601 (naive means UTC) or a Unix time in s, ms, µs or ns (told apart by magnitude).
-
-    A time outside 2000-2100 is refused rather than guessed at: it means a unit this cannot
-    tell apart, and a cell placed decades off would corrupt every window it lands in.
-    """
-    ns = _parse_time_ns(value, what)
-    _check_era(ns, f"{what} {_short(value)}")
-    return ns
-
-
-def _check_era(ns: int, what: str, hint: str = "expected ISO 8601 or Unix seconds, ms, µs or ns") -> None:
-    if not EARLIEST_NS <= ns < LATEST_NS:
-        raise ValueError(f"{what} reads as the year {year_of(ns)}, outside 2000-2100; {hint}")
-
-
-def _parse_time_ns(value: Any, what: str) -> int:
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            number: float | None = float(text)
-        except ValueError:
-            number = None
-        if number is None:
-            try:
-                moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(f"{what} is {_short(value)}, neither ISO 8601 nor a Unix time") from None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return round(moment.timestamp() * 1_000_000) * 1000
-        value = number
-    number = _number(value, what)
-    if number >= 1e17:
-        return int(number)
-    if number >= 1e14:
-        return round(number * 1_000)
-    if number >= 1e11:
-        return round(number * 1_000_000)
-    return round(number * NS_PER_S)
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "y", "t")
-    return bool(value)
-
-
 def record_uid(resolved_path: Path, position: int | None) -> str:
     """16 hex digits: usable as an OTel span id, so store and OTLP paths agree on it.
 
@@ -351,9 +348,9 @@ def cell_from_record(
     scope = Scope(record, record if document is None else document)
     # Each step raises for the first field that does not fit, in the order the fields are read.
     cell_id, name, cell_engine = _cell_names(scope, mapping, eval_name=eval_name, engine=engine)
-    prompt = _optional(scope, mapping.prompt_tokens, _int, "prompt tokens")
-    completion = _optional(scope, mapping.completion_tokens, _int, "completion tokens")
-    scale = _SECONDS_PER_UNIT[mapping.elapsed_unit]
+    prompt = _optional(scope, mapping.prompt_tokens, count, "prompt tokens")
+    completion = _optional(scope, mapping.completion_tokens, count, "completion tokens")
+    scale = SECONDS_PER_UNIT[mapping.elapsed_unit]
     start, end = _interval_ns(scope, mapping, scale, file_mtime_ns=file_mtime_ns, file_records=file_records)
     first_token, decode, queue_wait = _durations_s(scope, mapping, scale)
     _check_within_elapsed(first_token, decode, (end - start) / NS_PER_S, mapping)
@@ -369,19 +366,12 @@ def cell_from_record(
         completion_tokens=completion,
         status=status,
         deadline_s=_deadline_s(scope, mapping),
-        workers=_optional(scope, mapping.workers, _int, "workers"),
+        workers=_optional(scope, mapping.workers, count, "workers"),
         source="backfill",
         first_token_s=first_token,
         decode_s=decode,
         attributes=_cell_attributes(scope, mapping, status, queue_wait),
     )
-
-
-_SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "ns": 1e-9}
-"""Seconds in one of each ``elapsed_unit`` (the unit of every duration field)."""
-
-_UNIT_HINT = "is elapsed_unit right?"
-"""What a time made from an elapsed time that lands outside 2000-2100 most likely means."""
 
 
 def _optional(
@@ -425,8 +415,8 @@ def _interval_ns(
     """The cell's start and end in Unix ns, from the sources in the module docstring's order;
     a cell that cannot be placed, or that ends before it starts, raises."""
     elapsed_ns = _elapsed_ns(scope, mapping, scale)
-    start = _optional(scope, mapping.start, _time_ns, "start")
-    end = _optional(scope, mapping.end, _time_ns, "end")
+    start = _optional(scope, mapping.start, time_ns, "start")
+    end = _optional(scope, mapping.end, time_ns, "end")
     if elapsed_ns is not None:
         start, end = _completed_by_elapsed(
             start, end, elapsed_ns, mapping, file_mtime_ns=file_mtime_ns, file_records=file_records
@@ -447,13 +437,13 @@ def _interval_ns(
 
 def _elapsed_ns(scope: Scope, mapping: FieldMapping, scale: float) -> int | None:
     """The record's elapsed time in ns; more than a century is a unit mistake, not a cell."""
-    elapsed = _optional(scope, mapping.elapsed, _number, "elapsed")
+    elapsed = _optional(scope, mapping.elapsed, number, "elapsed")
     if elapsed is None or mapping.elapsed is None:
         return None
-    if elapsed * scale > _MAX_ELAPSED_S:
+    if elapsed * scale > MAX_ELAPSED_S:
         raise ValueError(
             f"elapsed ({shown(mapping.elapsed)}) is {elapsed:g} {mapping.elapsed_unit}, more than a "
-            f"century; {_UNIT_HINT}"
+            f"century; {UNIT_HINT}"
         )
     return round(elapsed * scale * NS_PER_S)
 
@@ -471,10 +461,10 @@ def _completed_by_elapsed(
     file's mtime as the end where the mapping allows it. A made time outside 2000-2100 raises."""
     if start is not None and end is None:
         end = start + elapsed_ns
-        _check_era(end, "the end (start plus elapsed)", _UNIT_HINT)
+        check_era(end, "the end (start plus elapsed)", UNIT_HINT)
     elif end is not None and start is None:
         start = end - elapsed_ns
-        _check_era(start, "the start (end minus elapsed)", _UNIT_HINT)
+        check_era(start, "the start (end minus elapsed)", UNIT_HINT)
     elif start is None and end is None and mapping.mtime_is_end and file_mtime_ns is not None:
         start, end = _interval_from_mtime(file_mtime_ns, elapsed_ns, file_records)
     return start, end
@@ -488,9 +478,9 @@ def _interval_from_mtime(file_mtime_ns: int, elapsed_ns: int, file_records: int)
             "cannot place the cell in time: no start or end field, and the file's mtime "
             f"is used as the end only for a file holding one record (this one holds {file_records})"
         )
-    _check_era(file_mtime_ns, "the file's mtime")
+    check_era(file_mtime_ns, "the file's mtime")
     start = file_mtime_ns - elapsed_ns
-    _check_era(start, "the start (the file's mtime minus elapsed)", _UNIT_HINT)
+    check_era(start, "the start (the file's mtime minus elapsed)", UNIT_HINT)
     return start, file_mtime_ns
 
 
@@ -511,7 +501,7 @@ def _check_within_elapsed(
     """First-token and decode times together past the cell's elapsed time (beyond rounding) mean
     the duration fields are in another unit than ``elapsed_unit`` says."""
     in_requests = (first_token or 0.0) + (decode or 0.0)
-    if in_requests > elapsed_s * (1 + _BUDGET_SLACK) + _BUDGET_SLACK:
+    if in_requests > elapsed_s * (1 + BUDGET_SLACK) + BUDGET_SLACK:
         raise ValueError(
             f"time to first token and decode time ({in_requests:g} s) are more than the cell's elapsed "
             f"time ({elapsed_s:g} s); is elapsed_unit ({mapping.elapsed_unit!r}) right for them?"
@@ -530,13 +520,13 @@ def _status(scope: Scope, mapping: FieldMapping, statuses: Mapping[str, CellStat
             known = statuses if statuses is not None else mapping_statuses(mapping)
             if key not in known:
                 raise ValueError(
-                    f"status {_short(raw_status)} at {shown(mapping.status)!r} is not one this mapping knows "
+                    f"status {short(raw_status)} at {shown(mapping.status)!r} is not one this mapping knows "
                     "(add it to status_values)"
                 )
             status = known[key]
     if mapping.timeout_flag:
         raw_flag = value_of(mapping.timeout_flag, scope)
-        if raw_flag is not MISSING and _flag(raw_flag):
+        if raw_flag is not MISSING and flag(raw_flag):
             status = CellStatus.DEADLINE
     return status
 
@@ -545,37 +535,20 @@ def _deadline_s(scope: Scope, mapping: FieldMapping) -> float | None:
     """The cell's ceiling: a number in the mapping is every record's, a path is each record's own."""
     if isinstance(mapping.deadline_s, int | float):
         return float(mapping.deadline_s)
-    return _optional(scope, mapping.deadline_s, _number, "deadline")
+    return _optional(scope, mapping.deadline_s, number, "deadline")
 
 
 def _cell_attributes(
     scope: Scope, mapping: FieldMapping, status: CellStatus, queue_wait: float | None
 ) -> dict[str, str | int | float | bool]:
-    """The mapping's name, the record's scalar attribute fields and its queue wait, and
-    ``error.type`` as a live cell records it (cells.py): its span, and so the cell stored from
-    it, carry it."""
-    attributes: dict[str, str | int | float | bool] = {"spark_otel.backfill.mapping": mapping.name}
-    for attr, path in mapping.attributes.items():
-        value = value_of(path, scope)
-        if isinstance(value, str | int | float | bool):
-            attributes[attr] = value
-    if queue_wait is not None:
-        attributes[sc.CELL_QUEUE_WAIT_S] = queue_wait
-    if status is CellStatus.DEADLINE:
-        attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_DEADLINE
-    elif status is CellStatus.ERROR:
-        attributes.setdefault(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)
-    return attributes
-
-
-_BUDGET_SLACK = 1e-3
-"""The share (and seconds) by which a record's first-token and decode times may pass its elapsed
-time, for rounding in the record: more is a unit mistake."""
+    """The cell's attributes (`cell_attributes`) from the record's attribute fields."""
+    mapped = ((attr, value_of(path, scope)) for attr, path in mapping.attributes.items())
+    return cell_attributes(mapping.name, mapped, status, queue_wait)
 
 
 def _duration_s(scope: Scope, spec: FieldSpec | None, what: str, scale: float) -> float | None:
     """A duration field (a finite number >= 0) in seconds: what the record says, never estimated."""
-    value = _optional(scope, spec, _number, what)
+    value = _optional(scope, spec, number, what)
     return None if value is None else value * scale
 
 
@@ -607,23 +580,50 @@ def file_warnings(
     """What one file's cells say about the mapping: each path no record of the file matches (once,
     naming it; fields in the mapping's ``optional`` and those ``fallbacks`` gave a value to are
     left alone), elapsed times far past the cells' own ceilings."""
+    return _file_warnings(path, CellBatch.from_cells(cells), mapping, scopes, {}, fallbacks=fallbacks)
+
+
+def _file_warnings(
+    path: Path,
+    cells: CellBatch,
+    mapping: FieldMapping,
+    scopes: Sequence[Scope],
+    present: Mapping[str, bool],
+    *,
+    fallbacks: Iterable[str] = (),
+) -> list[str]:
+    """`file_warnings`, ``present`` saying for some specs whether any record has them (the rest
+    are looked up in ``scopes``)."""
     if not cells:
         return []
     quiet = {*mapping.optional, *fallbacks}
     warnings = []
     for name, spec in mapping.mapped_fields():
-        if name in quiet or any(text_of(spec, scope) is not MISSING for scope in scopes):
+        if name in quiet:
+            continue
+        found = present.get(spec) if isinstance(spec, str) and spec in present else None
+        if found is None:
+            found = any(text_of(spec, scope) is not MISSING for scope in scopes)
+        if found:
             continue
         consequence = _CONSEQUENCES.get(name, f"its cells have no {name}")
         warnings.append(
             f"{path}: no record has {name} ({shown(spec)!r}): check the mapping's path ({consequence})"
         )
-    long = [c for c in cells if c.deadline_s and c.elapsed_s > CEILING_MULTIPLE * c.deadline_s]
+    if cells.constant("deadline_s") == Every(None):
+        return warnings
+    long = [
+        (cell_id, elapsed, deadline)
+        for cell_id, elapsed, deadline in zip(
+            cells.column("cell_id"), cells.elapsed_s(), cells.column("deadline_s"), strict=True
+        )
+        if deadline and elapsed > CEILING_MULTIPLE * deadline
+    ]
     if long:
-        worst = max(long, key=lambda c: c.elapsed_s / (c.deadline_s or 1.0))
+        cell_id, elapsed, deadline = max(long, key=lambda c: c[1] / (c[2] or 1.0))
         warnings.append(
             f"{path}: {len(long)} of {len(cells)} cells ran more than {CEILING_MULTIPLE:g}x their own "
-            f"ceiling (e.g. {worst.cell_id}: {worst.elapsed_s:,.0f} s against {worst.deadline_s:,.0f} s); "
+            f"ceiling (e.g. {cell_id}: {elapsed:,.0f} s against {deadline:,.0f} s); "
             f"is elapsed_unit ({mapping.elapsed_unit!r}) right?"
         )
     return warnings
@@ -646,23 +646,30 @@ def backfill_files(
     Only a regular file under `MAX_INPUT_BYTES` is read: a FIFO, a device or a directory is
     refused by name before any byte is read."""
     result = BackfillResult()
+    batches = []
     for raw_path in paths:
         path = Path(raw_path)
         try:
             data = read_input(path, what="backfill input", max_bytes=MAX_INPUT_BYTES)
             mtime_ns = path.stat().st_mtime_ns
             if isinstance(mapping, FieldMapping):
-                _mapped_file(result, path, data, mtime_ns, mapping, eval_name=eval_name, engine=engine)
+                with collector_paused():  # a file's columns and rows make no reference cycles
+                    batches.append(
+                        _mapped_file(
+                            result, path, data, mtime_ns, mapping, eval_name=eval_name, engine=engine
+                        )
+                    )
             else:
                 found = inspect_cells(path, data, eval_name=eval_name, engine=engine)
                 result.records += found.samples
-                result.cells += found.cells
+                batches.append(CellBatch.from_cells(found.cells))
                 result.errors += [RecordError(str(path), line, message) for line, message in found.errors]
         except InputError as exc:
             message = str(exc).removeprefix(f"backfill input {path}: ").removeprefix(f"{path}: ")
             result.errors.append(RecordError(str(path), None, message))
         except OSError as exc:
             result.errors.append(RecordError(str(path), None, f"cannot read: {exc.strerror or exc}"))
+    result.batch = CellBatch.joined([result.batch, *batches])
     return result
 
 
@@ -675,49 +682,157 @@ def _mapped_file(
     *,
     eval_name: str | None,
     engine: str | None,
-) -> None:
-    """One file's records through ``mapping``, into ``result``."""
+) -> CellBatch:
+    """One file's records through ``mapping``: its errors and warnings into ``result``, its cells
+    returned. The records are read a field at a time (`columns`); those that read other than
+    plainly there, one at a time (`cell_from_record`), for their cell or their precise error."""
     if data.startswith(b"PK\x03\x04"):
         raise InputError(
             f"{path}: a zip file (an Inspect AI .eval log?): read Inspect logs with --mapping inspect"
         )
-    records = list(read_records(path, data, root=mapping.records))
-    _check_layout(path, records, mapping)
+    items, dicts, records, record_at = _file_records(path, data, mapping)
+    if isinstance(records, CsvRows):  # its first row of the header's width, as csv.DictReader gives it
+        first = record_at(0)[0] if len(records) else None
+    else:
+        first = next((record for _, record in items if not isinstance(record, InputError)), None)
+    _check_layout(path, first, mapping)
     statuses = mapping_statuses(mapping)
     resolved = path.resolve()
-    first_cell = len(result.cells)
-    scopes = []
-    for position, record, document in records:
-        result.records += 1
-        if isinstance(record, InputError):
-            result.errors.append(RecordError(str(path), position, str(record)))
-            continue
-        if isinstance(record, dict):
-            scopes.append(Scope(record, document))
+    positions = [position for (position, _), is_dict in zip(items, dicts, strict=True) if is_dict]
+    read_in_columns = read_columns(
+        records,
+        mapping,
+        uids=record_uids(resolved, positions),
+        eval_name=eval_name,
+        engine=engine,
+        statuses=statuses,
+        file_mtime_ns=mtime_ns,
+    )
+    redo = set(read_in_columns.redo)
+
+    def one_record(record: Any, document: Any, position: int | None) -> Cell | None:
         try:
-            result.cells.append(
-                cell_from_record(
-                    record,
-                    mapping,
-                    uid=record_uid(resolved, position),
-                    eval_name=eval_name,
-                    engine=engine,
-                    file_mtime_ns=mtime_ns,
-                    file_records=len(records),
-                    statuses=statuses,
-                    document=document,
-                )
+            return cell_from_record(
+                record,
+                mapping,
+                uid=record_uid(resolved, position),
+                eval_name=eval_name,
+                engine=engine,
+                file_mtime_ns=mtime_ns,
+                file_records=len(items),
+                statuses=statuses,
+                document=document,
             )
         except ValueError as exc:  # pydantic's ValidationError is a ValueError too
             result.errors.append(RecordError(str(path), position, str(exc).splitlines()[0]))
+            return None
+
+    result.records += len(items)
+    redone: list[tuple[int, Cell]] = []  # (the cell's place among the file's cells, the cell)
+    k = 0  # the next dict record's index
+    placed = 0  # cells so far
+    every_record_read = not redo and len(records) == len(items)
+    for (position, record), is_dict in () if every_record_read else zip(items, dicts, strict=True):
+        if isinstance(record, InputError):
+            result.errors.append(RecordError(str(path), position, str(record)))
+        elif not is_dict:
+            one_record(record, None, position)  # refused: not an object
+        else:
+            if k in redo:
+                cell = one_record(*record_at(k), position)
+                if cell is not None:
+                    redone.append((placed, cell))
+                    placed += 1
+            else:
+                placed += 1
+            k += 1
+    cells = _with_redone(read_in_columns.batch, redone)
     fallbacks = [name for name, given in (("eval_name", eval_name), ("engine", engine)) if given]
-    result.warnings += file_warnings(path, result.cells[first_cell:], mapping, scopes, fallbacks=fallbacks)
+    present = read_in_columns.present
+    result.warnings += _file_warnings(path, cells, mapping, _Scopes(records), present, fallbacks=fallbacks)
+    return cells
 
 
-def _check_layout(path: Path, records: Sequence[Read], mapping: FieldMapping) -> None:
+def _file_records(
+    path: Path, data: bytes, mapping: FieldMapping
+) -> tuple[list[tuple[int | None, Any]], list[bool], Records, Callable[[int], tuple[Any, Any]]]:
+    """A file's items (each position and its record, or the `InputError` it gave), which of them
+    are records to read (objects), those records for the column path, and the ``k``-th of them
+    with its document for the record path. A CSV whose every line is UTF-8 is read as rows."""
+    table = _csv_table(data) if path.suffix.lower() == ".csv" and mapping.records is None else None
+    if table is not None:
+        header, items = table
+        rows = [row for _, row in items if not isinstance(row, InputError)]
+        csv_rows = CsvRows(header, rows)
+        return (
+            items,
+            [not isinstance(row, InputError) for _, row in items],
+            csv_rows,
+            lambda k: (csv_rows.record(k), None),
+        )
+    read = list(read_records(path, data, root=mapping.records))
+    kept = [(record, document) for _, record, document in read if isinstance(record, dict)]
+    return (
+        [(position, record) for position, record, _ in read],
+        [isinstance(record, dict) for _, record, _ in read],
+        DictRecords([r for r, _ in kept], [d for _, d in kept]),
+        kept.__getitem__,
+    )
+
+
+class _Scopes(Sequence[Scope]):
+    """A file's records as scopes, made only if a warning's check must look through them."""
+
+    def __init__(self, records: Records) -> None:
+        self._records = records
+        self._made: Sequence[Scope] | None = None
+
+    def _scopes(self) -> Sequence[Scope]:
+        if self._made is None:
+            self._made = self._records.scopes()
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._scopes()[i]
+
+    def __iter__(self) -> Iterator[Scope]:
+        return iter(self._scopes())
+
+
+def _with_redone(batch: CellBatch, redone: list[tuple[int, Cell]]) -> CellBatch:
+    """``batch`` with the cells read one at a time put in their places (each its index among all)."""
+    if not redone:
+        return batch
+    joined = CellBatch.joined([batch, CellBatch.from_cells([cell for _, cell in redone])])
+    places = {place for place, _ in redone}
+    order: list[int] = []
+    fast, slow = 0, len(batch)
+    for place in range(len(joined)):
+        if place in places:
+            order.append(slow)
+            slow += 1
+        else:
+            order.append(fast)
+            fast += 1
+    return joined.take(order)
+
+
+def record_uids(resolved_path: Path, positions: Sequence[int | None]) -> list[str]:
+    """`record_uid` of each position, in order."""
+    prefix = f"{resolved_path}|"
+    sha256 = hashlib.sha256
+    uids = [sha256(f"{prefix}{position}".encode()).hexdigest()[:16] for position in positions]
+    zero = "0" * 16
+    return [uid if uid != zero else "0" * 15 + "1" for uid in uids] if zero in uids else uids
+
+
+def _check_layout(path: Path, first: Any, mapping: FieldMapping) -> None:
     """A file a built-in mapping cannot read, said as what it is: lm-eval's logged samples (which
-    hold no tokens or times), or an Inspect AI log read without a records root."""
-    first = next((record for _, record, _ in records if not isinstance(record, InputError)), None)
+    hold no tokens or times), or an Inspect AI log read without a records root. ``first`` is the
+    file's first record that parsed."""
     if mapping.name in BUILTIN_MAPPINGS and is_lm_eval_sample(first):
         raise InputError(f"{path}: {LM_EVAL_SAMPLES}")
     if mapping.records is None and isinstance(first, dict) and {"eval", "samples", "version"} <= first.keys():
