@@ -126,15 +126,16 @@ def engines_to_advise(
     """Each engine advice is asked for (``engine``, else every one that ran a cell of
     ``eval_name``) with all its cells, by name: every cell counts toward the load the others ran
     under."""
-    by_engine: dict[str, list[int]] = {}
-    for k, name in enumerate(cols.engine):
-        by_engine.setdefault(name or UNKNOWN_ENGINE, []).append(k)
-    for name in sorted(by_engine):
-        positions = by_engine[name]
-        if (engine is None or name == engine) and (
-            eval_name is None or any(cols.eval_name[k] == eval_name for k in positions)
-        ):
-            yield name, cols.take(positions)
+    names = np.array([e or UNKNOWN_ENGINE for e in cols.engine], dtype=object)
+    evals = None if eval_name is None else np.array(cols.eval_name, dtype=object) == eval_name
+    distinct = sorted(set(names.tolist()))
+    for name in distinct:
+        if engine is not None and name != engine:
+            continue
+        positions = np.flatnonzero(names == name)
+        if evals is not None and not evals[positions].any():
+            continue
+        yield name, cols if len(distinct) == 1 else cols.take(positions)
 
 
 def _levels(cols: CellColumns) -> Ints:
