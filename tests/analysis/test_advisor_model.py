@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from spark_otel.analysis.advisor.advice_model import AdvisorConfig, CellClass
+from spark_otel.analysis.advisor.classes import class_advice
 from spark_otel.analysis.advisor.predict import (
     _Job,
     _predict,
-    class_advice,
     classify,
     fit_prefill_contention,
     per_stream_cost_interval,

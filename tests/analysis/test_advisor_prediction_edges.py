@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from spark_otel.analysis.advisor.advice_model import AdvisorConfig, CellClass, ClassAdvice
+from spark_otel.analysis.advisor.classes import class_advice
 from spark_otel.analysis.advisor.predict import (
-    class_advice,
     classify,
     fit_prefill_contention,
     per_stream_cost_interval,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from tests.support.article import (
     C_EVAL,
@@ -23,8 +24,9 @@ from spark_otel.analysis import (
     overview,
     windows_touched,
 )
-from spark_otel.analysis.overview import _beside_unseen_load, _probe_under_load
+from spark_otel.analysis.curve_candidates import _beside_unseen_load, _probe_under_load
 from spark_otel.model import Cell, LoadWindow
+from spark_otel.records.cell_columns import CellColumns
 from spark_otel.views.rules import rule_evidence
 
 
@@ -132,15 +134,15 @@ def test_a_probe_curve_is_marked_under_load_by_the_cells_on_its_engine_during_it
         _cell("n-run", "q", 550, 560),
         _cell("before", "q", 0, 100),  # ends as the level starts: not beside it
     ]
-    marked = _probe_under_load(PROBE_P1, cells, PROBE_WINDOWS)
+    marked = _probe_under_load(PROBE_P1, CellColumns.from_cells(cells), PROBE_WINDOWS)
     assert marked.under_load == "3 cells of g, h ran on q during the probe"
     assert marked.model_copy(update={"under_load": None}) == PROBE_P1
     idle = [cells[3], cells[4], cells[6]]
-    assert _probe_under_load(PROBE_P1, idle, PROBE_WINDOWS) is PROBE_P1
+    assert _probe_under_load(PROBE_P1, CellColumns.from_cells(idle), PROBE_WINDOWS) is PROBE_P1
     already = PROBE_P1.model_copy(update={"under_load": "known"})
-    assert _probe_under_load(already, cells, PROBE_WINDOWS) is already
+    assert _probe_under_load(already, CellColumns.from_cells(cells), PROBE_WINDOWS) is already
     unnamed = PROBE_P1.model_copy(update={"run": None})
-    assert _probe_under_load(unnamed, cells, PROBE_WINDOWS) is unnamed
+    assert _probe_under_load(unnamed, CellColumns.from_cells(cells), PROBE_WINDOWS) is unnamed
 
 
 def test_the_cells_curve_leaves_out_cells_beside_load_their_in_flight_count_cannot_see() -> None:
@@ -156,8 +158,14 @@ def test_the_cells_curve_leaves_out_cells_beside_load_their_in_flight_count_cann
         _window("own eval", "eval", "q", 290, 320),  # the in-flight count sees q's own evals
         _window("other eval", "eval", "n", 690, 695),  # ends before "alone" starts
     ]
-    assert _beside_unseen_load(cells, windows, "q") == {"beside-probe", "beside-other-engine"}
-    assert _beside_unseen_load(cells, windows, "n") == {"n1"}
+    cols = CellColumns.from_cells(cells)
+
+    def beside(engine: str) -> set[str]:
+        own = np.array([c.engine == engine for c in cells])
+        return {cells[k].uid for k in np.flatnonzero(_beside_unseen_load(cols, own, windows, engine))}
+
+    assert beside("q") == {"beside-probe", "beside-other-engine"}
+    assert beside("n") == {"n1"}
 
 
 def test_the_overview_hands_every_setting_to_the_analyses_it_runs() -> None:

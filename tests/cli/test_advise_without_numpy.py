@@ -1,5 +1,6 @@
-"""The advisor's bootstrap needs numpy, which the `cli` extra brings and the core install leaves
-out: without it `advise` says which extra to install, even with --json."""
+"""The advisor reads cells as numpy columns (and bootstraps with numpy), which the `cli` extra
+brings and the core install leaves out: without it `advise` says which extra to install, with
+--json or without."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ def no_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("no_numpy")
-def test_advise_without_numpy_names_the_extra(article_store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["advise", "--store", article_store, "--json"]) == 2
+@pytest.mark.parametrize("json", [["--json"], []])
+def test_advise_without_numpy_names_the_extra(
+    article_store: str, json: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["advise", "--store", article_store, *json]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (
-        "spark-otel: error: the advisor's bootstrap needs numpy, which the core install leaves out: "
+        "spark-otel: error: the advisor reads cells as numpy columns, which the core install leaves out: "
         "pip install 'spark-otel[cli]'\n"
     )

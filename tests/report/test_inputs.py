@@ -11,6 +11,7 @@ filter that reads too much or too little, a field dropped or a margin on the wro
 from __future__ import annotations
 
 import base64
+import dataclasses
 import itertools
 import json
 import logging
@@ -30,6 +31,7 @@ from spark_otel import _semconv as sc
 from spark_otel.analysis.gauges import LoadInterval
 from spark_otel.cells import cell
 from spark_otel.model import Cell, CellStatus, LoadWindow, MetricSample, Request, ServerTiming
+from spark_otel.records.cell_columns import CellColumns
 from spark_otel.records.probe_report import ProbeLevel, ProbeMetadata, ProbeReport, ProbeSettings
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.records.span_codec import (
@@ -38,6 +40,7 @@ from spark_otel.records.span_codec import (
     server_timing_from_span,
     window_from_span,
 )
+from spark_otel.report import overview_from_inputs
 from spark_otel.report.inputs import (
     InstrumentInputs,
     ReportInputs,
@@ -596,6 +599,27 @@ def test_inputs_from_store_without_probe_tables_reads_the_curves_only(
         holdings=box.row_counts(),
     )
     assert _warnings(caplog) == CURVE_PROBLEMS
+
+
+def _columns_as_lists(columns: CellColumns) -> dict[str, list[object]]:
+    """Each column's values, NaN (no ceiling) as None so that equal columns compare equal."""
+    return {
+        name: [None if v != v else v for v in (value.tolist() if hasattr(value, "tolist") else value)]
+        for name, value in vars(columns).items()
+    }
+
+
+def test_inputs_from_store_as_columns_reads_the_same_cells_as_columns(box: Store) -> None:
+    """For `advise --json`: the cells (requests standing in included) as columns in the same
+    order, no `Cell` record, every other input the same, the energy samples over the same span."""
+    records = inputs_from_store(box, source="the box", probe_tables=False)
+    inputs = inputs_from_store(box, source="the box", probe_tables=False, cells_as_columns=True)
+    assert inputs.cells == []
+    assert inputs.cell_columns is not None
+    assert _columns_as_lists(inputs.cell_columns) == _columns_as_lists(CellColumns.from_cells(records.cells))
+    assert len(inputs.cell_columns) == len(records.cells) > 0
+    assert inputs == dataclasses.replace(records, cells=[], cell_columns=inputs.cell_columns)
+    assert overview_from_inputs(inputs) == overview_from_inputs(records)
 
 
 # -- inputs_from_otlp_json --------------------------------------------------------------------------

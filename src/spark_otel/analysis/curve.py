@@ -14,9 +14,9 @@ from .._exceptions import ConfigError, InputError
 from ..records.rate_curve import CurvePoint, RateCurve
 
 if TYPE_CHECKING:
-    from .concurrency import ConcurrencyReport
+    from .concurrency import ConcurrencyReport, LevelSummary
 
-__all__ = ["curve_from_concurrency", "curves_from_documents"]
+__all__ = ["curve_from_concurrency", "curve_from_levels", "curves_from_documents"]
 
 
 def curve_from_concurrency(
@@ -49,6 +49,20 @@ def curve_from_concurrency(
         from .concurrency import level_summaries
 
         levels = level_summaries((c.level, c) for c in found.cells if c.uid not in exclude)
+    last = max((c.end_unix_ns for c in found.cells), default=None)
+    return curve_from_levels(engine, levels, min_cells=min_cells, model=model, measured_unix_ns=last)
+
+
+def curve_from_levels(
+    engine: str,
+    levels: Iterable[LevelSummary],
+    *,
+    min_cells: int = 3,
+    model: str | None = None,
+    measured_unix_ns: int | None = None,
+) -> RateCurve:
+    """`curve_from_concurrency`'s curve from an engine's in-flight levels (`LevelSummary`), however
+    they were counted (`concurrency`'s rows, or columns)."""
     rated = [(level, level.rate.median) for level in levels if level.rate.median]
     supported = [(level, median) for level, median in rated if level.rate.n >= min_cells] or rated
     points = [
@@ -66,8 +80,9 @@ def curve_from_concurrency(
     ]
     if not points:
         raise InputError(f"engine {engine!r}: no completed cells with token counts to build a curve from")
-    last = max((c.end_unix_ns for c in found.cells), default=None)
-    return RateCurve(engine=engine, points=points, source="cells", model=model, measured_unix_ns=last)
+    return RateCurve(
+        engine=engine, points=points, source="cells", model=model, measured_unix_ns=measured_unix_ns
+    )
 
 
 def curves_from_documents(documents: Iterable[Mapping[str, Any]]) -> tuple[list[RateCurve], list[str]]:

@@ -71,7 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis import AdvisorConfig
+    from ..analysis.advisor.predict import require_numpy
     from ..report import inputs_from_store
+
+    require_numpy()  # before the store is read: the cells are read as its columns
 
     config = AdvisorConfig(ceiling_s=args.ceiling, threshold=args.threshold)
     if args.write_rules:
@@ -79,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
 
         check_output(args.write_rules, what="--write-rules")
     with open_store(args) as store, status(f"reading {store.path}") as phase:
-        inputs = inputs_from_store(store, probe_tables=False)
-        phase.update(f"computing the queue rules over {len(inputs.cells):,} cells")
+        # --json shows no cell, so reads them as columns; the tables read each cell's time scale too.
+        inputs = inputs_from_store(store, probe_tables=False, cells_as_columns=args.json)
+        phase.update(f"computing the queue rules over {_n_cells(inputs):,} cells")
         found = _overview(args, inputs, config)
     advice = found.advice
     assert advice is not None  # there are cells
@@ -145,26 +149,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _n_cells(inputs: ReportInputs) -> int:
+    return len(inputs.cell_columns) if inputs.cell_columns is not None else len(inputs.cells)
+
+
 def _overview(args: argparse.Namespace, inputs: ReportInputs, config: AdvisorConfig) -> Overview:
     from .._exceptions import InputError
     from ..analysis.concurrency import UNKNOWN_ENGINE
-    from ..analysis.request_cells import count_requests_as_cells
+    from ..analysis.request_cells import REQUEST_SOURCE
     from ..report import overview_from_inputs
     from ..views.requests import no_cells
 
-    if not inputs.cells:
+    if inputs.cell_columns is not None:
+        engines_of, sources = inputs.cell_columns.engine, inputs.cell_columns.source
+    else:
+        engines_of, sources = [c.engine for c in inputs.cells], [c.source for c in inputs.cells]
+    if not engines_of:
         raise InputError(no_cells(inputs.source, inputs.holdings))
-    if args.engine is not None and not any(c.engine == args.engine for c in inputs.cells):
-        engines = sorted({c.engine or UNKNOWN_ENGINE for c in inputs.cells})
+    if args.engine is not None and args.engine not in engines_of:
+        engines = sorted({e or UNKNOWN_ENGINE for e in engines_of})
         raise InputError(
             no_cells(
                 inputs.source,
                 inputs.holdings,
                 scope=f" on engine {args.engine!r} (engines: {', '.join(engines)})",
-                stand_ins=count_requests_as_cells(inputs.cells),
+                stand_ins=sources.count(REQUEST_SOURCE),
             )
         )
-    found = overview_from_inputs(inputs, config=config, engine=args.engine)
+    found = overview_from_inputs(inputs, config=config, engine=args.engine, with_concurrency=False)
     for note in found.notes:
         _logger.info("advise: %s", note)
     return found

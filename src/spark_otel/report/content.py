@@ -74,15 +74,18 @@ def overview_from_inputs(
     config: AdvisorConfig | None = None,
     eval_name: str | None = None,
     engine: str | None = None,
+    with_concurrency: bool = True,
 ) -> Overview:
     """`spark_otel.analysis.overview` of recorded inputs: the one call `spark-otel advise` and
-    `spark-otel report` both make, so the same records give the same rules. An unknown
-    ``eval_name`` is an `InputError` naming the inputs' source."""
+    `spark-otel report` both make, so the same records give the same rules. The cells are the
+    inputs' columns where they were read as columns, else their records; ``with_concurrency=False``
+    leaves the concurrency report out (for an answer that shows none). An unknown ``eval_name`` is an
+    `InputError` naming the inputs' source."""
     from ..analysis.overview import overview
 
     try:
         return overview(
-            inputs.cells,
+            inputs.cell_columns if inputs.cell_columns is not None else inputs.cells,
             inputs.windows,
             inputs.curves or [p.curve for p in inputs.probes],
             config=config,
@@ -91,6 +94,7 @@ def overview_from_inputs(
             eval_name=eval_name,
             engine=engine,
             engine_urls=inputs.engine_urls,
+            with_concurrency=with_concurrency,
         )
     except InputError as exc:
         raise InputError(f"{inputs.source}: {exc}") from exc

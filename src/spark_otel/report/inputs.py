@@ -15,6 +15,7 @@ from .._exceptions import InputError
 if TYPE_CHECKING:
     from ..analysis.gauges import InstrumentsReport, IntervalSource, LoadInterval
     from ..model import Cell, LoadWindow, MetricSample, Request, ServerTiming
+    from ..records.cell_columns import CellColumns
     from ..records.probe_report import ProbeReport
     from ..records.rate_curve import RateCurve
     from ..store import Store
@@ -25,6 +26,7 @@ __all__ = [
     "InstrumentInputs",
     "ReportInputs",
     "cells_from_store",
+    "columns_from_store",
     "energy_samples",
     "inputs_from_otlp_json",
     "inputs_from_store",
@@ -66,6 +68,9 @@ class ReportInputs:
     """The engine's split of requests, by request uid (its server spans)."""
     holdings: dict[str, int] = field(default_factory=dict)
     """Rows of each kind the source holds (`Store.row_counts`): what a refusal names."""
+    cell_columns: CellColumns | None = None
+    """The cells as columns, where they were read so (``cells`` is then empty): what an answer
+    that shows no cell by name reads (`inputs_from_store(cells_as_columns=True)`)."""
 
 
 @dataclass
@@ -162,6 +167,19 @@ def cells_from_store(store: Store) -> list[Cell]:
     )
 
 
+def columns_from_store(store: Store) -> CellColumns:
+    """`cells_from_store`'s cells as columns (`Store.cell_columns`, no `Cell` per row): the same
+    cells in the same order (numpy, the ``cli`` extra)."""
+    from ..analysis.request_cells import columns_with_requests_as_cells
+
+    return columns_with_requests_as_cells(
+        store.cell_columns(),
+        store.requests_outside_cells(),
+        engine_urls=store.engine_urls(),
+        windows=store.windows(kind="load") + store.windows(kind="probe"),
+    )
+
+
 def energy_samples(store: Store, spans: Sequence[tuple[int, int]]) -> list[MetricSample]:
     """The GPU energy-counter and power samples around ``spans`` (start, end ns): what
     `spark_otel.analysis.energy` reads. Empty without spans."""
@@ -202,12 +220,16 @@ def verdicts_of(found: InstrumentInputs) -> InstrumentsReport:
     return report.model_copy(update={"notes": [*found.notes, *report.notes]})
 
 
-def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: bool = True) -> ReportInputs:
+def inputs_from_store(
+    store: Store, *, source: str | None = None, probe_tables: bool = True, cells_as_columns: bool = False
+) -> ReportInputs:
     """Cells, load windows, probe documents and GPU and token-rate samples from the embedded store.
 
     Curves are read from every probe document, so a document that is not a whole probe report
     (no table to show) still lends its curve. ``probe_tables=False`` reads the curves only, for
-    `spark-otel advise`, which shows no probe table and so has none to skip or warn about."""
+    `spark-otel advise`, which shows no probe table and so has none to skip or warn about.
+    ``cells_as_columns`` reads the cells as columns only (``cell_columns``; ``cells`` empty),
+    for an answer that needs no cell as a record."""
     from ..analysis.curve import curves_from_documents
     from ..records.probe_report import load_probe_report
 
@@ -226,8 +248,11 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
         metadata = (doc.get("body") or {}).get("metadata") or {}
         if isinstance(metadata.get("engine"), str) and isinstance(metadata.get("engine_url"), str):
             urls[metadata["engine"]] = metadata["engine_url"]
-    cells = cells_from_store(store)
+    columns = columns_from_store(store) if cells_as_columns else None
+    cells = [] if cells_as_columns else cells_from_store(store)
     spans = [(c.start_unix_ns, c.end_unix_ns) for c in cells]
+    if columns is not None and len(columns):  # the samples' range is the cells' first start to last end
+        spans.append((int(columns.start_unix_ns.min()), int(columns.end_unix_ns.max())))
     spans += [(lv.start_unix_ns, lv.end_unix_ns) for p in probes for lv in p.levels]
     return ReportInputs(
         source=source or str(store.path),
@@ -243,6 +268,7 @@ def inputs_from_store(store: Store, *, source: str | None = None, probe_tables: 
         requests=store.requests(),
         server_timings=store.server_timings(),
         holdings=store.row_counts(),
+        cell_columns=columns,
     )
 
 

@@ -4,6 +4,7 @@ batch beside, and for whatever the records cannot answer, the command that would
     advice_model  settings and results: classes, predictions, rules and their evidence
     evidence      which curve to trust, single-stream and lane-shape checks, the commands to measure
     predict       the timeout and speedup model of a class's cells at N workers, with intervals
+    classes       the cells by engine, eval and class as numpy columns, and each class's advice
     queue_rules   each rule with the facts it rests on: n, levels, intervals, the curve, the window
     advice        `advise`: all of it from one box's records
 """

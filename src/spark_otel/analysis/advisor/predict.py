@@ -33,6 +33,9 @@ holds the model:
   the class so a run is reproducible); the per-stream cost's combines the curve's intervals on
   both rates, the ends taken against each other, so it is wide rather than optimistic.
 
+`classes` applies the model to a class's cells as columns (`_Jobs`, `_predict_columns`);
+`_predict` is the same prediction one cell at a time, the reference the tests hold it to.
+
 Assumptions: cells of a class keep their historical lengths; the queue is full (no idle
 workers); the curve was measured with the engine otherwise idle (`evidence` says when not).
 """
@@ -41,17 +44,23 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...model import Cell
 from ...records.rate_curve import RateCurve
-from ..rates import ceiling_hit, rated_decode_rate
-from ..stats import percentile, summarize
-from .advice_model import AdvisorConfig, CandidatePrediction, CellClass, ClassAdvice
+from ..rates import rated_decode_rate
+from ..stats import percentile
+from .advice_model import AdvisorConfig, CandidatePrediction, CellClass
 
-__all__ = ["class_advice", "classify", "fit_prefill_contention", "per_stream_cost_interval"]
+__all__ = [
+    "choose",
+    "classify",
+    "fit_prefill_contention",
+    "per_stream_cost_interval",
+    "require_numpy",
+]
 
 _SPEEDUP_TIE = 0.01
 
@@ -100,6 +109,26 @@ class _Job:
         self.timed_out = timed_out
 
 
+@dataclass(frozen=True, eq=False)
+class _Jobs:
+    """A class's cells as the model needs them, as columns (numpy arrays): job ``k`` is each
+    array's ``k``-th value. Indexing gives one `_Job`, so `_predict` (the model one cell at a
+    time, the reference the tests hold the arrays to) reads a resample of them as it did."""
+
+    prompt_s: Any
+    output_tokens: Any
+    level: Any
+    timed_out: Any
+
+    def __len__(self) -> int:
+        return len(self.prompt_s)
+
+    def __getitem__(self, k: int) -> _Job:
+        return _Job(
+            float(self.prompt_s[k]), float(self.output_tokens[k]), int(self.level[k]), bool(self.timed_out[k])
+        )
+
+
 def _predict(
     jobs: Sequence[_Job],
     curve: RateCurve,
@@ -109,6 +138,8 @@ def _predict(
     config: AdvisorConfig,
     run_size: int,
 ) -> CandidatePrediction:
+    """The model's prediction for ``jobs`` at ``workers``, one cell at a time: the reference
+    `_predict_columns` computes in arrays, figure for figure."""
     rate = curve.per_stream_rate_at(workers)
     prefill = 1 + contention * (workers - 1)
     ceiling_s = config.ceiling_s
@@ -130,100 +161,54 @@ def _predict(
     )
 
 
-def class_advice(
-    engine: str,
-    eval_name: str,
-    *,
-    cell_class: CellClass,
-    members: list[tuple[Cell, int]],
+def _predict_columns(
+    jobs: _Jobs,
     curve: RateCurve,
+    workers: int,
+    *,
+    contention: float,
     config: AdvisorConfig,
-) -> ClassAdvice:
-    top = curve.max_streams
+    run_size: int,
+) -> CandidatePrediction:
+    """`_predict` over the jobs' arrays: the same operations in the same order on each cell's
+    values (so the same floats), the mean's sum exact (`math.fsum`) as there."""
+    np = require_numpy()
+    rate = curve.per_stream_rate_at(workers)
+    prefill = 1 + contention * (workers - 1)
+    ceiling_s = config.ceiling_s
+    limit_s = ceiling_s * (1 - config.ceiling_headroom)
+    times = jobs.prompt_s * prefill + jobs.output_tokens / rate
+    capped = np.minimum(times, ceiling_s)
+    wall = max(run_size * math.fsum(capped.tolist()) / len(jobs) / workers, float(capped.max()))
+    late = (times > limit_s) | (jobs.timed_out & (times >= limit_s * (1 - 1e-9)))
+    return CandidatePrediction(
+        workers=workers,
+        per_stream_rate=rate,
+        timeout_fraction=int(late.sum()) / len(jobs),
+        wall_s=wall,
+        speedup=1.0,  # filled in against serial by the caller
+    )
 
-    def rate_at(level: int) -> float:
-        return curve.per_stream_rate_at(min(max(level, 1), top))
 
-    elapsed_by_level: dict[int, list[float]] = defaultdict(list)
-    for cell, level in members:
-        if not ceiling_hit(cell):
-            elapsed_by_level[level].append(cell.elapsed_s)
-    fitted = None
-    if cell_class is not CellClass.GENERATION_HEAVY:
-        fitted = fit_prefill_contention(elapsed_by_level)
-    contention = fitted if fitted is not None else config.prefill_contention
-
-    # A timeout produced at least the curve's rate times its elapsed time; a cell that timed out
-    # at a low level would not have fit at a higher one, so each cell id keeps its largest bound.
-    bound: dict[str, float] = defaultdict(float)
-    for cell, level in members:
-        if ceiling_hit(cell):
-            tokens = max(float(cell.completion_tokens or 0), rate_at(level) * cell.elapsed_s)
-            bound[cell.cell_id] = max(bound[cell.cell_id], tokens)
-    jobs = []
-    for cell, level in members:
-        prefill = 1 + contention * (level - 1)
-        if ceiling_hit(cell):
-            jobs.append(_Job(0.0, bound[cell.cell_id], level, True))
-        else:
-            tokens = float(cell.completion_tokens or 0)
-            prompt_s = max(0.0, cell.elapsed_s - tokens / rate_at(level)) / prefill
-            jobs.append(_Job(prompt_s, tokens, level, False))
-
-    candidates_n = sorted({1, *(s for s in curve.streams if s <= curve.peak_aggregate_streams)})
-    run_size = len({cell.cell_id for cell, _ in members})
-    raw = [
-        _predict(jobs, curve, n, contention=contention, config=config, run_size=run_size)
-        for n in candidates_n
+def choose(
+    candidates: list[CandidatePrediction], config: AdvisorConfig
+) -> tuple[list[CandidatePrediction], CandidatePrediction]:
+    """Each candidate with its speedup over serial (the first), and the recommendation: the best
+    speedup whose timeout fraction is at most serial's plus the tolerance, the fewer workers
+    among speedups within `_SPEEDUP_TIE` of it."""
+    serial = candidates[0]
+    scored = [
+        c.model_copy(update={"speedup": serial.wall_s / c.wall_s if c.wall_s > 0 else 1.0})
+        for c in candidates
     ]
-    serial = raw[0]
-    candidates = [
-        c.model_copy(update={"speedup": serial.wall_s / c.wall_s if c.wall_s > 0 else 1.0}) for c in raw
-    ]
-    allowed = [
-        c for c in candidates if c.timeout_fraction <= serial.timeout_fraction + config.timeout_tolerance
-    ]
+    allowed = [c for c in scored if c.timeout_fraction <= serial.timeout_fraction + config.timeout_tolerance]
     best = max(c.speedup for c in allowed)
     chosen = min((c for c in allowed if c.speedup >= best * (1 - _SPEEDUP_TIE)), key=lambda c: c.workers)
-
-    serial_times = sorted(j.prompt_s + j.output_tokens / serial.per_stream_rate for j in jobs)
-    cost = 1 - chosen.per_stream_rate / serial.per_stream_rate
-    speedup_interval = _speedup_interval(
-        jobs,
-        curve,
-        chosen.workers,
-        contention=contention,
-        config=config,
-        run_size=run_size,
-        seed=f"{engine}/{eval_name}/{cell_class.value}",
-    )
-    outputs = sorted(j.output_tokens for j in jobs if not j.timed_out)
-    serial_p90 = percentile(serial_times, 0.9)
-    return ClassAdvice(
-        engine=engine,
-        eval_name=eval_name,
-        cell_class=cell_class,
-        ceiling_bound=serial_p90 >= config.ceiling_bound_fraction * config.ceiling_s,
-        serial_p90_s=serial_p90,
-        n_cells=len(members),
-        historical_timeouts=sum(j.timed_out for j in jobs),
-        prompt_tokens_median=summarize(float(c.prompt_tokens) for c, _ in members if c.prompt_tokens).median,
-        output_tokens_p90=percentile(outputs, 0.9) if outputs else None,
-        prefill_contention=contention,
-        prefill_contention_fitted=fitted is not None,
-        recommended_workers=chosen.workers,
-        timeout_fraction=chosen.timeout_fraction,
-        serial_timeout_fraction=serial.timeout_fraction,
-        speedup=chosen.speedup,
-        speedup_interval=speedup_interval,
-        per_stream_cost=cost,
-        per_stream_cost_interval=per_stream_cost_interval(curve, chosen.workers),
-        candidates=candidates,
-    )
+    return scored, chosen
 
 
 def _speedup_interval(
-    jobs: Sequence[_Job],
+    jobs: Sequence[_Job] | _Jobs,
     curve: RateCurve,
     workers: int,
     *,
@@ -240,7 +225,7 @@ def _speedup_interval(
     arrays, a block of rows at a time so memory stays bounded however large the class."""
     if len(jobs) < 2 or workers == 1:
         return None
-    np = _numpy()
+    np = require_numpy()
     n, resamples = len(jobs), config.bootstrap_resamples
     serial_t = _capped_times(jobs, curve, 1, contention=contention, config=config)
     batched_t = _capped_times(jobs, curve, workers, contention=contention, config=config)
@@ -257,12 +242,15 @@ def _speedup_interval(
 
 
 def _capped_times(
-    jobs: Sequence[_Job], curve: RateCurve, workers: int, *, contention: float, config: AdvisorConfig
+    jobs: Sequence[_Job] | _Jobs, curve: RateCurve, workers: int, *, contention: float, config: AdvisorConfig
 ) -> Any:
     """Each cell's predicted time at ``workers`` capped at the ceiling, as `_predict` computes it."""
-    np = _numpy()
-    prompt_s = np.fromiter((j.prompt_s for j in jobs), dtype=np.float64, count=len(jobs))
-    output = np.fromiter((j.output_tokens for j in jobs), dtype=np.float64, count=len(jobs))
+    np = require_numpy()
+    if isinstance(jobs, _Jobs):
+        prompt_s, output = jobs.prompt_s, jobs.output_tokens
+    else:
+        prompt_s = np.fromiter((j.prompt_s for j in jobs), dtype=np.float64, count=len(jobs))
+        output = np.fromiter((j.output_tokens for j in jobs), dtype=np.float64, count=len(jobs))
     times = prompt_s * (1 + contention * (workers - 1)) + output / curve.per_stream_rate_at(workers)
     return np.minimum(times, config.ceiling_s)
 
@@ -284,20 +272,20 @@ _BOOTSTRAP_BLOCK = 1_000_000
 def _wall(capped: Any, run_size: int, workers: int) -> Any:
     """`_predict`'s wall time for each row of capped cell times: the run's cells spread over the
     workers, or the longest cell when that is longer."""
-    np = _numpy()
+    np = require_numpy()
     return np.maximum(run_size * capped.mean(axis=1) / workers, capped.max(axis=1))
 
 
-def _numpy() -> Any:
-    """numpy, which the advisor's bootstrap needs (the ``cli`` extra; the core install that
-    `instrument()` needs leaves it out)."""
+def require_numpy() -> Any:
+    """numpy, which the advisor's columns and bootstrap need (the ``cli`` extra; the core install
+    that `instrument()` needs leaves it out); a command calls it before it reads the store."""
     try:
         import numpy
     except ImportError:
         from ..._exceptions import ConfigError
 
         raise ConfigError(
-            "the advisor's bootstrap needs numpy, which the core install leaves out: "
+            "the advisor reads cells as numpy columns, which the core install leaves out: "
             "pip install 'spark-otel[cli]'"
         ) from None
     return numpy
