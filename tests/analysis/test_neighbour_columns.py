@@ -12,11 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.article import appendix_c_cells, appendix_d_cells, appendix_d_loads
 from tests.support.cells import S, cell
-from tests.support.neighbour_boxes import boxes
+from tests.support.neighbour_boxes import boxes, rows_no_baseline_reads
 
 from spark_otel import ConfigError, InputError
 from spark_otel import _semconv as sc
-from spark_otel.analysis.neighbour import neighbour_cost, neighbour_costs, windows_touched
+from spark_otel.analysis.neighbour import (
+    neighbour_cost,
+    neighbour_costs,
+    no_baseline_reason,
+    windows_touched,
+)
 from spark_otel.analysis.neighbour_columns import (
     neighbour_cost_of_columns,
     neighbour_costs_of_columns,
@@ -38,7 +43,10 @@ def both(cells: list[Cell], windows: list[LoadWindow], **options: Any) -> None:
     bare = neighbour_reports_of_columns(
         CellColumns.from_cells(cells), windows, with_cells=False, all_windows=False, **options
     )
-    assert bare == [r.model_copy(update={"cells": [], "windows": windows_touched(r)}) for r in rows]
+    assert bare == [
+        r.model_copy(update={"cells": rows_no_baseline_reads(r), "windows": windows_touched(r)}) for r in rows
+    ]
+    assert [no_baseline_reason(r) for r in bare] == [no_baseline_reason(r) for r in rows]
 
 
 def each(cells: list[Cell], windows: list[LoadWindow], eval_name: str, **options: Any) -> None:

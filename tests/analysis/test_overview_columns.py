@@ -20,10 +20,12 @@ from tests.support.article import (
     appendix_d_loads,
 )
 from tests.support.cells import S, cell
+from tests.support.neighbour_boxes import rows_no_baseline_reads
 from tests.support.overview_reference import reference_advise, reference_overview
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis import AdvisorConfig, CurvePoint, RateCurve, advise, overview
+from spark_otel.analysis.neighbour import no_baseline_reason, windows_touched
 from spark_otel.analysis.request_cells import REQUEST_SOURCE
 from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.records.cell_columns import CellColumns
@@ -50,7 +52,16 @@ def same(
             update={"engines": [e.model_copy(update={"cells": []}) for e in reference.concurrency.engines]}
         )
     )
-    assert bare.model_copy(update={"concurrency": reference.concurrency}) == reference
+    assert bare.neighbours == [
+        r.model_copy(update={"cells": rows_no_baseline_reads(r), "windows": windows_touched(r)})
+        for r in reference.neighbours
+    ]
+    assert [no_baseline_reason(r) for r in bare.neighbours] == [
+        no_baseline_reason(r) for r in reference.neighbours
+    ]
+    assert bare.model_copy(
+        update={"concurrency": reference.concurrency, "neighbours": reference.neighbours}
+    ) == (reference)
     alone = overview(columns, windows, probes, with_concurrency=False, **options)
     assert alone.concurrency is None
     assert alone.model_copy(update={"concurrency": reference.concurrency}) == reference

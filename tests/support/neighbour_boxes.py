@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from spark_otel import _semconv as sc
+from spark_otel.analysis.neighbour import CellRate, NeighbourReport
 from spark_otel.analysis.request_cells import REQUEST_SOURCE
 from spark_otel.model import AttributeValue, Cell, CellStatus, LoadWindow
 
@@ -70,3 +71,9 @@ def boxes(draw: st.DrawFn) -> tuple[list[Cell], list[LoadWindow]]:
         )
     ordered = draw(st.booleans())
     return (sorted(cells, key=lambda c: c.start_unix_ns) if ordered else cells), windows
+
+
+def rows_no_baseline_reads(report: NeighbourReport) -> list[CellRate]:
+    """The cells a report without per-cell rows keeps: those `no_baseline_reason` reads (the
+    cells that ran alone, where they give no baseline)."""
+    return [c for c in report.cells if c.baseline] if report.baseline.median is None else []

@@ -170,10 +170,9 @@ def _cells_curve(engine: str, cols: CellColumns, mine: Positions, exclude: froze
     kept = np.arange(len(mine))
     if exclude:
         kept = np.flatnonzero(np.array([cols.uid[k] not in exclude for k in mine.tolist()], dtype=np.bool_))
-    levels: list[int | None] = [
-        int(lv) if ok else None for lv, ok in zip(level[kept].tolist(), weighed[kept].tolist(), strict=True)
-    ]
-    summaries = _level_summaries(levels, rate[kept].tolist(), hit[kept].tolist(), fail[kept].tolist())
+    summaries = _level_summaries(
+        level[kept].astype(np.int64), weighed[kept], rate[kept], hit[kept], fail[kept]
+    )
     return curve_from_levels(engine, summaries, measured_unix_ns=int(end.max()))
 
 

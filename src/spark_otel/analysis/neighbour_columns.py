@@ -114,13 +114,19 @@ class NeighbourColumns:
     cells: _Rows
 
     def report(self, *, with_cells: bool = True, all_windows: bool = True) -> NeighbourReport:
-        """The validated report. ``with_cells=False`` leaves its per-cell rows out;
+        """The validated report. ``with_cells=False`` leaves its per-cell rows out but for those
+        `no_baseline_reason` reads (a report with no baseline keeps the cells that ran alone);
         ``all_windows=False`` keeps only the windows some cell is attributed to (`windows_touched`),
         the rest (no cell, no rate, no cost) being most rows in a long history."""
         keep = None if all_windows else self.touched()
-        return self.head.model_copy(
-            update={"windows": self.windows.rows(keep), "cells": self.cells.rows() if with_cells else []}
-        )
+        cells = self.cells.rows(None if with_cells else self._alone_without_baseline())
+        return self.head.model_copy(update={"windows": self.windows.rows(keep), "cells": cells})
+
+    def _alone_without_baseline(self) -> list[int]:
+        """Positions of the cells that ran alone where they give no baseline; none where they do."""
+        if self.head.baseline.median is not None:
+            return []
+        return [k for k, alone in enumerate(self.cells.columns["baseline"]) if alone]
 
     def dump(self) -> dict[str, Any]:
         """``report().model_dump(mode="json")``, written from the columns."""
@@ -629,8 +635,7 @@ def neighbour_reports_of_columns(
 ) -> list[NeighbourReport]:
     """`neighbour_costs` over columns, as validated reports (`NeighbourColumns.report`): with the
     defaults, equal to `neighbour_costs` over the same cells; ``with_cells=False`` and
-    ``all_windows=False`` leave out the rows a caller does not read (an overview's advice reads
-    only the windows some cell is attributed to)."""
+    ``all_windows=False`` leave out the rows a caller does not read (`NeighbourColumns.report`)."""
     return [
         found.report(with_cells=with_cells, all_windows=all_windows)
         for found in neighbour_costs_of_columns(

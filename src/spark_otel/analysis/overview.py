@@ -9,17 +9,17 @@ function, so the same store gives the same rules wherever they are read. It deci
   curve leaves out cells that ran beside load their in-flight count does not see (a probe level,
   a recorded load, another engine's cells); when that leaves none, it uses them all and is
   marked under load. The advisor picks among the candidates (`advisor.choose_curves`).
-* **Neighbour costs.** `neighbour_costs` for the evals in scope (all, or ``eval_name``) with at
-  least `MIN_CELLS_FOR_NEIGHBOUR` cells, one report per worker count where an eval ran at
-  several; reports that priced nothing (no baseline and no window touched) are dropped, and with
-  ``engine``, so are those of evals that neither ran on it nor ran beside load on it.
+* **Neighbour costs.** `neighbour_costs` (over columns: `neighbour_reports_of_columns`) for the
+  evals in scope (all, or ``eval_name``) with at least `MIN_CELLS_FOR_NEIGHBOUR` cells, one report
+  per worker count where an eval ran at several; reports that priced nothing (no baseline and no
+  window touched) are dropped, and with ``engine``, so are those of evals that neither ran on it
+  nor ran beside load on it.
 * **Advice.** `advise` over every cell (so in-flight levels see all the load), narrowed to
   ``eval_name`` and ``engine``, with the GPU utilization and token-rate samples given.
 
 Over columns: the cells come in as `CellColumns` (or as records, made columns once), and the
-concurrency, the curves (`curve_candidates`) and the advice are computed over them without a
-`Cell` per row; only `neighbour_costs` still reads records (made from the columns where columns
-came in). Pure: records or columns and numbers in, a frozen result out.
+concurrency, the curves (`curve_candidates`), the neighbour costs and the advice are computed
+over them without a `Cell` per row. Pure: records or columns and numbers in, a frozen result out.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ._result import Result
 from .advisor import Advice, AdvisorConfig, advise, choose_curves
 from .advisor.predict import require_numpy
 from .concurrency import ConcurrencyReport
-from .neighbour import MIN_CELLS_FOR_NEIGHBOUR, NeighbourReport, neighbour_costs, windows_touched
+from .neighbour import MIN_CELLS_FOR_NEIGHBOUR, NeighbourReport, windows_touched
 from .windows import DEFAULT_MERGE_GAP_S
 
 if TYPE_CHECKING:
@@ -81,7 +81,9 @@ def overview(
     ``cells`` are records or their columns (`CellColumns`, as `Store.cell_columns` reads them):
     the same overview either way, computed over columns (numpy, the ``cli`` extra: `ConfigError`
     naming it where it is missing). ``with_cells=False`` leaves the concurrency report's per-cell
-    rows out (an answer that shows none: every other figure the same); ``with_concurrency=False``
+    rows out, and the neighbour reports' rows no answer reads (`NeighbourColumns.report`: the cells
+    but those `no_baseline_reason` reads, the windows no cell is attributed to), for an answer that
+    shows none, every other figure the same; ``with_concurrency=False``
     leaves the whole report out (None: an answer that shows none, as `advise`; the curves are the
     same, from the cells' levels either way). ``token_rates`` default
     to the curves' aggregate rates (see `advise`). Raises `InputError` when ``eval_name`` names
@@ -89,8 +91,9 @@ def overview(
     """
     require_numpy()
     from ..records.cell_columns import CellColumns
-    from .concurrency_columns import _as_cells, concurrency_of_columns
+    from .concurrency_columns import concurrency_of_columns
     from .curve_candidates import curve_candidates
+    from .neighbour_columns import neighbour_costs_of_columns
 
     config = config or AdvisorConfig()
     rows = None if isinstance(cells, CellColumns) else list(cells)
@@ -116,16 +119,17 @@ def overview(
         shown = ConcurrencyReport(
             eval_name=None, engines=kept, requests_as_cells=sum(e.requests_as_cells for e in kept)
         )
-    # Neighbour costs still read a `Cell` per row: the columns' cells as records where columns
-    # came in. When `neighbour_costs` reads columns, it is called here with ``columns``.
     neighbours = [
         report
-        for report in neighbour_costs(
-            rows if rows is not None else _as_cells(columns),
-            all_windows,
-            eval_names=[eval_name] if eval_name else None,
-            min_cells=MIN_CELLS_FOR_NEIGHBOUR,
-            merge_gap_s=merge_gap_s,
+        for report in (
+            found.report(with_cells=with_cells, all_windows=with_cells)
+            for found in neighbour_costs_of_columns(
+                columns,
+                all_windows,
+                eval_names=[eval_name] if eval_name else None,
+                min_cells=MIN_CELLS_FOR_NEIGHBOUR,
+                merge_gap_s=merge_gap_s,
+            )
         )
         if (report.baseline.n or windows_touched(report)) and (engine is None or _touches(report, engine))
     ]

@@ -176,7 +176,9 @@ def _overview(args: argparse.Namespace, inputs: ReportInputs, config: AdvisorCon
                 stand_ins=sources.count(REQUEST_SOURCE),
             )
         )
-    found = overview_from_inputs(inputs, config=config, engine=args.engine, with_concurrency=False)
+    found = overview_from_inputs(
+        inputs, config=config, engine=args.engine, with_concurrency=False, with_cells=False
+    )
     for note in found.notes:
         _logger.info("advise: %s", note)
     return found

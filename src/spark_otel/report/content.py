@@ -75,6 +75,7 @@ def overview_from_inputs(
     eval_name: str | None = None,
     engine: str | None = None,
     with_concurrency: bool = True,
+    with_cells: bool = True,
 ) -> Overview:
     """`spark_otel.analysis.overview` of recorded inputs: the one call `spark-otel advise` and
     `spark-otel report` both make, so the same records give the same rules. The cells are the
@@ -95,6 +96,7 @@ def overview_from_inputs(
             engine=engine,
             engine_urls=inputs.engine_urls,
             with_concurrency=with_concurrency,
+            with_cells=with_cells,
         )
     except InputError as exc:
         raise InputError(f"{inputs.source}: {exc}") from exc
