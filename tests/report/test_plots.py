@@ -5,7 +5,7 @@ marker, no curve from one point, and a timeline per eval with its loads shaded."
 from __future__ import annotations
 
 import pytest
-from matplotlib.collections import LineCollection
+from matplotlib.collections import LineCollection, PolyCollection
 
 from spark_otel import ConfigError
 from spark_otel.analysis.neighbour import neighbour_cost, no_baseline_reason
@@ -13,11 +13,13 @@ from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report import ReportInputs, build_report, render_html, render_images
 from spark_otel.report.plots import (
+    LoadSpan,
     concurrency_figure,
     curve_figure,
     neighbour_figure,
     plottable,
     timeline_figure,
+    timeline_marks,
 )
 
 S = 1_000_000_000
@@ -118,8 +120,13 @@ def test_the_timeline_draws_each_cell_at_its_rate_and_shades_the_load_it_ran_bes
         (400.0, 500.0, 5.0),
         (500.0, 600.0, 5.0),
     ]
-    [shade] = ax.patches
+    # The load's shade: one collection, full height, its window in minutes.
+    [shade] = [c for c in ax.collections if isinstance(c, PolyCollection)]
     assert shade.get_label() == "nemotron load"
+    [path] = shade.get_paths()
+    assert sorted({(round(x * 60, 6), y) for x, y in path.vertices}) == [
+        (400.0, 0.0), (400.0, 1.0), (700.0, 0.0), (700.0, 1.0)
+    ]  # fmt: skip
     labels = ax.get_legend_handles_labels()[1]
     assert "timed out or failed, not rated (n=1)" in labels
     assert "baseline median 10.00 tok/s (n=4)" in labels
@@ -170,3 +177,17 @@ def test_an_eval_without_a_baseline_says_why_in_one_line_instead_of_an_empty_tab
     section = page[page.index("Neighbour cost") : page.index("Deadline outcomes")]
     assert "No baseline: every one of the 4 cells of serial ran beside other load" in section
     assert "<table>" not in section
+
+
+def test_the_timelines_inputs_are_the_cells_columns_and_the_loads_by_colour() -> None:
+    """What the timeline draws, as data: the rated cells' starts, ends and rates in the report's
+    order, the unrated cell's end, the load's window on the axis (minutes: 700 s) under its colour."""
+    cells, windows = _neighbour_records()
+    marks = timeline_marks(neighbour_cost("serial", cells, windows))
+    assert (marks.axis.unit, marks.t0_ns, marks.t1_ns) == ("minutes", T0, T0 + 700 * S)
+    assert marks.starts_ns.tolist() == [T0 + k * 100 * S for k in range(6)]
+    assert marks.ends_ns.tolist() == [T0 + (k + 1) * 100 * S for k in range(6)]
+    assert marks.rates.tolist() == [10.0, 10.0, 10.0, 10.0, 5.0, 5.0]
+    assert marks.unrated_ends_ns.tolist() == [T0 + 700 * S]
+    assert marks.spans == [LoadSpan("nemotron load", "#ff7f0e", [400 / 60], [700 / 60])]
+    assert marks.top == 10.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost, neighbour_cost, windows_touched
@@ -73,11 +74,20 @@ def _load(name: str, i: int) -> LoadWindow:
 
 
 def _shades(ax: Any) -> list[tuple[str, str]]:
-    """Each shaded load in time order: its legend label ('' for none) and its colour."""
-    return [
-        ("" if p.get_label().startswith("_") else p.get_label(), to_hex(p.get_facecolor()))
-        for p in sorted(ax.patches, key=lambda p: p.get_x())
+    """Each shaded load in time order: its colour's legend label ('' after its first window) and
+    its colour. A colour's windows are one collection, a polygon each."""
+    drawn = [
+        (float(path.vertices[:, 0].min()), shade.get_label(), to_hex(shade.get_facecolor()[0]))
+        for shade in ax.collections
+        if isinstance(shade, PolyCollection)
+        for path in shade.get_paths()
     ]
+    assert len(ax.patches) == 0  # no patch per window
+    out, seen = [], set()
+    for _, label, colour in sorted(drawn):
+        out.append(("" if label in seen else label, colour))
+        seen.add(label)
+    return out
 
 
 def test_a_load_that_ran_several_times_keeps_one_colour_and_one_legend_entry() -> None:
