@@ -15,6 +15,7 @@ from spark_otel.report import ReportInputs, build_report, render_html, render_im
 from spark_otel.report.plots import (
     LoadSpan,
     concurrency_figure,
+    concurrency_points,
     curve_figure,
     neighbour_figure,
     plottable,
@@ -191,3 +192,21 @@ def test_the_timelines_inputs_are_the_cells_columns_and_the_loads_by_colour() ->
     assert marks.unrated_ends_ns.tolist() == [T0 + 700 * S]
     assert marks.spans == [LoadSpan("nemotron load", "#ff7f0e", [400 / 60], [700 / 60])]
     assert marks.top == 10.0
+
+
+def test_the_concurrency_plots_inputs_are_each_engines_cells_with_a_load_and_a_rate() -> None:
+    """Per engine, the in-flight counts and rates of its cells with both, in the report's order;
+    the timeout (no rate) left out, an engine of no such cell left out."""
+    from spark_otel.analysis.concurrency import concurrency
+
+    cells, _ = _neighbour_records()
+    cells.append(_cell(7, 0.0, 100.0, None, status=CellStatus.DEADLINE).model_copy(update={"engine": "nemo"}))
+    report = concurrency(cells)
+    points = concurrency_points(report)
+    [qwen] = [e for e in report.engines if e.engine == "qwen"]
+    expected = [(c.in_flight, c.decode_rate) for c in qwen.cells if c.in_flight and c.decode_rate]
+    assert len(expected) == 6
+    assert list(points) == ["qwen"]
+    xs, ys = points["qwen"]
+    assert list(zip(xs.tolist(), ys.tolist(), strict=True)) == expected
+    assert sorted(ys.tolist()) == [5.0, 5.0, 10.0, 10.0, 10.0, 10.0]

@@ -41,6 +41,7 @@ __all__ = [
     "budget_figure",
     "budget_png_name",
     "concurrency_figure",
+    "concurrency_points",
     "curve_figure",
     "curve_png_name",
     "instrument_figure",
@@ -507,23 +508,36 @@ def plot_concurrency(report: ConcurrencyReport, *, density_above: int = DENSITY_
     return _png(concurrency_figure(report, density_above=density_above))
 
 
+def concurrency_points(report: ConcurrencyReport) -> dict[str, tuple[Any, Any]]:
+    """`concurrency_figure`'s inputs: per engine with any, its cells' time-weighted in-flight
+    counts and decode rates (numpy columns, in the report's order), of the cells with both
+    (neither None nor 0)."""
+    np = _numpy()
+    points = {}
+    for engine in report.engines:
+        n = len(engine.cells)
+        xs = np.fromiter((c.in_flight or 0.0 for c in engine.cells), dtype=np.float64, count=n)
+        ys = np.fromiter((c.decode_rate or 0.0 for c in engine.cells), dtype=np.float64, count=n)
+        both = (xs != 0) & (ys != 0)
+        if both.any():
+            points[engine.engine] = (xs[both], ys[both])
+    return points
+
+
 def concurrency_figure(report: ConcurrencyReport, *, density_above: int = DENSITY_ABOVE) -> Any:
     """Per-cell decode rate against time-weighted cells in flight, one colour per engine. More
     cells than ``density_above`` in all: one panel per engine, each its cells' density."""
     plt = _pyplot()
-    points = {
-        engine.engine: [(c.in_flight, c.decode_rate) for c in engine.cells if c.in_flight and c.decode_rate]
-        for engine in report.engines
-    }
-    points = {engine: pts for engine, pts in points.items() if pts}
-    top = max((p[1] for pts in points.values() for p in pts), default=0.0)
-    if sum(map(len, points.values())) > density_above:
+    points = concurrency_points(report)
+    top = max((float(ys.max()) for _, ys in points.values()), default=0.0)
+    if sum(len(xs) for xs, _ in points.values()) > density_above:
         fig, axes = plt.subplots(
             len(points), 1, sharex=True, sharey=True, figsize=(7.5, 1.2 + 2.8 * len(points)), squeeze=False
         )
         for ax, (engine, pts) in zip(axes[:, 0], points.items(), strict=True):
-            _density(ax, [p[0] for p in pts], [p[1] for p in pts], label=f"{engine} (n={len(pts)})")
-            ax.set_title(f"{engine}: {len(pts):,} cells", fontsize=9, loc="left")
+            n = len(pts[0])
+            _density(ax, pts[0], pts[1], label=f"{engine} (n={n})")
+            ax.set_title(f"{engine}: {n:,} cells", fontsize=9, loc="left")
             ax.set_ylabel("per-cell decode tok/s")
         axes[-1, 0].set_xlabel("cells in flight on the engine (time-weighted)")
         ax = axes[0, 0]
@@ -532,9 +546,8 @@ def concurrency_figure(report: ConcurrencyReport, *, density_above: int = DENSIT
         fig.suptitle("Per-cell rate against concurrency", fontsize=11)
         return fig
     fig, ax = plt.subplots(figsize=(7.5, 4))
-    for engine, pts in points.items():
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7,
-                   label=f"{engine} (n={len(pts)})")  # fmt: skip
+    for engine, (xs, ys) in points.items():
+        ax.scatter(xs, ys, s=14, alpha=0.7, label=f"{engine} (n={len(xs)})")
     ax.set_xlabel("cells in flight on the engine (time-weighted)")
     ax.set_ylabel("per-cell decode tok/s")
     ax.set_xlim(left=0)
