@@ -5,6 +5,12 @@ so no marker is clipped, stream counts sit on an integer axis, and a curve of on
 drawn at all (the page says why instead, `plottable`). A year of cells stays readable: a time
 axis reads in seconds, minutes, hours, then dates as the span grows (`time_axis`), and more
 cells than `DENSITY_ABOVE` are drawn as density, one hexbin call, not a solid bar of markers.
+
+A year of history stays quick to draw: each plot's many marks are one artist (a timeline's loads
+one collection per colour, its cells one segment collection or one hexbin), its inputs are read
+into numpy columns once (`timeline_marks`, `concurrency_points`: the facts tests pin), a PNG is
+drawn once and written RGB at zlib's fastest level (`_png`), and a report of many plots draws
+them in forked processes (`render_images`).
 """
 
 from __future__ import annotations
@@ -724,6 +730,7 @@ def _drawn(jobs: list[Callable[[], bytes]], costs: list[int], processes: int) ->
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
+    _pyplot()  # imported once here, not once per drawing process
     gc.freeze()  # the content stays shared: a collection in a drawing process would write to every object
     try:
         context = multiprocessing.get_context("fork")
