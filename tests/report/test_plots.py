@@ -13,7 +13,7 @@ from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report import ReportInputs, build_report, render_html, render_images
 from spark_otel.report.plots import (
-    LoadSpan,
+    LoadShade,
     concurrency_figure,
     concurrency_points,
     curve_figure,
@@ -121,9 +121,8 @@ def test_the_timeline_draws_each_cell_at_its_rate_and_shades_the_load_it_ran_bes
         (400.0, 500.0, 5.0),
         (500.0, 600.0, 5.0),
     ]
-    # The load's shade: one collection, full height, its window in minutes.
+    # The load's shade: one collection, full height, its window in minutes; its legend entry apart.
     [shade] = [c for c in ax.collections if isinstance(c, PolyCollection)]
-    assert shade.get_label() == "nemotron load"
     [path] = shade.get_paths()
     assert sorted({(round(x * 60, 6), y) for x, y in path.vertices}) == [
         (400.0, 0.0), (400.0, 1.0), (700.0, 0.0), (700.0, 1.0)
@@ -190,7 +189,7 @@ def test_the_timelines_inputs_are_the_cells_columns_and_the_loads_by_colour() ->
     assert marks.ends_ns.tolist() == [T0 + (k + 1) * 100 * S for k in range(6)]
     assert marks.rates.tolist() == [10.0, 10.0, 10.0, 10.0, 5.0, 5.0]
     assert marks.unrated_ends_ns.tolist() == [T0 + 700 * S]
-    assert marks.spans == [LoadSpan("nemotron load", "#ff7f0e", [400 / 60], [700 / 60])]
+    assert marks.loads == [LoadShade(400 / 60, 700 / 60, "#ff7f0e", "nemotron load")]
     assert marks.top == 10.0
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
+from matplotlib.patches import Patch
 
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost, neighbour_cost, windows_touched
 from spark_otel.analysis.stats import RateSummary
@@ -74,17 +75,23 @@ def _load(name: str, i: int) -> LoadWindow:
 
 
 def _shades(ax: Any) -> list[tuple[str, str]]:
-    """Each shaded load in time order: its colour's legend label ('' after its first window) and
-    its colour. A colour's windows are one collection, a polygon each."""
-    drawn = [
-        (float(path.vertices[:, 0].min()), shade.get_label(), to_hex(shade.get_facecolor()[0]))
-        for shade in ax.collections
-        if isinstance(shade, PolyCollection)
-        for path in shade.get_paths()
-    ]
+    """Each shaded load in time order: its legend label where it is the first of that label's
+    windows ('' after), and its colour. The windows are one collection, a polygon each in time
+    order; the legend carries an entry per label."""
+    [shades] = [c for c in ax.collections if isinstance(c, PolyCollection)]
     assert len(ax.patches) == 0  # no patch per window
+    colours = [to_hex(c) for c in shades.get_facecolor()]
+    starts = [float(path.vertices[:, 0].min()) for path in shades.get_paths()]
+    assert starts == sorted(starts)
+    legend = ax.get_legend()
+    entries = {
+        text.get_text(): to_hex(handle.get_facecolor())
+        for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True)
+        if isinstance(handle, Patch)
+    }
     out, seen = [], set()
-    for _, label, colour in sorted(drawn):
+    for colour in colours:
+        [label] = [name for name, c in entries.items() if c == colour]
         out.append(("" if label in seen else label, colour))
         seen.add(label)
     return out

@@ -7,7 +7,7 @@ axis reads in seconds, minutes, hours, then dates as the span grows (`time_axis`
 cells than `DENSITY_ABOVE` are drawn as density, one hexbin call, not a solid bar of markers.
 
 A year of history stays quick to draw: each plot's many marks are one artist (a timeline's loads
-one collection per colour, its cells one segment collection or one hexbin), its inputs are read
+one collection, its cells one segment collection or one hexbin), its inputs are read
 into numpy columns once (`timeline_marks`, `concurrency_points`: the facts tests pin), a PNG is
 drawn once and written RGB at zlib's fastest level (`_png`), and a report of many plots draws
 them in forked processes (`render_images`).
@@ -41,7 +41,7 @@ __all__ = [
     "DATES_ABOVE_S",
     "DENSITY_ABOVE",
     "PARALLEL_FROM",
-    "LoadSpan",
+    "LoadShade",
     "TimeAxis",
     "TimelineMarks",
     "budget_figure",
@@ -156,9 +156,13 @@ def _canvas_class() -> Any:
     return Canvas
 
 
-def _legend_outside(ax: Any) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+def _legend_outside(ax: Any, first: Sequence[Any] = ()) -> None:
+    """The axes' legend right of the data; ``first``: entries for artists that carry none
+    themselves (a collection of several colours), before the axes' own."""
+    handles, labels = ax.get_legend_handles_labels()
+    handles, labels = [*first, *handles], [*(h.get_label() for h in first), *labels]
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
 def _pad_y(ax: Any, top: float) -> None:
@@ -353,8 +357,7 @@ def timeline_figure(
     marks = timeline_marks(result)
     axis, at = marks.axis, marks.axis.at
     t0, t1 = marks.t0_ns, marks.t1_ns
-    for span in marks.spans:
-        _shade(ax, span)
+    entries = _shade(ax, marks.loads)
     if result.baseline.median is not None:
         ax.axhline(
             result.baseline.median,
@@ -398,7 +401,7 @@ def timeline_figure(
     ax.set_xlabel(axis.label("the first cell") + _model_time(time_scale))
     ax.set_ylabel("per-cell decode tok/s")
     ax.set_title(f"{result.label} over time", fontsize=11)
-    _legend_outside(ax)
+    _legend_outside(ax, first=entries)
     return fig
 
 
@@ -422,21 +425,21 @@ def _load_colours(touched: Sequence[WindowCost]) -> tuple[dict[str, str], str]:
 
 
 @dataclass(frozen=True)
-class LoadSpan:
-    """The loads drawn in one colour under one legend entry: each window's start and end on the
-    time axis (clipped to the eval's span)."""
+class LoadShade:
+    """A window of other load shaded on a timeline: where it starts and ends on the time axis
+    (clipped to the eval's span), its colour, and the legend entry it comes under."""
 
-    label: str
+    start: float
+    end: float
     colour: str
-    starts: list[float]
-    ends: list[float]
+    label: str
 
 
 @dataclass(frozen=True)
 class TimelineMarks:
     """What an eval's timeline draws, as data: its rated cells' starts, ends (ns) and rates, its
-    unrated cells' ends, the loads shaded beside them, the time axis and the rate axis's top
-    (before padding)."""
+    unrated cells' ends, the loads shaded beside them (in time order), the time axis and the rate
+    axis's top (before padding)."""
 
     axis: TimeAxis
     t0_ns: int
@@ -445,13 +448,13 @@ class TimelineMarks:
     ends_ns: Any
     rates: Any
     unrated_ends_ns: Any
-    spans: list[LoadSpan]
+    loads: list[LoadShade]
     top: float
 
 
 def timeline_marks(result: NeighbourReport) -> TimelineMarks:
     """`timeline_figure`'s inputs from the report's cells and windows: numpy columns of the cells
-    (one pass over them), the touched windows grouped by colour in order of first appearance."""
+    (one pass over them), and the touched windows' shades in time order."""
     np = _numpy()
     cells = result.cells
     n = len(cells)
@@ -467,14 +470,15 @@ def timeline_marks(result: NeighbourReport) -> TimelineMarks:
     top = max(float(rates[rated].max()) if rated.any() else 0.0, 0.0, result.baseline.p90 or 0.0)
     touched = windows_touched(result)
     colours, other = _load_colours(touched)
-    spans: dict[str, LoadSpan] = {}
-    for window in touched:
-        label = window.name if window.name in colours else other
-        span = spans.get(label)
-        if span is None:
-            span = spans[label] = LoadSpan(label, colours.get(window.name, _OTHER_LOADS), [], [])
-        span.starts.append(axis.at(max(window.start_unix_ns, t0)))
-        span.ends.append(axis.at(min(window.end_unix_ns, t1)))
+    loads = [
+        LoadShade(
+            start=axis.at(max(window.start_unix_ns, t0)),
+            end=axis.at(min(window.end_unix_ns, t1)),
+            colour=colours.get(window.name, _OTHER_LOADS),
+            label=window.name if window.name in colours else other,
+        )
+        for window in touched
+    ]
     return TimelineMarks(
         axis=axis,
         t0_ns=t0,
@@ -483,22 +487,35 @@ def timeline_marks(result: NeighbourReport) -> TimelineMarks:
         ends_ns=ends[rated],
         rates=rates[rated],
         unrated_ends_ns=ends[~rated],
-        spans=list(spans.values()),
+        loads=loads,
         top=top,
     )
 
 
-def _shade(ax: Any, span: LoadSpan) -> None:
-    """A colour's loads, full height, as one collection: a year of windows as a patch each cost
-    seconds to add and to draw."""
+def _shade(ax: Any, loads: Sequence[LoadShade]) -> list[Any]:
+    """Every load's window, full height, as one collection in time order (a patch each cost a
+    year of windows seconds to add and to draw; in time order, overlapping windows blend as
+    they did as patches); returns a legend entry per label, in order of first appearance."""
+    if not loads:
+        return []
     from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
 
-    pairs = zip(span.starts, span.ends, strict=True)
-    verts = [((x0, 0.0), (x0, 1.0), (x1, 1.0), (x1, 0.0)) for x0, x1 in pairs]
-    shade = PolyCollection(
-        verts, color=span.colour, alpha=_SHADE_ALPHA, label=span.label, transform=ax.get_xaxis_transform()
+    verts = [((w.start, 0.0), (w.start, 1.0), (w.end, 1.0), (w.end, 0.0)) for w in loads]
+    colours = [w.colour for w in loads]
+    shades = PolyCollection(
+        verts,
+        facecolors=colours,
+        edgecolors=colours,
+        alpha=_SHADE_ALPHA,
+        transform=ax.get_xaxis_transform(),
+        label="_nolegend_",
     )
-    ax.add_collection(shade, autolim=False)
+    ax.add_collection(shades, autolim=False)
+    entries: dict[str, str] = {}
+    for w in loads:
+        entries.setdefault(w.label, w.colour)
+    return [Patch(color=colour, alpha=_SHADE_ALPHA, label=label) for label, colour in entries.items()]
 
 
 _SHADE_ALPHA = 0.13
