@@ -299,9 +299,11 @@ def test_the_timeline_draws_every_cell_shades_the_load_and_marks_the_timeout_at_
         ("#1f77b4", 2.0, "projecting", (400, 500), (4, 4)),
     ]
     assert not ax.get_lines()[-1].get_clip_on()  # the mark on the axis is not cut in half
-    [(label, colour, alpha, corners)] = bands(ax)
-    assert (label, colour, alpha) == ("nemotron load", "#ff7f0e", 0.13)
+    [(label, colour, alpha, corners)] = bands(ax)  # the load's window, in the legend apart
+    assert (label, colour, alpha) == ("_nolegend_", "#ff7f0e", 0.13)
     assert {x for x, _ in corners} == {300.0, 600.0}
+    [entry] = [h for h in ax.get_legend().legend_handles if h.get_label() == "nemotron load"]
+    assert (to_hex(entry.get_facecolor()), entry.get_alpha()) == ("#ff7f0e", 0.13)
     assert _r(ax.get_ylim()) == _r((0, 12 * 1.15))
     assert _r(ax.get_xlim()) == (0, 600)
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("seconds since the first cell", "per-cell decode tok/s")

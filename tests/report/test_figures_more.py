@@ -71,12 +71,22 @@ def _figures_closed() -> Iterator[None]:
     plt.close("all")
 
 
-def _reference_png(fig: Any) -> bytes:
-    """The figure as the report's PNG: 110 dpi, cropped tight around the legend outside it."""
+def _image(png: bytes) -> tuple[tuple[int, int], bytes]:
+    """A PNG's size and RGBA pixels: what it shows, whatever its encoder (the report writes RGB at
+    zlib's fastest level, matplotlib RGBA at Pillow's default)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGBA")
+    return image.size, image.tobytes()
+
+
+def _reference_image(fig: Any) -> tuple[tuple[int, int], bytes]:
+    """The figure as matplotlib saves it for the report: 110 dpi, cropped tight around the legend
+    outside it; its size and pixels."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return buf.getvalue()
+    return _image(buf.getvalue())
 
 
 def _png_chunk(png: bytes, kind: bytes) -> bytes:
@@ -110,14 +120,31 @@ def test_without_matplotlib_a_plot_says_which_extra_to_install(monkeypatch: pyte
 
 
 def test_the_png_is_the_figure_at_110_dpi_cropped_tight_and_the_figure_is_closed() -> None:
-    """The bytes are the figure saved at 110 dpi (the PNG's pHYs: 4331 pixels a metre) with the
-    bounding box drawn tight, so the legend outside the axes is inside the image; the figure is
-    closed after, so a report of many plots does not hold them all open."""
+    """The pixels are the figure saved at 110 dpi (the PNG's pHYs: 4331 pixels a metre) with the
+    bounding box drawn tight, so the legend outside the axes is inside the image; written RGB (the
+    figure is opaque); the figure is closed after, so a report of many plots does not hold them
+    all open."""
     before = set(plt.get_fignums())
     png = plot_curve(_curve())
     assert set(plt.get_fignums()) == before
-    assert png == _reference_png(curve_figure(_curve()))
+    assert _image(png) == _reference_image(curve_figure(_curve()))
     assert _png_chunk(png, b"pHYs") == struct.pack(">IIB", 4331, 4331, 1)
+    assert _png_chunk(png, b"IHDR")[8:10] == bytes([8, 2])  # 8 bits a channel, RGB
+
+
+@pytest.mark.parametrize(
+    ("rc", "colour_type"),
+    [({"savefig.transparent": True}, 6), ({"figure.constrained_layout.use": True}, 2)],
+)
+def test_a_users_transparent_or_laid_out_figures_keep_their_pixels(
+    rc: dict[str, Any], colour_type: int
+) -> None:
+    """A transparent figure keeps its alpha (RGBA); one a layout engine lays out is drawn as
+    matplotlib draws it, laid out first: the same pixels as matplotlib's own tight PNG either way."""
+    with matplotlib.rc_context(rc):
+        png = plot_curve(_curve())
+        assert _image(png) == _reference_image(curve_figure(_curve()))
+    assert _png_chunk(png, b"IHDR")[9] == colour_type
 
 
 def test_the_png_is_a_png_under_a_users_own_default_save_format() -> None:
@@ -126,7 +153,7 @@ def test_the_png_is_a_png_under_a_users_own_default_save_format() -> None:
     with matplotlib.rc_context({"savefig.format": "svg"}):
         png = plot_curve(_curve())
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    assert png == _reference_png(curve_figure(_curve()))
+    assert _image(png) == _reference_image(curve_figure(_curve()))
 
 
 def test_the_plots_keep_their_colours_under_a_users_own_colour_cycle() -> None:
@@ -282,7 +309,7 @@ def test_the_timelines_time_axis_says_model_time_for_any_scale_but_real_time() -
         100.0: "seconds since the first cell, model time at 100x",
     }
     png = plot_timeline(result, time_scale=100.0)
-    assert png == _reference_png(timeline_figure(result, time_scale=100.0))
+    assert _image(png) == _reference_image(timeline_figure(result, time_scale=100.0))
     assert png != plot_timeline(result)
 
 
@@ -317,7 +344,7 @@ def test_the_budget_png_is_the_evals_figure_with_its_model_time() -> None:
     name lower-cased with each other character a dash, trimmed, and never empty."""
     budgets = [_budget("c0", 30.0, prefill=10.0, decode=20.0), _budget("c1", 10.0, decode=10.0)]
     png = plot_budget("serial", budgets, time_scale=100.0)
-    assert png == _reference_png(budget_figure("serial", budgets, time_scale=100.0))
+    assert _image(png) == _reference_image(budget_figure("serial", budgets, time_scale=100.0))
     assert png != plot_budget("serial", budgets)
     assert budget_png_name("#Review run!") == "budget-review-run.png"
     assert budget_png_name("?!") == "budget-x.png"
@@ -354,7 +381,11 @@ def test_the_report_renders_each_plot_its_content_allows_under_its_evals_model_t
         "instrument-1-gpu-0-utilization.png",
         "budget-serial.png",
     ]
-    assert images["timeline-serial.png"] == _reference_png(timeline_figure(result, time_scale=100.0))
-    assert images["budget-serial.png"] == _reference_png(budget_figure("serial", budgets, time_scale=100.0))
-    assert images["neighbour-serial.png"] == _reference_png(neighbour_figure(result))
-    assert images["instrument-1-gpu-0-utilization.png"] == _reference_png(instrument_figure(gauges[0]))
+    expected = {
+        "timeline-serial.png": timeline_figure(result, time_scale=100.0),
+        "budget-serial.png": budget_figure("serial", budgets, time_scale=100.0),
+        "neighbour-serial.png": neighbour_figure(result),
+        "instrument-1-gpu-0-utilization.png": instrument_figure(gauges[0]),
+    }
+    for name, fig in expected.items():
+        assert _image(images[name]) == _reference_image(fig), name

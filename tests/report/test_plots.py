@@ -5,7 +5,7 @@ marker, no curve from one point, and a timeline per eval with its loads shaded."
 from __future__ import annotations
 
 import pytest
-from matplotlib.collections import LineCollection
+from matplotlib.collections import LineCollection, PolyCollection
 
 from spark_otel import ConfigError
 from spark_otel.analysis.neighbour import neighbour_cost, no_baseline_reason
@@ -13,11 +13,14 @@ from spark_otel.model import Cell, CellStatus, LoadWindow
 from spark_otel.records.rate_curve import CurvePoint, RateCurve
 from spark_otel.report import ReportInputs, build_report, render_html, render_images
 from spark_otel.report.plots import (
+    LoadShade,
     concurrency_figure,
+    concurrency_points,
     curve_figure,
     neighbour_figure,
     plottable,
     timeline_figure,
+    timeline_marks,
 )
 
 S = 1_000_000_000
@@ -118,8 +121,12 @@ def test_the_timeline_draws_each_cell_at_its_rate_and_shades_the_load_it_ran_bes
         (400.0, 500.0, 5.0),
         (500.0, 600.0, 5.0),
     ]
-    [shade] = ax.patches
-    assert shade.get_label() == "nemotron load"
+    # The load's shade: one collection, full height, its window in minutes; its legend entry apart.
+    [shade] = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    [path] = shade.get_paths()
+    assert sorted({(round(x * 60, 6), y) for x, y in path.vertices}) == [
+        (400.0, 0.0), (400.0, 1.0), (700.0, 0.0), (700.0, 1.0)
+    ]  # fmt: skip
     labels = ax.get_legend_handles_labels()[1]
     assert "timed out or failed, not rated (n=1)" in labels
     assert "baseline median 10.00 tok/s (n=4)" in labels
@@ -170,3 +177,35 @@ def test_an_eval_without_a_baseline_says_why_in_one_line_instead_of_an_empty_tab
     section = page[page.index("Neighbour cost") : page.index("Deadline outcomes")]
     assert "No baseline: every one of the 4 cells of serial ran beside other load" in section
     assert "<table>" not in section
+
+
+def test_the_timelines_inputs_are_the_cells_columns_and_the_loads_by_colour() -> None:
+    """What the timeline draws, as data: the rated cells' starts, ends and rates in the report's
+    order, the unrated cell's end, the load's window on the axis (minutes: 700 s) under its colour."""
+    cells, windows = _neighbour_records()
+    marks = timeline_marks(neighbour_cost("serial", cells, windows))
+    assert (marks.axis.unit, marks.t0_ns, marks.t1_ns) == ("minutes", T0, T0 + 700 * S)
+    assert marks.starts_ns.tolist() == [T0 + k * 100 * S for k in range(6)]
+    assert marks.ends_ns.tolist() == [T0 + (k + 1) * 100 * S for k in range(6)]
+    assert marks.rates.tolist() == [10.0, 10.0, 10.0, 10.0, 5.0, 5.0]
+    assert marks.unrated_ends_ns.tolist() == [T0 + 700 * S]
+    assert marks.loads == [LoadShade(400 / 60, 700 / 60, "#ff7f0e", "nemotron load")]
+    assert marks.top == 10.0
+
+
+def test_the_concurrency_plots_inputs_are_each_engines_cells_with_a_load_and_a_rate() -> None:
+    """Per engine, the in-flight counts and rates of its cells with both, in the report's order;
+    the timeout (no rate) left out, an engine of no such cell left out."""
+    from spark_otel.analysis.concurrency import concurrency
+
+    cells, _ = _neighbour_records()
+    cells.append(_cell(7, 0.0, 100.0, None, status=CellStatus.DEADLINE).model_copy(update={"engine": "nemo"}))
+    report = concurrency(cells)
+    points = concurrency_points(report)
+    [qwen] = [e for e in report.engines if e.engine == "qwen"]
+    expected = [(c.in_flight, c.decode_rate) for c in qwen.cells if c.in_flight and c.decode_rate]
+    assert len(expected) == 6
+    assert list(points) == ["qwen"]
+    xs, ys = points["qwen"]
+    assert list(zip(xs.tolist(), ys.tolist(), strict=True)) == expected
+    assert sorted(ys.tolist()) == [5.0, 5.0, 10.0, 10.0, 10.0, 10.0]

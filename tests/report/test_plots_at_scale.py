@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
+from matplotlib.patches import Patch
 
 from spark_otel.analysis.neighbour import NeighbourReport, WindowCost, neighbour_cost, windows_touched
 from spark_otel.analysis.stats import RateSummary
@@ -73,11 +75,26 @@ def _load(name: str, i: int) -> LoadWindow:
 
 
 def _shades(ax: Any) -> list[tuple[str, str]]:
-    """Each shaded load in time order: its legend label ('' for none) and its colour."""
-    return [
-        ("" if p.get_label().startswith("_") else p.get_label(), to_hex(p.get_facecolor()))
-        for p in sorted(ax.patches, key=lambda p: p.get_x())
-    ]
+    """Each shaded load in time order: its legend label where it is the first of that label's
+    windows ('' after), and its colour. The windows are one collection, a polygon each in time
+    order; the legend carries an entry per label."""
+    [shades] = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(ax.patches) == 0  # no patch per window
+    colours = [to_hex(c) for c in shades.get_facecolor()]
+    starts = [float(path.vertices[:, 0].min()) for path in shades.get_paths()]
+    assert starts == sorted(starts)
+    legend = ax.get_legend()
+    entries = {
+        text.get_text(): to_hex(handle.get_facecolor())
+        for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True)
+        if isinstance(handle, Patch)
+    }
+    out, seen = [], set()
+    for colour in colours:
+        [label] = [name for name, c in entries.items() if c == colour]
+        out.append(("" if label in seen else label, colour))
+        seen.add(label)
+    return out
 
 
 def test_a_load_that_ran_several_times_keeps_one_colour_and_one_legend_entry() -> None:

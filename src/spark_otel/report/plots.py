@@ -5,13 +5,20 @@ so no marker is clipped, stream counts sit on an integer axis, and a curve of on
 drawn at all (the page says why instead, `plottable`). A year of cells stays readable: a time
 axis reads in seconds, minutes, hours, then dates as the span grows (`time_axis`), and more
 cells than `DENSITY_ABOVE` are drawn as density, one hexbin call, not a solid bar of markers.
+
+A year of history stays quick to draw: each plot's many marks are one artist (a timeline's loads
+one collection, its cells one segment collection or one hexbin), its inputs are read
+into numpy columns once (`timeline_marks`, `concurrency_points`: the facts tests pin), a PNG is
+drawn once and written RGB at zlib's fastest level (`_png`), and a report of many plots draws
+them in forked processes (`render_images`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,10 +40,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DATES_ABOVE_S",
     "DENSITY_ABOVE",
+    "PARALLEL_FROM",
+    "LoadShade",
     "TimeAxis",
+    "TimelineMarks",
     "budget_figure",
     "budget_png_name",
     "concurrency_figure",
+    "concurrency_points",
     "curve_figure",
     "curve_png_name",
     "instrument_figure",
@@ -54,6 +65,7 @@ __all__ = [
     "render_images",
     "time_axis",
     "timeline_figure",
+    "timeline_marks",
     "timeline_png_name",
 ]
 
@@ -90,16 +102,67 @@ def _pyplot() -> Any:
     return plt
 
 
+_DPI = 110
+_PNG_LEVEL = 1
+"""zlib's fastest level: a plot's PNG in about half the time of Pillow's default 6, a few per
+cent larger (smaller than the default's RGBA, as it is written RGB)."""
+
+
 def _png(fig: Any) -> bytes:
+    """The figure as PNG at `_DPI`, cropped to what it draws (legends outside the axes included)
+    and closed: the pixels of ``savefig(bbox_inches="tight")``, in one draw rather than two (the
+    crop is measured from the figure's artists, not from a draw of its own), written RGB where
+    the figure is opaque and at `_PNG_LEVEL`."""
+    import matplotlib
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    _canvas_class()(fig)  # this figure's canvas from now on: its PNG is written by `_write_png`
+    if fig.get_layout_engine() is not None:  # a user's rc laying figures out: the layout needs a draw
+        fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
+    else:
+        fig.set_dpi(_DPI)
+        crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
+        fig.savefig(buf, format="png", dpi=_DPI, bbox_inches=crop)
     _pyplot().close(fig)
     return buf.getvalue()
 
 
-def _legend_outside(ax: Any) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+def _write_png(rgba: Any, out: Any, dpi: float) -> None:
+    """An Agg canvas's RGBA pixels as PNG: RGB where every pixel is opaque (a quarter less to
+    compress, the same image), at `_PNG_LEVEL`, with the dpi and the software as matplotlib writes
+    them."""
+    import matplotlib
+    from PIL import Image, PngImagePlugin
+
+    pixels = _numpy().asarray(rgba)
+    image = Image.fromarray(pixels, "RGBA")
+    if bool((pixels[..., 3] == 255).all()):
+        image = image.convert("RGB")
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Software", f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/")
+    image.save(out, format="png", compress_level=_PNG_LEVEL, dpi=(dpi, dpi), pnginfo=info)
+
+
+@functools.cache
+def _canvas_class() -> Any:
+    """An Agg canvas whose PNG is `_write_png`'s (matplotlib's own is RGBA at Pillow's level 6)."""
+    agg: Any = importlib.import_module("matplotlib.backends.backend_agg").FigureCanvasAgg
+
+    class Canvas(agg):  # type: ignore[misc]
+        def print_png(self, filename_or_obj: Any, **_: Any) -> None:
+            agg.draw(self)
+            _write_png(self.buffer_rgba(), filename_or_obj, self.figure.dpi)
+
+    return Canvas
+
+
+def _legend_outside(ax: Any, first: Sequence[Any] = ()) -> None:
+    """The axes' legend right of the data; ``first``: entries for artists that carry none
+    themselves (a collection of several colours), before the axes' own."""
+    handles, labels = ax.get_legend_handles_labels()
+    handles, labels = [*first, *handles], [*(h.get_label() for h in first), *labels]
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
 def _pad_y(ax: Any, top: float) -> None:
@@ -125,6 +188,14 @@ class TimeAxis:
         if self.unit == "dates":
             return unix_ns / NS_PER_S / 86_400 + self.epoch_days
         return (unix_ns - self.t0_ns) / NS_PER_S / _UNIT_S[self.unit]
+
+    def at_array(self, unix_ns: Any) -> Any:
+        """`at` of a numpy array of instants, as floats."""
+        np = _numpy()
+        ns = np.asarray(unix_ns, dtype=np.int64)
+        if self.unit == "dates":
+            return ns / NS_PER_S / 86_400 + self.epoch_days
+        return (ns - self.t0_ns) / NS_PER_S / _UNIT_S[self.unit]
 
     def label(self, what: str) -> str:
         return "date (UTC)" if self.unit == "dates" else f"{self.unit} since {what}"
@@ -160,7 +231,7 @@ def _dates() -> Any:
     return importlib.import_module("matplotlib.dates")
 
 
-def _density(ax: Any, xs: Sequence[float], ys: Sequence[float], *, label: str, below: bool = False) -> Any:
+def _density(ax: Any, xs: Any, ys: Any, *, label: str, below: bool = False) -> Any:
     """Many points as hexagons shaded by count (one call), with a colour bar saying so: right of
     the axes, or ``below`` them where a legend sits to the right."""
     cells = ax.hexbin(xs, ys, gridsize=_HEXBINS, mincnt=1, cmap=_DENSITY_CMAP, linewidths=0, label=label)
@@ -283,23 +354,10 @@ def timeline_figure(
     reads as `time_axis` says."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
-    cells = result.cells
-    t0 = min((c.start_unix_ns for c in cells), default=0)
-    t1 = max((c.end_unix_ns for c in cells), default=t0)
-    axis = time_axis(t0, t1)
-    at = axis.at
-
-    top = max((c.decode_rate or 0.0 for c in cells), default=0.0)
-    top = max(top, result.baseline.p90 or 0.0)
-    touched = windows_touched(result)
-    colours, other = _load_colours(touched)
-    labelled: set[str] = set()
-    for window in touched:
-        colour = colours.get(window.name, _OTHER_LOADS)
-        label = window.name if window.name in colours else other
-        start, end = at(max(window.start_unix_ns, t0)), at(min(window.end_unix_ns, t1))
-        ax.axvspan(start, end, color=colour, alpha=0.13, label="_nolegend_" if label in labelled else label)
-        labelled.add(label)
+    marks = timeline_marks(result)
+    axis, at = marks.axis, marks.axis.at
+    t0, t1 = marks.t0_ns, marks.t1_ns
+    entries = _shade(ax, marks.loads)
     if result.baseline.median is not None:
         ax.axhline(
             result.baseline.median,
@@ -308,43 +366,42 @@ def timeline_figure(
             linewidth=1,
             label=f"baseline median {result.baseline.median:.2f} tok/s (n={result.baseline.n})",
         )
-    rated = [c for c in cells if c.decode_rate is not None]
-    if len(rated) > density_above:
+    rated = len(marks.rates)
+    if rated > density_above:
         _density(
             ax,
-            [at((c.start_unix_ns + c.end_unix_ns) // 2) for c in rated],
-            [c.decode_rate or 0.0 for c in rated],
-            label=f"cells by their middle and tok/s (n={len(rated)})",
+            axis.at_array((marks.starts_ns + marks.ends_ns) // 2),
+            marks.rates,
+            label=f"cells by their middle and tok/s (n={rated})",
             below=True,
         )
     elif rated:
         # One collection for every cell's bar: a line artist per cell cost a year of cells minutes.
         from matplotlib.collections import LineCollection
 
-        bars = []
-        for c in rated:
-            rate = c.decode_rate or 0.0  # never None here: the cell is rated
-            bars.append(((at(c.start_unix_ns), rate), (at(c.end_unix_ns), rate)))
+        np = _numpy()
+        xs0, xs1 = axis.at_array(marks.starts_ns), axis.at_array(marks.ends_ns)
+        bars = np.stack([np.column_stack([xs0, marks.rates]), np.column_stack([xs1, marks.rates])], axis=1)
         ax.add_collection(LineCollection(bars, colors=_PER_STREAM, linewidths=2, capstyle="projecting"))
-        label = f"a cell: start to end at its tok/s (n={len(rated)})"
+        label = f"a cell: start to end at its tok/s (n={rated})"
         ax.plot([], [], color=_PER_STREAM, linewidth=2, label=label)
-    unrated = [c for c in cells if c.decode_rate is None]
-    if unrated:
+    if len(marks.unrated_ends_ns):
         ax.plot(
-            [at(c.end_unix_ns) for c in unrated],
-            [0.0] * len(unrated),
+            axis.at_array(marks.unrated_ends_ns),
+            [0.0] * len(marks.unrated_ends_ns),
             "x",
             color=_TIMEOUT,
             clip_on=False,
-            label=f"timed out or failed, not rated (n={len(unrated)})",
+            label=f"timed out or failed, not rated (n={len(marks.unrated_ends_ns)})",
         )
+    top = marks.top
     _pad_y(ax, top)
     ax.set_xlim(at(t0), max(at(t1), at(t0) + 1e-9))
     axis.format(ax)
     ax.set_xlabel(axis.label("the first cell") + _model_time(time_scale))
     ax.set_ylabel("per-cell decode tok/s")
     ax.set_title(f"{result.label} over time", fontsize=11)
-    _legend_outside(ax)
+    _legend_outside(ax, first=entries)
     return fig
 
 
@@ -367,28 +424,143 @@ def _load_colours(touched: Sequence[WindowCost]) -> tuple[dict[str, str], str]:
     return {n: _LOAD_COLOURS[i] for i, n in enumerate(names)}, other
 
 
+@dataclass(frozen=True)
+class LoadShade:
+    """A window of other load shaded on a timeline: where it starts and ends on the time axis
+    (clipped to the eval's span), its colour, and the legend entry it comes under."""
+
+    start: float
+    end: float
+    colour: str
+    label: str
+
+
+@dataclass(frozen=True)
+class TimelineMarks:
+    """What an eval's timeline draws, as data: its rated cells' starts, ends (ns) and rates, its
+    unrated cells' ends, the loads shaded beside them (in time order), the time axis and the rate
+    axis's top (before padding)."""
+
+    axis: TimeAxis
+    t0_ns: int
+    t1_ns: int
+    starts_ns: Any
+    ends_ns: Any
+    rates: Any
+    unrated_ends_ns: Any
+    loads: list[LoadShade]
+    top: float
+
+
+def timeline_marks(result: NeighbourReport) -> TimelineMarks:
+    """`timeline_figure`'s inputs from the report's cells and windows: numpy columns of the cells
+    (one pass over them), and the touched windows' shades in time order."""
+    np = _numpy()
+    cells = result.cells
+    n = len(cells)
+    starts = np.fromiter((c.start_unix_ns for c in cells), dtype=np.int64, count=n)
+    ends = np.fromiter((c.end_unix_ns for c in cells), dtype=np.int64, count=n)
+    rates = np.fromiter(
+        (np.nan if c.decode_rate is None else c.decode_rate for c in cells), dtype=np.float64, count=n
+    )
+    t0 = int(starts.min()) if n else 0
+    t1 = int(ends.max()) if n else t0
+    axis = time_axis(t0, t1)
+    rated = ~np.isnan(rates)
+    top = max(float(rates[rated].max()) if rated.any() else 0.0, 0.0, result.baseline.p90 or 0.0)
+    touched = windows_touched(result)
+    colours, other = _load_colours(touched)
+    loads = [
+        LoadShade(
+            start=axis.at(max(window.start_unix_ns, t0)),
+            end=axis.at(min(window.end_unix_ns, t1)),
+            colour=colours.get(window.name, _OTHER_LOADS),
+            label=window.name if window.name in colours else other,
+        )
+        for window in touched
+    ]
+    return TimelineMarks(
+        axis=axis,
+        t0_ns=t0,
+        t1_ns=t1,
+        starts_ns=starts[rated],
+        ends_ns=ends[rated],
+        rates=rates[rated],
+        unrated_ends_ns=ends[~rated],
+        loads=loads,
+        top=top,
+    )
+
+
+def _shade(ax: Any, loads: Sequence[LoadShade]) -> list[Any]:
+    """Every load's window, full height, as one collection in time order (a patch each cost a
+    year of windows seconds to add and to draw; in time order, overlapping windows blend as
+    they did as patches); returns a legend entry per label, in order of first appearance."""
+    if not loads:
+        return []
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    verts = [((w.start, 0.0), (w.start, 1.0), (w.end, 1.0), (w.end, 0.0)) for w in loads]
+    colours = [w.colour for w in loads]
+    shades = PolyCollection(
+        verts,
+        facecolors=colours,
+        edgecolors=colours,
+        alpha=_SHADE_ALPHA,
+        transform=ax.get_xaxis_transform(),
+        label="_nolegend_",
+    )
+    ax.add_collection(shades, autolim=False)
+    entries: dict[str, str] = {}
+    for w in loads:
+        entries.setdefault(w.label, w.colour)
+    return [Patch(color=colour, alpha=_SHADE_ALPHA, label=label) for label, colour in entries.items()]
+
+
+_SHADE_ALPHA = 0.13
+
+
+def _numpy() -> Any:
+    """numpy (matplotlib's own dependency), untyped: reached through Any."""
+    return importlib.import_module("numpy")
+
+
 def plot_concurrency(report: ConcurrencyReport, *, density_above: int = DENSITY_ABOVE) -> bytes:
     """`concurrency_figure` as PNG bytes."""
     return _png(concurrency_figure(report, density_above=density_above))
+
+
+def concurrency_points(report: ConcurrencyReport) -> dict[str, tuple[Any, Any]]:
+    """`concurrency_figure`'s inputs: per engine with any, its cells' time-weighted in-flight
+    counts and decode rates (numpy columns, in the report's order), of the cells with both
+    (neither None nor 0)."""
+    np = _numpy()
+    points = {}
+    for engine in report.engines:
+        n = len(engine.cells)
+        xs = np.fromiter((c.in_flight or 0.0 for c in engine.cells), dtype=np.float64, count=n)
+        ys = np.fromiter((c.decode_rate or 0.0 for c in engine.cells), dtype=np.float64, count=n)
+        both = (xs != 0) & (ys != 0)
+        if both.any():
+            points[engine.engine] = (xs[both], ys[both])
+    return points
 
 
 def concurrency_figure(report: ConcurrencyReport, *, density_above: int = DENSITY_ABOVE) -> Any:
     """Per-cell decode rate against time-weighted cells in flight, one colour per engine. More
     cells than ``density_above`` in all: one panel per engine, each its cells' density."""
     plt = _pyplot()
-    points = {
-        engine.engine: [(c.in_flight, c.decode_rate) for c in engine.cells if c.in_flight and c.decode_rate]
-        for engine in report.engines
-    }
-    points = {engine: pts for engine, pts in points.items() if pts}
-    top = max((p[1] for pts in points.values() for p in pts), default=0.0)
-    if sum(map(len, points.values())) > density_above:
+    points = concurrency_points(report)
+    top = max((float(ys.max()) for _, ys in points.values()), default=0.0)
+    if sum(len(xs) for xs, _ in points.values()) > density_above:
         fig, axes = plt.subplots(
             len(points), 1, sharex=True, sharey=True, figsize=(7.5, 1.2 + 2.8 * len(points)), squeeze=False
         )
         for ax, (engine, pts) in zip(axes[:, 0], points.items(), strict=True):
-            _density(ax, [p[0] for p in pts], [p[1] for p in pts], label=f"{engine} (n={len(pts)})")
-            ax.set_title(f"{engine}: {len(pts):,} cells", fontsize=9, loc="left")
+            n = len(pts[0])
+            _density(ax, pts[0], pts[1], label=f"{engine} (n={n})")
+            ax.set_title(f"{engine}: {n:,} cells", fontsize=9, loc="left")
             ax.set_ylabel("per-cell decode tok/s")
         axes[-1, 0].set_xlabel("cells in flight on the engine (time-weighted)")
         ax = axes[0, 0]
@@ -397,9 +569,8 @@ def concurrency_figure(report: ConcurrencyReport, *, density_above: int = DENSIT
         fig.suptitle("Per-cell rate against concurrency", fontsize=11)
         return fig
     fig, ax = plt.subplots(figsize=(7.5, 4))
-    for engine, pts in points.items():
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7,
-                   label=f"{engine} (n={len(pts)})")  # fmt: skip
+    for engine, (xs, ys) in points.items():
+        ax.scatter(xs, ys, s=14, alpha=0.7, label=f"{engine} (n={len(xs)})")
     ax.set_xlabel("cells in flight on the engine (time-weighted)")
     ax.set_ylabel("per-cell decode tok/s")
     ax.set_xlim(left=0)
@@ -489,31 +660,105 @@ def budget_png_name(eval_name: str) -> str:
     return f"budget-{_slug(eval_name)}.png"
 
 
-def render_images(content: ReportContent) -> dict[str, bytes]:
-    """Every plot of the report, by file name."""
-    images: dict[str, bytes] = {}
+PARALLEL_FROM = 8
+"""A report of at least this many plots draws them in as many processes as the command may use
+(`render_images`): each plot is a tenth of a second or more of matplotlib's Python, and they are
+independent."""
+
+
+def render_images(content: ReportContent, *, processes: int | None = None) -> dict[str, bytes]:
+    """Every plot of the report, by file name. ``processes``: how many processes draw them; None:
+    one per CPU the command may use, past `PARALLEL_FROM` plots (forked, so each reads the
+    content it inherits and sends back only its PNG), else this one."""
+    jobs = _image_jobs(content)
+    if processes is None:
+        processes = _cpus() if len(jobs) >= PARALLEL_FROM else 1
+    drawn = _drawn([job for _, job, _ in jobs], [cost for _, _, cost in jobs], processes)
+    return {name: png for (name, _, _), png in zip(jobs, drawn, strict=True)}
+
+
+def _image_jobs(content: ReportContent) -> list[tuple[str, Callable[[], bytes], int]]:
+    """Each plot the content allows, in the page's order: its file name, what draws it, and a rough
+    cost (the marks it draws) so the largest start first."""
+    jobs: list[tuple[str, Callable[[], bytes], int]] = []
     for i, curve in enumerate(content.curves):
         if plottable(curve):
-            images[curve_png_name(i, curve)] = plot_curve(curve)
+            jobs.append((curve_png_name(i, curve), functools.partial(plot_curve, curve), len(curve.points)))
     if content.concurrency is not None and any(e.cells for e in content.concurrency.engines):
-        images["concurrency.png"] = plot_concurrency(content.concurrency)
+        size = sum(len(e.cells) for e in content.concurrency.engines)
+        jobs.append(("concurrency.png", functools.partial(plot_concurrency, content.concurrency), size))
     for result in content.neighbours:
         if result.cells:
             scale = content.time_scales.get(result.eval_name)
-            images[timeline_png_name(result)] = plot_timeline(result, time_scale=scale)
+            draw = functools.partial(plot_timeline, result, time_scale=scale)
+            jobs.append((timeline_png_name(result), draw, len(result.cells) + len(result.windows)))
         if windows_touched(result) and result.baseline.median is not None:
-            images[neighbour_png_name(result)] = plot_neighbour(result)
+            draw = functools.partial(plot_neighbour, result)
+            jobs.append((neighbour_png_name(result), draw, NEIGHBOUR_ROWS))
     if content.instruments is not None:
         for i, verdict in enumerate(content.instruments.instruments):
             if len(verdict.readings) >= 2:
-                images[instrument_png_name(i, verdict)] = plot_instrument(verdict)
+                draw = functools.partial(plot_instrument, verdict)
+                jobs.append((instrument_png_name(i, verdict), draw, len(verdict.readings)))
     for e in content.eval_budgets:
         mine = [b for b in content.budgets if b.eval_name == e.eval_name]
         if mine:
-            images[budget_png_name(e.eval_name)] = plot_budget(
-                e.eval_name, mine, time_scale=content.time_scales.get(e.eval_name)
-            )
-    return images
+            scale = content.time_scales.get(e.eval_name)
+            draw = functools.partial(plot_budget, e.eval_name, mine, time_scale=scale)
+            jobs.append((budget_png_name(e.eval_name), draw, BUDGET_BARS))
+    return jobs
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform says)."""
+    import os
+
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+_JOBS: list[Callable[[], bytes]] = []
+"""In a drawing process: the report's plots, inherited from the command at the fork."""
+
+
+def _adopt(jobs: list[Callable[[], bytes]]) -> None:
+    """A drawing process's start: its plots, and log records straight to stderr (the command's own
+    handler may print through a live display whose lock the fork copied while held)."""
+    import logging
+
+    _JOBS[:] = jobs
+    logging.root.handlers = [logging.StreamHandler()]
+
+
+def _draw(index: int) -> bytes:
+    return _JOBS[index]()
+
+
+def _drawn(jobs: list[Callable[[], bytes]], costs: list[int], processes: int) -> list[bytes]:
+    """Each job's PNG, in order: in ``processes`` forked processes (the costliest submitted first),
+    or here where that is one, the platform cannot fork, or a drawing process could not start or
+    died (then every plot is drawn here, as if asked for one)."""
+    import multiprocessing
+
+    processes = min(processes, len(jobs))
+    if processes <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [job() for job in jobs]
+    import gc
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    _pyplot()  # imported once here, not once per drawing process
+    gc.freeze()  # the content stays shared: a collection in a drawing process would write to every object
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(processes, mp_context=context, initializer=_adopt, initargs=(jobs,)) as pool:
+            order = sorted(range(len(jobs)), key=lambda k: -costs[k])
+            futures = {k: pool.submit(_draw, k) for k in order}
+            return [futures[k].result() for k in range(len(jobs))]
+    except (OSError, BrokenProcessPool):
+        return [job() for job in jobs]
+    finally:
+        gc.unfreeze()
 
 
 def _slug(text: str) -> str:
