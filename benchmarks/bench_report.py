@@ -1,13 +1,10 @@
 """Where `spark-otel report`'s time goes at a lab's scale (issue 38): the command end to end in a
-subprocess (start-up included: wall and CPU seconds, drawing processes included, and peak MB),
+subprocess (start-up included: wall and CPU seconds and peak MB),
 then its phases in this process: reading the store, the overview (`overview_from_inputs`, the
 analyses `advise` runs), the rest of `build_report` (timeouts, outcomes, budgets, decisions),
-drawing the plots (`render_images`) and the page (`render_html`), each in CPU seconds (a drawing
-process's included) and wall seconds. "Beside the overview" is the total less the overview.
-
-Before timing, it checks that the plots drawn in forked processes are the PNGs drawn in this one
-(same names, same bytes). Run it against another tree with ``PYTHONPATH=<tree>/src`` (a tree whose
-`render_images` draws in one process only is timed as it is).
+drawing the plots (`render_images`) and the page (`render_html`), each in CPU and wall seconds.
+"Beside the overview" is the total less the overview. Run it against another tree with
+``PYTHONPATH=<tree>/src``.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_report.py [--store PATH | --cells 100000]
         [--repeat 1] [--skip-cli]
@@ -16,7 +13,6 @@ Before timing, it checks that the plots drawn in forked processes are the PNGs d
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import resource
 import sys
@@ -39,7 +35,7 @@ from spark_otel.store import Store  # noqa: E402
 
 
 def _cpu() -> float:
-    """CPU seconds of this process and of its reaped children (the drawing processes)."""
+    """CPU seconds of this process and of its reaped children."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
@@ -92,21 +88,8 @@ def _report(store_path: Path, out: str, phases: Phases) -> None:
     html_module.write_report(content, out)
 
 
-def check_processes(store_path: Path) -> int:
-    """The plots drawn in processes are those drawn here: returns how many were compared."""
-    render = html_module.render_images
-    if "processes" not in inspect.signature(render).parameters:
-        return 0
-    with Store(store_path) as store:
-        content = content_module.build_report(inputs_from_store(store))
-    here, forked = render(content, processes=1), render(content, processes=2)
-    assert list(here) == list(forked), (list(here), list(forked))
-    assert here == forked, [name for name in here if here[name] != forked[name]]
-    return len(here)
-
-
 def cli(store_path: Path) -> tuple[float, float, float]:
-    """`spark-otel report` end to end: wall s, CPU s (its drawing processes included), peak MB."""
+    """`spark-otel report` end to end: wall s, CPU s, peak MB."""
     with tempfile.TemporaryDirectory() as out:
         argv = [sys.executable, "-m", "spark_otel", "report", "--store", str(store_path), "--out", out]
         _, err, code, wall, cpu, rss = run_child(argv, dict(os.environ, COLUMNS="200"))
@@ -129,8 +112,6 @@ def main() -> None:
         if store_path is None:
             store_path = Path(tmp) / f"box-{args.cells}.sqlite"
             build_store(store_path, args.cells)
-        compared = check_processes(store_path)
-        print(f"{store_path}: plots drawn in processes equal those drawn here ({compared} compared)")
         for run in range(args.repeat):
             if not args.skip_cli:
                 took, used, rss = cli(store_path)

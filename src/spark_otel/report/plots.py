@@ -9,8 +9,7 @@ cells than `DENSITY_ABOVE` are drawn as density, one hexbin call, not a solid ba
 A year of history stays quick to draw: each plot's many marks are one artist (a timeline's loads
 one collection, its cells one segment collection or one hexbin), its inputs are read
 into numpy columns once (`timeline_marks`, `concurrency_points`: the facts tests pin), a PNG is
-drawn once and written RGB at zlib's fastest level (`_png`), and a report of many plots draws
-them in forked processes (`render_images`).
+drawn once and written RGB at zlib's fastest level (`_png`).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from __future__ import annotations
 import functools
 import importlib
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DATES_ABOVE_S",
     "DENSITY_ABOVE",
-    "PARALLEL_FROM",
     "LoadShade",
     "TimeAxis",
     "TimelineMarks",
@@ -660,105 +658,30 @@ def budget_png_name(eval_name: str) -> str:
     return f"budget-{_slug(eval_name)}.png"
 
 
-PARALLEL_FROM = 8
-"""A report of at least this many plots draws them in as many processes as the command may use
-(`render_images`): each plot is a tenth of a second or more of matplotlib's Python, and they are
-independent."""
-
-
-def render_images(content: ReportContent, *, processes: int | None = None) -> dict[str, bytes]:
-    """Every plot of the report, by file name. ``processes``: how many processes draw them; None:
-    one per CPU the command may use, past `PARALLEL_FROM` plots (forked, so each reads the
-    content it inherits and sends back only its PNG), else this one."""
-    jobs = _image_jobs(content)
-    if processes is None:
-        processes = _cpus() if len(jobs) >= PARALLEL_FROM else 1
-    drawn = _drawn([job for _, job, _ in jobs], [cost for _, _, cost in jobs], processes)
-    return {name: png for (name, _, _), png in zip(jobs, drawn, strict=True)}
-
-
-def _image_jobs(content: ReportContent) -> list[tuple[str, Callable[[], bytes], int]]:
-    """Each plot the content allows, in the page's order: its file name, what draws it, and a rough
-    cost (the marks it draws) so the largest start first."""
-    jobs: list[tuple[str, Callable[[], bytes], int]] = []
+def render_images(content: ReportContent) -> dict[str, bytes]:
+    """Every plot the content allows, by file name, in the page's order."""
+    images: dict[str, bytes] = {}
     for i, curve in enumerate(content.curves):
         if plottable(curve):
-            jobs.append((curve_png_name(i, curve), functools.partial(plot_curve, curve), len(curve.points)))
+            images[curve_png_name(i, curve)] = plot_curve(curve)
     if content.concurrency is not None and any(e.cells for e in content.concurrency.engines):
-        size = sum(len(e.cells) for e in content.concurrency.engines)
-        jobs.append(("concurrency.png", functools.partial(plot_concurrency, content.concurrency), size))
+        images["concurrency.png"] = plot_concurrency(content.concurrency)
     for result in content.neighbours:
         if result.cells:
             scale = content.time_scales.get(result.eval_name)
-            draw = functools.partial(plot_timeline, result, time_scale=scale)
-            jobs.append((timeline_png_name(result), draw, len(result.cells) + len(result.windows)))
+            images[timeline_png_name(result)] = plot_timeline(result, time_scale=scale)
         if windows_touched(result) and result.baseline.median is not None:
-            draw = functools.partial(plot_neighbour, result)
-            jobs.append((neighbour_png_name(result), draw, NEIGHBOUR_ROWS))
+            images[neighbour_png_name(result)] = plot_neighbour(result)
     if content.instruments is not None:
         for i, verdict in enumerate(content.instruments.instruments):
             if len(verdict.readings) >= 2:
-                draw = functools.partial(plot_instrument, verdict)
-                jobs.append((instrument_png_name(i, verdict), draw, len(verdict.readings)))
+                images[instrument_png_name(i, verdict)] = plot_instrument(verdict)
     for e in content.eval_budgets:
         mine = [b for b in content.budgets if b.eval_name == e.eval_name]
         if mine:
             scale = content.time_scales.get(e.eval_name)
-            draw = functools.partial(plot_budget, e.eval_name, mine, time_scale=scale)
-            jobs.append((budget_png_name(e.eval_name), draw, BUDGET_BARS))
-    return jobs
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on (its affinity where the platform says)."""
-    import os
-
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-
-
-_JOBS: list[Callable[[], bytes]] = []
-"""In a drawing process: the report's plots, inherited from the command at the fork."""
-
-
-def _adopt(jobs: list[Callable[[], bytes]]) -> None:
-    """A drawing process's start: its plots, and log records straight to stderr (the command's own
-    handler may print through a live display whose lock the fork copied while held)."""
-    import logging
-
-    _JOBS[:] = jobs
-    logging.root.handlers = [logging.StreamHandler()]
-
-
-def _draw(index: int) -> bytes:
-    return _JOBS[index]()
-
-
-def _drawn(jobs: list[Callable[[], bytes]], costs: list[int], processes: int) -> list[bytes]:
-    """Each job's PNG, in order: in ``processes`` forked processes (the costliest submitted first),
-    or here where that is one, the platform cannot fork, or a drawing process could not start or
-    died (then every plot is drawn here, as if asked for one)."""
-    import multiprocessing
-
-    processes = min(processes, len(jobs))
-    if processes <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [job() for job in jobs]
-    import gc
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    _pyplot()  # imported once here, not once per drawing process
-    gc.freeze()  # the content stays shared: a collection in a drawing process would write to every object
-    try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(processes, mp_context=context, initializer=_adopt, initargs=(jobs,)) as pool:
-            order = sorted(range(len(jobs)), key=lambda k: -costs[k])
-            futures = {k: pool.submit(_draw, k) for k in order}
-            return [futures[k].result() for k in range(len(jobs))]
-    except (OSError, BrokenProcessPool):
-        return [job() for job in jobs]
-    finally:
-        gc.unfreeze()
+            images[budget_png_name(e.eval_name)] = plot_budget(e.eval_name, mine, time_scale=scale)
+    return images
 
 
 def _slug(text: str) -> str:
