@@ -261,6 +261,13 @@ def test_read_inputs_takes_the_probe_levels_first_and_every_gauge_sample_within_
     assert read_inputs(box, source="probe") == found
 
 
+@pytest.mark.parametrize("source", ["probe", "receiver", "evals"])
+def test_read_inputs_over_cells_already_read_is_read_inputs_over_the_store(box: Store, source: str) -> None:
+    """A report reads the store's cells once and hands them over: the same intervals and the same
+    cells' rates around them (those starting inside the margins, both edges in) as reading them."""
+    assert read_inputs(box, source=source, cells=box.cells()) == read_inputs(box, source=source)
+
+
 def test_read_inputs_from_receiver_bins_leaves_the_counter_out_of_the_gauges(box: Store) -> None:
     """Asked for receiver bins, the generation counter's scrapes (0, 300, 900 tokens at T0+100,
     +130, +160) make two 30 s bins of 10 and 20 tok/s whatever the store's probes; the counter is

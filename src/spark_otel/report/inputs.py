@@ -85,10 +85,13 @@ class InstrumentInputs:
     notes: list[str] = field(default_factory=list)
 
 
-def read_inputs(store: Store, *, source: str = "auto", bin_s: float | None = None) -> InstrumentInputs:
+def read_inputs(
+    store: Store, *, source: str = "auto", bin_s: float | None = None, cells: Sequence[Cell] | None = None
+) -> InstrumentInputs:
     """The intervals (from ``source``, or with ``auto`` the first kind the store holds: probe
     levels, receiver bins, eval runs) and every gauge sample and rated cell around them. Reads
-    only; the analysis is `instrument_verdicts`.
+    only; the analysis is `instrument_verdicts`. ``cells``: ``store.cells()`` where the caller
+    has read them already (a report), so they are not read again.
 
     Receiver bins are ``bin_s`` seconds (`ConfigError` when they would be more than
     `MAX_RECEIVER_INTERVALS`); without it, `DEFAULT_BIN_S`, widened (with a note) where the
@@ -125,7 +128,7 @@ def read_inputs(store: Store, *, source: str = "auto", bin_s: float | None = Non
             intervals = receiver_intervals(scrapes, width)
             throughput_metric = sc.ENGINE_GENERATION_TOKENS
         else:
-            intervals = eval_intervals(store.cells())
+            intervals = eval_intervals(store.cells() if cells is None else cells)
         if intervals:
             chosen = kind
             break
@@ -140,7 +143,12 @@ def read_inputs(store: Store, *, source: str = "auto", bin_s: float | None = Non
         if name != throughput_metric
         for sample in store.samples(name, since_unix_ns=since, until_unix_ns=until)
     ]
-    samples.extend(cell_rate_samples(store.cells(since_unix_ns=since, until_unix_ns=until)))
+    around = (
+        store.cells(since_unix_ns=since, until_unix_ns=until)
+        if cells is None
+        else [c for c in cells if since <= c.start_unix_ns <= until]
+    )
+    samples.extend(cell_rate_samples(around))
     return InstrumentInputs(chosen, intervals, samples, throughput_metric, _engine_urls(store), notes)
 
 
@@ -154,13 +162,14 @@ def _engine_urls(store: Store) -> dict[str, str]:
     return urls | store.engine_urls()
 
 
-def cells_from_store(store: Store) -> list[Cell]:
-    """Every cell the store holds and, each as a cell of its own, the requests no cell holds
-    (`analysis.request_cells`): the cells every analysis of a store reads."""
+def cells_from_store(store: Store, recorded: Sequence[Cell] | None = None) -> list[Cell]:
+    """Every cell the store holds (``recorded``: ``store.cells()`` where already read) and, each
+    as a cell of its own, the requests no cell holds (`analysis.request_cells`): the cells every
+    analysis of a store reads."""
     from ..analysis.request_cells import with_requests_as_cells
 
     return with_requests_as_cells(
-        store.cells(),
+        store.cells() if recorded is None else list(recorded),
         store.requests_outside_cells(),
         engine_urls=store.engine_urls(),
         windows=store.windows(kind="load") + store.windows(kind="probe"),
@@ -194,10 +203,11 @@ def energy_samples(store: Store, spans: Sequence[tuple[int, int]]) -> list[Metri
     ]
 
 
-def instruments_from_store(store: Store) -> InstrumentsReport | None:
-    """`instrument_verdicts` over what the store holds, as `spark-otel instruments` reads it;
-    None where there is no load to pair the gauges with, or no gauge."""
-    found = read_inputs(store)
+def instruments_from_store(store: Store, cells: Sequence[Cell] | None = None) -> InstrumentsReport | None:
+    """`instrument_verdicts` over what the store holds, as `spark-otel instruments` reads it
+    (``cells``: ``store.cells()`` where already read); None where there is no load to pair the
+    gauges with, or no gauge."""
+    found = read_inputs(store, cells=cells)
     if not found.intervals:
         return None
     report = verdicts_of(found)
@@ -249,7 +259,8 @@ def inputs_from_store(
         if isinstance(metadata.get("engine"), str) and isinstance(metadata.get("engine_url"), str):
             urls[metadata["engine"]] = metadata["engine_url"]
     columns = columns_from_store(store) if cells_as_columns else None
-    cells = [] if cells_as_columns else cells_from_store(store)
+    recorded = None if cells_as_columns else store.cells()  # read once: the cells and the gauges' inputs
+    cells = [] if recorded is None else cells_from_store(store, recorded)
     spans = [(c.start_unix_ns, c.end_unix_ns) for c in cells]
     if columns is not None and len(columns):  # the samples' range is the cells' first start to last end
         spans.append((int(columns.start_unix_ns.min()), int(columns.end_unix_ns.max())))
@@ -264,7 +275,7 @@ def inputs_from_store(
         gpu_utilization=[x.value for x in store.samples(sc.GPU_UTILIZATION)],
         token_rates=[x.value for x in store.samples(sc.ENGINE_GENERATION_TOKEN_RATE)],
         gpu_energy=energy_samples(store, spans),
-        instruments=instruments_from_store(store) if probe_tables else None,
+        instruments=instruments_from_store(store, recorded) if probe_tables else None,
         requests=store.requests(),
         server_timings=store.server_timings(),
         holdings=store.row_counts(),
