@@ -13,9 +13,12 @@ history the row path spent most of its time building validated rows (290,926 `Wi
   start inside a cell, the cells that start inside a window), O((n + m) log(n + m) + pairs);
 * each window's summary is `summarize`'s arithmetic on its sorted members' rates, vectorised
   (type 7 percentiles, the order-statistic interval), its mean `math.fsum` as `summarize` takes it;
-* the report is columns (`NeighbourColumns`): its JSON (`dump`) is written from them straight,
-  the same document `NeighbourReport.model_dump(mode="json")` gives, and the validated report
-  (`report`) is built only where a caller needs the models.
+* the report is columns (`NeighbourColumns`): its head figures are computed at once, each row
+  column from the arrays only when read, and only at the rows read (`advise` reads the windows
+  some cell is attributed to: about 6% of them); its JSON (`dump`) is written from them
+  straight, the same document `NeighbourReport.model_dump(mode="json")` gives, and the validated
+  report (`report`) is built only where a caller needs the models, its rows validated as one
+  list.
 
 Where int64 or float64 could not hold a figure as Python's integers do (a timestamp outside
 0..2**62, a duration or a count past 2**53), the cells go through `neighbour_costs` instead.
@@ -23,14 +26,16 @@ Where int64 or float64 could not hold a figure as Python's integers do (a timest
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import TypeAdapter
 
 from .._clock import NS_PER_S
 from .._exceptions import InputError
@@ -75,33 +80,97 @@ Ints = NDArray[np.int64]
 Index = NDArray[np.intp]
 
 
+Column = Callable[[Index | None], list[Any]]
+"""One field of a model's rows: its values (as the model's JSON dump has them) at the given row
+positions, in their order, or at every row (None)."""
+
+
+class _Columns(Mapping[str, list[Any]]):
+    """A model's fields, each column built when first read (in full), or only at the rows asked
+    for (`take`): a caller that reads a few rows of a long report builds no other row."""
+
+    def __init__(self, build: dict[str, Column]) -> None:
+        self._build = build
+        self._built: dict[str, list[Any]] = {}
+
+    def __getitem__(self, name: str) -> list[Any]:
+        if name not in self._built:
+            self._built[name] = self._build[name](None)
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build)
+
+    def __len__(self) -> int:
+        return len(self._build)
+
+    def take(self, name: str, keep: Index | None) -> list[Any]:
+        """The column ``name`` at the rows ``keep`` (None: every row)."""
+        if keep is None or name in self._built:
+            column = self[name]
+            return column if keep is None else [column[k] for k in keep.tolist()]
+        return self._build[name](keep)
+
+
 @dataclass(frozen=True, eq=False)
 class _Rows:
     """Rows of one result model as columns: ``columns[field]`` holds every row's value of that
-    field as the model's JSON dump has it, the fields in the model's order."""
+    field as the model's JSON dump has it, the fields in the model's order, each built on demand."""
 
     model: type[Result]
-    columns: dict[str, list[Any]]
+    n: int
+    columns: _Columns
 
     def __len__(self) -> int:
-        return len(next(iter(self.columns.values()), []))
+        return self.n
 
-    def dumped(self, keep: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    def dumped(self, keep: Sequence[int] | Index | None = None) -> list[dict[str, Any]]:
         """Each row as ``model_dump(mode="json")`` gives it (``keep``: only these rows)."""
+        at = None if keep is None else np.asarray(keep, dtype=np.intp)
         names = list(self.columns)
-        values = list(self.columns.values())
-        if keep is not None:
-            values = [[column[k] for k in keep] for column in values]
+        values = [self.columns.take(name, at) for name in names]
         return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
-    def rows(self, keep: Sequence[int] | None = None) -> list[Any]:
-        """Each row as its validated model."""
-        return [self.model(**row) for row in self.dumped(keep)]
+    def rows(self, keep: Sequence[int] | Index | None = None) -> list[Any]:
+        """Each row as its validated model (validated as a list at once: pydantic's list validator
+        builds the same models as the constructor, in one call)."""
+        return _validator(self.model).validate_python(self.dumped(keep))
 
     @classmethod
     def of(cls, model: type[Result], rows: Sequence[Result]) -> _Rows:
         dumps = [r.model_dump(mode="json") for r in rows]
-        return cls(model, {name: [d[name] for d in dumps] for name in model.model_fields})
+        return cls.given(model, len(dumps), {name: [d[name] for d in dumps] for name in model.model_fields})
+
+    @classmethod
+    def given(cls, model: type[Result], n: int, columns: dict[str, list[Any] | Column]) -> _Rows:
+        """Rows of ``n`` from columns built (lists) or to build (`Column`), in the model's order."""
+        return cls(model, n, _Columns({name: _column(columns[name]) for name in model.model_fields}))
+
+
+def _column(values: list[Any] | Column) -> Column:
+    if callable(values):
+        return values
+    return lambda at: values if at is None else [values[k] for k in at.tolist()]
+
+
+def _of(values: list[Any]) -> Column:
+    """The column of a list of every row's value."""
+    return _column(values)
+
+
+def _numbers(values: NDArray[Any]) -> Column:
+    """The column of an array of every row's value (int64, float64, bool): Python's numbers."""
+    return lambda at: (values if at is None else values[at]).tolist()
+
+
+def _picked(values: list[Any], at: NDArray[np.integer[Any]]) -> Column:
+    """The column whose row k is ``values[at[k]]``."""
+    return lambda keep: [values[k] for k in (at if keep is None else at[keep]).tolist()]
+
+
+@functools.cache
+def _validator(model: type[Result]) -> TypeAdapter[list[Any]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,10 +209,12 @@ class NeighbourColumns:
         return [k for k, n in enumerate(self.windows.columns["n_cells"]) if n]
 
     def rated_windows(self) -> dict[str, list[tuple[float, int]]]:
-        """The median rate and its n of each window with one, by window name."""
+        """The median rate and its n of each window with one, by window name (a window with a
+        rate has a cell attributed to it: only those are read)."""
         by_name: dict[str, list[tuple[float, int]]] = {}
-        cols = self.windows.columns
-        for name, rate in zip(cols["name"], cols["rate"], strict=True):
+        keep = np.array(self.touched(), dtype=np.intp)
+        names, rates = self.windows.columns.take("name", keep), self.windows.columns.take("rate", keep)
+        for name, rate in zip(names, rates, strict=True):
             if rate["median"] is not None:
                 by_name.setdefault(name, []).append((rate["median"], rate["n"]))
         return by_name
@@ -160,7 +231,9 @@ class NeighbourColumns:
 @dataclass(frozen=True, eq=False)
 class _Loads:
     """Every load any eval may be priced against, in `neighbour._candidate_loads`' order: recorded
-    windows (``run`` None) and the windows other evals' cells make (``run`` their eval and count)."""
+    windows (``run`` None) and the windows other evals' cells make (``run`` their eval and count).
+    ``run_eval``, ``run_workers`` and ``run_counted`` hold each derived window's run as numbers (the
+    eval's code in ``eval_codes``, -1 for a recorded window; its count, and whether it has one)."""
 
     start: Ints
     end: Ints
@@ -171,21 +244,20 @@ class _Loads:
     streams: list[int | None]
     run: list[EvalRun | None]
     recorded: list[LoadWindow | None]
+    run_eval: Ints
+    run_workers: Ints
+    run_counted: NDArray[np.bool_]
+    eval_codes: dict[str, int]
 
     def others(self, eval_name: str, workers: int | None, evals: set[str]) -> Index:
-        """Positions of the loads that are other load for ``eval_name`` at ``workers``."""
-        return np.array(
-            [
-                k
-                for k, (run, window) in enumerate(zip(self.run, self.recorded, strict=True))
-                if (
-                    run[0] != eval_name or (workers is not None and run[1] != workers)
-                    if run is not None
-                    else _is_other_load(window, None, eval_name, workers, evals)  # type: ignore[arg-type]
-                )
-            ],
-            dtype=np.intp,
-        )
+        """Positions of the loads that are other load for ``eval_name`` at ``workers``
+        (`neighbour._is_other_load` of each)."""
+        other = self.run_eval != self.eval_codes.get(eval_name, -2)
+        if workers is not None:
+            other |= ~self.run_counted | (self.run_workers != workers)
+        for k in np.flatnonzero(self.run_eval < 0).tolist():
+            other[k] = _is_other_load(self.recorded[k], None, eval_name, workers, evals)  # type: ignore[arg-type]
+        return np.flatnonzero(other)
 
 
 def _workers(cols: CellColumns) -> list[int | None]:
@@ -276,6 +348,8 @@ def _loads(windows: Sequence[LoadWindow], derived: list[tuple[Any, ...]]) -> _Lo
     start = np.array([r[0] for r in rows], dtype=np.int64)
     order = np.lexsort((np.array([rank[n] for n in names], dtype=np.int64), start)).tolist()
     rows = [rows[k] for k in order]
+    runs: list[EvalRun | None] = [r[6] for r in rows]
+    eval_codes = {name: k for k, name in enumerate(dict.fromkeys(run[0] for run in runs if run is not None))}
     return _Loads(
         start=start[order],
         end=np.array([r[1] for r in rows], dtype=np.int64),
@@ -283,9 +357,15 @@ def _loads(windows: Sequence[LoadWindow], derived: list[tuple[Any, ...]]) -> _Lo
         name=[r[3] for r in rows],
         engine=[r[4] for r in rows],
         streams=[r[5] for r in rows],
-        run=[r[6] for r in rows],
+        run=runs,
         kind=[r[7] for r in rows],
         recorded=[r[8] for r in rows],
+        run_eval=np.array([-1 if run is None else eval_codes[run[0]] for run in runs], dtype=np.int64),
+        run_workers=np.array(
+            [0 if run is None or run[1] is None else run[1] for run in runs], dtype=np.int64
+        ),
+        run_counted=np.array([run is not None and run[1] is not None for run in runs], dtype=np.bool_),
+        eval_codes=eval_codes,
     )
 
 
@@ -313,21 +393,95 @@ def _pairs(cs: Ints, ce: Ints, ws: Ints, we: Ints) -> tuple[Index, Index, Ints]:
     return i, j, np.minimum(ce[i], we[j]) - np.maximum(cs[i], ws[j])
 
 
-def _names_per_cell(n: int, i: Index, names: list[str]) -> list[list[str]]:
-    """For each of ``n`` cells, ``names`` of its pairs (``i`` sorted, ``names`` one per pair)."""
-    out: list[list[str]] = [[] for _ in range(n)]
-    if not len(i):
+def _names(n: int, i: Index, j: Index, names: list[str]) -> Column:
+    """The column of each of ``n`` cells' window names, one per pair (``i`` the pair's cell,
+    sorted; ``j`` its window, an index into ``names``), in pair order."""
+
+    def column(at: Index | None) -> list[Any]:
+        cells = np.arange(n) if at is None else at
+        low, high = np.searchsorted(i, cells, "left"), np.searchsorted(i, cells, "right")
+        _, pair = _expand(low, high)
+        flat = [names[k] for k in j[pair].tolist()]
+        lasts = np.cumsum(high - low)
+        firsts = lasts - (high - low)
+        return [flat[first:last] for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True)]
+
+    return column
+
+
+def _nones(n: int) -> Column:
+    """The column of ``n`` rows of None."""
+    return lambda at: [None] * (n if at is None else len(at))
+
+
+def _optional(values: NDArray[Any], known: NDArray[np.bool_]) -> Column:
+    """The column of ``values`` where ``known``, None elsewhere."""
+
+    def column(at: Index | None) -> list[Any]:
+        got, ok = (values, known) if at is None else (values[at], known[at])
+        return [v if o else None for v, o in zip(got.tolist(), ok.tolist(), strict=True)]
+
+    return column
+
+
+@dataclass(frozen=True, eq=False)
+class _Summaries:
+    """`summarize` of each window's member rates, as arrays over the windows with rates: ``slot``
+    is each window's row in them (-1 for a window without rates), ``first`` where its rates start
+    in ``values`` (every window's, each window's sorted)."""
+
+    slot: Index
+    n: Ints
+    first: Ints
+    median: NDArray[np.float64]
+    p10: NDArray[np.float64]
+    p90: NDArray[np.float64]
+    ci_low: NDArray[np.float64]
+    ci_high: NDArray[np.float64]
+    values: NDArray[np.float64]
+
+    def rate(self, at: Index | None) -> list[Any]:
+        """The column of each window's `RateSummary` as its JSON dump."""
+        slots = (self.slot if at is None else self.slot[at]).tolist()
+        if not len(self.n):
+            return [dict(_NO_RATES) for _ in slots]
+        flat = self.values.tolist()
+        n, first = self.n.tolist(), self.first.tolist()
+        median, p10, p90 = self.median.tolist(), self.p10.tolist(), self.p90.tolist()
+        ci_low, ci_high = self.ci_low.tolist(), self.ci_high.tolist()
+        out: list[Any] = []
+        for s in slots:
+            if s < 0:
+                out.append(dict(_NO_RATES))
+                continue
+            size = n[s]
+            out.append(
+                {
+                    "n": size,
+                    "median": median[s],
+                    "p10": p10[s],
+                    "p90": p90[s],
+                    "mean": math.fsum(flat[first[s] : first[s] + size]) / size,
+                    "ci_low": ci_low[s] if size >= 2 else None,
+                    "ci_high": ci_high[s] if size >= 2 else None,
+                }
+            )
         return out
-    firsts = np.flatnonzero(np.concatenate([[True], i[1:] != i[:-1]]))
-    lasts = np.append(firsts[1:], len(i)).tolist()
-    for first, last, cell in zip(firsts.tolist(), lasts, i[firsts].tolist(), strict=True):
-        out[cell] = names[first:last]
-    return out
+
+    def each(self, values: NDArray[np.float64]) -> Column:
+        """The column of ``values`` (one per window with rates) per window, None without rates."""
+
+        def column(at: Index | None) -> list[Any]:
+            slots = self.slot if at is None else self.slot[at]
+            if not len(values):
+                return [None] * len(slots)
+            return _optional(values[np.maximum(slots, 0)], slots >= 0)(None)
+
+        return column
 
 
-def _summaries(window: Index, rate: NDArray[np.float64], n_windows: int) -> list[dict[str, Any] | None]:
-    """`summarize` of each window's member rates (``window`` the member's window), as its JSON dump;
-    None for a window without rates."""
+def _summaries(window: Index, rate: NDArray[np.float64], n_windows: int) -> _Summaries:
+    """`summarize` of each window's member rates (``window`` the member's window)."""
     order = np.lexsort((rate, window))
     values = rate[order]
     counts = np.bincount(window, minlength=n_windows)
@@ -346,32 +500,19 @@ def _summaries(window: Index, rate: NDArray[np.float64], n_windows: int) -> list
     half_width = _Z95 * np.sqrt(n) / 2
     low = np.maximum(1, np.rint(n / 2 - half_width)).astype(np.int64)
     high = np.minimum(n, np.rint(1 + n / 2 + half_width)).astype(np.int64)
-    ci_low, ci_high = values[at + low - 1].tolist(), values[at + high - 1].tolist()
-    flat = values.tolist()
-    out: list[dict[str, Any] | None] = [None] * n_windows
-    for k, (w, size, first, median, p10, p90) in enumerate(
-        zip(
-            some.tolist(),
-            n.tolist(),
-            at.tolist(),
-            percentile(0.5).tolist(),
-            percentile(0.1).tolist(),
-            percentile(0.9).tolist(),
-            strict=True,
-        )
-    ):
-        out[w] = {
-            "n": size,
-            "median": median,
-            "p10": p10,
-            "p90": p90,
-            "mean": math.fsum(flat[first : first + size]) / size,
-            "ci_low": ci_low[k] if size >= 2 else None,
-            "ci_high": ci_high[k] if size >= 2 else None,
-            "min": flat[first],
-            "max": flat[first + size - 1],
-        }
-    return out
+    slot = np.full(n_windows, -1, dtype=np.intp)
+    slot[some] = np.arange(len(some))
+    return _Summaries(
+        slot=slot,
+        n=n.astype(np.int64),
+        first=at.astype(np.int64),
+        median=percentile(0.5),
+        p10=percentile(0.1),
+        p90=percentile(0.9),
+        ci_low=values[at + low - 1],
+        ci_high=values[at + high - 1],
+        values=values,
+    )
 
 
 def _priced(
@@ -386,13 +527,13 @@ def _priced(
     warnings: list[str],
     without_count: bool = False,
 ) -> NeighbourColumns:
-    """`neighbour._priced` of the cells at ``own`` (positions, in start order)."""
+    """`neighbour._priced` of the cells at ``own`` (positions, in start order): the report's head
+    figures now, its rows' columns when read."""
     at = loads.others(eval_name, workers, evals)
     start, end = cols.start_unix_ns[own], cols.end_unix_ns[own]
     duration = end - start
     positions = own.tolist()
-    own_engines = [cols.engine[k] for k in positions]
-    engines = Counter(filter(None, own_engines))
+    engines = Counter(filter(None, (cols.engine[k] for k in positions)))
     engine = engines.most_common(1)[0][0] if engines else None
 
     i, j, overlap = _pairs(start, end, loads.start[at], loads.end[at])
@@ -404,79 +545,63 @@ def _priced(
     rated = known & (tokens != 0) & (duration > 0) & ~hit & ~fail
     rate = np.full(len(own), np.nan)
     rate[rated] = tokens[rated] / elapsed[rated]
-    touched = np.bincount(i, minlength=len(own)) > 0
-    alone = ~touched & (duration > 0)
-    rates: list[float | None] = [
-        r if ok else None for r, ok in zip(rate.tolist(), rated.tolist(), strict=True)
-    ]
-    baseline = summarize(rates[k] for k in np.flatnonzero(alone).tolist())
+    alone = (np.bincount(i, minlength=len(own)) == 0) & (duration > 0)
+    baseline = summarize(rate[alone & rated].tolist())
 
     n_loads = len(at)
     ia, ja = i[attributed], j[attributed]
-    members = np.bincount(ja, minlength=n_loads).tolist()
-    timeouts = np.bincount(ja[hit[ia]], minlength=n_loads).tolist()
-    failures = np.bincount(ja[fail[ia]], minlength=n_loads).tolist()
     with_rate = rated[ia]
     summaries = _summaries(ja[with_rate], rate[ia[with_rate]], n_loads)
+    cost = _nones(n_loads)  # no baseline to price against
+    if baseline.median:
+        cost = summaries.each(1.0 - summaries.median / baseline.median)
 
+    engine_of = [loads.engine[k] for k in at.tolist()]
     names = [loads.name[k] for k in at.tolist()]
-    windows: dict[str, list[Any]] = {
-        "uid": [loads.uid[k] for k in at.tolist()],
-        "name": names,
-        "kind": [loads.kind[k] for k in at.tolist()],
-        "engine": [loads.engine[k] for k in at.tolist()],
-        "streams": [loads.streams[k] for k in at.tolist()],
-        "start_unix_ns": loads.start[at].tolist(),
-        "end_unix_ns": loads.end[at].tolist(),
-        "same_engine": [
-            (e == engine) if e and engine else None for e in (loads.engine[k] for k in at.tolist())
-        ],
-        "n_cells": members,
-        "timeouts": timeouts,
-        "failures": failures,
-        "rate": [],
-        "min_rate": [],
-        "max_rate": [],
-        "cost": [],
-    }
-    for summary in summaries:
-        if summary is None:
-            windows["rate"].append(dict(_NO_RATES))
-            windows["min_rate"].append(None)
-            windows["max_rate"].append(None)
-            windows["cost"].append(None)
-            continue
-        low, high = summary.pop("min"), summary.pop("max")
-        windows["rate"].append(summary)
-        windows["min_rate"].append(low)
-        windows["max_rate"].append(high)
-        windows["cost"].append(1.0 - summary["median"] / baseline.median if baseline.median else None)
-
-    pair_names = [names[k] for k in j.tolist()]
-    source = [cols.source[k] for k in positions]
-    cells: dict[str, list[Any]] = {
-        "uid": [cols.uid[k] for k in positions],
-        "cell_id": [cols.cell_id[k] for k in positions],
-        "engine": own_engines,
-        "workers": [
-            w if ok else None
-            for w, ok in zip(cols.workers[own].tolist(), cols.workers_known[own].tolist(), strict=True)
-        ],
-        "start_unix_ns": start.tolist(),
-        "end_unix_ns": end.tolist(),
-        "elapsed_s": elapsed.tolist(),
-        "completion_tokens": [
-            t if ok else None for t, ok in zip(tokens.tolist(), known.tolist(), strict=True)
-        ],
-        "decode_rate": rates,
-        "status": [_STATUS_VALUES[code] for code in status.tolist()],
-        "timed_out": hit.tolist(),
-        "failed": fail.tolist(),
-        "baseline": alone.tolist(),
-        "windows": _names_per_cell(len(own), ia, [names[k] for k in ja.tolist()]),
-        "overlapped": _names_per_cell(len(own), i, pair_names),
-        "request_as_cell": [s == REQUEST_SOURCE for s in source],
-    }
+    windows = _Rows.given(
+        WindowCost,
+        n_loads,
+        {
+            "uid": _picked(loads.uid, at),
+            "name": names,
+            "kind": _picked(loads.kind, at),
+            "engine": engine_of,
+            "streams": _picked(loads.streams, at),
+            "start_unix_ns": _numbers(loads.start[at]),
+            "end_unix_ns": _numbers(loads.end[at]),
+            "same_engine": [(e == engine) if e and engine else None for e in engine_of],
+            "n_cells": _numbers(np.bincount(ja, minlength=n_loads)),
+            "timeouts": _numbers(np.bincount(ja[hit[ia]], minlength=n_loads)),
+            "failures": _numbers(np.bincount(ja[fail[ia]], minlength=n_loads)),
+            "rate": summaries.rate,
+            "min_rate": summaries.each(summaries.values[summaries.first]),
+            "max_rate": summaries.each(summaries.values[summaries.first + summaries.n - 1]),
+            "cost": cost,
+        },
+    )
+    request = np.array([cols.source[k] == REQUEST_SOURCE for k in positions], dtype=np.bool_)
+    cells = _Rows.given(
+        CellRate,
+        len(own),
+        {
+            "uid": _picked(cols.uid, own),
+            "cell_id": _picked(cols.cell_id, own),
+            "engine": _picked(cols.engine, own),
+            "workers": _optional(cols.workers[own], cols.workers_known[own]),
+            "start_unix_ns": _numbers(start),
+            "end_unix_ns": _numbers(end),
+            "elapsed_s": _numbers(elapsed),
+            "completion_tokens": _optional(tokens, known),
+            "decode_rate": _optional(rate, rated),
+            "status": _picked(_STATUS_VALUES, status),
+            "timed_out": _numbers(hit),
+            "failed": _numbers(fail),
+            "baseline": _numbers(alone),
+            "windows": _names(len(own), ia, ja, names),
+            "overlapped": _names(len(own), i, j, names),
+            "request_as_cell": _numbers(request),
+        },
+    )
     head = NeighbourReport(
         eval_name=eval_name,
         engine=engine,
@@ -491,9 +616,9 @@ def _priced(
         windows=[],
         cells=[],
         warnings=warnings,
-        requests_as_cells=sum(cells["request_as_cell"]),
+        requests_as_cells=int(request.sum()),
     )
-    return NeighbourColumns(head=head, windows=_Rows(WindowCost, windows), cells=_Rows(CellRate, cells))
+    return NeighbourColumns(head=head, windows=windows, cells=cells)
 
 
 def _exact_enough(cols: CellColumns, windows: Sequence[LoadWindow]) -> bool:
