@@ -5,6 +5,7 @@ hold a figure exactly (the path that hands the cells to `neighbour_costs`)."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -149,6 +150,45 @@ def test_a_crowded_window_summarizes_as_summarize_does() -> None:
     for n in (1, 2, 3, 9, 10, 17, 40):
         crowd = [cell(f"c{k}", 100 + k, 200 + k, 900 + 37 * k % 101, workers=1) for k in range(n)]
         both([*alone, *crowd], [_window("w", 100, 300)], min_cells=1)
+
+
+def test_rows_read_in_any_order_are_the_same_rows() -> None:
+    # A column read in full and then at a few rows, or at a few rows first: the same values.
+    probes, others = appendix_d_loads()
+    cells = appendix_d_cells() + others + appendix_c_cells()
+    rows = neighbour_costs(cells, probes, min_cells=1)
+    fresh = neighbour_costs_of_columns(CellColumns.from_cells(cells), probes, min_cells=1)
+    read = neighbour_costs_of_columns(CellColumns.from_cells(cells), probes, min_cells=1)
+    for found in read:
+        assert found.cells.columns["uid"] == [c.uid for c in found.report().cells]  # every column built
+    for f, r, want in zip(fresh, read, rows, strict=True):
+        bare = want.model_copy(
+            update={"cells": rows_no_baseline_reads(want), "windows": windows_touched(want)}
+        )
+        assert f.report(with_cells=False, all_windows=False) == bare
+        assert r.report(with_cells=False, all_windows=False) == bare
+        assert f.report() == r.report() == want
+        rated: dict[str, list[tuple[float, int]]] = {}
+        for w in want.windows:
+            if w.rate.median is not None:
+                rated.setdefault(w.name, []).append((w.rate.median, w.rate.n))
+        assert f.rated_windows() == r.rated_windows() == rated
+    assert sum(len(f.touched()) for f in fresh) == sum(len(windows_touched(r)) for r in rows) > 0
+
+
+def test_the_collector_is_left_as_it_was() -> None:
+    (found,) = neighbour_costs_of_columns(CellColumns.from_cells(appendix_d_cells()), appendix_d_loads()[0])
+    assert gc.isenabled()
+    found.report()
+    found.dump()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        found.report()
+        found.dump()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_refusals_are_the_row_paths() -> None:

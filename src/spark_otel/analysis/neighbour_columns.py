@@ -26,7 +26,9 @@ Where int64 or float64 could not hold a figure as Python's integers do (a timest
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -168,6 +170,20 @@ def _picked(values: list[Any], at: NDArray[np.integer[Any]]) -> Column:
     return lambda keep: [values[k] for k in (at if keep is None else at[keep]).tolist()]
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while rows are built: its passes, every 700 new
+    containers, walk the young rows again and again (half the time of 18,000 validated windows),
+    and rows form no cycle, so there is nothing for it to find in them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 @functools.cache
 def _validator(model: type[Result]) -> TypeAdapter[list[Any]]:
     return TypeAdapter(list[model])  # type: ignore[valid-type]
@@ -176,11 +192,13 @@ def _validator(model: type[Result]) -> TypeAdapter[list[Any]]:
 @dataclass(frozen=True, eq=False)
 class NeighbourColumns:
     """One `NeighbourReport` as columns: ``head`` every figure but its rows (``windows`` and
-    ``cells`` empty), ``windows`` and ``cells`` its rows' fields, in its order."""
+    ``cells`` empty), ``windows`` and ``cells`` its rows' fields, in its order; ``attributed`` each
+    window's ``n_cells``."""
 
     head: NeighbourReport
     windows: _Rows
     cells: _Rows
+    attributed: Ints
 
     def report(self, *, with_cells: bool = True, all_windows: bool = True) -> NeighbourReport:
         """The validated report. ``with_cells=False`` leaves its per-cell rows out but for those
@@ -188,8 +206,9 @@ class NeighbourColumns:
         ``all_windows=False`` keeps only the windows some cell is attributed to (`windows_touched`),
         the rest (no cell, no rate, no cost) being most rows in a long history."""
         keep = None if all_windows else self.touched()
-        cells = self.cells.rows(None if with_cells else self._alone_without_baseline())
-        return self.head.model_copy(update={"windows": self.windows.rows(keep), "cells": cells})
+        with _collector_paused():
+            cells = self.cells.rows(None if with_cells else self._alone_without_baseline())
+            return self.head.model_copy(update={"windows": self.windows.rows(keep), "cells": cells})
 
     def _alone_without_baseline(self) -> list[int]:
         """Positions of the cells that ran alone where they give no baseline; none where they do."""
@@ -200,19 +219,20 @@ class NeighbourColumns:
     def dump(self) -> dict[str, Any]:
         """``report().model_dump(mode="json")``, written from the columns."""
         out = self.head.model_dump(mode="json")
-        out["windows"] = self.windows.dumped()
-        out["cells"] = self.cells.dumped()
+        with _collector_paused():
+            out["windows"] = self.windows.dumped()
+            out["cells"] = self.cells.dumped()
         return out
 
-    def touched(self) -> list[int]:
+    def touched(self) -> Index:
         """Positions of the windows at least one cell is attributed to."""
-        return [k for k, n in enumerate(self.windows.columns["n_cells"]) if n]
+        return np.flatnonzero(self.attributed)
 
     def rated_windows(self) -> dict[str, list[tuple[float, int]]]:
         """The median rate and its n of each window with one, by window name (a window with a
         rate has a cell attributed to it: only those are read)."""
         by_name: dict[str, list[tuple[float, int]]] = {}
-        keep = np.array(self.touched(), dtype=np.intp)
+        keep = self.touched()
         names, rates = self.windows.columns.take("name", keep), self.windows.columns.take("rate", keep)
         for name, rate in zip(names, rates, strict=True):
             if rate["median"] is not None:
@@ -225,6 +245,7 @@ class NeighbourColumns:
             head=report.model_copy(update={"windows": [], "cells": []}),
             windows=_Rows.of(WindowCost, report.windows),
             cells=_Rows.of(CellRate, report.cells),
+            attributed=np.array([w.n_cells for w in report.windows], dtype=np.int64),
         )
 
 
@@ -409,6 +430,12 @@ def _names(n: int, i: Index, j: Index, names: list[str]) -> Column:
     return column
 
 
+def _same_engine(engines: list[str | None], at: Index, engine: str | None) -> Column:
+    """The column of whether each window (``engines[at[k]]``) is on ``engine``, None where either
+    is unknown."""
+    return lambda keep: [(e == engine) if e and engine else None for e in _picked(engines, at)(keep)]
+
+
 def _nones(n: int) -> Column:
     """The column of ``n`` rows of None."""
     return lambda at: [None] * (n if at is None else len(at))
@@ -533,7 +560,7 @@ def _priced(
     start, end = cols.start_unix_ns[own], cols.end_unix_ns[own]
     duration = end - start
     positions = own.tolist()
-    engines = Counter(filter(None, (cols.engine[k] for k in positions)))
+    engines = Counter(filter(None, map(cols.engine.__getitem__, positions)))
     engine = engines.most_common(1)[0][0] if engines else None
 
     i, j, overlap = _pairs(start, end, loads.start[at], loads.end[at])
@@ -556,21 +583,20 @@ def _priced(
     if baseline.median:
         cost = summaries.each(1.0 - summaries.median / baseline.median)
 
-    engine_of = [loads.engine[k] for k in at.tolist()]
-    names = [loads.name[k] for k in at.tolist()]
+    attributed_to = np.bincount(ja, minlength=n_loads)
     windows = _Rows.given(
         WindowCost,
         n_loads,
         {
             "uid": _picked(loads.uid, at),
-            "name": names,
+            "name": _picked(loads.name, at),
             "kind": _picked(loads.kind, at),
-            "engine": engine_of,
+            "engine": _picked(loads.engine, at),
             "streams": _picked(loads.streams, at),
             "start_unix_ns": _numbers(loads.start[at]),
             "end_unix_ns": _numbers(loads.end[at]),
-            "same_engine": [(e == engine) if e and engine else None for e in engine_of],
-            "n_cells": _numbers(np.bincount(ja, minlength=n_loads)),
+            "same_engine": _same_engine(loads.engine, at, engine),
+            "n_cells": _numbers(attributed_to),
             "timeouts": _numbers(np.bincount(ja[hit[ia]], minlength=n_loads)),
             "failures": _numbers(np.bincount(ja[fail[ia]], minlength=n_loads)),
             "rate": summaries.rate,
@@ -579,7 +605,9 @@ def _priced(
             "cost": cost,
         },
     )
-    request = np.array([cols.source[k] == REQUEST_SOURCE for k in positions], dtype=np.bool_)
+    request = np.fromiter(
+        map(REQUEST_SOURCE.__eq__, map(cols.source.__getitem__, positions)), dtype=np.bool_, count=len(own)
+    )
     cells = _Rows.given(
         CellRate,
         len(own),
@@ -597,8 +625,8 @@ def _priced(
             "timed_out": _numbers(hit),
             "failed": _numbers(fail),
             "baseline": _numbers(alone),
-            "windows": _names(len(own), ia, ja, names),
-            "overlapped": _names(len(own), i, j, names),
+            "windows": _names(len(own), ia, at[ja], loads.name),
+            "overlapped": _names(len(own), i, at[j], loads.name),
             "request_as_cell": _numbers(request),
         },
     )
@@ -618,7 +646,7 @@ def _priced(
         warnings=warnings,
         requests_as_cells=int(request.sum()),
     )
-    return NeighbourColumns(head=head, windows=windows, cells=cells)
+    return NeighbourColumns(head=head, windows=windows, cells=cells, attributed=attributed_to)
 
 
 def _exact_enough(cols: CellColumns, windows: Sequence[LoadWindow]) -> bool:
