@@ -144,6 +144,27 @@ def test_every_edge_the_rules_name() -> None:
     assert neighbour_costs_of_columns(CellColumns.empty(), windows) == []
 
 
+def test_the_engine_named_is_the_most_common_the_first_seen_of_a_tie() -> None:
+    # An eval's engine: its cells' most common (None and "" not counted), the first seen at a tie.
+    cases: list[tuple[list[str | None], str | None]] = [
+        (["b", "a", "a", "b"], "b"),
+        (["a", "b", "b", "a"], "a"),
+        (["a", "c", "c", "a"], "a"),
+        (["a", "b", "b"], "b"),
+        ([None, "", "b", None], "b"),
+        ([None, ""], None),
+    ]
+    for engines, named in cases:
+        # Another eval's cell on b read first, and the eval's cells read latest first.
+        cells = [cell("o", 0, 40, 10, eval_name="other", engine="b", workers=1)]
+        cells += [cell(f"c{k}", 10 * k, 10 * k + 5, 50, workers=1, engine=e) for k, e in enumerate(engines)][
+            ::-1
+        ]
+        both(cells, [], min_cells=1)
+        (found,) = neighbour_costs_of_columns(CellColumns.from_cells(cells), eval_names=["g"], min_cells=1)
+        assert found.head.engine == named
+
+
 def test_a_crowded_window_summarizes_as_summarize_does() -> None:
     # 1 to 40 rated cells beside one window: every rank the percentiles and the interval pick.
     alone = [cell(f"a{k}", 10 * k, 10 * k + 5, 50 + k, workers=1) for k in range(5)]

@@ -30,9 +30,8 @@ import contextlib
 import functools
 import gc
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -60,7 +59,7 @@ from .neighbour import (
 )
 from .request_cells import REQUEST_SOURCE
 from .stats import _Z95, RateSummary, summarize
-from .windows import DEFAULT_MERGE_GAP_S, EvalRun, merge_gap_ns
+from .windows import DEFAULT_MERGE_GAP_S, merge_gap_ns
 
 __all__ = [
     "NeighbourColumns",
@@ -249,36 +248,113 @@ class NeighbourColumns:
         )
 
 
+Group = tuple[str, str | None, int | None]
+"""Cells of one eval on one engine at one worker count: (eval, engine, workers)."""
+
+
 @dataclass(frozen=True, eq=False)
-class _Loads:
-    """Every load any eval may be priced against, in `neighbour._candidate_loads`' order: recorded
-    windows (``run`` None) and the windows other evals' cells make (``run`` their eval and count).
-    ``run_eval``, ``run_workers`` and ``run_counted`` hold each derived window's run as numbers (the
-    eval's code in ``eval_codes``, -1 for a recorded window; its count, and whether it has one)."""
+class _Codes:
+    """The cells' evals and engines as codes (in order of first appearance) and which cells are
+    requests standing in for cells: read once for every report of a call."""
+
+    eval: Ints
+    evals: list[str]
+    engine: Ints
+    engines: list[str | None]
+    request: NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, cols: CellColumns) -> _Codes:
+        ev, evals = _codes(cols.eval_name)
+        en, engines = _codes(cols.engine)
+        request = np.asarray(np.array(cols.source, dtype=object) == REQUEST_SOURCE, dtype=np.bool_)
+        return cls(ev, evals, en, engines, request.reshape(len(cols)))
+
+    def most_common_engine(self, own: Index) -> str | None:
+        """`Counter.most_common`'s engine of the cells at ``own`` (None and "" left out; the first
+        seen of equally common ones), as `neighbour._priced` names the eval's engine."""
+        codes = self.engine[own]
+        named = np.array([bool(e) for e in self.engines], dtype=np.bool_)
+        counts = np.bincount(codes[named[codes]], minlength=len(self.engines)) if len(codes) else codes
+        if not counts.any():
+            return None
+        best = np.flatnonzero(counts == counts.max())
+        first_seen = [int(np.argmax(codes == b)) for b in best.tolist()]
+        return self.engines[int(best[int(np.argmin(first_seen))])]
+
+
+@dataclass(frozen=True, eq=False)
+class _Derived:
+    """The windows other evals' cells make (`windows.keyed_windows_from_cells`), as arrays: each
+    window's start, end, width (``streams``) and group (an index into ``groups``), groups in order
+    of first appearance, each group's runs in time order."""
 
     start: Ints
     end: Ints
-    uid: list[str]
+    streams: Ints
+    group: Ints
+    groups: list[Group]
+
+    def label(self, group: Group) -> str:
+        eval_name, engine, count = group
+        label = f"{eval_name} eval" + (f", {count} worker{'s' if count > 1 else ''}" if count else "")
+        return label + (f" on {engine}" if engine else "")
+
+
+@dataclass(frozen=True, eq=False)
+class _Loads:
+    """Every load any eval may be priced against, in `neighbour._candidate_loads`' order: recorded
+    windows (``group`` -1; ``recorded`` their positions in ``windows``) and the windows other evals'
+    cells make (``group`` their group in ``groups``; ``run_eval``, ``run_workers`` and
+    ``run_counted`` its eval's code in ``eval_codes``, its count and whether it has one)."""
+
+    start: Ints
+    end: Ints
     name: list[str]
     kind: list[str]
     engine: list[str | None]
     streams: list[int | None]
-    run: list[EvalRun | None]
-    recorded: list[LoadWindow | None]
+    group: Ints
+    groups: list[Group]
+    recorded: Ints
+    windows: list[LoadWindow]
     run_eval: Ints
     run_workers: Ints
     run_counted: NDArray[np.bool_]
     eval_codes: dict[str, int]
+    evals: set[str]
+    _recorded_others: dict[str, NDArray[np.bool_]] = field(default_factory=dict)
 
-    def others(self, eval_name: str, workers: int | None, evals: set[str]) -> Index:
+    def others(self, eval_name: str, workers: int | None) -> Index:
         """Positions of the loads that are other load for ``eval_name`` at ``workers``
         (`neighbour._is_other_load` of each)."""
         other = self.run_eval != self.eval_codes.get(eval_name, -2)
         if workers is not None:
             other |= ~self.run_counted | (self.run_workers != workers)
-        for k in np.flatnonzero(self.run_eval < 0).tolist():
-            other[k] = _is_other_load(self.recorded[k], None, eval_name, workers, evals)  # type: ignore[arg-type]
+        recorded = np.flatnonzero(self.group < 0)
+        if eval_name not in self._recorded_others:  # a recorded window's answer: the same at any count
+            self._recorded_others[eval_name] = np.array(
+                [
+                    _is_other_load(self.windows[k], None, eval_name, None, self.evals)
+                    for k in self.recorded[recorded].tolist()
+                ],
+                dtype=np.bool_,
+            )
+        other[recorded] = self._recorded_others[eval_name]
         return np.flatnonzero(other)
+
+    def uid(self, at: Index | None) -> list[str]:
+        """The column of the loads' uids (a derived window's made only when read)."""
+        at = np.arange(len(self.start)) if at is None else at
+        out = []
+        rows = zip(self.recorded[at].tolist(), self.group[at].tolist(), self.start[at].tolist(), strict=True)
+        for k, group, start in rows:
+            if group < 0:
+                out.append(self.windows[k].uid)
+            else:
+                eval_name, engine, count = self.groups[group]
+                out.append(f"eval:{eval_name}:{engine}:{count}:{start}")
+        return out
 
 
 def _workers(cols: CellColumns) -> list[int | None]:
@@ -301,7 +377,7 @@ def _members(codes: Ints, n_codes: int) -> list[Index]:
     return np.split(order, np.cumsum(np.bincount(codes, minlength=n_codes))[:-1].tolist())
 
 
-def _peaks(start: Ints, end: Ints, counts: Ints) -> list[int]:
+def _peaks(start: Ints, end: Ints, counts: Ints) -> Ints:
     """`windows.peak_concurrency` of each run of cells (consecutive ``counts`` of them)."""
     runs = np.repeat(np.arange(len(counts)), counts)
     times = np.concatenate([start, end])
@@ -309,14 +385,14 @@ def _peaks(start: Ints, end: Ints, counts: Ints) -> list[int]:
     order = np.lexsort((steps, times, np.concatenate([runs, runs])))  # ends first at one instant
     level = np.cumsum(steps[order])  # each run's steps add up to 0: the count restarts per run
     firsts = np.concatenate([[0], np.cumsum(2 * counts)[:-1]])
-    return [int(p) for p in np.maximum.reduceat(level, firsts).tolist()]
+    peaks: Ints = np.maximum.reduceat(level, firsts)
+    return peaks
 
 
-def _run_groups(cols: CellColumns, at: Index) -> tuple[Ints, list[tuple[str, str | None, int | None]]]:
+def _run_groups(cols: CellColumns, codes: _Codes, at: Index) -> tuple[Ints, list[Group]]:
     """The (eval, engine, workers) group of each cell at ``at``: its code, codes in order of first
     appearance, and each code's group."""
-    ev, evals = _codes(cols.eval_name)
-    en, engines = _codes(cols.engine)
+    ev, en, evals, engines = codes.eval, codes.engine, codes.evals, codes.engines
     counts, wv = np.unique(cols.workers, return_inverse=True)
     if len(evals) * len(engines) * 2 * len(counts) >= _TIME_BOUND:  # one int64 key would overflow
         workers = _workers(cols)
@@ -326,67 +402,76 @@ def _run_groups(cols: CellColumns, at: Index) -> tuple[Ints, list[tuple[str, str
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    groups = []
+    groups: list[Group] = []
     for k in at[first[order]].tolist():
         count = int(cols.workers[k]) if cols.workers_known[k] else None
         groups.append((evals[int(ev[k])], engines[int(en[k])], count))
     return rank[inverse.reshape(-1)], groups
 
 
-def _derived(cols: CellColumns, gap_ns: int) -> list[tuple[Any, ...]]:
-    """`windows.keyed_windows_from_cells` over the columns, unsorted: each window as (start, end,
-    uid, name, engine, streams, run, kind, None), groups in order of first appearance, runs in
-    time order."""
+def _derived(cols: CellColumns, codes: _Codes, gap_ns: int) -> _Derived:
+    """`windows.keyed_windows_from_cells` over the columns, unsorted: groups in order of first
+    appearance, runs in time order."""
     timed = np.flatnonzero(cols.end_unix_ns > cols.start_unix_ns)
-    codes, groups = _run_groups(cols, timed)
-    out: list[tuple[Any, ...]] = []
-    for (eval_name, engine, count), members in zip(groups, _members(codes, len(groups)), strict=True):
+    group_of, groups = _run_groups(cols, codes, timed)
+    parts: list[tuple[Ints, Ints, Ints]] = []
+    for (_, _, count), members in zip(groups, _members(group_of, len(groups)), strict=True):
         at = timed[members]
         order = np.argsort(cols.start_unix_ns[at], kind="stable")
         s, e = cols.start_unix_ns[at][order], cols.end_unix_ns[at][order]
         fresh = np.flatnonzero(s[1:] - np.maximum.accumulate(e)[:-1] > gap_ns) + 1
         firsts = np.concatenate([[0], fresh])
         counts = np.diff(np.append(firsts, len(s)))
-        ends = np.maximum.reduceat(e, firsts).tolist()
-        streams: list[int] = [count] * len(firsts) if count else _peaks(s, e, counts)
-        label = f"{eval_name} eval" + (f", {count} worker{'s' if count > 1 else ''}" if count else "")
-        label += f" on {engine}" if engine else ""
-        for first, end, width in zip(s[firsts].tolist(), ends, streams, strict=True):
-            uid = f"eval:{eval_name}:{engine}:{count}:{first}"
-            out.append((first, end, uid, label, engine, width, (eval_name, count), "eval", None))
-    return out
+        streams = np.full(len(firsts), count, dtype=np.int64) if count else _peaks(s, e, counts)
+        parts.append((s[firsts], np.maximum.reduceat(e, firsts), streams))
+    sizes = [len(p[0]) for p in parts]
+    return _Derived(
+        start=np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64),
+        end=np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64),
+        streams=np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.int64),
+        group=np.repeat(np.arange(len(groups), dtype=np.int64), sizes),
+        groups=groups,
+    )
 
 
-def _loads(windows: Sequence[LoadWindow], derived: list[tuple[Any, ...]]) -> _Loads:
+def _loads(windows: Sequence[LoadWindow], derived: _Derived, codes: _Codes) -> _Loads:
     """The recorded windows and the derived ones, sorted by start and name (recorded first at
     equal ones), as `neighbour._candidate_loads` sorts them."""
-    rows: list[tuple[Any, ...]] = [
-        (w.start_unix_ns, w.end_unix_ns, w.uid, w.name, w.engine, w.streams, None, w.kind, w) for w in windows
-    ]
-    rows += derived
-    names = [r[3] for r in rows]
+    n = len(windows)
+    labels = [derived.label(g) for g in derived.groups]
+    names = [w.name for w in windows] + labels  # a recorded window's, then each group's
     rank = {name: k for k, name in enumerate(sorted(set(names)))}
-    start = np.array([r[0] for r in rows], dtype=np.int64)
-    order = np.lexsort((np.array([rank[n] for n in names], dtype=np.int64), start)).tolist()
-    rows = [rows[k] for k in order]
-    runs: list[EvalRun | None] = [r[6] for r in rows]
-    eval_codes = {name: k for k, name in enumerate(dict.fromkeys(run[0] for run in runs if run is not None))}
+    ranks = np.array([rank[name] for name in names], dtype=np.int64)
+    of = np.concatenate([np.arange(n, dtype=np.int64), n + derived.group])  # each load's row in names
+    start = np.concatenate([np.array([w.start_unix_ns for w in windows], dtype=np.int64), derived.start])
+    end = np.concatenate([np.array([w.end_unix_ns for w in windows], dtype=np.int64), derived.end])
+    order = np.lexsort((ranks[of], start))
+    of = of[order]
+    rows = of.tolist()
+    streams = [w.streams for w in windows] + derived.streams.tolist()
+    kinds = [w.kind for w in windows] + ["eval"] * len(labels)
+    engines = [w.engine for w in windows] + [g[1] for g in derived.groups]
+    group = np.concatenate([np.full(n, -1, dtype=np.int64), derived.group])[order]
+    evals = {name: k for k, name in enumerate(codes.evals)}
+    group_eval = np.array([evals[g[0]] for g in derived.groups] + [-1], dtype=np.int64)
+    group_workers = np.array([g[2] or 0 for g in derived.groups] + [0], dtype=np.int64)
+    group_counted = np.array([g[2] is not None for g in derived.groups] + [False], dtype=np.bool_)
     return _Loads(
         start=start[order],
-        end=np.array([r[1] for r in rows], dtype=np.int64),
-        uid=[r[2] for r in rows],
-        name=[r[3] for r in rows],
-        engine=[r[4] for r in rows],
-        streams=[r[5] for r in rows],
-        run=runs,
-        kind=[r[7] for r in rows],
-        recorded=[r[8] for r in rows],
-        run_eval=np.array([-1 if run is None else eval_codes[run[0]] for run in runs], dtype=np.int64),
-        run_workers=np.array(
-            [0 if run is None or run[1] is None else run[1] for run in runs], dtype=np.int64
-        ),
-        run_counted=np.array([run is not None and run[1] is not None for run in runs], dtype=np.bool_),
-        eval_codes=eval_codes,
+        end=end[order],
+        name=[names[k] for k in rows],
+        kind=[kinds[k] for k in rows],
+        engine=[engines[k] for k in rows],
+        streams=[streams[k] for k in order.tolist()],
+        group=group,
+        groups=derived.groups,
+        recorded=np.where(group < 0, of, -1),
+        windows=list(windows),
+        run_eval=group_eval[group],  # a recorded window's (group -1): the table's last, -1
+        run_workers=group_workers[group],
+        run_counted=group_counted[group],
+        eval_codes=evals,
+        evals=set(codes.evals),
     )
 
 
@@ -547,21 +632,19 @@ def _priced(
     cols: CellColumns,
     own: Index,
     loads: _Loads,
+    codes: _Codes,
     *,
     workers: int | None,
-    evals: set[str],
     fraction: float,
     warnings: list[str],
     without_count: bool = False,
 ) -> NeighbourColumns:
     """`neighbour._priced` of the cells at ``own`` (positions, in start order): the report's head
     figures now, its rows' columns when read."""
-    at = loads.others(eval_name, workers, evals)
+    at = loads.others(eval_name, workers)
     start, end = cols.start_unix_ns[own], cols.end_unix_ns[own]
     duration = end - start
-    positions = own.tolist()
-    engines = Counter(filter(None, map(cols.engine.__getitem__, positions)))
-    engine = engines.most_common(1)[0][0] if engines else None
+    engine = codes.most_common_engine(own)
 
     i, j, overlap = _pairs(start, end, loads.start[at], loads.end[at])
     attributed = overlap >= fraction * duration[i]
@@ -588,7 +671,7 @@ def _priced(
         WindowCost,
         n_loads,
         {
-            "uid": _picked(loads.uid, at),
+            "uid": lambda keep: loads.uid(at if keep is None else at[keep]),
             "name": _picked(loads.name, at),
             "kind": _picked(loads.kind, at),
             "engine": _picked(loads.engine, at),
@@ -605,9 +688,7 @@ def _priced(
             "cost": cost,
         },
     )
-    request = np.fromiter(
-        map(REQUEST_SOURCE.__eq__, map(cols.source.__getitem__, positions)), dtype=np.bool_, count=len(own)
-    )
+    request = codes.request[own]
     cells = _Rows.given(
         CellRate,
         len(own),
@@ -696,11 +777,10 @@ def neighbour_costs_of_columns(
             merge_gap_s=merge_gap_s,
         )
         return [NeighbourColumns.from_report(r) for r in reports]
-    codes, evals_seen = _codes(cells.eval_name)
-    by_eval = dict(zip(evals_seen, _members(codes, len(evals_seen)), strict=True))
+    codes = _Codes.of(cells)
+    by_eval = dict(zip(codes.evals, _members(codes.eval, len(codes.evals)), strict=True))
     names = sorted(by_eval) if eval_names is None else [n for n in eval_names if n in by_eval]
-    loads = _loads(recorded, _derived(cells, gap_ns))
-    evals = set(by_eval)
+    loads = _loads(recorded, _derived(cells, codes, gap_ns), codes)
     out = []
     for name in names:
         mine = np.array(by_eval[name], dtype=np.intp)
@@ -719,8 +799,8 @@ def neighbour_costs_of_columns(
                         cells,
                         _in_start_order(cells, group),
                         loads,
+                        codes,
                         workers=count,
-                        evals=evals,
                         fraction=min_overlap_fraction,
                         warnings=[],  # a mix of counts is priced one count at a time: nothing to warn of
                         without_count=without_count,
@@ -763,13 +843,14 @@ def neighbour_cost_of_columns(
         own, warnings = [k for k in mine if counts[k] == workers], []
         if not own:
             raise no_cells_at(eval_name, workers, (counts[k] for k in mine))
+    codes = _Codes.of(cells)
     return _priced(
         eval_name,
         cells,
         _in_start_order(cells, own),
-        _loads(recorded, _derived(cells, gap_ns)),
+        _loads(recorded, _derived(cells, codes, gap_ns), codes),
+        codes,
         workers=workers,
-        evals=set(cells.eval_name),
         fraction=min_overlap_fraction,
         warnings=warnings,
     )
