@@ -8,7 +8,9 @@ history the row path spent most of its time building validated rows (290,926 `Wi
 
 * other evals' windows are derived per (eval, engine, workers) group with numpy (each group's
   runs where a start passes the running latest end by more than the merge gap, a run without a
-  worker count its peak in flight from its cells' sorted endpoints);
+  worker count its peak in flight from its cells' sorted endpoints), once for every report of a
+  call, as arrays (a derived window's uid is written only when read); which loads are other load
+  for an eval is array arithmetic on their runs' codes (a recorded window's verdict once per eval);
 * the overlaps of the priced cells with the loads are two sorted-range joins (the windows that
   start inside a cell, the cells that start inside a window), O((n + m) log(n + m) + pairs);
 * each window's summary is `summarize`'s arithmetic on its sorted members' rates, vectorised
@@ -18,7 +20,8 @@ history the row path spent most of its time building validated rows (290,926 `Wi
   some cell is attributed to: about 6% of them); its JSON (`dump`) is written from them
   straight, the same document `NeighbourReport.model_dump(mode="json")` gives, and the validated
   report (`report`) is built only where a caller needs the models, its rows validated as one
-  list.
+  list with the cyclic garbage collector paused (rows hold no cycles; its passes over the young
+  rows were half the time of building them).
 
 Where int64 or float64 could not hold a figure as Python's integers do (a timestamp outside
 0..2**62, a duration or a count past 2**53), the cells go through `neighbour_costs` instead.
