@@ -79,6 +79,8 @@ _DEADLINE = STATUSES.index(CellStatus.DEADLINE)
 _ERROR = STATUSES.index(CellStatus.ERROR)
 _STATUS_VALUES = [status.value for status in STATUSES]
 _NO_RATES: dict[str, Any] = RateSummary(n=0).model_dump(mode="json")
+_NO_RATE_SUMMARY = RateSummary.model_validate(_NO_RATES)
+"""A window's summary without rates, validated as its dump is: frozen, so one serves every row."""
 
 Ints = NDArray[np.int64]
 Index = NDArray[np.intp]
@@ -124,6 +126,9 @@ class _Rows:
     model: type[Result]
     n: int
     columns: _Columns
+    inputs: dict[str, Column] = field(default_factory=dict)
+    """The validator's input for a field where another is quicker than its JSON dump's value (a
+    shared frozen model for the many rows that hold an equal one)."""
 
     def __len__(self) -> int:
         return self.n
@@ -131,14 +136,21 @@ class _Rows:
     def dumped(self, keep: Sequence[int] | Index | None = None) -> list[dict[str, Any]]:
         """Each row as ``model_dump(mode="json")`` gives it (``keep``: only these rows)."""
         at = None if keep is None else np.asarray(keep, dtype=np.intp)
-        names = list(self.columns)
-        values = [self.columns.take(name, at) for name in names]
-        return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+        return self._dicts([self.columns.take(name, at) for name in self.columns])
 
     def rows(self, keep: Sequence[int] | Index | None = None) -> list[Any]:
         """Each row as its validated model (validated as a list at once: pydantic's list validator
         builds the same models as the constructor, in one call)."""
-        return _validator(self.model).validate_python(self.dumped(keep))
+        at = None if keep is None else np.asarray(keep, dtype=np.intp)
+        values = [
+            self.inputs[name](at) if name in self.inputs else self.columns.take(name, at)
+            for name in self.columns
+        ]
+        return _validator(self.model).validate_python(self._dicts(values))
+
+    def _dicts(self, values: list[list[Any]]) -> list[dict[str, Any]]:
+        names = list(self.columns)
+        return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
     @classmethod
     def of(cls, model: type[Result], rows: Sequence[Result]) -> _Rows:
@@ -146,9 +158,17 @@ class _Rows:
         return cls.given(model, len(dumps), {name: [d[name] for d in dumps] for name in model.model_fields})
 
     @classmethod
-    def given(cls, model: type[Result], n: int, columns: dict[str, list[Any] | Column]) -> _Rows:
+    def given(
+        cls,
+        model: type[Result],
+        n: int,
+        columns: dict[str, list[Any] | Column],
+        inputs: dict[str, Column] | None = None,
+    ) -> _Rows:
         """Rows of ``n`` from columns built (lists) or to build (`Column`), in the model's order."""
-        return cls(model, n, _Columns({name: _column(columns[name]) for name in model.model_fields}))
+        return cls(
+            model, n, _Columns({name: _column(columns[name]) for name in model.model_fields}), inputs or {}
+        )
 
 
 def _column(values: list[Any] | Column) -> Column:
@@ -327,6 +347,7 @@ class _Loads:
     eval_codes: dict[str, int]
     evals: set[str]
     _recorded_others: dict[str, NDArray[np.bool_]] = field(default_factory=dict)
+    _uids: dict[str, list[str]] = field(default_factory=dict)
 
     def others(self, eval_name: str, workers: int | None) -> Index:
         """Positions of the loads that are other load for ``eval_name`` at ``workers``
@@ -346,9 +367,18 @@ class _Loads:
         other[recorded] = self._recorded_others[eval_name]
         return np.flatnonzero(other)
 
-    def uid(self, at: Index | None) -> list[str]:
-        """The column of the loads' uids (a derived window's made only when read)."""
-        at = np.arange(len(self.start)) if at is None else at
+    def uids(self, at: Index, *, every: bool) -> list[str]:
+        """The uids of the loads at ``at`` (a derived window's written only when read): picked
+        from every load's, written once, where ``every`` (a report that reads all its windows)
+        or they are already written; else only theirs."""
+        if every or "uid" in self._uids:
+            if "uid" not in self._uids:
+                self._uids["uid"] = self._uid(np.arange(len(self.start)))
+            written = self._uids["uid"]
+            return [written[k] for k in at.tolist()]
+        return self._uid(at)
+
+    def _uid(self, at: Index) -> list[str]:
         out = []
         rows = zip(self.recorded[at].tolist(), self.group[at].tolist(), self.start[at].tolist(), strict=True)
         for k, group, start in rows:
@@ -555,32 +585,26 @@ class _Summaries:
     ci_high: NDArray[np.float64]
     values: NDArray[np.float64]
 
-    def rate(self, at: Index | None) -> list[Any]:
-        """The column of each window's `RateSummary` as its JSON dump."""
-        slots = (self.slot if at is None else self.slot[at]).tolist()
-        if not len(self.n):
-            return [dict(_NO_RATES) for _ in slots]
-        flat = self.values.tolist()
-        n, first = self.n.tolist(), self.first.tolist()
+    def rate(self, at: Index | None, *, shared: bool = False) -> list[Any]:
+        """The column of each window's `RateSummary` as its JSON dump; ``shared``: as the
+        validator's input, a window without rates given the one frozen summary of none."""
+        slots = self.slot if at is None else self.slot[at]
+        out: list[Any] = [_NO_RATE_SUMMARY] * len(slots) if shared else [dict(_NO_RATES) for _ in slots]
+        rated = np.flatnonzero(slots >= 0)
+        flat, n, first = self.values.tolist(), self.n.tolist(), self.first.tolist()
         median, p10, p90 = self.median.tolist(), self.p10.tolist(), self.p90.tolist()
         ci_low, ci_high = self.ci_low.tolist(), self.ci_high.tolist()
-        out: list[Any] = []
-        for s in slots:
-            if s < 0:
-                out.append(dict(_NO_RATES))
-                continue
+        for k, s in zip(rated.tolist(), slots[rated].tolist(), strict=True):
             size = n[s]
-            out.append(
-                {
-                    "n": size,
-                    "median": median[s],
-                    "p10": p10[s],
-                    "p90": p90[s],
-                    "mean": math.fsum(flat[first[s] : first[s] + size]) / size,
-                    "ci_low": ci_low[s] if size >= 2 else None,
-                    "ci_high": ci_high[s] if size >= 2 else None,
-                }
-            )
+            out[k] = {
+                "n": size,
+                "median": median[s],
+                "p10": p10[s],
+                "p90": p90[s],
+                "mean": math.fsum(flat[first[s] : first[s] + size]) / size,
+                "ci_low": ci_low[s] if size >= 2 else None,
+                "ci_high": ci_high[s] if size >= 2 else None,
+            }
         return out
 
     def each(self, values: NDArray[np.float64]) -> Column:
@@ -674,7 +698,7 @@ def _priced(
         WindowCost,
         n_loads,
         {
-            "uid": lambda keep: loads.uid(at if keep is None else at[keep]),
+            "uid": lambda keep: loads.uids(at if keep is None else at[keep], every=keep is None),
             "name": _picked(loads.name, at),
             "kind": _picked(loads.kind, at),
             "engine": _picked(loads.engine, at),
@@ -690,6 +714,7 @@ def _priced(
             "max_rate": summaries.each(summaries.values[summaries.first + summaries.n - 1]),
             "cost": cost,
         },
+        {"rate": functools.partial(summaries.rate, shared=True)},
     )
     request = codes.request[own]
     cells = _Rows.given(
