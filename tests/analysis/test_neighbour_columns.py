@@ -5,7 +5,6 @@ hold a figure exactly (the path that hands the cells to `neighbour_costs`)."""
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 import pytest
@@ -195,21 +194,6 @@ def test_rows_read_in_any_order_are_the_same_rows() -> None:
                 rated.setdefault(w.name, []).append((w.rate.median, w.rate.n))
         assert f.rated_windows() == r.rated_windows() == rated
     assert sum(len(f.touched()) for f in fresh) == sum(len(windows_touched(r)) for r in rows) > 0
-
-
-def test_the_collector_is_left_as_it_was() -> None:
-    (found,) = neighbour_costs_of_columns(CellColumns.from_cells(appendix_d_cells()), appendix_d_loads()[0])
-    assert gc.isenabled()
-    found.report()
-    found.dump()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        found.report()
-        found.dump()
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
 
 
 def test_refusals_are_the_row_paths() -> None:

@@ -20,8 +20,7 @@ history the row path spent most of its time building validated rows (290,926 `Wi
   some cell is attributed to: about 6% of them); its JSON (`dump`) is written from them
   straight, the same document `NeighbourReport.model_dump(mode="json")` gives, and the validated
   report (`report`) is built only where a caller needs the models, its rows validated as one
-  list with the cyclic garbage collector paused (rows hold no cycles; its passes over the young
-  rows were half the time of building them).
+  list (the windows without rates given one shared frozen summary).
 
 Where int64 or float64 could not hold a figure as Python's integers do (a timestamp outside
 0..2**62, a duration or a count past 2**53), the cells go through `neighbour_costs` instead.
@@ -29,9 +28,7 @@ Where int64 or float64 could not hold a figure as Python's integers do (a timest
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,20 +189,6 @@ def _picked(values: list[Any], at: NDArray[np.integer[Any]]) -> Column:
     return lambda keep: [values[k] for k in (at if keep is None else at[keep]).tolist()]
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while rows are built: its passes, every 700 new
-    containers, walk the young rows again and again (half the time of 18,000 validated windows),
-    and rows form no cycle, so there is nothing for it to find in them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 @functools.cache
 def _validator(model: type[Result]) -> TypeAdapter[list[Any]]:
     return TypeAdapter(list[model])  # type: ignore[valid-type]
@@ -228,9 +211,8 @@ class NeighbourColumns:
         ``all_windows=False`` keeps only the windows some cell is attributed to (`windows_touched`),
         the rest (no cell, no rate, no cost) being most rows in a long history."""
         keep = None if all_windows else self.touched()
-        with _collector_paused():
-            cells = self.cells.rows(None if with_cells else self._alone_without_baseline())
-            return self.head.model_copy(update={"windows": self.windows.rows(keep), "cells": cells})
+        cells = self.cells.rows(None if with_cells else self._alone_without_baseline())
+        return self.head.model_copy(update={"windows": self.windows.rows(keep), "cells": cells})
 
     def _alone_without_baseline(self) -> list[int]:
         """Positions of the cells that ran alone where they give no baseline; none where they do."""
@@ -241,9 +223,8 @@ class NeighbourColumns:
     def dump(self) -> dict[str, Any]:
         """``report().model_dump(mode="json")``, written from the columns."""
         out = self.head.model_dump(mode="json")
-        with _collector_paused():
-            out["windows"] = self.windows.dumped()
-            out["cells"] = self.cells.dumped()
+        out["windows"] = self.windows.dumped()
+        out["cells"] = self.cells.dumped()
         return out
 
     def touched(self) -> Index:
