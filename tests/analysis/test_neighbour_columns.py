@@ -196,6 +196,32 @@ def test_rows_read_in_any_order_are_the_same_rows() -> None:
     assert sum(len(f.touched()) for f in fresh) == sum(len(windows_touched(r)) for r in rows) > 0
 
 
+def test_a_window_no_cell_is_attributed_to_is_one_row_per_engine_verdict() -> None:
+    # Windows untouched by every report: each report's row of one is its load and whether it is on
+    # the eval's engine; reports that agree on that share one frozen row, the others get their own.
+    cells = [
+        *(cell(f"a{k}", 10 * k, 10 * k + 5, 50 + k, workers=1 + k % 2) for k in range(6)),
+        *(cell(f"b{k}", 10 * k, 10 * k + 5, 40 + k, eval_name="b", engine="n", workers=1) for k in range(3)),
+    ]
+    windows = [_window("far", 500, 600), _window("far-n", 700, 800, engine="n"), _window("none", 900, 950)]
+    windows.append(_window("unnamed", 960, 990, engine=None))
+    both(cells, windows, min_cells=1)
+    reports = [
+        f.report() for f in neighbour_costs_of_columns(CellColumns.from_cells(cells), windows, min_cells=1)
+    ]
+    assert [(r.eval_name, r.workers, r.engine) for r in reports] == [
+        ("b", None, "n"),
+        ("g", 1, "q"),
+        ("g", 2, "q"),
+    ]
+    far = [r.window("far") for r in reports]
+    assert [w.same_engine for w in far] == [False, True, True]
+    assert far[1] is far[2]
+    assert far[0] is not far[1]
+    assert far[0] == far[1].model_copy(update={"same_engine": False})
+    assert reports[1].window("unnamed").same_engine is None
+
+
 def test_refusals_are_the_row_paths() -> None:
     columns = CellColumns.from_cells([cell("a", 0, 1, 1)])
     with pytest.raises(ConfigError, match="must not be negative"):

@@ -198,21 +198,52 @@ def _validator(model: type[Result]) -> TypeAdapter[list[Any]]:
 class NeighbourColumns:
     """One `NeighbourReport` as columns: ``head`` every figure but its rows (``windows`` and
     ``cells`` empty), ``windows`` and ``cells`` its rows' fields, in its order; ``attributed`` each
-    window's ``n_cells``."""
+    window's ``n_cells``. ``loads`` and ``untouched``, where given: each window's load (its
+    position among the call's loads) and the call's validated rows of windows no cell is
+    attributed to, by load and ``same_engine``, shared by its reports."""
 
     head: NeighbourReport
     windows: _Rows
     cells: _Rows
     attributed: Ints
+    loads: Index | None = None
+    untouched: dict[tuple[int, bool | None], WindowCost] | None = None
 
     def report(self, *, with_cells: bool = True, all_windows: bool = True) -> NeighbourReport:
         """The validated report. ``with_cells=False`` leaves its per-cell rows out but for those
         `no_baseline_reason` reads (a report with no baseline keeps the cells that ran alone);
         ``all_windows=False`` keeps only the windows some cell is attributed to (`windows_touched`),
         the rest (no cell, no rate, no cost) being most rows in a long history."""
-        keep = None if all_windows else self.touched()
+        keep = np.arange(len(self.attributed)) if all_windows else self.touched()
         cells = self.cells.rows(None if with_cells else self._alone_without_baseline())
-        return self.head.model_copy(update={"windows": self.windows.rows(keep), "cells": cells})
+        return self.head.model_copy(update={"windows": self._window_rows(keep), "cells": cells})
+
+    def _window_rows(self, keep: Index) -> list[WindowCost]:
+        """The windows at ``keep`` as validated rows. A window no cell is attributed to is its load
+        and whether it is on the eval's engine, nothing else (no cell, no rate, no cost): one
+        frozen row serves every report of the call that holds it, validated once."""
+        if self.loads is None or self.untouched is None:
+            rows: list[WindowCost] = self.windows.rows(keep)
+            return rows
+        out: list[Any] = [None] * len(keep)
+        bare = self.attributed[keep] == 0
+        some, none = np.flatnonzero(~bare), np.flatnonzero(bare)
+        for k, row in zip(some.tolist(), self.windows.rows(keep[some]), strict=True):
+            out[k] = row
+        keys = list(
+            zip(
+                self.loads[keep[none]].tolist(),
+                self.windows.columns.take("same_engine", keep[none]),
+                strict=True,
+            )
+        )
+        shared = self.untouched
+        new = np.array([m for m, key in enumerate(keys) if key not in shared], dtype=np.intp)
+        for m, row in zip(new.tolist(), self.windows.rows(keep[none][new]), strict=True):
+            shared[keys[m]] = row
+        for k, key in zip(none.tolist(), keys, strict=True):
+            out[k] = shared[key]
+        return out
 
     def _alone_without_baseline(self) -> list[int]:
         """Positions of the cells that ran alone where they give no baseline; none where they do."""
@@ -329,6 +360,9 @@ class _Loads:
     evals: set[str]
     _recorded_others: dict[str, NDArray[np.bool_]] = field(default_factory=dict)
     _uids: dict[str, list[str]] = field(default_factory=dict)
+    untouched: dict[tuple[int, bool | None], WindowCost] = field(default_factory=dict)
+    """The validated rows of windows no cell is attributed to, shared by the call's reports
+    (`NeighbourColumns._window_rows`)."""
 
     def others(self, eval_name: str, workers: int | None) -> Index:
         """Positions of the loads that are other load for ``eval_name`` at ``workers``
@@ -736,7 +770,14 @@ def _priced(
         warnings=warnings,
         requests_as_cells=int(request.sum()),
     )
-    return NeighbourColumns(head=head, windows=windows, cells=cells, attributed=attributed_to)
+    return NeighbourColumns(
+        head=head,
+        windows=windows,
+        cells=cells,
+        attributed=attributed_to,
+        loads=at,
+        untouched=loads.untouched,
+    )
 
 
 def _exact_enough(cols: CellColumns, windows: Sequence[LoadWindow]) -> bool:
