@@ -143,12 +143,83 @@ def test_every_edge_the_rules_name() -> None:
     assert neighbour_costs_of_columns(CellColumns.empty(), windows) == []
 
 
+def test_the_engine_named_is_the_most_common_the_first_seen_of_a_tie() -> None:
+    # An eval's engine: its cells' most common (None and "" not counted), the first seen at a tie.
+    cases: list[tuple[list[str | None], str | None]] = [
+        (["b", "a", "a", "b"], "b"),
+        (["a", "b", "b", "a"], "a"),
+        (["a", "c", "c", "a"], "a"),
+        (["a", "b", "b"], "b"),
+        ([None, "", "b", None], "b"),
+        ([None, ""], None),
+    ]
+    for engines, named in cases:
+        # Another eval's cell on b read first, and the eval's cells read latest first.
+        cells = [cell("o", 0, 40, 10, eval_name="other", engine="b", workers=1)]
+        cells += [cell(f"c{k}", 10 * k, 10 * k + 5, 50, workers=1, engine=e) for k, e in enumerate(engines)][
+            ::-1
+        ]
+        both(cells, [], min_cells=1)
+        (found,) = neighbour_costs_of_columns(CellColumns.from_cells(cells), eval_names=["g"], min_cells=1)
+        assert found.head.engine == named
+
+
 def test_a_crowded_window_summarizes_as_summarize_does() -> None:
     # 1 to 40 rated cells beside one window: every rank the percentiles and the interval pick.
     alone = [cell(f"a{k}", 10 * k, 10 * k + 5, 50 + k, workers=1) for k in range(5)]
     for n in (1, 2, 3, 9, 10, 17, 40):
         crowd = [cell(f"c{k}", 100 + k, 200 + k, 900 + 37 * k % 101, workers=1) for k in range(n)]
         both([*alone, *crowd], [_window("w", 100, 300)], min_cells=1)
+
+
+def test_rows_read_in_any_order_are_the_same_rows() -> None:
+    # A column read in full and then at a few rows, or at a few rows first: the same values.
+    probes, others = appendix_d_loads()
+    cells = appendix_d_cells() + others + appendix_c_cells()
+    rows = neighbour_costs(cells, probes, min_cells=1)
+    fresh = neighbour_costs_of_columns(CellColumns.from_cells(cells), probes, min_cells=1)
+    read = neighbour_costs_of_columns(CellColumns.from_cells(cells), probes, min_cells=1)
+    for found in read:
+        assert found.cells.columns["uid"] == [c.uid for c in found.report().cells]  # every column built
+    for f, r, want in zip(fresh, read, rows, strict=True):
+        bare = want.model_copy(
+            update={"cells": rows_no_baseline_reads(want), "windows": windows_touched(want)}
+        )
+        assert f.report(with_cells=False, all_windows=False) == bare
+        assert r.report(with_cells=False, all_windows=False) == bare
+        assert f.report() == r.report() == want
+        rated: dict[str, list[tuple[float, int]]] = {}
+        for w in want.windows:
+            if w.rate.median is not None:
+                rated.setdefault(w.name, []).append((w.rate.median, w.rate.n))
+        assert f.rated_windows() == r.rated_windows() == rated
+    assert sum(len(f.touched()) for f in fresh) == sum(len(windows_touched(r)) for r in rows) > 0
+
+
+def test_a_window_no_cell_is_attributed_to_is_one_row_per_engine_verdict() -> None:
+    # Windows untouched by every report: each report's row of one is its load and whether it is on
+    # the eval's engine; reports that agree on that share one frozen row, the others get their own.
+    cells = [
+        *(cell(f"a{k}", 10 * k, 10 * k + 5, 50 + k, workers=1 + k % 2) for k in range(6)),
+        *(cell(f"b{k}", 10 * k, 10 * k + 5, 40 + k, eval_name="b", engine="n", workers=1) for k in range(3)),
+    ]
+    windows = [_window("far", 500, 600), _window("far-n", 700, 800, engine="n"), _window("none", 900, 950)]
+    windows.append(_window("unnamed", 960, 990, engine=None))
+    both(cells, windows, min_cells=1)
+    reports = [
+        f.report() for f in neighbour_costs_of_columns(CellColumns.from_cells(cells), windows, min_cells=1)
+    ]
+    assert [(r.eval_name, r.workers, r.engine) for r in reports] == [
+        ("b", None, "n"),
+        ("g", 1, "q"),
+        ("g", 2, "q"),
+    ]
+    far = [r.window("far") for r in reports]
+    assert [w.same_engine for w in far] == [False, True, True]
+    assert far[1] is far[2]
+    assert far[0] is not far[1]
+    assert far[0] == far[1].model_copy(update={"same_engine": False})
+    assert reports[1].window("unnamed").same_engine is None
 
 
 def test_refusals_are_the_row_paths() -> None:
