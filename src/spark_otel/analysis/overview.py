@@ -9,8 +9,7 @@ function, so the same store gives the same rules wherever they are read. It deci
   curve leaves out cells that ran beside load their in-flight count does not see (a probe level,
   a recorded load, another engine's cells); when that leaves none, it uses them all and is
   marked under load. The advisor picks among the candidates (`advisor.choose_curves`).
-* **Neighbour costs.** `neighbour_costs` (over columns, `neighbour_costs_of_columns`, unless
-  records came in and every row is asked for: the row path builds the rows for less) for the
+* **Neighbour costs.** `neighbour_costs` (over columns: `neighbour_costs_of_columns`) for the
   evals in scope (all, or ``eval_name``) with at least `MIN_CELLS_FOR_NEIGHBOUR` cells, one report
   per worker count where an eval ran at several; reports that priced nothing (no baseline and no
   window touched) are dropped, and with ``engine``, so are those of evals that neither ran on it
@@ -35,7 +34,7 @@ from ._result import Result
 from .advisor import Advice, AdvisorConfig, advise, choose_curves
 from .advisor.predict import require_numpy
 from .concurrency import ConcurrencyReport
-from .neighbour import MIN_CELLS_FOR_NEIGHBOUR, NeighbourReport, neighbour_costs, windows_touched
+from .neighbour import MIN_CELLS_FOR_NEIGHBOUR, NeighbourReport, windows_touched
 from .windows import DEFAULT_MERGE_GAP_S
 
 if TYPE_CHECKING:
@@ -120,22 +119,16 @@ def overview(
         shown = ConcurrencyReport(
             eval_name=None, engines=kept, requests_as_cells=sum(e.requests_as_cells for e in kept)
         )
-    in_scope = [eval_name] if eval_name else None
-    if rows is not None and with_cells:  # every row asked for: the row path builds them for less
-        priced = neighbour_costs(
-            rows, all_windows, eval_names=in_scope, min_cells=MIN_CELLS_FOR_NEIGHBOUR, merge_gap_s=merge_gap_s
+    priced = [
+        found.report(with_cells=with_cells, all_windows=with_cells)
+        for found in neighbour_costs_of_columns(
+            columns,
+            all_windows,
+            eval_names=[eval_name] if eval_name else None,
+            min_cells=MIN_CELLS_FOR_NEIGHBOUR,
+            merge_gap_s=merge_gap_s,
         )
-    else:
-        priced = [
-            found.report(with_cells=with_cells, all_windows=with_cells)
-            for found in neighbour_costs_of_columns(
-                columns,
-                all_windows,
-                eval_names=in_scope,
-                min_cells=MIN_CELLS_FOR_NEIGHBOUR,
-                merge_gap_s=merge_gap_s,
-            )
-        ]
+    ]
     neighbours = [
         report
         for report in priced
