@@ -28,3 +28,14 @@ def test_a_document_right_after_one_that_ended_is_read(text: str, findings: list
     extractor = JsonFindings()
     assert extractor.feed(text) == findings
     assert extractor.findings == findings
+
+
+def test_a_findings_array_inside_a_reasoning_block_is_never_read() -> None:
+    # Right before "</think>", and reached again when prose after the block abandons a candidate.
+    assert json_findings('<think>maybe [{}]</think>Here: [{"id": 1}]') == [{"id": 1}]
+
+
+def test_prose_after_a_fence_line_is_passed_over_once_an_earlier_candidate_was_abandoned() -> None:
+    # The "[the diff]" candidate fails at "t"; after the fence line the prose is a new search, not
+    # a rescan from just after that first bracket (which would find the fence again, and again).
+    assert json_findings('see [the diff]\n```\nprose [{"id": 1}]') == [{"id": 1}]
