@@ -53,6 +53,9 @@ MUTATION_JOBS ?= 1
 MUTATION_TIMEOUT_S ?= 30
 MUTANTS ?= spark_otel.$(PKG).*
 MUTATION_TESTS_governor = tests/governor tests/cli/test_governor_commands.py
+# The deadline's own tests, and the guarded points' faults: each names the guard it breaks (the
+# drivers' stream-close guard), which no deadline test fails on.
+MUTATION_TESTS_deadline = tests/deadline tests/core/test_guarded_points.py
 MUTATION_TESTS_cells = tests/core/test_cells.py tests/core/test_guarded_points.py tests/core/test_time_budget.py \
 	tests/instrumentation/test_cells_and_notes.py tests/instrumentation/test_cell_budget.py \
 	tests/instrumentation/test_providers.py tests/governor/test_admission.py
