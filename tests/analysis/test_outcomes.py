@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_otel import _semconv as sc
 from spark_otel.analysis.outcomes import DeadlineOutcome, deadline_outcomes
@@ -93,3 +97,62 @@ def test_a_wait_without_a_rule_still_counts_and_names_none() -> None:
     [outcome] = deadline_outcomes([_cell("w", "e", 1, attributes=_waited(3))])
     assert (outcome.queued, outcome.longest_wait_s, outcome.held_by) == (1, 3.0, None)
     assert type(outcome.longest_wait_s) is float
+
+
+def _outcomes_figure_by_figure(cells: list[Cell]) -> list[DeadlineOutcome]:
+    """The reference: each figure a pass of its own over each group's cells, as `deadline_outcomes`
+    counted before it took one pass over the cells."""
+    groups: dict[tuple[str, int | None], list[Cell]] = defaultdict(list)
+    for c in cells:
+        groups[(c.eval_name, c.workers)].append(c)
+    out = []
+    for (eval_name, workers), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        statuses = Counter(c.status.value for c in members)
+        waits = [(c, w) for c in members if (w := c.admission_s or 0.0) > 0]
+        rules = Counter(
+            str(c.attributes[sc.CELL_QUEUE_RULE]) for c, _ in waits if sc.CELL_QUEUE_RULE in c.attributes
+        )
+        out.append(
+            DeadlineOutcome(
+                eval_name=eval_name, workers=workers, cells=len(members),
+                statuses={s.value: statuses.get(s.value, 0) for s in CellStatus},
+                ceiling_hits=sum(c.deadline_hit for c in members),
+                salvaged_findings=sum(c.salvaged_findings for c in members),
+                degraded=sum(c.degraded for c in members), queued=len(waits),
+                longest_wait_s=max((w for _, w in waits), default=None),
+                waits_past_deadline=sum(1 for c, w in waits if c.deadline_s is not None and w > c.deadline_s),
+                held_by=rules.most_common(1)[0][0] if rules else None,
+            )
+        )  # fmt: skip
+    return out
+
+
+_CELLS = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([None, 1, 4]),
+        st.sampled_from(list(CellStatus)),
+        st.integers(0, 2),
+        st.sampled_from([None, 0, 0.5, 5, 20.0, True]),
+        st.sampled_from([None, "batch", "lane"]),
+        st.sampled_from([None, 1.0, 10.0]),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_CELLS)
+def test_one_pass_gives_every_figure_a_pass_per_figure_gives(rows: list[tuple[Any, ...]]) -> None:
+    """Generated cells (ties among the rules included, a boolean wait that is no wait): the same
+    outcomes, field for field, as the reference."""
+    cells = []
+    for k, (name, workers, status, salvaged, wait, rule, ceiling) in enumerate(rows):
+        attributes: dict[str, Any] = {} if wait is None else {sc.CELL_QUEUE_WAIT_S: wait}
+        if rule is not None:
+            attributes[sc.CELL_QUEUE_RULE] = rule
+        cells.append(
+            _cell(f"c{k}", name, workers, status=status, salvaged_findings=salvaged, deadline_s=ceiling,
+                  attributes=attributes)
+        )  # fmt: skip
+    assert deadline_outcomes(cells) == _outcomes_figure_by_figure(cells)

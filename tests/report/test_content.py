@@ -230,3 +230,22 @@ def test_an_evals_time_scale_is_the_largest_it_was_recorded_under_and_real_time_
     ]
     assert eval_time_scales(cells) == {"fast": 100.0, "slow": 0.5, "double": 2.0}
     assert eval_time_scales(reversed(cells)) == {"double": 2.0, "slow": 0.5, "fast": 100.0}
+
+
+def test_the_reports_timeouts_are_the_row_paths_verdicts_with_each_governor_wait() -> None:
+    """`build_report` judges the timeouts over the cells' columns; they are `timeout_verdicts`' of the
+    records, field for field, the governor's wait (in a cell's attributes, not its columns) included:
+    q1 waited 60 s of its 100 s ceiling (queued), and the cells are handed over out of time order."""
+    from spark_otel.analysis.timeouts import TimeoutKind, timeout_verdicts
+
+    inputs = _inputs()
+    queued = _cell("q1", "review", 500, 100, 300, status=CellStatus.DEADLINE, deadline_s=100.0,
+                   attributes={sc.CELL_QUEUE_WAIT_S: 60})  # fmt: skip
+    inputs.cells = [inputs.cells[-1], queued, *inputs.cells[:-1]]
+    for eval_name in (None, "review", "triage"):
+        content = build_report(inputs, eval_name=eval_name)
+        assert content.timeouts == timeout_verdicts(inputs.cells, inputs.windows, eval_name=eval_name)
+    assert [(t.uid, t.kind, t.admission_s) for t in build_report(inputs, eval_name="review").timeouts] == [
+        ("r2", TimeoutKind.UNKNOWN, None),  # no tokens to judge by
+        ("q1", TimeoutKind.QUEUED, 60.0),
+    ]

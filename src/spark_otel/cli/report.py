@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                     inputs = inputs_from_store(store)
         phase.update(f"computing the analyses over {len(inputs.cells):,} cells")
         content = build_report(inputs, eval_name=args.eval_name, config=config)
+        del inputs  # the records, let go before the plots: their memory serves the drawing
         phase.update(f"drawing the plots and writing {args.out}")
         page = write_report(content, args.out)
     print(f"wrote {page}")

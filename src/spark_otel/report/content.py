@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..analysis.overview import Overview
     from ..analysis.timeouts import TimeoutVerdict
     from ..model import Cell
+    from ..records.cell_columns import CellColumns
     from ..records.probe_report import ProbeReport
     from ..records.rate_curve import RateCurve
     from ..views.answers import Answer
@@ -76,17 +77,19 @@ def overview_from_inputs(
     engine: str | None = None,
     with_concurrency: bool = True,
     with_cells: bool = True,
+    columns: CellColumns | None = None,
 ) -> Overview:
     """`spark_otel.analysis.overview` of recorded inputs: the one call `spark-otel advise` and
-    `spark-otel report` both make, so the same records give the same rules. The cells are the
-    inputs' columns where they were read as columns, else their records; ``with_concurrency=False``
-    leaves the concurrency report out (for an answer that shows none). An unknown ``eval_name`` is an
-    `InputError` naming the inputs' source."""
+        `spark-otel report` both make, so the same records give the same rules. The cells are the
+        inputs' columns where they were read as columns (or ``columns``: the inputs' cells as columns,
+    made once by a caller that reads them too), else their records; ``with_concurrency=False``
+        leaves the concurrency report out (for an answer that shows none). An unknown ``eval_name`` is an
+        `InputError` naming the inputs' source."""
     from ..analysis.overview import overview
 
     try:
         return overview(
-            inputs.cell_columns if inputs.cell_columns is not None else inputs.cells,
+            columns if columns is not None else _cells_of(inputs),
             inputs.windows,
             inputs.curves or [p.curve for p in inputs.probes],
             config=config,
@@ -100,6 +103,10 @@ def overview_from_inputs(
         )
     except InputError as exc:
         raise InputError(f"{inputs.source}: {exc}") from exc
+
+
+def _cells_of(inputs: ReportInputs) -> CellColumns | list[Cell]:
+    return inputs.cell_columns if inputs.cell_columns is not None else inputs.cells
 
 
 def build_report(
@@ -117,10 +124,10 @@ def build_report(
     from ..analysis.adaptive_decisions import adaptive_decisions
     from ..analysis.budget import cell_budgets, eval_budgets
     from ..analysis.energy import attribute, restrict
-    from ..analysis.timeouts import timeout_verdicts
     from ..views.answers import answers
 
-    found = overview_from_inputs(inputs, config=config, eval_name=eval_name)
+    columns = _columns_of(inputs)
+    found = overview_from_inputs(inputs, config=config, eval_name=eval_name, columns=columns)
     outcome_cells = [c for c in inputs.cells if eval_name is None or c.eval_name == eval_name]
     energy = attribute(inputs.cells, inputs.gpu_energy)  # every cell on the box shares its energy
     if energy is not None and eval_name is not None:
@@ -146,10 +153,39 @@ def build_report(
         instruments=inputs.instruments,
         budgets=budgets,
         eval_budgets=eval_budgets(budgets, outcome_cells),
-        timeouts=timeout_verdicts(inputs.cells, inputs.windows, eval_name=eval_name),
+        timeouts=_timeouts(inputs, columns, eval_name),
         requests_as_cells=count_requests_as_cells(inputs.cells),
         decisions=adaptive_decisions(outcome_cells),
     )
+
+
+def _columns_of(inputs: ReportInputs) -> CellColumns | None:
+    """The inputs' cells as columns, made once for every analysis that reads columns; None where
+    there are none (the row path then, and numpy need not be installed)."""
+    if inputs.cell_columns is not None:
+        return inputs.cell_columns
+    if not inputs.cells:
+        return None
+    from ..records.cell_columns import CellColumns
+
+    return CellColumns.from_cells(inputs.cells)
+
+
+def _timeouts(
+    inputs: ReportInputs, columns: CellColumns | None, eval_name: str | None
+) -> list[TimeoutVerdict]:
+    """`timeout_verdicts` of the inputs' cells, over their columns where there are any (the same
+    verdicts: `tests/analysis/test_timeout_columns.py`), with each cut-off cell's governor wait
+    from its record, which the columns do not carry."""
+    from ..analysis.timeouts import cut_off_uids, timeout_verdicts, timeout_verdicts_of_columns
+
+    if columns is None:
+        return timeout_verdicts(inputs.cells, inputs.windows, eval_name=eval_name)
+    cut = set(cut_off_uids(columns, eval_name=eval_name))
+    if not cut:
+        return []
+    waits = {c.uid: c.admission_s for c in inputs.cells if c.uid in cut and c.admission_s is not None}
+    return timeout_verdicts_of_columns(columns, inputs.windows, eval_name=eval_name, admissions=waits)
 
 
 def eval_time_scales(cells: Iterable[Cell]) -> dict[str, float]:
