@@ -17,6 +17,7 @@ empty interval overlaps nothing), and the cells' levels and rates are `concurren
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,7 +33,9 @@ from .concurrency_columns import _as_cells, _level_summaries, in_flight_of_colum
 from .curve import curve_from_concurrency, curve_from_levels
 from .windows import DEFAULT_MERGE_GAP_S, merge_gap_ns
 
-__all__ = ["curve_candidates", "overlapping_any"]
+__all__ = ["codes_of", "curve_candidates", "overlapping_any"]
+
+T = TypeVar("T")
 
 Ints = NDArray[np.int64]
 Flags = NDArray[np.bool_]
@@ -79,17 +82,38 @@ def _spans(windows: Iterable[LoadWindow]) -> tuple[Ints, Ints]:
     )
 
 
+def codes_of(values: Sequence[T]) -> tuple[Ints, list[T]]:
+    """Each value's code and the distinct values (``distinct[code]``), in no particular order:
+    text columns grouped in one pass instead of a tuple and a list per cell."""
+    distinct = list(set(values))
+    lookup = {value: code for code, value in enumerate(distinct)}
+    return np.fromiter(map(lookup.__getitem__, values), dtype=np.int64, count=len(values)), distinct
+
+
 def _cell_windows(cols: CellColumns, among: Positions, gap_ns: int) -> tuple[Ints, Ints]:
     """The spans of `windows.windows_from_cells` of the cells at ``among``: per eval, engine and
-    worker count, runs of cells each starting within ``gap_ns`` of the run's latest end so far."""
-    groups: dict[tuple[str, str | None, int | None], list[int]] = {}
-    timed = among[cols.end_unix_ns[among] > cols.start_unix_ns[among]].tolist()
-    workers, known = cols.workers.tolist(), cols.workers_known.tolist()
-    for k in timed:
-        groups.setdefault((cols.eval_name[k], cols.engine[k], workers[k] if known[k] else None), []).append(k)
+    worker count, runs of cells each starting within ``gap_ns`` of the run's latest end so far.
+    The groups come in no particular order: `_union` of the spans is the same in any."""
+    timed = among[cols.end_unix_ns[among] > cols.start_unix_ns[among]]
+    if not len(timed):
+        empty = np.zeros(0, np.int64)
+        return empty, empty
+    picked = timed.tolist()
+    keys = np.stack(
+        [
+            codes_of([cols.eval_name[k] for k in picked])[0],
+            codes_of([cols.engine[k] for k in picked])[0],
+            np.where(cols.workers_known[timed], cols.workers[timed], 0),
+            cols.workers_known[timed].astype(np.int64),
+        ],
+        axis=1,
+    )
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    by_group = np.argsort(group.reshape(-1), kind="stable")  # each group's cells in their order
+    bounds = np.flatnonzero(np.diff(group.reshape(-1)[by_group])) + 1
     starts, ends = [], []
-    for positions in groups.values():
-        index = np.array(positions, dtype=np.intp)
+    for members in np.split(by_group, bounds):
+        index = timed[members]
         order = np.argsort(cols.start_unix_ns[index], kind="stable")
         s, e = cols.start_unix_ns[index][order], cols.end_unix_ns[index][order]
         reach = np.maximum.accumulate(e)
@@ -98,9 +122,6 @@ def _cell_windows(cols: CellColumns, among: Positions, gap_ns: int) -> tuple[Int
         firsts = np.flatnonzero(fresh)
         starts.append(s[firsts])
         ends.append(np.maximum.reduceat(e, firsts))
-    if not starts:
-        empty = np.zeros(0, np.int64)
-        return empty, empty
     return np.concatenate(starts), np.concatenate(ends)
 
 
