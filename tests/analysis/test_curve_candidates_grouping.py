@@ -56,7 +56,7 @@ def cells(draw: st.DrawFn) -> list[Cell]:
                 start_unix_ns=a * S,
                 end_unix_ns=b * S,
                 completion_tokens=draw(st.none() | st.sampled_from([0, 100])),
-                workers=draw(st.none() | st.integers(0, 3)),
+                workers=draw(st.none() | st.integers(-1, 3)),
             )
         )
     return out

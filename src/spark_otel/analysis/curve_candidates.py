@@ -99,18 +99,16 @@ def _cell_windows(cols: CellColumns, among: Positions, gap_ns: int) -> tuple[Int
         empty = np.zeros(0, np.int64)
         return empty, empty
     picked = timed.tolist()
-    keys = np.stack(
-        [
-            codes_of([cols.eval_name[k] for k in picked])[0],
-            codes_of([cols.engine[k] for k in picked])[0],
-            np.where(cols.workers_known[timed], cols.workers[timed], 0),
-            cols.workers_known[timed].astype(np.int64),
-        ],
-        axis=1,
-    )
-    _, group = np.unique(keys, axis=0, return_inverse=True)
-    by_group = np.argsort(group.reshape(-1), kind="stable")  # each group's cells in their order
-    bounds = np.flatnonzero(np.diff(group.reshape(-1)[by_group])) + 1
+    workers, distinct_workers = codes_of(cols.workers[timed].tolist())
+    group = np.zeros(len(timed), np.int64)
+    for codes, n in (
+        codes_of([cols.eval_name[k] for k in picked]),
+        codes_of([cols.engine[k] for k in picked]),
+        (np.where(cols.workers_known[timed], workers + 1, 0), [None, *distinct_workers]),  # 0: unknown
+    ):
+        group = group * len(n) + codes  # below (cells)**3: exact in int64
+    by_group = np.argsort(group, kind="stable")  # each group's cells in their order
+    bounds = np.flatnonzero(np.diff(group[by_group])) + 1
     starts, ends = [], []
     for members in np.split(by_group, bounds):
         index = timed[members]
