@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_otel.analysis.advisor.classes import members_by_eval
-from spark_otel.analysis.curve_candidates import _cell_windows, _union, codes_of
+from spark_otel.analysis.curve_candidates import _cell_windows, _union, codes_of, engine_codes
 from spark_otel.model import Cell
 from spark_otel.records.cell_columns import CellColumns
 
@@ -99,3 +99,16 @@ def test_codes_of_gives_equal_values_one_code() -> None:
     codes, distinct = codes_of(["b", None, "a", "b", None])
     assert [distinct[c] for c in codes.tolist()] == ["b", None, "a", "b", None]
     assert len(distinct) == 3
+
+
+def test_engine_codes_name_a_cell_without_an_engine_as_the_unknown_one() -> None:
+    engines = [None, "unknown", "q", None, "", "q"]
+    cols = CellColumns.from_cells(
+        [
+            Cell(uid=f"u{k}", eval_name="e", cell_id="c", engine=e, start_unix_ns=0, end_unix_ns=S)
+            for k, e in enumerate(engines)
+        ]
+    )
+    codes, names = engine_codes(cols)
+    assert [names[c] for c in codes.tolist()] == ["unknown", "unknown", "q", "unknown", "unknown", "q"]
+    assert sorted(names) == ["q", "unknown"]
