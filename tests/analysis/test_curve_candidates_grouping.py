@@ -1,8 +1,7 @@
-"""The curves' and the advisor's groupings over columns (`codes_of`, one pass per column instead of
-a tuple and a list per cell) group the cells as the per-cell dictionaries they replaced did:
-`_cell_windows`' spans cover the same time, and `members_by_eval` keeps each eval's cells in
-their order, on generated cells (evals, engines and worker counts that tie, unknown ones,
-zero-length cells, any order)."""
+"""How the curves and the advisor group cells over columns: `_cell_windows`' spans cover what a
+per-cell grouping by eval, engine and worker count covers, `members_by_eval` keeps each eval's
+cells in their order, and `engine_codes` names each cell's engine as the analyses do, on
+generated cells (evals, engines and worker counts that tie, unknown ones, zero-length cells)."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ S = 1_000_000_000
 
 
 def per_cell_windows(cols: CellColumns, among: list[int], gap_ns: int) -> tuple[list[int], list[int]]:
-    """The grouping `_cell_windows` had before: a dictionary of lists keyed per cell."""
+    """`_cell_windows` spelled out per cell: a run per group while each start is within the gap."""
     groups: dict[tuple[str, str | None, int | None], list[int]] = {}
     for k in among:
         if cols.end_unix_ns[k] > cols.start_unix_ns[k]:

@@ -99,26 +99,15 @@ def engine_codes(cols: CellColumns) -> tuple[Ints, list[str]]:
 
 def _cell_windows(cols: CellColumns, among: Positions, gap_ns: int) -> tuple[Ints, Ints]:
     """The spans of `windows.windows_from_cells` of the cells at ``among``: per eval, engine and
-    worker count, runs of cells each starting within ``gap_ns`` of the run's latest end so far.
-    The groups come in no particular order: `_union` of the spans is the same in any."""
-    timed = among[cols.end_unix_ns[among] > cols.start_unix_ns[among]]
-    if not len(timed):
-        empty = np.zeros(0, np.int64)
-        return empty, empty
-    picked = timed.tolist()
-    workers, distinct_workers = codes_of(cols.workers[timed].tolist())
-    group = np.zeros(len(timed), np.int64)
-    for codes, n in (
-        codes_of([cols.eval_name[k] for k in picked]),
-        codes_of([cols.engine[k] for k in picked]),
-        (np.where(cols.workers_known[timed], workers + 1, 0), [None, *distinct_workers]),  # 0: unknown
-    ):
-        group = group * len(n) + codes  # below (cells)**3: exact in int64
-    by_group = np.argsort(group, kind="stable")  # each group's cells in their order
-    bounds = np.flatnonzero(np.diff(group[by_group])) + 1
+    worker count, runs of cells each starting within ``gap_ns`` of the run's latest end so far."""
+    groups: dict[tuple[str, str | None, int | None], list[int]] = {}
+    timed = among[cols.end_unix_ns[among] > cols.start_unix_ns[among]].tolist()
+    workers, known = cols.workers.tolist(), cols.workers_known.tolist()
+    for k in timed:
+        groups.setdefault((cols.eval_name[k], cols.engine[k], workers[k] if known[k] else None), []).append(k)
     starts, ends = [], []
-    for members in np.split(by_group, bounds):
-        index = timed[members]
+    for positions in groups.values():
+        index = np.array(positions, dtype=np.intp)
         order = np.argsort(cols.start_unix_ns[index], kind="stable")
         s, e = cols.start_unix_ns[index][order], cols.end_unix_ns[index][order]
         reach = np.maximum.accumulate(e)
@@ -127,6 +116,9 @@ def _cell_windows(cols: CellColumns, among: Positions, gap_ns: int) -> tuple[Int
         firsts = np.flatnonzero(fresh)
         starts.append(s[firsts])
         ends.append(np.maximum.reduceat(e, firsts))
+    if not starts:
+        empty = np.zeros(0, np.int64)
+        return empty, empty
     return np.concatenate(starts), np.concatenate(ends)
 
 

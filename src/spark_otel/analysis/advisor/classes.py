@@ -29,7 +29,7 @@ from ...records.cell_columns import STATUSES, CellColumns
 from ...records.rate_curve import RateCurve
 from ..concurrency import in_flight, in_flight_level
 from ..concurrency_columns import _as_cells, _exact_enough, in_flight_of_columns
-from ..curve_candidates import codes_of, engine_codes
+from ..curve_candidates import engine_codes
 from ..request_cells import REQUEST_SOURCE
 from ..stats import percentile, summarize
 from . import predict
@@ -96,7 +96,7 @@ class Members:
 
     def take(self, index: Positions) -> Members:
         return Members(
-            cell_id=list(map(self.cell_id.__getitem__, index.tolist())),
+            cell_id=[self.cell_id[k] for k in index.tolist()],
             elapsed_s=self.elapsed_s[index],
             prompt_tokens=self.prompt_tokens[index],
             completion_tokens=self.completion_tokens[index],
@@ -196,13 +196,10 @@ def members_by_eval(engine_cells: CellColumns, eval_name: str | None) -> dict[st
         rated=rated,
         level=_levels(cols),
     )
-    names = [cols.eval_name[k] for k in chosen.tolist()]
-    codes, distinct = codes_of(names)
-    order = np.argsort(codes, kind="stable")  # each eval's cells in their order
-    groups = np.split(chosen[order], np.flatnonzero(np.diff(codes[order])) + 1)
-    return {
-        name: everyone.take(groups[code]) for code, name in sorted(enumerate(distinct), key=lambda c: c[1])
-    }
+    by_eval: dict[str, list[int]] = {}
+    for k in chosen.tolist():
+        by_eval.setdefault(cols.eval_name[k], []).append(k)
+    return {ev: everyone.take(np.array(by_eval[ev], dtype=np.intp)) for ev in sorted(by_eval)}
 
 
 def _class_codes(members: Members, config: AdvisorConfig) -> Ints:
