@@ -17,6 +17,7 @@ empty interval overlaps nothing), and the cells' levels and rates are `concurren
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,7 +33,9 @@ from .concurrency_columns import _as_cells, _level_summaries, in_flight_of_colum
 from .curve import curve_from_concurrency, curve_from_levels
 from .windows import DEFAULT_MERGE_GAP_S, merge_gap_ns
 
-__all__ = ["curve_candidates", "overlapping_any"]
+__all__ = ["codes_of", "curve_candidates", "engine_codes", "overlapping_any"]
+
+T = TypeVar("T")
 
 Ints = NDArray[np.int64]
 Flags = NDArray[np.bool_]
@@ -77,6 +80,21 @@ def _spans(windows: Iterable[LoadWindow]) -> tuple[Ints, Ints]:
         np.array([s for s, _ in found], dtype=np.int64),
         np.array([e for _, e in found], dtype=np.int64),
     )
+
+
+def codes_of(values: Sequence[T]) -> tuple[Ints, list[T]]:
+    """Each value's code and the distinct values (``distinct[code]``), in no particular order:
+    text columns grouped in one pass instead of a tuple and a list per cell."""
+    distinct = list(set(values))
+    lookup = {value: code for code, value in enumerate(distinct)}
+    return np.fromiter(map(lookup.__getitem__, values), dtype=np.int64, count=len(values)), distinct
+
+
+def engine_codes(cols: CellColumns) -> tuple[Ints, list[str]]:
+    """Each cell's engine by name (`UNKNOWN_ENGINE` for none) as `codes_of` codes, and the names."""
+    raw, distinct = codes_of(cols.engine)
+    codes, names = codes_of([engine or UNKNOWN_ENGINE for engine in distinct])
+    return codes[raw], names
 
 
 def _cell_windows(cols: CellColumns, among: Positions, gap_ns: int) -> tuple[Ints, Ints]:
@@ -183,9 +201,9 @@ def curve_candidates(
     that ran a cell, by name, the curve of its cells; a line in ``notes`` for an engine whose
     cells make no curve."""
     candidates = [_probe_under_load(curve, cols, windows) for curve in probe_curves]
-    names = np.array([e or UNKNOWN_ENGINE for e in cols.engine], dtype=object)
-    for name in sorted(set(names.tolist())):
-        own = names == name
+    codes, names = engine_codes(cols)
+    for code, name in sorted(enumerate(names), key=lambda c: c[1]):
+        own = codes == code
         mine = np.flatnonzero(own)
         beside = _beside_unseen_load(cols, own, windows, name)
         try:

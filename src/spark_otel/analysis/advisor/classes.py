@@ -27,8 +27,9 @@ from ..._clock import NS_PER_S
 from ...model import Cell, CellStatus
 from ...records.cell_columns import STATUSES, CellColumns
 from ...records.rate_curve import RateCurve
-from ..concurrency import UNKNOWN_ENGINE, in_flight, in_flight_level
+from ..concurrency import in_flight, in_flight_level
 from ..concurrency_columns import _as_cells, _exact_enough, in_flight_of_columns
+from ..curve_candidates import engine_codes
 from ..request_cells import REQUEST_SOURCE
 from ..stats import percentile, summarize
 from . import predict
@@ -111,7 +112,8 @@ def scope_mask(cols: CellColumns, eval_name: str | None, engine: str | None) -> 
     if eval_name is not None:
         mask &= np.array(cols.eval_name, dtype=object) == eval_name
     if engine is not None:
-        mask &= np.array([(e or UNKNOWN_ENGINE) == engine for e in cols.engine], dtype=np.bool_)
+        codes, names = engine_codes(cols)
+        mask &= np.isin(codes, [code for code, name in enumerate(names) if name == engine])
     return mask
 
 
@@ -126,13 +128,13 @@ def engines_to_advise(
     """Each engine advice is asked for (``engine``, else every one that ran a cell of
     ``eval_name``) with all its cells, by name: every cell counts toward the load the others ran
     under."""
-    names = np.array([e or UNKNOWN_ENGINE for e in cols.engine], dtype=object)
+    codes, names = engine_codes(cols)
     evals = None if eval_name is None else np.array(cols.eval_name, dtype=object) == eval_name
-    distinct = sorted(set(names.tolist()))
-    for name in distinct:
+    distinct = sorted(enumerate(names), key=lambda c: c[1])
+    for code, name in distinct:
         if engine is not None and name != engine:
             continue
-        positions = np.flatnonzero(names == name)
+        positions = np.flatnonzero(codes == code)
         if evals is not None and not evals[positions].any():
             continue
         yield name, cols if len(distinct) == 1 else cols.take(positions)
