@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..views.requests import cell_label
-from ..views.tables import model_time, seconds, time_scales
+from ..views.tables import model_time, seconds
 from ._common import (
     add_advisor_arguments,
     add_store_argument,
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from ..analysis.neighbour_columns import NeighbourColumns
     from ..model import LoadWindow
     from ..records.cell_columns import CellColumns
-    from ..store import Store
 
 _logger = logging.getLogger(__name__)
 
@@ -183,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
     from .._files import check_output
     from ..analysis.request_cells import REQUEST_SOURCE
+    from ..report.inputs import columns_from_store, eval_scales_from_store
     from ..views.requests import no_cells, requests_as_cells_line
     from ._common import COUNT, DURATION_S, FRACTION, check_advisor_arguments, print_hint
 
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     with tables_held(), status("reading cells and load windows") as phase:
         with open_store(args) as store:
             phase.update(f"reading cells and load windows from {store.path}")
-            cells = _columns(store)  # requests no cell holds count as cells of their own
+            cells = columns_from_store(store)  # requests no cell holds count as cells of their own
             evals = sorted(set(cells.eval_name))
             if args.eval_name not in evals:
                 raise InputError(
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
                     )
                 )
             windows = store.windows()
-            scales = _scales(store, cells, args.eval_name) if tables or args.plot else []
+            scales = eval_scales_from_store(store, cells, args.eval_name) if tables or args.plot else []
         phase.update(
             f"pricing neighbours of {args.eval_name} over {len(cells):,} cells and {len(windows):,} windows"
         )
@@ -235,31 +235,6 @@ def run(args: argparse.Namespace) -> int:
         dumped = [each.dump() | {"threshold": args.threshold} for each in found]
         print_json(dumped[0] if len(dumped) == 1 else dumped, plain=True)
     return 0
-
-
-def _columns(store: Store) -> CellColumns:
-    """`report.inputs.cells_from_store`'s cells, as columns: the store's cells and the requests no
-    cell holds, each a cell of its own."""
-    from ..analysis.request_cells import columns_with_requests_as_cells
-
-    return columns_with_requests_as_cells(
-        store.cell_columns(),
-        store.requests_outside_cells(),
-        engine_urls=store.engine_urls(),
-        windows=store.windows(kind="load") + store.windows(kind="probe"),
-    )
-
-
-def _scales(store: Store, cells: CellColumns, eval_name: str) -> list[float]:
-    """The time scales the eval's cells were recorded under (`time_scales`; read from its stored
-    cells' attributes, which the columns do not carry; a request standing in for a cell has none)."""
-    from ..analysis.request_cells import REQUEST_SOURCE
-
-    scales = time_scales(store.cells(eval_name=eval_name))
-    stand_in = any(
-        e == eval_name and s == REQUEST_SOURCE for e, s in zip(cells.eval_name, cells.source, strict=True)
-    )
-    return [*scales, 1.0] if stand_in and 1.0 not in scales else scales
 
 
 def _plot(path: str, reports: list[NeighbourReport], scales: list[float]) -> None:

@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..views.tables import model_time, time_scales
+from ..views.tables import model_time
 from ._common import add_store_argument, open_store, print_hint, print_json, print_table
 from ._console import status
 
 if TYPE_CHECKING:
     from ..analysis.timeouts import TimeoutVerdict
-    from ..records.cell_columns import CellColumns
-    from ..store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,12 +32,13 @@ def run(args: argparse.Namespace) -> int:
     from .._exceptions import InputError
     from ..analysis.request_cells import REQUEST_SOURCE
     from ..analysis.timeouts import cut_off_uids, timeout_verdicts_of_columns
+    from ..report.inputs import columns_from_store, eval_scales_from_store
     from ..views.requests import no_cells, requests_as_cells_line
     from ..views.timeouts import timeouts_table, verdict_json
 
     with status("reading cells") as phase, open_store(args) as store:
         phase.update(f"reading cells and load windows from {store.path}")
-        cells, windows = _columns(store), store.windows()  # requests no cell holds as cells
+        cells, windows = columns_from_store(store), store.windows()  # requests no cell holds as cells
         scoped = [k for k, name in enumerate(cells.eval_name) if args.eval_name in (None, name)]
         counts = {} if scoped else store.row_counts()  # what a refusal names
         source = str(store.path)
@@ -52,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
                 cells, windows, eval_name=args.eval_name, admissions=admissions
             )
         if scoped and verdicts and not args.json:
-            scales = {name: _scales(store, cells, name) for name in {v.eval_name for v in verdicts}}
+            scales = {
+                name: eval_scales_from_store(store, cells, name) for name in {v.eval_name for v in verdicts}
+            }
     if not scoped:
         evals = sorted(set(cells.eval_name))
         scope = "" if args.eval_name is None else f" of eval {args.eval_name!r}"
@@ -88,28 +89,3 @@ def run(args: argparse.Namespace) -> int:
     if line:
         print_hint(line)
     return 0
-
-
-def _columns(store: Store) -> CellColumns:
-    """`report.inputs.cells_from_store`'s cells, as columns: the store's cells and the requests no
-    cell holds, each a cell of its own."""
-    from ..analysis.request_cells import columns_with_requests_as_cells
-
-    return columns_with_requests_as_cells(
-        store.cell_columns(),
-        store.requests_outside_cells(),
-        engine_urls=store.engine_urls(),
-        windows=store.windows(kind="load") + store.windows(kind="probe"),
-    )
-
-
-def _scales(store: Store, cells: CellColumns, eval_name: str) -> list[float]:
-    """The time scales the eval's cells were recorded under (`time_scales`, read from its stored
-    cells' attributes, which the columns do not carry; a request standing in for a cell has none)."""
-    from ..analysis.request_cells import REQUEST_SOURCE
-
-    scales = time_scales(store.cells(eval_name=eval_name))
-    stand_in = any(
-        e == eval_name and s == REQUEST_SOURCE for e, s in zip(cells.eval_name, cells.source, strict=True)
-    )
-    return [*scales, 1.0] if stand_in and 1.0 not in scales else scales

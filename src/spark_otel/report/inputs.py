@@ -189,6 +189,20 @@ def columns_from_store(store: Store) -> CellColumns:
     )
 
 
+def eval_scales_from_store(store: Store, cells: CellColumns, eval_name: str) -> list[float]:
+    """The time scales ``eval_name``'s cells were recorded under (`views.tables.time_scales`),
+    read from its stored cells' attributes, which columns do not carry; a request standing in
+    for a cell (in ``cells``, as `columns_from_store` reads them) has none: real time."""
+    from ..analysis.request_cells import REQUEST_SOURCE
+    from ..views.tables import time_scales
+
+    scales = time_scales(store.cells(eval_name=eval_name))
+    stand_in = any(
+        e == eval_name and s == REQUEST_SOURCE for e, s in zip(cells.eval_name, cells.source, strict=True)
+    )
+    return [*scales, 1.0] if stand_in and 1.0 not in scales else scales
+
+
 def energy_samples(store: Store, spans: Sequence[tuple[int, int]]) -> list[MetricSample]:
     """The GPU energy-counter and power samples around ``spans`` (start, end ns): what
     `spark_otel.analysis.energy` reads. Empty without spans."""
