@@ -25,7 +25,6 @@ from spark_otel.analysis.neighbour import (
 from spark_otel.analysis.neighbour_columns import (
     neighbour_cost_of_columns,
     neighbour_costs_of_columns,
-    neighbour_reports_of_columns,
 )
 from spark_otel.analysis.request_cells import REQUEST_SOURCE
 from spark_otel.model import Cell, CellStatus, LoadWindow
@@ -40,9 +39,7 @@ def both(cells: list[Cell], windows: list[LoadWindow], **options: Any) -> None:
     found = neighbour_costs_of_columns(CellColumns.from_cells(cells), windows, **options)
     assert [f.report() for f in found] == rows
     assert [f.dump() for f in found] == [r.model_dump(mode="json") for r in rows]
-    bare = neighbour_reports_of_columns(
-        CellColumns.from_cells(cells), windows, with_cells=False, all_windows=False, **options
-    )
+    bare = [f.report(with_cells=False, all_windows=False) for f in found]
     assert bare == [
         r.model_copy(update={"cells": rows_no_baseline_reads(r), "windows": windows_touched(r)}) for r in rows
     ]

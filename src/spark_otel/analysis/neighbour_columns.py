@@ -65,7 +65,6 @@ __all__ = [
     "NeighbourColumns",
     "neighbour_cost_of_columns",
     "neighbour_costs_of_columns",
-    "neighbour_reports_of_columns",
 ]
 
 _EXACT = 2**53
@@ -904,30 +903,3 @@ def neighbour_cost_of_columns(
         fraction=min_overlap_fraction,
         warnings=warnings,
     )
-
-
-def neighbour_reports_of_columns(
-    cells: CellColumns,
-    windows: Iterable[LoadWindow] = (),
-    *,
-    eval_names: Iterable[str] | None = None,
-    min_cells: int = MIN_CELLS_FOR_NEIGHBOUR,
-    min_overlap_fraction: float = DEFAULT_MIN_OVERLAP_FRACTION,
-    merge_gap_s: float = DEFAULT_MERGE_GAP_S,
-    with_cells: bool = True,
-    all_windows: bool = True,
-) -> list[NeighbourReport]:
-    """`neighbour_costs` over columns, as validated reports (`NeighbourColumns.report`): with the
-    defaults, equal to `neighbour_costs` over the same cells; ``with_cells=False`` and
-    ``all_windows=False`` leave out the rows a caller does not read (`NeighbourColumns.report`)."""
-    return [
-        found.report(with_cells=with_cells, all_windows=all_windows)
-        for found in neighbour_costs_of_columns(
-            cells,
-            windows,
-            eval_names=eval_names,
-            min_cells=min_cells,
-            min_overlap_fraction=min_overlap_fraction,
-            merge_gap_s=merge_gap_s,
-        )
-    ]
