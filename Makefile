@@ -58,7 +58,8 @@ MUTATION_TESTS_governor = tests/governor tests/cli/test_governor_commands.py
 MUTATION_TESTS_deadline = tests/deadline tests/core/test_guarded_points.py
 MUTATION_TESTS_cells = tests/core/test_cells.py tests/core/test_guarded_points.py tests/core/test_time_budget.py \
 	tests/instrumentation/test_cells_and_notes.py tests/instrumentation/test_cell_budget.py \
-	tests/instrumentation/test_providers.py tests/governor/test_admission.py
+	tests/instrumentation/test_providers.py tests/governor/test_admission.py tests/core/test_live_progress.py \
+	tests/instrumentation/test_live_progress_streams.py tests/core/test_cell_scoring.py tests/deadline/test_deadline_cell.py
 MUTATION_TESTS_instrumentation = tests/instrumentation tests/core/test_guarded_points.py
 MUTATION_TESTS_store = tests/store tests/cli/test_store_command.py tests/telemetry tests/receivers/test_otlp_json.py \
 	tests/sim/test_server_spans.py
