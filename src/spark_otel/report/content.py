@@ -80,11 +80,12 @@ def overview_from_inputs(
     columns: CellColumns | None = None,
 ) -> Overview:
     """`spark_otel.analysis.overview` of recorded inputs: the one call `spark-otel advise` and
-        `spark-otel report` both make, so the same records give the same rules. The cells are the
-        inputs' columns where they were read as columns (or ``columns``: the inputs' cells as columns,
-    made once by a caller that reads them too), else their records; ``with_concurrency=False``
-        leaves the concurrency report out (for an answer that shows none). An unknown ``eval_name`` is an
-        `InputError` naming the inputs' source."""
+    `spark-otel report` both make, so the same records give the same rules. The cells are
+    ``columns`` (the inputs' cells as columns, made once by a caller that reads them too), else
+    the inputs' columns where they were read as columns, else their records;
+    ``with_concurrency=False`` leaves the concurrency report out and ``with_cells=False`` the
+    per-cell rows (for an answer that shows none). An unknown ``eval_name`` is an `InputError`
+    naming the inputs' source."""
     from ..analysis.overview import overview
 
     try:
